@@ -1,0 +1,28 @@
+# The README's two commands. Each first installs what is missing (scripts/install-deps.sh),
+# then configures and builds with CMake into build/.
+BUILD ?= build
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+CMAKE_FLAGS ?=
+
+.PHONY: all demo test deps build clean
+
+all: build
+
+deps:
+	@bash scripts/install-deps.sh
+
+build: deps
+	@cmake -S . -B $(BUILD) $(CMAKE_FLAGS) > $(BUILD).cmake.log 2>&1 || (cat $(BUILD).cmake.log; exit 1)
+	@cmake --build $(BUILD) -j $(JOBS)
+
+# Trains LeNet-5 on Fashion-MNIST (2 epochs) and prints the test accuracy.
+demo: build
+	./$(BUILD)/dtnn train --model lenet5 --dataset fashion-mnist --epochs 2 --batch-size 64 \
+	    --optimizer sgd --lr 0.05 --momentum 0.9 --threads $(JOBS) --save $(BUILD)/lenet5.safetensors \
+	    --log $(BUILD)/lenet5.jsonl
+
+test: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+clean:
+	rm -rf $(BUILD) $(BUILD).cmake.log

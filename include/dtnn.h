@@ -1,0 +1,389 @@
+/*
+ * dtnn.h — the public API of libdtnn, a C library for training convolutional networks.
+ *
+ * A five-minute tour:
+ *
+ *     dtnn_error err;
+ *     dtnn_model *m = dtnn_model_create(1, 28, 28);               // input: 1x28x28 per sample
+ *     int x = dtnn_model_add(m, "conv2d", "conv1", "filters=6 kernel=5 padding=2", NULL, 0, &err);
+ *     x = dtnn_model_add(m, "relu", NULL, "", &x, 1, &err);       // inputs: node ids; NULL = previous
+ *     ...
+ *     dtnn_build_params bp; dtnn_build_params_default(&bp); bp.max_batch = 64;
+ *     dtnn_model_build(m, &bp, &err);                             // shapes, flat buffers, workspace
+ *     dtnn_model_forward(m, images, n, 1, &err);                  // training mode
+ *     dtnn_model_loss(m, labels, n, &lp, &loss, &err);            // fills d(loss)/d(logits)
+ *     dtnn_model_zero_grad(m); dtnn_model_backward(m, &err);
+ *     dtnn_optimizer_step(opt, lr, &err);
+ *
+ * or simply dtnn_zoo_build("lenet5", ...) / dtnn_model_parse_file(...) and dtnn_train(...).
+ *
+ * Conventions. Tensors are float32, dense, NCHW (N batch, C channels, H x W). Every fallible
+ * function returns a dtnn_status and, on failure, fills the caller's dtnn_error with a message
+ * that names the file, layer, shape or option at fault. The library never exits the process and
+ * keeps no global mutable state. Parameters, gradients and optimizer state each live in one flat
+ * buffer per model; dtnn_model_tensor() gives the named layout (PyTorch state_dict names).
+ */
+#ifndef DTNN_H
+#define DTNN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- errors ------------------------------------------------------------------------------ */
+
+#define DTNN_STATUS_LIST(X)                                                                   \
+    X(DTNN_OK, "ok")                                                                          \
+    X(DTNN_ERR_ARG, "invalid argument")                                                       \
+    X(DTNN_ERR_IO, "input/output error")                                                      \
+    X(DTNN_ERR_FORMAT, "malformed file")                                                      \
+    X(DTNN_ERR_SHAPE, "shape mismatch")                                                       \
+    X(DTNN_ERR_NOMEM, "out of memory")                                                        \
+    X(DTNN_ERR_NONFINITE, "non-finite value")                                                 \
+    X(DTNN_ERR_UNSUPPORTED, "unsupported")                                                    \
+    X(DTNN_ERR_COMM, "communication error")
+
+typedef enum {
+#define DTNN_X_ENUM(name, text) name,
+    DTNN_STATUS_LIST(DTNN_X_ENUM)
+#undef DTNN_X_ENUM
+} dtnn_status;
+
+typedef struct {
+    dtnn_status code;
+    char message[512];
+} dtnn_error;
+
+const char *dtnn_strerror(dtnn_status code);
+/* Sets err (if not NULL) to code and a printf-formatted message; returns code. */
+dtnn_status dtnn_error_set(dtnn_error *err, dtnn_status code, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+/* ---- models ------------------------------------------------------------------------------ */
+
+typedef struct dtnn_model dtnn_model;
+
+typedef enum { DTNN_INIT_DEFAULT = 0, DTNN_INIT_HE, DTNN_INIT_XAVIER } dtnn_init_scheme;
+
+typedef struct {
+    int max_batch;              /* largest batch forward() will be called with */
+    int training;               /* 0: plan inference only (no gradient buffers) */
+    uint64_t seed;              /* initialisation and dropout */
+    dtnn_init_scheme init;      /* DEFAULT = PyTorch's defaults */
+    int threads;                /* kernel threads; 0 = keep the current setting */
+    size_t workspace_limit;     /* bytes of scratch the convolutions may use (0 = 64 MiB) */
+    int input_grad;             /* also compute d(loss)/d(input) (gradient checks, saliency) */
+} dtnn_build_params;
+
+void dtnn_build_params_default(dtnn_build_params *p);
+
+/* Creates an empty model whose input is C x H x W per sample. */
+dtnn_model *dtnn_model_create(int c, int h, int w);
+void dtnn_model_free(dtnn_model *m);
+
+/*
+ * Appends a layer. type: "conv2d", "linear", "relu", ... (dtnn_layer_types lists them); name:
+ * the PyTorch module path used for its tensors ("layer1.0.conv1"), or NULL for a generated one;
+ * options: "key=value key=value"; inputs: node ids returned by earlier calls, DTNN_INPUT for the
+ * model input, or NULL/0 for "the previous node". Returns the new node id, or -1 with err set.
+ */
+#define DTNN_INPUT (-1)
+int dtnn_model_add(dtnn_model *m, const char *type, const char *name, const char *options,
+                   const int *inputs, int n_inputs, dtnn_error *err);
+/* Node id of the layer with this name, or -2 when there is none. */
+int dtnn_model_find(const dtnn_model *m, const char *name);
+
+/* Infers every shape, lays out the flat buffers, initialises parameters. */
+dtnn_status dtnn_model_build(dtnn_model *m, const dtnn_build_params *p, dtnn_error *err);
+
+/* Reads a model file (see docs in README: one [section] per layer). */
+dtnn_model *dtnn_model_parse_file(const char *path, dtnn_error *err);
+dtnn_model *dtnn_model_parse_string(const char *text, const char *origin, dtnn_error *err);
+
+/* Zoo: lenet5, cifarcnn, resnet20, mlp. classes <= 0 keeps the model's default (10);
+ * c,h,w <= 0 keep the model's default input (mlp needs them). */
+dtnn_model *dtnn_zoo_create(const char *name, int classes, int c, int h, int w, dtnn_error *err);
+/* Zoo name i (NULL past the end) and a one-line description. */
+const char *dtnn_zoo_name(int i, const char **description);
+/* Layer type i (NULL past the end). */
+const char *dtnn_layer_type_name(int i);
+
+/* Either a zoo name or a model file path. */
+dtnn_model *dtnn_model_from_spec(const char *spec, int classes, int c, int h, int w,
+                                 dtnn_error *err);
+
+/* ---- running ----------------------------------------------------------------------------- */
+
+/* x: [n, C, H, W]; n <= max_batch. training selects batch statistics and dropout. */
+dtnn_status dtnn_model_forward(dtnn_model *m, const float *x, int n, int training,
+                               dtnn_error *err);
+/* Output of the last node: [n, classes] logits after forward(). */
+const float *dtnn_model_output(const dtnn_model *m, int *n, int *classes);
+
+typedef enum { DTNN_LOSS_CROSS_ENTROPY = 0, DTNN_LOSS_BCE, DTNN_LOSS_MSE } dtnn_loss_kind;
+typedef struct {
+    dtnn_loss_kind kind;
+    float label_smoothing;  /* cross-entropy only, as torch.nn.CrossEntropyLoss */
+} dtnn_loss_params;
+void dtnn_loss_params_default(dtnn_loss_params *p);
+dtnn_status dtnn_loss_parse(const char *name, dtnn_loss_kind *kind, dtnn_error *err);
+
+typedef struct {
+    double loss_sum;    /* sum over samples of the per-sample loss */
+    int64_t top1;       /* correct top-1 predictions */
+    int64_t top5;
+    int64_t count;
+} dtnn_metrics;
+
+/* Loss of the last forward() against integer labels; adds to *metrics (may be NULL) and, when
+ * the model is built for training, writes d(mean loss)/d(logits) scaled by grad_scale (use
+ * 1/n_global for the mean over a global batch). */
+dtnn_status dtnn_model_loss(dtnn_model *m, const int32_t *labels, int n,
+                            const dtnn_loss_params *lp, float grad_scale, dtnn_metrics *metrics,
+                            dtnn_error *err);
+/* The gradient of the output, [n, classes]: write d(loss)/d(output) here yourself (instead of
+ * calling dtnn_model_loss) before dtnn_model_backward. */
+float *dtnn_model_output_grad(dtnn_model *m);
+/* d(loss)/d(input) [n, C, H, W] after backward, when built with input_grad; else NULL. */
+const float *dtnn_model_input_grad(const dtnn_model *m);
+/* Position of the dropout stream (backward passes so far); checkpoints restore it. */
+int64_t dtnn_model_step(const dtnn_model *m);
+void dtnn_model_set_step(dtnn_model *m, int64_t step);
+
+/* Backpropagates from the loss gradient; parameter gradients accumulate (+=). */
+dtnn_status dtnn_model_backward(dtnn_model *m, dtnn_error *err);
+void dtnn_model_zero_grad(dtnn_model *m);
+
+/* ---- flat buffers and named layout ------------------------------------------------------- */
+
+typedef enum { DTNN_TENSOR_PARAM = 0, DTNN_TENSOR_BUFFER } dtnn_tensor_kind;
+typedef enum { DTNN_F32 = 0, DTNN_I64 } dtnn_dtype;
+
+typedef struct {
+    const char *name;           /* "layer1.0.conv1.weight" */
+    dtnn_tensor_kind kind;      /* PARAM: in params/grads; BUFFER: batch-norm running stats */
+    dtnn_dtype dtype;
+    int ndim;
+    int64_t dims[4];
+    size_t offset;              /* elements into params (PARAM) or bytes into buffers (BUFFER) */
+    size_t count;               /* elements */
+} dtnn_tensor_info;
+
+int dtnn_model_tensor_count(const dtnn_model *m);
+const dtnn_tensor_info *dtnn_model_tensor(const dtnn_model *m, int i);
+const dtnn_tensor_info *dtnn_model_tensor_by_name(const dtnn_model *m, const char *name);
+size_t dtnn_model_param_count(const dtnn_model *m);
+float *dtnn_model_params(dtnn_model *m);
+float *dtnn_model_grads(dtnn_model *m);
+unsigned char *dtnn_model_buffers(dtnn_model *m);
+size_t dtnn_model_buffer_bytes(const dtnn_model *m);
+
+/* ---- introspection ----------------------------------------------------------------------- */
+
+typedef struct {
+    const char *name;
+    const char *type;
+    int c, h, w;               /* output shape per sample */
+    size_t params;             /* trainable parameters */
+    double flops;              /* forward FLOPs per sample (2 x MACs for conv/linear) */
+    double seconds_fwd, seconds_bwd; /* accumulated when profiling is on */
+} dtnn_layer_info;
+int dtnn_model_layer_count(const dtnn_model *m);
+void dtnn_model_layer_info(const dtnn_model *m, int i, dtnn_layer_info *info);
+void dtnn_model_input_shape(const dtnn_model *m, int *c, int *h, int *w);
+void dtnn_model_set_profiling(dtnn_model *m, int on);
+/* Bytes planned for activations, gradients of activations, and scratch. */
+size_t dtnn_model_activation_bytes(const dtnn_model *m);
+
+/* ---- optimizers and schedules ------------------------------------------------------------ */
+
+typedef enum { DTNN_OPT_SGD = 0, DTNN_OPT_ADAM, DTNN_OPT_ADAMW, DTNN_OPT_RMSPROP } dtnn_opt_kind;
+
+typedef struct {
+    dtnn_opt_kind kind;
+    float momentum;      /* SGD, RMSProp */
+    float dampening;     /* SGD */
+    int nesterov;        /* SGD */
+    float weight_decay;  /* L2 for SGD/Adam/RMSProp, decoupled for AdamW */
+    float beta1, beta2;  /* Adam(W) */
+    float eps;           /* Adam(W), RMSProp */
+    float alpha;         /* RMSProp smoothing */
+    int centered;        /* RMSProp */
+} dtnn_opt_params;
+
+/* PyTorch's defaults for kind (weight decay 0.01 for AdamW, 0 otherwise). */
+void dtnn_opt_params_default(dtnn_opt_params *p, dtnn_opt_kind kind);
+dtnn_status dtnn_opt_parse(const char *name, dtnn_opt_kind *kind, dtnn_error *err);
+const char *dtnn_opt_name(dtnn_opt_kind kind);
+
+typedef struct dtnn_optimizer dtnn_optimizer;
+dtnn_optimizer *dtnn_optimizer_create(dtnn_model *m, const dtnn_opt_params *p, dtnn_error *err);
+void dtnn_optimizer_free(dtnn_optimizer *o);
+/* One update of every parameter from the gradients, with PyTorch's rule. */
+dtnn_status dtnn_optimizer_step(dtnn_optimizer *o, float lr, dtnn_error *err);
+/* Optimizer state: one flat buffer of state_slots x param_count floats, and the step count. */
+int dtnn_optimizer_state_slots(const dtnn_optimizer *o);
+const char *dtnn_optimizer_state_name(const dtnn_optimizer *o, int slot);
+float *dtnn_optimizer_state(dtnn_optimizer *o);
+int64_t *dtnn_optimizer_step_count(dtnn_optimizer *o);
+const dtnn_opt_params *dtnn_optimizer_params(const dtnn_optimizer *o);
+
+typedef enum {
+    DTNN_SCHED_CONSTANT = 0, DTNN_SCHED_STEP, DTNN_SCHED_MULTISTEP, DTNN_SCHED_COSINE
+} dtnn_sched_kind;
+
+typedef struct {
+    dtnn_sched_kind kind;
+    float base_lr;
+    float gamma;            /* step, multistep */
+    int step_size;          /* step: epochs between decays */
+    int milestones[16];     /* multistep: epochs at which lr *= gamma */
+    int n_milestones;
+    int t_max;              /* cosine: period in epochs (0 = the run's epochs) */
+    float eta_min;          /* cosine */
+    float warmup_epochs;    /* linear warm-up from warmup_start_factor*lr over this many epochs */
+    float warmup_start_factor;
+} dtnn_sched_params;
+
+void dtnn_sched_params_default(dtnn_sched_params *p);
+/* Parses "constant", "step:SIZE[:GAMMA]", "multistep:M1,M2,...[:GAMMA]", "cosine[:TMAX[:ETAMIN]]". */
+dtnn_status dtnn_sched_parse(const char *spec, dtnn_sched_params *p, dtnn_error *err);
+/* LR for step `step` (0-based, global) with steps_per_epoch steps in an epoch. Decays apply at
+ * epoch boundaries as PyTorch's epoch-stepped schedulers; warm-up ramps per step (Goyal 2017). */
+float dtnn_sched_lr(const dtnn_sched_params *p, int64_t step, int64_t steps_per_epoch);
+
+/* ---- data ---------------------------------------------------------------------------------- */
+
+typedef struct {
+    float *x;           /* [n, c, h, w], normalised */
+    int32_t *y;         /* [n] */
+    int64_t n;
+    int c, h, w;
+    int classes;
+} dtnn_split;
+
+typedef struct {
+    dtnn_split train;
+    dtnn_split test;    /* n == 0 when the dataset has no test split */
+    float mean[4], std[4];  /* per-channel normalisation applied (identity: 0 and 1) */
+    char name[64];
+} dtnn_dataset;
+
+typedef struct {
+    const char *name;       /* fashion-mnist | mnist | npy | synthetic */
+    const char *dir;        /* NULL = the default for the name */
+    int normalize;          /* -1 = dataset default (IDX: yes, npy: no), 0 off, 1 on */
+    int64_t synthetic_n;    /* synthetic: samples (train); test gets synthetic_n / 4 */
+    int c, h, w, classes;   /* synthetic shape */
+    uint64_t seed;          /* synthetic content */
+} dtnn_data_params;
+
+void dtnn_data_params_default(dtnn_data_params *p);
+dtnn_status dtnn_dataset_load(dtnn_dataset *d, const dtnn_data_params *p, dtnn_error *err);
+void dtnn_dataset_free(dtnn_dataset *d);
+
+/* IDX (MNIST format), gzip or raw. Images scaled to [0,1]. */
+dtnn_status dtnn_idx_load_images(const char *path, float **x, int64_t *n, int *h, int *w,
+                                 dtnn_error *err);
+dtnn_status dtnn_idx_load_labels(const char *path, int32_t **y, int64_t *n, dtnn_error *err);
+/* .npy: float32 array (any shape) or integer vector. */
+dtnn_status dtnn_npy_load_f32(const char *path, float **x, int64_t *dims, int *ndim,
+                              dtnn_error *err);
+dtnn_status dtnn_npy_load_labels(const char *path, int32_t **y, int64_t *n, dtnn_error *err);
+dtnn_status dtnn_npy_save_f32(const char *path, const float *x, const int64_t *dims, int ndim,
+                              dtnn_error *err);
+
+/* Seeded permutation of [0, n) for an epoch: the same on every rank and every run. */
+void dtnn_epoch_permutation(int64_t *perm, int64_t n, uint64_t seed, int64_t epoch, int shuffle);
+
+/* ---- communicator -------------------------------------------------------------------------- */
+
+typedef struct dtnn_comm dtnn_comm;
+/* A communicator for a single process (rank 0 of 1). */
+dtnn_comm *dtnn_comm_create_single(void);
+void dtnn_comm_free(dtnn_comm *c);
+int dtnn_comm_rank(const dtnn_comm *c);
+int dtnn_comm_size(const dtnn_comm *c);
+dtnn_status dtnn_comm_allreduce_sum(dtnn_comm *c, float *buf, size_t n, dtnn_error *err);
+dtnn_status dtnn_comm_allreduce_sum_f64(dtnn_comm *c, double *buf, size_t n, dtnn_error *err);
+dtnn_status dtnn_comm_broadcast(dtnn_comm *c, void *buf, size_t bytes, int root,
+                                dtnn_error *err);
+
+/* ---- checkpoints --------------------------------------------------------------------------- */
+
+typedef struct {
+    int64_t step;           /* optimizer steps taken */
+    int64_t epoch;          /* completed epochs */
+    int64_t step_in_epoch;  /* steps into the current epoch */
+    uint64_t seed;
+    int64_t global_batch;
+} dtnn_train_state;
+
+/* Writes parameters and buffers with PyTorch state_dict names, plus (when opt is not NULL) the
+ * optimizer state under "optimizer.<slot>.<name>" and the training state in the metadata.
+ * Atomic: a temporary file in the same folder, then rename. */
+dtnn_status dtnn_checkpoint_save(const char *path, dtnn_model *m, dtnn_optimizer *opt,
+                                 const dtnn_train_state *ts, const dtnn_dataset *norm,
+                                 dtnn_error *err);
+/* Loads weights (and, when opt/ts are not NULL, the optimizer and training state). Every model
+ * tensor must be present with the same shape. norm (may be NULL) receives the normalisation. */
+dtnn_status dtnn_checkpoint_load(const char *path, dtnn_model *m, dtnn_optimizer *opt,
+                                 dtnn_train_state *ts, dtnn_dataset *norm, dtnn_error *err);
+
+/* ---- training ------------------------------------------------------------------------------ */
+
+typedef struct {
+    int epochs;                 /* used when steps == 0 */
+    int64_t steps;              /* total steps; 0 = epochs x steps per epoch */
+    int batch_size;             /* global batch */
+    int shuffle;
+    uint64_t seed;
+    dtnn_loss_params loss;
+    dtnn_sched_params sched;
+    int eval_each_epoch;
+    const char *log_path;       /* JSONL, one object per epoch (NULL = none) */
+    const char *save_path;      /* checkpoint at every epoch end and at the end (NULL = none) */
+} dtnn_train_params;
+
+void dtnn_train_params_default(dtnn_train_params *p);
+
+typedef struct {
+    int64_t step, total_steps;
+    int64_t epoch, epochs;          /* epoch is 0-based */
+    int64_t step_in_epoch, steps_per_epoch;
+    double loss, acc;               /* running means over the epoch so far */
+    double images_per_sec;
+    double elapsed;
+    float lr;
+    int epoch_end;                  /* 1 on the call after an epoch finished */
+    double test_loss, test_acc;     /* valid when epoch_end and a test split was evaluated */
+    int has_test;
+} dtnn_progress;
+
+typedef void (*dtnn_progress_fn)(const dtnn_progress *p, void *user);
+
+/* Trains m with opt on d. ts carries the position (all zero for a new run; a loaded one to
+ * resume). progress (may be NULL) is called after every step and at each epoch end. */
+dtnn_status dtnn_train(dtnn_model *m, dtnn_optimizer *opt, const dtnn_dataset *d,
+                       dtnn_comm *comm, const dtnn_train_params *p, dtnn_train_state *ts,
+                       dtnn_progress_fn progress, void *user, dtnn_error *err);
+
+/* Evaluates on a split in batches of batch_size. */
+dtnn_status dtnn_evaluate(dtnn_model *m, const dtnn_split *s, int batch_size,
+                          const dtnn_loss_params *lp, dtnn_metrics *out, dtnn_error *err);
+
+/* Sets the kernel threads (BLAS and OpenMP). */
+void dtnn_set_threads(int threads);
+/* Name of the BLAS this build links, e.g. "openblas 0.3.21 (Cooperlake)". */
+const char *dtnn_blas_name(char *buf, size_t len);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

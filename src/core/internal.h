@@ -1,0 +1,43 @@
+/*
+ * internal.h — small helpers shared by every source file of libdtnn: aligned allocation,
+ * the invariant assert, string helpers. Nothing here is public API.
+ */
+#ifndef DTNN_INTERNAL_H
+#define DTNN_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "dtnn.h"
+
+/* Internal invariants (programming errors, not bad input): abort with file:line. */
+#define DTNN_ASSERT(cond)                                                                      \
+    do {                                                                                       \
+        if (!(cond)) {                                                                         \
+            fprintf(stderr, "dtnn: internal error at %s:%d: %s\n", __FILE__, __LINE__, #cond); \
+            abort();                                                                           \
+        }                                                                                      \
+    } while (0)
+
+#define DTNN_ALIGN 64
+#define DTNN_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define DTNN_MAX(a, b) ((a) > (b) ? (a) : (b))
+
+/* 64-byte aligned, zeroed allocation; NULL on failure. Free with dtnn_free_aligned. */
+void *dtnn_alloc_aligned(size_t bytes);
+void dtnn_free_aligned(void *p);
+size_t dtnn_round_up(size_t x, size_t to);
+
+/* strdup that returns NULL on failure (C11 lacks strdup). */
+char *dtnn_strdup(const char *s);
+
+/* Parses a whole string as an integer / float; 0 on success. */
+int dtnn_parse_int(const char *s, long long *out);
+int dtnn_parse_float(const char *s, double *out);
+
+/* Monotonic seconds. */
+double dtnn_now(void);
+
+#endif

@@ -1,0 +1,39 @@
+/*
+ * rng.h — the seeded random numbers of dtnn. Two kinds:
+ *  - a sequential generator (xoshiro256**) for initialisation and synthetic data;
+ *  - a counter-based hash (splitmix64 of seed, stream, counter) for per-element noise such as
+ *    dropout masks, so a value depends only on (seed, layer, step, index) and never on the
+ *    thread count or on how work is split.
+ * Never rand(): results must be bit-identical for the same seed on every machine.
+ */
+#ifndef DTNN_RNG_H
+#define DTNN_RNG_H
+
+#include <stdint.h>
+
+typedef struct {
+    uint64_t s[4];
+} dtnn_rng;
+
+void dtnn_rng_seed(dtnn_rng *r, uint64_t seed);
+uint64_t dtnn_rng_next(dtnn_rng *r);
+/* Uniform in [0, 1) with 24 random bits (exactly representable in float). */
+float dtnn_rng_uniform(dtnn_rng *r);
+/* Standard normal (Box-Muller, double precision inside). */
+double dtnn_rng_normal(dtnn_rng *r);
+/* Uniform integer in [0, n) without modulo bias. */
+uint64_t dtnn_rng_below(dtnn_rng *r, uint64_t n);
+
+uint64_t dtnn_mix64(uint64_t x);
+/* Counter-based uniform in [0, 1): a pure function of its arguments. */
+static inline float dtnn_hash_uniform(uint64_t seed, uint64_t stream, uint64_t counter)
+{
+    uint64_t z = seed ^ (stream * 0x9E3779B97F4A7C15ull) ^ (counter * 0xD1B54A32D192ED03ull);
+    z += 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return (float)(z >> 40) * (1.0f / 16777216.0f);
+}
+
+#endif

@@ -1,0 +1,92 @@
+/*
+ * util.c — error strings and messages, aligned allocation, number parsing, clocks.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <string.h>
+#include <time.h>
+
+#include "internal.h"
+
+const char *dtnn_strerror(dtnn_status code)
+{
+    switch (code) {
+#define DTNN_X_CASE(name, text) \
+    case name:                  \
+        return text;
+        DTNN_STATUS_LIST(DTNN_X_CASE)
+#undef DTNN_X_CASE
+    }
+    return "unknown error";
+}
+
+dtnn_status dtnn_error_set(dtnn_error *err, dtnn_status code, const char *fmt, ...)
+{
+    if (err) {
+        err->code = code;
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err->message, sizeof err->message, fmt, ap);
+        va_end(ap);
+    }
+    return code;
+}
+
+void *dtnn_alloc_aligned(size_t bytes)
+{
+    if (bytes == 0)
+        bytes = DTNN_ALIGN;
+    void *p = NULL;
+    if (posix_memalign(&p, DTNN_ALIGN, dtnn_round_up(bytes, DTNN_ALIGN)) != 0)
+        return NULL;
+    memset(p, 0, bytes);
+    return p;
+}
+
+void dtnn_free_aligned(void *p) { free(p); }
+
+size_t dtnn_round_up(size_t x, size_t to) { return (x + to - 1) / to * to; }
+
+char *dtnn_strdup(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *d = malloc(n);
+    if (d)
+        memcpy(d, s, n);
+    return d;
+}
+
+int dtnn_parse_int(const char *s, long long *out)
+{
+    if (!s || !*s)
+        return -1;
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || *end)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+int dtnn_parse_float(const char *s, double *out)
+{
+    if (!s || !*s)
+        return -1;
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || *end || !isfinite(v))
+        return -1;
+    *out = v;
+    return 0;
+}
+
+double dtnn_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}

@@ -1,0 +1,81 @@
+/*
+ * backend.h — the compute backend: a table of pure kernel functions on raw pointers, chosen
+ * when a model is built. Layers call kernels only through this table, so a CUDA backend can
+ * later provide the same table without a single #ifdef in layer files. Today there is one
+ * backend, "cpu" (cpu_backend.c), built on a real BLAS and OpenMP.
+ *
+ * All tensors are float32 NCHW unless stated. "accumulate" = 0 writes the output, 1 adds to it.
+ */
+#ifndef DTNN_BACKEND_H
+#define DTNN_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+    int C, H, W;                /* input channels and size, one image */
+    int K, R, S, P, Q;          /* output channels, kernel, output size */
+    int stride_h, stride_w, pad_h, pad_w, dil_h, dil_w;
+    int groups;
+} conv_geom;
+
+typedef struct {
+    int C, H, W, P, Q;          /* channels, input size, output size */
+    int kh, kw, stride_h, stride_w, pad_h, pad_w;
+    int count_include_pad;      /* average pooling: PyTorch's default is 1 */
+} pool_geom;
+
+typedef enum { ACT_RELU = 0, ACT_LEAKY_RELU, ACT_SIGMOID, ACT_TANH } act_kind;
+
+typedef struct dtnn_backend {
+    const char *name;
+
+    /* Row-major C[m x n] = alpha * op(A) * op(B) + beta * C. */
+    void (*gemm)(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
+                 int lda, const float *b, int ldb, float beta, float *c, int ldc);
+
+    /* Unfolds channels [c0, c0 + cc) of one image x [C, H, W] into col rows
+     * ((c - c0) * R + r) * S + s, columns p * Q + q, row stride ldcol. Zero where padded. */
+    void (*im2col)(const conv_geom *g, const float *x, int c0, int cc, float *col, int ldcol);
+    /* The adjoint: adds col back into dx [C, H, W] (channels [c0, c0 + cc)). */
+    void (*col2im)(const conv_geom *g, const float *col, int ldcol, int c0, int cc, float *dx);
+
+    /* Max pooling over n images; argmax [n, C, P, Q] holds the flat h * W + w of each max. */
+    void (*maxpool_forward)(const pool_geom *g, int n, const float *x, float *y,
+                            int32_t *argmax);
+    void (*maxpool_backward)(const pool_geom *g, int n, const float *dy, const int32_t *argmax,
+                             float *dx, int accumulate);
+    void (*avgpool_forward)(const pool_geom *g, int n, const float *x, float *y);
+    void (*avgpool_backward)(const pool_geom *g, int n, const float *dy, float *dx,
+                             int accumulate);
+
+    /* Element-wise activations over count values; param = leaky-ReLU slope. backward may
+     * use x or y (both given). */
+    void (*act_forward)(act_kind kind, float param, size_t count, const float *x, float *y);
+    void (*act_backward)(act_kind kind, float param, size_t count, const float *x,
+                         const float *y, const float *dy, float *dx, int accumulate);
+
+    /* Batch norm over [n, C, hw]. Training: batch statistics (biased variance to normalise,
+     * unbiased to update running_var, as PyTorch), saves mean and 1/sqrt(var + eps) per channel.
+     * momentum as PyTorch: running = (1 - momentum) * running + momentum * batch. */
+    void (*bn_forward_train)(int n, int C, int hw, const float *x, const float *gamma,
+                             const float *beta, float eps, float momentum, float *y,
+                             float *save_mean, float *save_invstd, float *running_mean,
+                             float *running_var);
+    void (*bn_forward_eval)(int n, int C, int hw, const float *x, const float *gamma,
+                            const float *beta, const float *running_mean,
+                            const float *running_var, float eps, float *y);
+    /* Training-mode backward; dgamma/dbeta accumulate; dx may be NULL. */
+    void (*bn_backward)(int n, int C, int hw, const float *x, const float *dy,
+                        const float *gamma, const float *save_mean, const float *save_invstd,
+                        float *dgamma, float *dbeta, float *dx, int accumulate);
+
+    /* Row-wise softmax of [rows, cols]; backward: dx = y * (dy - sum(dy * y)). */
+    void (*softmax_forward)(int rows, int cols, const float *x, float *y);
+    void (*softmax_backward)(int rows, int cols, const float *y, const float *dy, float *dx,
+                             int accumulate);
+} dtnn_backend;
+
+const dtnn_backend *dtnn_backend_cpu(void);
+
+#endif

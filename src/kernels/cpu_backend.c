@@ -1,0 +1,25 @@
+/*
+ * cpu_backend.c — the CPU backend table: BLAS for GEMM, portable C (OpenMP-parallel where it
+ * pays) for everything else.
+ */
+#include "cpu_kernels.h"
+
+static const dtnn_backend cpu_backend = {
+    .name = "cpu",
+    .gemm = cpu_gemm,
+    .im2col = cpu_im2col,
+    .col2im = cpu_col2im,
+    .maxpool_forward = cpu_maxpool_forward,
+    .maxpool_backward = cpu_maxpool_backward,
+    .avgpool_forward = cpu_avgpool_forward,
+    .avgpool_backward = cpu_avgpool_backward,
+    .act_forward = cpu_act_forward,
+    .act_backward = cpu_act_backward,
+    .bn_forward_train = cpu_bn_forward_train,
+    .bn_forward_eval = cpu_bn_forward_eval,
+    .bn_backward = cpu_bn_backward,
+    .softmax_forward = cpu_softmax_forward,
+    .softmax_backward = cpu_softmax_backward,
+};
+
+const dtnn_backend *dtnn_backend_cpu(void) { return &cpu_backend; }

@@ -1,0 +1,36 @@
+/*
+ * cpu_kernels.h — the CPU kernels that cpu_backend.c puts into the backend table. One family
+ * per file: gemm_blas.c, im2col.c, pool.c, activation.c, batchnorm.c, softmax.c.
+ */
+#ifndef DTNN_CPU_KERNELS_H
+#define DTNN_CPU_KERNELS_H
+
+#include "backend.h"
+
+void cpu_gemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
+              int lda, const float *b, int ldb, float beta, float *c, int ldc);
+void cpu_im2col(const conv_geom *g, const float *x, int c0, int cc, float *col, int ldcol);
+void cpu_col2im(const conv_geom *g, const float *col, int ldcol, int c0, int cc, float *dx);
+void cpu_maxpool_forward(const pool_geom *g, int n, const float *x, float *y, int32_t *argmax);
+void cpu_maxpool_backward(const pool_geom *g, int n, const float *dy, const int32_t *argmax,
+                          float *dx, int accumulate);
+void cpu_avgpool_forward(const pool_geom *g, int n, const float *x, float *y);
+void cpu_avgpool_backward(const pool_geom *g, int n, const float *dy, float *dx, int accumulate);
+void cpu_act_forward(act_kind kind, float param, size_t count, const float *x, float *y);
+void cpu_act_backward(act_kind kind, float param, size_t count, const float *x, const float *y,
+                      const float *dy, float *dx, int accumulate);
+void cpu_bn_forward_train(int n, int C, int hw, const float *x, const float *gamma,
+                          const float *beta, float eps, float momentum, float *y,
+                          float *save_mean, float *save_invstd, float *running_mean,
+                          float *running_var);
+void cpu_bn_forward_eval(int n, int C, int hw, const float *x, const float *gamma,
+                         const float *beta, const float *running_mean, const float *running_var,
+                         float eps, float *y);
+void cpu_bn_backward(int n, int C, int hw, const float *x, const float *dy, const float *gamma,
+                     const float *save_mean, const float *save_invstd, float *dgamma,
+                     float *dbeta, float *dx, int accumulate);
+void cpu_softmax_forward(int rows, int cols, const float *x, float *y);
+void cpu_softmax_backward(int rows, int cols, const float *y, const float *dy, float *dx,
+                          int accumulate);
+
+#endif

@@ -1,0 +1,203 @@
+/*
+ * conv2d.c — 2-D convolution as torch.nn.Conv2d: kernel, stride, padding, dilation, groups,
+ * optional bias. Weight [K, C/groups, R, S], bias [K].
+ *
+ * Method: im2col + GEMM with the batch folded into the GEMM's N dimension. A chunk of nb images
+ * is unfolded side by side into col [C*R*S, nb*P*Q]; per group one GEMM gives
+ * [K/groups, nb*P*Q], which is scattered to NCHW with the bias. nb is the largest chunk whose
+ * scratch (col + GEMM output) fits the workspace limit, so big layers stay within memory and
+ * small layers get one large GEMM instead of many tiny ones. Faster algorithms (direct, Winograd,
+ * implicit GEMM) belong to the kernel issue; this is the reference path they are tested against.
+ */
+#include <string.h>
+
+#include "layer.h"
+
+typedef struct {
+    int filters, kh, kw, stride_h, stride_w, pad_h, pad_w, dil_h, dil_w, groups, bias;
+    /* derived in infer */
+    conv_geom g;
+    int chunk;                  /* images per GEMM */
+} conv2d_cfg;
+
+static void conv2d_defaults(void *cfg)
+{
+    conv2d_cfg *c = cfg;
+    c->filters = 0;
+    c->kh = c->kw = 0;
+    c->stride_h = c->stride_w = 1;
+    c->dil_h = c->dil_w = 1;
+    c->groups = 1;
+    c->bias = 1;
+}
+
+static dtnn_status conv2d_set(void *cfg, const char *key, const char *value, dtnn_error *err)
+{
+    conv2d_cfg *c = cfg;
+    if (!strcmp(key, "filters") || !strcmp(key, "out_channels"))
+        return layer_opt_int(key, value, 1, 1 << 20, &c->filters, err);
+    if (!strcmp(key, "kernel") || !strcmp(key, "kernel_size"))
+        return layer_opt_pair(key, value, 1, &c->kh, &c->kw, err);
+    if (!strcmp(key, "stride"))
+        return layer_opt_pair(key, value, 1, &c->stride_h, &c->stride_w, err);
+    if (!strcmp(key, "padding"))
+        return layer_opt_pair(key, value, 0, &c->pad_h, &c->pad_w, err);
+    if (!strcmp(key, "dilation"))
+        return layer_opt_pair(key, value, 1, &c->dil_h, &c->dil_w, err);
+    if (!strcmp(key, "groups"))
+        return layer_opt_int(key, value, 1, 1 << 20, &c->groups, err);
+    if (!strcmp(key, "bias"))
+        return layer_opt_bool(key, value, &c->bias, err);
+    return dtnn_error_set(err, DTNN_ERR_ARG, "unknown option '%s' for conv2d (filters, kernel, "
+                          "stride, padding, dilation, groups, bias)", key);
+}
+
+static dtnn_status conv2d_infer(layer *l, dtnn_error *err)
+{
+    conv2d_cfg *c = l->cfg;
+    dtnn_shape in = l->in[0];
+    if (c->filters <= 0 || c->kh <= 0)
+        return dtnn_error_set(err, DTNN_ERR_ARG, "conv2d needs filters= and kernel=");
+    if (in.c % c->groups || c->filters % c->groups)
+        return dtnn_error_set(err, DTNN_ERR_SHAPE, "groups=%d must divide the input channels "
+                              "(%d) and filters (%d)", c->groups, in.c, c->filters);
+    conv_geom *g = &c->g;
+    g->C = in.c;
+    g->H = in.h;
+    g->W = in.w;
+    g->K = c->filters;
+    g->R = c->kh;
+    g->S = c->kw;
+    g->stride_h = c->stride_h;
+    g->stride_w = c->stride_w;
+    g->pad_h = c->pad_h;
+    g->pad_w = c->pad_w;
+    g->dil_h = c->dil_h;
+    g->dil_w = c->dil_w;
+    g->groups = c->groups;
+    int eh = in.h + 2 * c->pad_h - c->dil_h * (c->kh - 1) - 1;
+    int ew = in.w + 2 * c->pad_w - c->dil_w * (c->kw - 1) - 1;
+    if (eh < 0 || ew < 0)
+        return dtnn_error_set(err, DTNN_ERR_SHAPE, "kernel %dx%d (dilation %dx%d, padding "
+                              "%dx%d) does not fit the %dx%d input", c->kh, c->kw, c->dil_h,
+                              c->dil_w, c->pad_h, c->pad_w, in.h, in.w);
+    g->P = eh / c->stride_h + 1;
+    g->Q = ew / c->stride_w + 1;
+    l->out = (dtnn_shape){c->filters, g->P, g->Q};
+
+    int cg = in.c / c->groups;
+    double fan_in = (double)cg * c->kh * c->kw, fan_out = (double)c->filters * c->kh * c->kw;
+    int64_t wd[4] = {c->filters, cg, c->kh, c->kw};
+    layer_declare(l, "weight", DTNN_TENSOR_PARAM, DTNN_F32, 4, wd, INIT_WEIGHT, fan_in, fan_out);
+    if (c->bias) {
+        int64_t bd[1] = {c->filters};
+        layer_declare(l, "bias", DTNN_TENSOR_PARAM, DTNN_F32, 1, bd, INIT_BIAS, fan_in, fan_out);
+    }
+    size_t per_image = ((size_t)in.c * c->kh * c->kw + c->filters) * g->P * g->Q * sizeof(float);
+    size_t nb = l->workspace_limit / per_image;
+    c->chunk = (int)DTNN_MAX(1, DTNN_MIN((size_t)l->max_batch, nb));
+    l->workspace_bytes = per_image * c->chunk;
+    return DTNN_OK;
+}
+
+static void conv2d_forward(layer *l, const layer_ctx *ctx)
+{
+    conv2d_cfg *c = l->cfg;
+    const conv_geom *g = &c->g;
+    const int PQ = g->P * g->Q, CRS = g->C * g->R * g->S, G = g->groups;
+    const int Kg = g->K / G, CRSg = CRS / G;
+    const float *w = l->p[0], *b = c->bias ? l->p[1] : NULL;
+    const float *x = l->x[0];
+    for (int n0 = 0; n0 < l->n; n0 += c->chunk) {
+        int nb = DTNN_MIN(c->chunk, l->n - n0);
+        int ld = nb * PQ;
+        float *col = ctx->workspace, *tmp = col + (size_t)CRS * ld;
+        for (int i = 0; i < nb; i++)
+            ctx->be->im2col(g, x + (size_t)(n0 + i) * g->C * g->H * g->W, 0, g->C, col + i * PQ,
+                            ld);
+        for (int gi = 0; gi < G; gi++)
+            ctx->be->gemm(0, 0, Kg, ld, CRSg, 1.0f, w + (size_t)gi * Kg * CRSg, CRSg,
+                          col + (size_t)gi * CRSg * ld, ld, 0.0f, tmp + (size_t)gi * Kg * ld, ld);
+        for (int i = 0; i < nb; i++) {
+            float *y = l->y + (size_t)(n0 + i) * g->K * PQ;
+            for (int k = 0; k < g->K; k++) {
+                const float *src = tmp + (size_t)k * ld + i * PQ;
+                float bk = b ? b[k] : 0.0f;
+                float *dst = y + (size_t)k * PQ;
+                for (int j = 0; j < PQ; j++)
+                    dst[j] = src[j] + bk;
+            }
+        }
+    }
+}
+
+static void conv2d_backward(layer *l, const layer_ctx *ctx)
+{
+    conv2d_cfg *c = l->cfg;
+    const conv_geom *g = &c->g;
+    const int PQ = g->P * g->Q, CRS = g->C * g->R * g->S, G = g->groups;
+    const int Kg = g->K / G, CRSg = CRS / G;
+    const size_t in_size = (size_t)g->C * g->H * g->W;
+    const float *w = l->p[0];
+    float *dw = l->g[0], *db = c->bias ? l->g[1] : NULL;
+    const float *x = l->x[0];
+    float *dx = l->dx[0];
+    for (int n0 = 0; n0 < l->n; n0 += c->chunk) {
+        int nb = DTNN_MIN(c->chunk, l->n - n0);
+        int ld = nb * PQ;
+        float *col = ctx->workspace, *tmp = col + (size_t)CRS * ld;
+        /* dy [nb, K, PQ] -> tmp [K, nb * PQ] */
+        for (int i = 0; i < nb; i++) {
+            const float *dy = l->dy + (size_t)(n0 + i) * g->K * PQ;
+            for (int k = 0; k < g->K; k++)
+                memcpy(tmp + (size_t)k * ld + i * PQ, dy + (size_t)k * PQ, sizeof(float) * PQ);
+        }
+        if (db) {
+            for (int k = 0; k < g->K; k++) {
+                const float *t = tmp + (size_t)k * ld;
+                float s = 0.0f;
+                for (int j = 0; j < ld; j++)
+                    s += t[j];
+                db[k] += s;
+            }
+        }
+        for (int i = 0; i < nb; i++)
+            ctx->be->im2col(g, x + (size_t)(n0 + i) * in_size, 0, g->C, col + i * PQ, ld);
+        for (int gi = 0; gi < G; gi++)
+            ctx->be->gemm(0, 1, Kg, CRSg, ld, 1.0f, tmp + (size_t)gi * Kg * ld, ld,
+                          col + (size_t)gi * CRSg * ld, ld, 1.0f, dw + (size_t)gi * Kg * CRSg,
+                          CRSg);
+        if (!dx)
+            continue;
+        for (int gi = 0; gi < G; gi++)
+            ctx->be->gemm(1, 0, CRSg, ld, Kg, 1.0f, w + (size_t)gi * Kg * CRSg, CRSg,
+                          tmp + (size_t)gi * Kg * ld, ld, 0.0f, col + (size_t)gi * CRSg * ld, ld);
+        for (int i = 0; i < nb; i++) {
+            float *dxi = dx + (size_t)(n0 + i) * in_size;
+            if (!l->dx_accumulate[0])
+                memset(dxi, 0, sizeof(float) * in_size);
+            ctx->be->col2im(g, col + i * PQ, ld, 0, g->C, dxi);
+        }
+    }
+}
+
+static double conv2d_flops(const layer *l)
+{
+    const conv2d_cfg *c = l->cfg;
+    const conv_geom *g = &c->g;
+    return 2.0 * g->K * g->P * g->Q * (double)(g->C / g->groups) * g->R * g->S;
+}
+
+const layer_ops layer_conv2d = {
+    .type = "conv2d",
+    .summary = "2-D convolution (filters, kernel, stride, padding, dilation, groups, bias)",
+    .cfg_size = sizeof(conv2d_cfg),
+    .min_inputs = 1,
+    .max_inputs = 1,
+    .defaults = conv2d_defaults,
+    .set = conv2d_set,
+    .infer = conv2d_infer,
+    .forward = conv2d_forward,
+    .backward = conv2d_backward,
+    .flops = conv2d_flops,
+};

@@ -1,0 +1,54 @@
+/*
+ * flatten.c — reshapes C x H x W to (C*H*W) x 1 x 1, as torch.nn.Flatten: NCHW memory order is
+ * kept, so a following linear layer sees PyTorch's feature order.
+ */
+#include <string.h>
+
+#include "layer.h"
+
+static dtnn_status flatten_set(void *cfg, const char *key, const char *value, dtnn_error *err)
+{
+    (void)cfg;
+    (void)value;
+    return dtnn_error_set(err, DTNN_ERR_ARG, "unknown option '%s' for flatten (it has none)",
+                          key);
+}
+
+static dtnn_status flatten_infer(layer *l, dtnn_error *err)
+{
+    (void)err;
+    l->out = (dtnn_shape){(int)shape_size(l->in[0]), 1, 1};
+    return DTNN_OK;
+}
+
+static void flatten_forward(layer *l, const layer_ctx *ctx)
+{
+    (void)ctx;
+    memcpy(l->y, l->x[0], sizeof(float) * shape_size(l->out) * l->n);
+}
+
+static void flatten_backward(layer *l, const layer_ctx *ctx)
+{
+    (void)ctx;
+    if (!l->dx[0])
+        return;
+    size_t count = shape_size(l->out) * l->n;
+    if (!l->dx_accumulate[0]) {
+        memcpy(l->dx[0], l->dy, sizeof(float) * count);
+        return;
+    }
+    for (size_t i = 0; i < count; i++)
+        l->dx[0][i] += l->dy[i];
+}
+
+const layer_ops layer_flatten = {
+    .type = "flatten",
+    .summary = "C x H x W -> (C*H*W) features",
+    .cfg_size = 0,
+    .min_inputs = 1,
+    .max_inputs = 1,
+    .set = flatten_set,
+    .infer = flatten_infer,
+    .forward = flatten_forward,
+    .backward = flatten_backward,
+};

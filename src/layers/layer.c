@@ -1,0 +1,85 @@
+/*
+ * layer.c — helpers every layer uses: tensor declaration and option parsing.
+ */
+#include <limits.h>
+#include <string.h>
+
+#include "layer.h"
+
+int layer_declare(layer *l, const char *suffix, dtnn_tensor_kind kind, dtnn_dtype dtype,
+                  int ndim, const int64_t *dims, layer_init init, double fan_in, double fan_out)
+{
+    DTNN_ASSERT(l->n_tensors < LAYER_MAX_TENSORS && ndim >= 0 && ndim <= 4);
+    layer_tensor *t = &l->t[l->n_tensors];
+    memset(t, 0, sizeof *t);
+    snprintf(t->suffix, sizeof t->suffix, "%s", suffix);
+    t->kind = kind;
+    t->dtype = dtype;
+    t->ndim = ndim;
+    for (int i = 0; i < ndim; i++)
+        t->dims[i] = dims[i];
+    t->init = init;
+    t->fan_in = fan_in;
+    t->fan_out = fan_out;
+    return l->n_tensors++;
+}
+
+dtnn_status layer_opt_int(const char *key, const char *value, int min, int max, int *out,
+                          dtnn_error *err)
+{
+    long long v;
+    if (dtnn_parse_int(value, &v) != 0 || v < min || v > max)
+        return dtnn_error_set(err, DTNN_ERR_ARG, "option '%s': '%s' is not an integer in [%d, %d]",
+                              key, value, min, max);
+    *out = (int)v;
+    return DTNN_OK;
+}
+
+dtnn_status layer_opt_float(const char *key, const char *value, double min, double max,
+                            float *out, dtnn_error *err)
+{
+    double v;
+    if (dtnn_parse_float(value, &v) != 0 || v < min || v > max)
+        return dtnn_error_set(err, DTNN_ERR_ARG, "option '%s': '%s' is not a number in [%g, %g]",
+                              key, value, min, max);
+    *out = (float)v;
+    return DTNN_OK;
+}
+
+dtnn_status layer_opt_bool(const char *key, const char *value, int *out, dtnn_error *err)
+{
+    if (!strcmp(value, "1") || !strcmp(value, "true") || !strcmp(value, "yes")) {
+        *out = 1;
+        return DTNN_OK;
+    }
+    if (!strcmp(value, "0") || !strcmp(value, "false") || !strcmp(value, "no")) {
+        *out = 0;
+        return DTNN_OK;
+    }
+    return dtnn_error_set(err, DTNN_ERR_ARG, "option '%s': '%s' is not a boolean (true/false)",
+                          key, value);
+}
+
+dtnn_status layer_opt_pair(const char *key, const char *value, int min, int *h, int *w,
+                           dtnn_error *err)
+{
+    char buf[64];
+    snprintf(buf, sizeof buf, "%s", value);
+    char *x = strchr(buf, 'x');
+    if (x)
+        *x = '\0';
+    dtnn_status st = layer_opt_int(key, buf, min, 1 << 20, h, err);
+    if (st)
+        return st;
+    if (!x) {
+        *w = *h;
+        return DTNN_OK;
+    }
+    return layer_opt_int(key, x + 1, min, 1 << 20, w, err);
+}
+
+dtnn_status layer_unknown_key(const layer_ops *ops, const char *key, dtnn_error *err)
+{
+    return dtnn_error_set(err, DTNN_ERR_ARG, "unknown option '%s' for layer type '%s'", key,
+                          ops->type);
+}

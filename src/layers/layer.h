@@ -1,0 +1,123 @@
+/*
+ * layer.h — the layer contract. A layer type is one file holding one `layer_ops` table; all
+ * tables are listed once in layers/registry.h. Adding a layer = one file + one line + one test.
+ *
+ * Tensor layout (fixed): float32, dense, NCHW. Letters: N batch, C input channels, H x W input,
+ * K output channels, R x S kernel, P x Q output. A layer sees per-sample shapes (c, h, w); the
+ * batch n is given at run time (n <= max_batch). A dense tensor of F features is (F, 1, 1).
+ *
+ * Life of a layer: set() receives each "key=value" option (unknown keys are errors); infer()
+ * receives the input shapes and declares the output shape, its tensors (parameters and buffers
+ * with PyTorch names and init rules), persistent per-sample aux bytes (saved between forward and
+ * backward: max-pool indices, dropout masks, ...) and scratch workspace bytes. The model then lays
+ * out the flat buffers and fills the pointers below. forward() reads x[] and writes y. backward()
+ * reads dy, accumulates (+=) parameter gradients into g[], and for each input i with
+ * dx[i] != NULL writes (dx_accumulate[i] == 0) or adds to (== 1) dx[i]. A NULL dx[i] means no
+ * gradient is wanted (the model input), and the layer must skip that work.
+ */
+#ifndef DTNN_LAYER_H
+#define DTNN_LAYER_H
+
+#include "../core/internal.h"
+#include "../kernels/backend.h"
+
+typedef struct {
+    int c, h, w;
+} dtnn_shape;
+
+static inline size_t shape_size(dtnn_shape s) { return (size_t)s.c * s.h * s.w; }
+
+typedef enum {
+    INIT_NONE = 0,
+    INIT_WEIGHT,    /* conv / linear weight: PyTorch default kaiming_uniform(a=sqrt 5), He, Xavier */
+    INIT_BIAS,      /* U(-1/sqrt(fan_in), 1/sqrt(fan_in)) as PyTorch; zero for He/Xavier */
+    INIT_ONES,
+    INIT_ZEROS,
+} layer_init;
+
+#define LAYER_MAX_TENSORS 6
+
+typedef struct {
+    char suffix[24];        /* "weight", "running_mean", ... */
+    dtnn_tensor_kind kind;
+    dtnn_dtype dtype;
+    int ndim;
+    int64_t dims[4];
+    layer_init init;
+    double fan_in, fan_out;
+    int model_index;        /* index into the model's tensor table (set by the model) */
+} layer_tensor;
+
+typedef struct {
+    const dtnn_backend *be;
+    void *workspace;        /* scratch shared by all layers, workspace_bytes large */
+    size_t workspace_bytes;
+    int training;
+    uint64_t seed;          /* with layer->index and step: the dropout stream */
+    int64_t step;
+} layer_ctx;
+
+typedef struct layer layer;
+
+typedef struct {
+    const char *type;
+    const char *summary;        /* one line for `dtnn models --layers` and docs */
+    size_t cfg_size;
+    int min_inputs, max_inputs;
+    void (*defaults)(void *cfg);
+    dtnn_status (*set)(void *cfg, const char *key, const char *value, dtnn_error *err);
+    dtnn_status (*infer)(layer *l, dtnn_error *err);
+    void (*forward)(layer *l, const layer_ctx *ctx);
+    void (*backward)(layer *l, const layer_ctx *ctx);
+    double (*flops)(const layer *l);    /* forward FLOPs per sample; NULL = 0 */
+} layer_ops;
+
+struct layer {
+    const layer_ops *ops;
+    char name[96];
+    void *cfg;
+    int index;                  /* position in the model */
+    int n_in;
+    int *in_ids;                /* producer node ids; DTNN_INPUT = model input */
+    dtnn_shape *in;             /* [n_in] input shapes */
+    dtnn_shape out;
+    int n_tensors;
+    layer_tensor t[LAYER_MAX_TENSORS];
+    void *p[LAYER_MAX_TENSORS]; /* parameter (float) or buffer (float / int64) storage */
+    float *g[LAYER_MAX_TENSORS];/* gradient of a parameter; NULL for buffers or inference */
+    size_t aux_bytes;           /* per sample; the model allocates aux_bytes * max_batch */
+    size_t workspace_bytes;     /* for a full max_batch; the model takes the maximum */
+    int max_batch;
+    size_t workspace_limit;     /* scratch a layer should stay under (it may chunk the batch) */
+    char origin[160];           /* "file.model:12" when parsed from a model file, else "" */
+
+    /* run time */
+    int n;                      /* current batch */
+    const float **x;            /* [n_in] inputs, each [n, in[i]] */
+    float **dx;                 /* [n_in] input gradients or NULL */
+    int *dx_accumulate;
+    float *y, *dy;              /* [n, out] */
+    void *aux;
+    double seconds_fwd, seconds_bwd;
+};
+
+/* Declares a tensor during infer(); returns its index into l->t. */
+int layer_declare(layer *l, const char *suffix, dtnn_tensor_kind kind, dtnn_dtype dtype,
+                  int ndim, const int64_t *dims, layer_init init, double fan_in, double fan_out);
+
+/* Option parsing helpers: each returns DTNN_OK or an ARG error naming the key and value. */
+dtnn_status layer_opt_int(const char *key, const char *value, int min, int max, int *out,
+                          dtnn_error *err);
+dtnn_status layer_opt_float(const char *key, const char *value, double min, double max,
+                            float *out, dtnn_error *err);
+dtnn_status layer_opt_bool(const char *key, const char *value, int *out, dtnn_error *err);
+/* "3" or "3x5" (h x w) */
+dtnn_status layer_opt_pair(const char *key, const char *value, int min, int *h, int *w,
+                           dtnn_error *err);
+dtnn_status layer_unknown_key(const layer_ops *ops, const char *key, dtnn_error *err);
+
+/* The registry. */
+const layer_ops *layer_ops_find(const char *type);
+const layer_ops *layer_ops_at(int i);
+
+#endif

@@ -1,0 +1,99 @@
+/*
+ * linear.c — fully connected layer as torch.nn.Linear: y = x W^T + b, weight [out, in].
+ * The input must be a flat feature vector per sample (c x 1 x 1): put a flatten layer before it,
+ * so that a model never reinterprets a feature map silently.
+ */
+#include <string.h>
+
+#include "layer.h"
+
+typedef struct {
+    int outputs, bias, in_features;
+} linear_cfg;
+
+static void linear_defaults(void *cfg)
+{
+    linear_cfg *c = cfg;
+    c->outputs = 0;
+    c->bias = 1;
+}
+
+static dtnn_status linear_set(void *cfg, const char *key, const char *value, dtnn_error *err)
+{
+    linear_cfg *c = cfg;
+    if (!strcmp(key, "outputs") || !strcmp(key, "out_features") || !strcmp(key, "units"))
+        return layer_opt_int(key, value, 1, 1 << 24, &c->outputs, err);
+    if (!strcmp(key, "bias"))
+        return layer_opt_bool(key, value, &c->bias, err);
+    return dtnn_error_set(err, DTNN_ERR_ARG,
+                          "unknown option '%s' for linear (outputs, bias)", key);
+}
+
+static dtnn_status linear_infer(layer *l, dtnn_error *err)
+{
+    linear_cfg *c = l->cfg;
+    dtnn_shape in = l->in[0];
+    if (c->outputs <= 0)
+        return dtnn_error_set(err, DTNN_ERR_ARG, "linear needs outputs=");
+    if (in.h != 1 || in.w != 1)
+        return dtnn_error_set(err, DTNN_ERR_SHAPE, "input is %dx%dx%d, not a flat vector: add a "
+                              "flatten layer before it", in.c, in.h, in.w);
+    c->in_features = in.c;
+    l->out = (dtnn_shape){c->outputs, 1, 1};
+    int64_t wd[2] = {c->outputs, in.c};
+    layer_declare(l, "weight", DTNN_TENSOR_PARAM, DTNN_F32, 2, wd, INIT_WEIGHT, in.c, c->outputs);
+    if (c->bias) {
+        int64_t bd[1] = {c->outputs};
+        layer_declare(l, "bias", DTNN_TENSOR_PARAM, DTNN_F32, 1, bd, INIT_BIAS, in.c, c->outputs);
+    }
+    return DTNN_OK;
+}
+
+static void linear_forward(layer *l, const layer_ctx *ctx)
+{
+    linear_cfg *c = l->cfg;
+    const int N = l->n, O = c->outputs, F = c->in_features;
+    ctx->be->gemm(0, 1, N, O, F, 1.0f, l->x[0], F, l->p[0], F, 0.0f, l->y, O);
+    if (c->bias) {
+        const float *b = l->p[1];
+        for (int i = 0; i < N; i++)
+            for (int o = 0; o < O; o++)
+                l->y[(size_t)i * O + o] += b[o];
+    }
+}
+
+static void linear_backward(layer *l, const layer_ctx *ctx)
+{
+    linear_cfg *c = l->cfg;
+    const int N = l->n, O = c->outputs, F = c->in_features;
+    ctx->be->gemm(1, 0, O, F, N, 1.0f, l->dy, O, l->x[0], F, 1.0f, l->g[0], F);
+    if (c->bias) {
+        float *db = l->g[1];
+        for (int i = 0; i < N; i++)
+            for (int o = 0; o < O; o++)
+                db[o] += l->dy[(size_t)i * O + o];
+    }
+    if (l->dx[0])
+        ctx->be->gemm(0, 0, N, F, O, 1.0f, l->dy, O, l->p[0], F,
+                      l->dx_accumulate[0] ? 1.0f : 0.0f, l->dx[0], F);
+}
+
+static double linear_flops(const layer *l)
+{
+    const linear_cfg *c = l->cfg;
+    return 2.0 * c->outputs * (double)c->in_features;
+}
+
+const layer_ops layer_linear = {
+    .type = "linear",
+    .summary = "fully connected layer (outputs, bias)",
+    .cfg_size = sizeof(linear_cfg),
+    .min_inputs = 1,
+    .max_inputs = 1,
+    .defaults = linear_defaults,
+    .set = linear_set,
+    .infer = linear_infer,
+    .forward = linear_forward,
+    .backward = linear_backward,
+    .flops = linear_flops,
+};

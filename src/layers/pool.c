@@ -1,0 +1,126 @@
+/*
+ * pool.c — max and average pooling layers as torch.nn.MaxPool2d / AvgPool2d (kernel, stride =
+ * kernel by default, padding, floor mode), and global average pooling (AdaptiveAvgPool2d(1)).
+ * The three share the geometry code; max pooling saves the argmax of every output in aux.
+ */
+#include <string.h>
+
+#include "layer.h"
+
+typedef struct {
+    int kind;       /* 0 max, 1 avg, 2 global avg */
+    int kh, kw, stride_h, stride_w, pad_h, pad_w, count_include_pad;
+    pool_geom g;
+} pool_cfg;
+
+enum { POOL_MAX = 0, POOL_AVG, POOL_GLOBAL };
+
+static dtnn_status pool_set(void *cfg, const char *key, const char *value, dtnn_error *err)
+{
+    pool_cfg *c = cfg;
+    if (c->kind != POOL_GLOBAL) {
+        if (!strcmp(key, "kernel") || !strcmp(key, "kernel_size"))
+            return layer_opt_pair(key, value, 1, &c->kh, &c->kw, err);
+        if (!strcmp(key, "stride"))
+            return layer_opt_pair(key, value, 1, &c->stride_h, &c->stride_w, err);
+        if (!strcmp(key, "padding"))
+            return layer_opt_pair(key, value, 0, &c->pad_h, &c->pad_w, err);
+        if (c->kind == POOL_AVG && !strcmp(key, "count_include_pad"))
+            return layer_opt_bool(key, value, &c->count_include_pad, err);
+    }
+    return dtnn_error_set(err, DTNN_ERR_ARG, "unknown option '%s' for this pooling layer%s", key,
+                          c->kind == POOL_GLOBAL ? " (it has none)" :
+                          " (kernel, stride, padding)");
+}
+
+static dtnn_status pool_infer(layer *l, dtnn_error *err)
+{
+    pool_cfg *c = l->cfg;
+    dtnn_shape in = l->in[0];
+    pool_geom *g = &c->g;
+    memset(g, 0, sizeof *g);
+    g->C = in.c;
+    g->H = in.h;
+    g->W = in.w;
+    if (c->kind == POOL_GLOBAL) {
+        g->kh = in.h;
+        g->kw = in.w;
+        g->stride_h = g->stride_w = 1;
+        g->P = g->Q = 1;
+    } else {
+        if (c->kh <= 0)
+            return dtnn_error_set(err, DTNN_ERR_ARG, "pooling needs kernel=");
+        g->kh = c->kh;
+        g->kw = c->kw;
+        g->stride_h = c->stride_h > 0 ? c->stride_h : c->kh;
+        g->stride_w = c->stride_w > 0 ? c->stride_w : c->kw;
+        g->pad_h = c->pad_h;
+        g->pad_w = c->pad_w;
+        if (2 * c->pad_h > c->kh || 2 * c->pad_w > c->kw)
+            return dtnn_error_set(err, DTNN_ERR_ARG, "padding %dx%d must be at most half the "
+                                  "kernel %dx%d", c->pad_h, c->pad_w, c->kh, c->kw);
+        int eh = in.h + 2 * g->pad_h - g->kh, ew = in.w + 2 * g->pad_w - g->kw;
+        if (eh < 0 || ew < 0)
+            return dtnn_error_set(err, DTNN_ERR_SHAPE, "kernel %dx%d does not fit the %dx%d "
+                                  "input", g->kh, g->kw, in.h, in.w);
+        g->P = eh / g->stride_h + 1;
+        g->Q = ew / g->stride_w + 1;
+    }
+    g->count_include_pad = c->count_include_pad;
+    l->out = (dtnn_shape){in.c, g->P, g->Q};
+    l->aux_bytes = c->kind == POOL_MAX ? sizeof(int32_t) * shape_size(l->out) : 0;
+    return DTNN_OK;
+}
+
+static void pool_forward(layer *l, const layer_ctx *ctx)
+{
+    pool_cfg *c = l->cfg;
+    if (c->kind == POOL_MAX)
+        ctx->be->maxpool_forward(&c->g, l->n, l->x[0], l->y, l->aux);
+    else
+        ctx->be->avgpool_forward(&c->g, l->n, l->x[0], l->y);
+}
+
+static void pool_backward(layer *l, const layer_ctx *ctx)
+{
+    pool_cfg *c = l->cfg;
+    if (!l->dx[0])
+        return;
+    if (c->kind == POOL_MAX)
+        ctx->be->maxpool_backward(&c->g, l->n, l->dy, l->aux, l->dx[0], l->dx_accumulate[0]);
+    else
+        ctx->be->avgpool_backward(&c->g, l->n, l->dy, l->dx[0], l->dx_accumulate[0]);
+}
+
+static double pool_flops(const layer *l)
+{
+    const pool_cfg *c = l->cfg;
+    return (double)shape_size(l->out) * c->g.kh * c->g.kw;
+}
+
+#define POOL_LAYER(ident, type_name, kind_value, text)                                        \
+    static void ident##_defaults(void *cfg)                                                   \
+    {                                                                                         \
+        pool_cfg *c = cfg;                                                                    \
+        memset(c, 0, sizeof *c);                                                              \
+        c->kind = kind_value;                                                                 \
+        c->count_include_pad = 1;                                                             \
+    }                                                                                         \
+    const layer_ops layer_##ident = {                                                         \
+        .type = type_name,                                                                    \
+        .summary = text,                                                                      \
+        .cfg_size = sizeof(pool_cfg),                                                         \
+        .min_inputs = 1,                                                                      \
+        .max_inputs = 1,                                                                      \
+        .defaults = ident##_defaults,                                                         \
+        .set = pool_set,                                                                      \
+        .infer = pool_infer,                                                                  \
+        .forward = pool_forward,                                                              \
+        .backward = pool_backward,                                                            \
+        .flops = pool_flops,                                                                  \
+    };
+
+POOL_LAYER(maxpool, "maxpool", POOL_MAX, "max pooling (kernel, stride=kernel, padding)")
+POOL_LAYER(avgpool, "avgpool", POOL_AVG,
+           "average pooling (kernel, stride=kernel, padding, count_include_pad)")
+POOL_LAYER(global_avgpool, "global_avgpool", POOL_GLOBAL, "mean over H x W -> C x 1 x 1")

@@ -1,0 +1,16 @@
+/*
+ * registry.h — the one list of layer types. Each entry names a `const layer_ops layer_<ident>`
+ * defined in its own file under src/layers/. Explicit (not self-registering) so static builds
+ * keep every layer.
+ */
+#define DTNN_LAYER_LIST(X) \
+    X(conv2d)              \
+    X(linear)              \
+    X(flatten)             \
+    X(relu)                \
+    X(leaky_relu)          \
+    X(sigmoid)             \
+    X(tanh)                \
+    X(maxpool)             \
+    X(avgpool)             \
+    X(global_avgpool)

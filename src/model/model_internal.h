@@ -1,0 +1,46 @@
+/*
+ * model_internal.h — the model struct, shared by the files of src/model (build, loss, parser,
+ * zoo) and by the optimizers and checkpoints that address its flat buffers.
+ */
+#ifndef DTNN_MODEL_INTERNAL_H
+#define DTNN_MODEL_INTERNAL_H
+
+#include "../layers/layer.h"
+
+struct dtnn_model {
+    dtnn_shape input;
+    layer **layers;             /* topological order; the last one is the output */
+    int n_layers, cap;
+    int built;
+    dtnn_build_params bp;
+    const dtnn_backend *be;
+
+    dtnn_tensor_info *tensors;  /* named layout of params and buffers */
+    int n_tensors;
+    size_t n_params;            /* trainable values (without alignment padding) */
+    size_t n_params_padded;     /* length of params and grads */
+    float *params, *grads;
+    unsigned char *buffers;
+    size_t buffer_bytes;
+
+    float *activations;         /* every layer's y and dy */
+    float *input_grad;          /* [max_batch, input] when bp.input_grad */
+    void *aux;
+    void *workspace;
+    size_t workspace_bytes;
+    size_t activation_bytes;
+
+    int n;                      /* batch of the last forward */
+    int training;
+    int forward_done, loss_done;
+    uint64_t seed;
+    int64_t step;               /* backward passes so far: the dropout stream position */
+    int profiling;
+};
+
+/* Adds a layer from parsed options; origin ("file:line") prefixes every error. */
+int model_add_layer(dtnn_model *m, const char *type, const char *name, const char *const *keys,
+                    const char *const *values, int n_options, const int *inputs, int n_inputs,
+                    const char *origin, dtnn_error *err);
+
+#endif

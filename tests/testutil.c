@@ -1,0 +1,160 @@
+/*
+ * testutil.c — see testutil.h.
+ */
+#include "testutil.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+int test_failures = 0;
+
+int test_compare(const char *label, const float *got, const float *want, size_t n, double atol,
+                 double rtol)
+{
+    double max_abs = 0.0, max_rel = 0.0;
+    size_t bad = 0, first_bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)got[i] - (double)want[i]);
+        double r = d / (fabs((double)want[i]) + 1e-12);
+        if (!(d <= atol + rtol * fabs((double)want[i]))) {
+            if (!bad)
+                first_bad = i;
+            bad++;
+        }
+        if (d > max_abs || d != d)
+            max_abs = d;
+        if (r > max_rel && fabs((double)want[i]) > atol)
+            max_rel = r;
+    }
+    printf("%-48s n=%-8zu max abs %.3g  max rel %.3g  (tol %.1g + %.1g*|ref|)%s\n", label, n,
+           max_abs, max_rel, atol, rtol, bad ? "  FAIL" : "");
+    if (bad) {
+        fprintf(stderr, "FAIL %s: %zu of %zu values beyond tolerance; first at [%zu]: got %.8g, "
+                "want %.8g\n", label, bad, n, first_bad, got[first_bad], want[first_bad]);
+        test_failures++;
+        return 0;
+    }
+    return 1;
+}
+
+void test_fill(float *x, size_t n, unsigned seed)
+{
+    uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+    for (size_t i = 0; i < n; i++) {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        x[i] = (float)((double)(s >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+    }
+}
+
+int test_finish(const char *name)
+{
+    if (test_failures) {
+        printf("%s: %d check(s) FAILED\n", name, test_failures);
+        return 1;
+    }
+    printf("%s: all checks passed\n", name);
+    return 0;
+}
+
+static double probe_loss(dtnn_model *m, const float *x, int n, const float *probe)
+{
+    dtnn_error err;
+    if (dtnn_model_forward(m, x, n, 1, &err) != DTNN_OK) {
+        fprintf(stderr, "gradcheck forward: %s\n", err.message);
+        return NAN;
+    }
+    int rows, cols;
+    const float *y = dtnn_model_output(m, &rows, &cols);
+    double l = 0.0;
+    for (size_t i = 0; i < (size_t)rows * cols; i++)
+        l += (double)y[i] * probe[i];
+    return l;
+}
+
+/* Checks up to 24 evenly spread entries of one tensor; returns mismatches. */
+static int check_entries(dtnn_model *m, const float *x, int n, const float *probe, float *values,
+                         const float *analytic, size_t count, const char *what, double eps,
+                         double tol)
+{
+    size_t samples = count < 24 ? count : 24;
+    double worst = 0.0;
+    int bad = 0;
+    for (size_t s = 0; s < samples; s++) {
+        size_t j = samples == count ? s : (s * 7919 + 3) % count;
+        float saved = values[j];
+        values[j] = saved + (float)eps;
+        double lp = probe_loss(m, x, n, probe);
+        values[j] = saved - (float)eps;
+        double lm = probe_loss(m, x, n, probe);
+        values[j] = saved;
+        double num = (lp - lm) / (2.0 * eps);
+        double a = analytic[j];
+        double e = fabs(a - num) / (fabs(a) + fabs(num) + 1e-3);
+        if (e > worst)
+            worst = e;
+        if (!(e <= tol)) {
+            if (bad < 3)
+                fprintf(stderr, "  %s[%zu]: analytic %.6g numeric %.6g\n", what, j, a, num);
+            bad++;
+        }
+    }
+    printf("  gradcheck %-40s %zu/%zu checked, worst rel err %.2e%s\n", what, samples, count,
+           worst, bad ? "  FAIL" : "");
+    return bad;
+}
+
+int test_gradcheck(dtnn_model *m, int n, const char *label, double eps, double tol)
+{
+    dtnn_error err;
+    int c, h, w;
+    dtnn_model_input_shape(m, &c, &h, &w);
+    size_t in_size = (size_t)n * c * h * w;
+    float *x = malloc(sizeof(float) * in_size);
+    test_fill(x, in_size, 11);
+    CHECK_OK(dtnn_model_forward(m, x, n, 1, &err), &err);
+    int rows, cols;
+    dtnn_model_output(m, &rows, &cols);
+    size_t out_size = (size_t)rows * cols;
+    float *probe = malloc(sizeof(float) * out_size);
+    test_fill(probe, out_size, 23);
+    memcpy(dtnn_model_output_grad(m), probe, sizeof(float) * out_size);
+    dtnn_model_zero_grad(m);
+    CHECK_OK(dtnn_model_backward(m, &err), &err);
+
+    size_t np = 0;
+    for (int i = 0; i < dtnn_model_tensor_count(m); i++) {
+        const dtnn_tensor_info *t = dtnn_model_tensor(m, i);
+        if (t->kind == DTNN_TENSOR_PARAM && t->offset + t->count > np)
+            np = t->offset + t->count;
+    }
+    float *grads = malloc(sizeof(float) * (np ? np : 1));
+    memcpy(grads, dtnn_model_grads(m), sizeof(float) * np);
+    float *gin = NULL;
+    if (dtnn_model_input_grad(m)) {
+        gin = malloc(sizeof(float) * in_size);
+        memcpy(gin, dtnn_model_input_grad(m), sizeof(float) * in_size);
+    }
+    printf("gradcheck %s (batch %d)\n", label, n);
+    int bad = 0;
+    for (int i = 0; i < dtnn_model_tensor_count(m); i++) {
+        const dtnn_tensor_info *t = dtnn_model_tensor(m, i);
+        if (t->kind != DTNN_TENSOR_PARAM)
+            continue;
+        bad += check_entries(m, x, n, probe, dtnn_model_params(m) + t->offset,
+                             grads + t->offset, t->count, t->name, eps, tol);
+    }
+    if (gin)
+        bad += check_entries(m, x, n, probe, x, gin, in_size, "input", eps, tol);
+    if (bad) {
+        fprintf(stderr, "FAIL gradcheck %s: %d mismatches\n", label, bad);
+        test_failures++;
+    }
+    free(x);
+    free(probe);
+    free(grads);
+    free(gin);
+    return bad;
+}

@@ -1,0 +1,53 @@
+/*
+ * testutil.h — the small harness every C test uses: checks that count failures, a comparison
+ * that prints max abs / relative error against a stated tolerance, and a finite-difference
+ * gradient checker for whole models (so every layer is checked in the context it is used).
+ */
+#ifndef DTNN_TESTUTIL_H
+#define DTNN_TESTUTIL_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#include "dtnn.h"
+
+extern int test_failures;
+
+#define CHECK(cond)                                                                          \
+    do {                                                                                     \
+        if (!(cond)) {                                                                       \
+            fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond);                  \
+            test_failures++;                                                                 \
+        }                                                                                    \
+    } while (0)
+
+#define CHECK_OK(expr, errp)                                                                 \
+    do {                                                                                     \
+        dtnn_status st_ = (expr);                                                            \
+        if (st_ != DTNN_OK) {                                                                \
+            fprintf(stderr, "FAIL %s:%d: %s -> %s: %s\n", __FILE__, __LINE__, #expr,         \
+                    dtnn_strerror(st_), (errp)->message);                                    \
+            test_failures++;                                                                 \
+        }                                                                                    \
+    } while (0)
+
+/* Compares got to want; prints "label: max abs E, max rel E (tol T)"; counts a failure when
+ * any |got - want| > atol + rtol * |want|. Returns 1 when it passed. */
+int test_compare(const char *label, const float *got, const float *want, size_t n, double atol,
+                 double rtol);
+
+/* Fills x with a fixed pseudo-random pattern in [-1, 1) from seed. */
+void test_fill(float *x, size_t n, unsigned seed);
+
+/* Prints the summary line and returns the exit code. */
+int test_finish(const char *name);
+
+/*
+ * Finite-difference gradient check of a built (training) model, with the loss
+ * L = sum(output * probe) for a fixed random probe, in double-sided differences of step eps.
+ * Checks d L / d params (every parameter, or up to max_checks sampled ones per tensor) and
+ * d L / d input. Returns the number of mismatches; prints the worst error per tensor.
+ */
+int test_gradcheck(dtnn_model *m, int n, const char *label, double eps, double tol);
+
+#endif

@@ -1,0 +1,2 @@
+#include "dtnn.h"
+int main(void) { return 0; }
