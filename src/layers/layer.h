@@ -8,8 +8,9 @@
  *
  * Life of a layer: set() receives each "key=value" option (unknown keys are errors); infer()
  * receives the input shapes and declares the output shape, its tensors (parameters and buffers
- * with PyTorch names and init rules), persistent per-sample aux bytes (saved between forward and
- * backward: max-pool indices, dropout masks, ...) and scratch workspace bytes. The model then lays
+ * with PyTorch names and init rules), persistent aux bytes (saved between forward and backward:
+ * max-pool indices, dropout masks, batch-norm statistics; aux_bytes per sample plus
+ * aux_fixed_bytes) and scratch workspace bytes. The model then lays
  * out the flat buffers and fills the pointers below. forward() reads x[] and writes y. backward()
  * reads dy, accumulates (+=) parameter gradients into g[], and for each input i with
  * dx[i] != NULL writes (dx_accumulate[i] == 0) or adds to (== 1) dx[i]. A NULL dx[i] means no
@@ -86,6 +87,7 @@ struct layer {
     void *p[LAYER_MAX_TENSORS]; /* parameter (float) or buffer (float / int64) storage */
     float *g[LAYER_MAX_TENSORS];/* gradient of a parameter; NULL for buffers or inference */
     size_t aux_bytes;           /* per sample; the model allocates aux_bytes * max_batch */
+    size_t aux_fixed_bytes;     /* plus this, independent of the batch (e.g. per-channel) */
     size_t workspace_bytes;     /* for a full max_batch; the model takes the maximum */
     int max_batch;
     size_t workspace_limit;     /* scratch a layer should stay under (it may chunk the batch) */

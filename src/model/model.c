@@ -346,7 +346,7 @@ dtnn_status dtnn_model_build(dtnn_model *m, const dtnn_build_params *p, dtnn_err
         layer *l = m->layers[i];
         size_t sz = dtnn_round_up(shape_size(l->out) * (size_t)p->max_batch, 16);
         act_floats += sz * (p->training ? 2 : 1);
-        aux_bytes += dtnn_round_up(l->aux_bytes * (size_t)p->max_batch, 64);
+        aux_bytes += dtnn_round_up(l->aux_bytes * (size_t)p->max_batch + l->aux_fixed_bytes, 64);
         ws = DTNN_MAX(ws, l->workspace_bytes);
     }
     m->params = dtnn_alloc_aligned(sizeof(float) * m->n_params_padded);
@@ -383,7 +383,7 @@ dtnn_status dtnn_model_build(dtnn_model *m, const dtnn_build_params *p, dtnn_err
             act += sz;
         }
         l->aux = aux;
-        aux += dtnn_round_up(l->aux_bytes * (size_t)p->max_batch, 64);
+        aux += dtnn_round_up(l->aux_bytes * (size_t)p->max_batch + l->aux_fixed_bytes, 64);
         for (int k = 0; k < l->n_tensors; k++) {
             const dtnn_tensor_info *ti = &m->tensors[l->t[k].model_index];
             if (ti->kind == DTNN_TENSOR_PARAM) {
