@@ -285,14 +285,19 @@ typedef struct {
 } dtnn_data_params;
 
 void dtnn_data_params_default(dtnn_data_params *p);
+/* Fills d (which must not hold a loaded dataset: free it first); p == NULL means defaults.
+ * Normalisation supports up to 4 channels. */
 dtnn_status dtnn_dataset_load(dtnn_dataset *d, const dtnn_data_params *p, dtnn_error *err);
 void dtnn_dataset_free(dtnn_dataset *d);
 
-/* IDX (MNIST format), gzip or raw. Images scaled to [0,1]. */
+/* IDX (MNIST format), gzip or raw. Images scaled to [0,1]. The arrays these loaders return are
+ * released with free(). */
 dtnn_status dtnn_idx_load_images(const char *path, float **x, int64_t *n, int *h, int *w,
                                  dtnn_error *err);
 dtnn_status dtnn_idx_load_labels(const char *path, int32_t **y, int64_t *n, dtnn_error *err);
-/* .npy: float32 array (any shape) or integer vector. */
+/* .npy: float32 array of up to DTNN_NPY_MAX_DIMS dimensions (dims must hold that many), or an
+ * integer label vector. */
+#define DTNN_NPY_MAX_DIMS 4
 dtnn_status dtnn_npy_load_f32(const char *path, float **x, int64_t *dims, int *ndim,
                               dtnn_error *err);
 dtnn_status dtnn_npy_load_labels(const char *path, int32_t **y, int64_t *n, dtnn_error *err);
@@ -378,7 +383,8 @@ dtnn_status dtnn_train(dtnn_model *m, dtnn_optimizer *opt, const dtnn_dataset *d
 dtnn_status dtnn_evaluate(dtnn_model *m, const dtnn_split *s, int batch_size,
                           const dtnn_loss_params *lp, dtnn_metrics *out, dtnn_error *err);
 
-/* Sets the kernel threads (BLAS and OpenMP). */
+/* Sets the kernel threads (OpenMP; 0 keeps the current count). The BLAS always runs
+ * single-threaded inside dtnn's own threads, so the two never oversubscribe the cores. */
 void dtnn_set_threads(int threads);
 /* Name of the BLAS this build links, e.g. "openblas 0.3.21 (Cooperlake)". */
 const char *dtnn_blas_name(char *buf, size_t len);

@@ -114,6 +114,9 @@ int test_gradcheck(dtnn_model *m, int n, const char *label, double eps, double t
     size_t in_size = (size_t)n * c * h * w;
     float *x = malloc(sizeof(float) * in_size);
     test_fill(x, in_size, 11);
+    /* backward() advances the dropout stream; the finite differences must see the same masks
+     * as the analytic pass, so they run at the step of the first forward. */
+    int64_t step = dtnn_model_step(m);
     CHECK_OK(dtnn_model_forward(m, x, n, 1, &err), &err);
     int rows, cols;
     dtnn_model_output(m, &rows, &cols);
@@ -123,6 +126,7 @@ int test_gradcheck(dtnn_model *m, int n, const char *label, double eps, double t
     memcpy(dtnn_model_output_grad(m), probe, sizeof(float) * out_size);
     dtnn_model_zero_grad(m);
     CHECK_OK(dtnn_model_backward(m, &err), &err);
+    dtnn_model_set_step(m, step);
 
     size_t np = 0;
     for (int i = 0; i < dtnn_model_tensor_count(m); i++) {

@@ -1,2 +1,670 @@
+/*
+ * dtnn.c — the command-line tool: train, eval, predict, bench, models, info. It uses only the
+ * public API (dtnn.h) and is the only place where errors become exit codes: 0 success, 1 a
+ * runtime error (bad file, non-finite loss, ...), 2 a usage error (bad flag or value).
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli_options.h"
 #include "dtnn.h"
-int main(void) { return 0; }
+#include "progress.h"
+
+#define N_OPTS(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+static int fail(const char *command, const dtnn_error *err)
+{
+    fprintf(stderr, "dtnn %s: %s\n", command, err->message);
+    return 1;
+}
+
+static int default_threads(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+static int threads_option(const cli_opt *o, int n)
+{
+    int64_t t = cli_int(o, n, "threads");
+    return t > 0 ? (int)t : default_threads();
+}
+
+static int usage_error(const char *command, const char *fmt, const char *value)
+{
+    fprintf(stderr, "dtnn %s: ", command);
+    fprintf(stderr, fmt, value);
+    fprintf(stderr, "\n");
+    return 2;
+}
+
+/* Parses "CxHxW"; 0 on success. */
+static int parse_chw(const char *s, int *c, int *h, int *w)
+{
+    char extra;
+    return !(s && sscanf(s, "%dx%dx%d%c", c, h, w, &extra) == 3 && *c > 0 && *h > 0 && *w > 0);
+}
+
+static dtnn_status load_data(const cli_opt *o, int n, dtnn_dataset *d, int with_synthetic_size,
+                             dtnn_error *err)
+{
+    dtnn_data_params dp;
+    dtnn_data_params_default(&dp);
+    dp.name = cli_str(o, n, "dataset");
+    dp.dir = cli_str(o, n, "data-dir");
+    if (with_synthetic_size)
+        dp.synthetic_n = cli_int(o, n, "synthetic-samples");
+    return dtnn_dataset_load(d, &dp, err);
+}
+
+/* Creates the model for a dataset: a zoo model adapts its input and classes to the data. */
+static dtnn_model *make_model(const char *spec, const dtnn_split *s, int classes,
+                              dtnn_error *err)
+{
+    return dtnn_model_from_spec(spec, classes > 0 ? classes : s->classes, s->c, s->h, s->w, err);
+}
+
+/* ---- train ----------------------------------------------------------------------------- */
+
+static cli_opt train_opts[] = {
+    {"model", OPT_STRING, NULL, "zoo model name or model file", 1, NULL, 0},
+    {"dataset", OPT_STRING, "fashion-mnist", "fashion-mnist | mnist | npy | synthetic", 0, NULL, 0},
+    {"data-dir", OPT_STRING, NULL, "dataset folder (default: the dataset's own)", 0, NULL, 0},
+    {"synthetic-samples", OPT_INT, "4096", "training samples of the synthetic dataset", 0, NULL, 0},
+    {"epochs", OPT_INT, "2", "epochs to train", 0, NULL, 0},
+    {"steps", OPT_INT, "0", "total steps (0: epochs x steps per epoch)", 0, NULL, 0},
+    {"batch-size", OPT_INT, "64", "global batch size", 0, NULL, 0},
+    {"optimizer", OPT_STRING, "sgd", "sgd | adam | adamw | rmsprop", 0, NULL, 0},
+    {"lr", OPT_FLOAT, "0.01", "learning rate", 0, NULL, 0},
+    {"momentum", OPT_FLOAT, "0", "momentum (sgd, rmsprop)", 0, NULL, 0},
+    {"nesterov", OPT_FLAG, NULL, "Nesterov momentum (sgd)", 0, NULL, 0},
+    {"weight-decay", OPT_FLOAT, NULL, "weight decay (L2; decoupled for adamw) [0; adamw 0.01]", 0,
+     NULL, 0},
+    {"beta1", OPT_FLOAT, "0.9", "Adam beta1", 0, NULL, 0},
+    {"beta2", OPT_FLOAT, "0.999", "Adam beta2", 0, NULL, 0},
+    {"eps", OPT_FLOAT, "1e-8", "Adam / RMSProp epsilon", 0, NULL, 0},
+    {"alpha", OPT_FLOAT, "0.99", "RMSProp smoothing", 0, NULL, 0},
+    {"lr-schedule", OPT_STRING, "constant",
+     "constant | step:SIZE[:GAMMA] | multistep:M1,M2[:GAMMA] | cosine[:TMAX[:ETAMIN]]", 0, NULL, 0},
+    {"warmup-epochs", OPT_FLOAT, "0", "linear learning-rate warm-up (epochs)", 0, NULL, 0},
+    {"loss", OPT_STRING, "cross-entropy", "cross-entropy | bce | mse", 0, NULL, 0},
+    {"label-smoothing", OPT_FLOAT, "0", "cross-entropy label smoothing", 0, NULL, 0},
+    {"init-scheme", OPT_STRING, "default", "default (PyTorch's) | he | xavier", 0, NULL, 0},
+    {"classes", OPT_INT, "0", "output classes of a zoo model (0: the dataset's)", 0, NULL, 0},
+    {"seed", OPT_INT, "42", "seed of initialisation, shuffling and dropout", 0, NULL, 0},
+    {"no-shuffle", OPT_FLAG, NULL, "keep the file order", 0, NULL, 0},
+    {"threads", OPT_INT, "0", "kernel threads (0: all cores)", 0, NULL, 0},
+    {"init", OPT_STRING, NULL, "checkpoint to take starting weights from", 0, NULL, 0},
+    {"save", OPT_STRING, NULL, "checkpoint written at every epoch end", 0, NULL, 0},
+    {"resume", OPT_STRING, NULL, "checkpoint to continue a run from", 0, NULL, 0},
+    {"log", OPT_STRING, NULL, "JSONL metrics log, one object per epoch", 0, NULL, 0},
+    {"quiet", OPT_FLAG, NULL, "only the per-epoch lines", 0, NULL, 0},
+    {"help", OPT_FLAG, NULL, "show this help", 0, NULL, 0},
+};
+
+static int cmd_train(int argc, char **argv)
+{
+    cli_opt *o = train_opts;
+    const int n = N_OPTS(train_opts);
+    const char *cmd = "train";
+    for (int i = 2; i < argc; i++)
+        if (!strcmp(argv[i], "--help")) {
+            cli_usage(cmd, "Trains a model; prints one line per epoch and the test accuracy.", o,
+                      n);
+            return 0;
+        }
+    if (cli_parse(cmd, o, n, argc, argv, 2))
+        return 2;
+    dtnn_error err = {0};
+    dtnn_opt_params op;
+    dtnn_opt_kind kind;
+    if (dtnn_opt_parse(cli_str(o, n, "optimizer"), &kind, &err))
+        return fprintf(stderr, "dtnn %s: %s\n", cmd, err.message), 2;
+    dtnn_opt_params_default(&op, kind);
+    op.momentum = (float)cli_float(o, n, "momentum");
+    op.nesterov = cli_flag(o, n, "nesterov");
+    if (cli_given(o, n, "weight-decay"))
+        op.weight_decay = (float)cli_float(o, n, "weight-decay");
+    op.beta1 = (float)cli_float(o, n, "beta1");
+    op.beta2 = (float)cli_float(o, n, "beta2");
+    op.eps = (float)cli_float(o, n, "eps");
+    op.alpha = (float)cli_float(o, n, "alpha");
+
+    dtnn_train_params tp;
+    dtnn_train_params_default(&tp);
+    tp.epochs = (int)cli_int(o, n, "epochs");
+    tp.steps = cli_int(o, n, "steps");
+    tp.batch_size = (int)cli_int(o, n, "batch-size");
+    tp.seed = (uint64_t)cli_int(o, n, "seed");
+    tp.shuffle = !cli_flag(o, n, "no-shuffle");
+    tp.log_path = cli_str(o, n, "log");
+    tp.save_path = cli_str(o, n, "save");
+    if (tp.batch_size <= 0 || tp.batch_size > 1 << 20)
+        return usage_error(cmd, "--batch-size must be in [1, 1048576], got %s",
+                           cli_str(o, n, "batch-size"));
+    if (tp.epochs < 0 || tp.steps < 0 || (tp.epochs == 0 && tp.steps == 0))
+        return usage_error(cmd, "%s", "give a positive --epochs or --steps");
+    if (dtnn_loss_parse(cli_str(o, n, "loss"), &tp.loss.kind, &err))
+        return fprintf(stderr, "dtnn %s: %s\n", cmd, err.message), 2;
+    tp.loss.label_smoothing = (float)cli_float(o, n, "label-smoothing");
+    if (tp.loss.label_smoothing < 0 || tp.loss.label_smoothing > 1)
+        return usage_error(cmd, "--label-smoothing must be in [0, 1], got %s",
+                           cli_str(o, n, "label-smoothing"));
+    if (dtnn_sched_parse(cli_str(o, n, "lr-schedule"), &tp.sched, &err))
+        return fprintf(stderr, "dtnn %s: %s\n", cmd, err.message), 2;
+    tp.sched.base_lr = (float)cli_float(o, n, "lr");
+    tp.sched.warmup_epochs = (float)cli_float(o, n, "warmup-epochs");
+    if (!(tp.sched.base_lr > 0) || tp.sched.warmup_epochs < 0)
+        return usage_error(cmd, "%s", "--lr must be positive and --warmup-epochs >= 0");
+    dtnn_build_params bp;
+    dtnn_build_params_default(&bp);
+    const char *scheme = cli_str(o, n, "init-scheme");
+    if (!strcmp(scheme, "he"))
+        bp.init = DTNN_INIT_HE;
+    else if (!strcmp(scheme, "xavier"))
+        bp.init = DTNN_INIT_XAVIER;
+    else if (strcmp(scheme, "default"))
+        return usage_error(cmd, "--init-scheme must be default, he or xavier, not '%s'", scheme);
+    if (cli_given(o, n, "init") && cli_given(o, n, "resume"))
+        return usage_error(cmd, "%s", "--init and --resume exclude each other");
+
+    dtnn_comm *comm = dtnn_comm_create_single();
+    int threads = threads_option(o, n);
+    dtnn_set_threads(threads);
+    dtnn_dataset d;
+    memset(&d, 0, sizeof d);
+    dtnn_model *m = NULL;
+    dtnn_optimizer *opt = NULL;
+    int rc = 1;
+    if (load_data(o, n, &d, 1, &err))
+        goto out;
+    m = make_model(cli_str(o, n, "model"), &d.train, (int)cli_int(o, n, "classes"), &err);
+    if (!m)
+        goto out;
+    bp.max_batch = tp.batch_size / dtnn_comm_size(comm);
+    bp.seed = tp.seed;
+    bp.threads = threads;
+    if (dtnn_model_build(m, &bp, &err))
+        goto out;
+    opt = dtnn_optimizer_create(m, &op, &err);
+    if (!opt)
+        goto out;
+    dtnn_train_state ts;
+    memset(&ts, 0, sizeof ts);
+    if (cli_given(o, n, "init") && dtnn_checkpoint_load(cli_str(o, n, "init"), m, NULL, NULL,
+                                                        NULL, &err))
+        goto out;
+    if (cli_given(o, n, "resume")) {
+        if (dtnn_checkpoint_load(cli_str(o, n, "resume"), m, opt, &ts, NULL, &err))
+            goto out;
+        if (ts.global_batch != tp.batch_size || ts.seed != tp.seed) {
+            fprintf(stderr, "dtnn %s: the checkpoint was trained with --batch-size %lld --seed "
+                    "%llu; resume with the same values\n", cmd, (long long)ts.global_batch,
+                    (unsigned long long)ts.seed);
+            rc = 2;
+            goto out;
+        }
+        printf("resuming from %s at epoch %lld, step %lld\n", cli_str(o, n, "resume"),
+               (long long)ts.epoch + 1, (long long)ts.step);
+    }
+    char blas[128];
+    printf("dtnn: training %s on %s (%lld train / %lld test samples of %dx%dx%d, %d classes), "
+           "%zu parameters, batch %d, %s lr %g, %d thread%s, %s\n",
+           cli_str(o, n, "model"), d.name, (long long)d.train.n, (long long)d.test.n, d.train.c,
+           d.train.h, d.train.w, d.train.classes, dtnn_model_param_count(m), tp.batch_size,
+           dtnn_opt_name(kind), tp.sched.base_lr, threads, threads == 1 ? "" : "s",
+           dtnn_blas_name(blas, sizeof blas));
+    fflush(stdout);
+    progress_state ps;
+    progress_init(&ps, stdout, cli_flag(o, n, "quiet"));
+    if (dtnn_train(m, opt, &d, comm, &tp, &ts, progress_update, &ps, &err))
+        goto out;
+    if (d.test.n > 0) {
+        dtnn_metrics tm;
+        if (dtnn_evaluate(m, &d.test, bp.max_batch, &tp.loss, &tm, &err))
+            goto out;
+        printf("test accuracy: %.2f%% (top-5 %.2f%%, loss %.4f) on %lld samples\n",
+               100.0 * (double)tm.top1 / (double)tm.count,
+               100.0 * (double)tm.top5 / (double)tm.count, tm.loss_sum / (double)tm.count,
+               (long long)tm.count);
+    }
+    if (tp.save_path)
+        printf("saved %s\n", tp.save_path);
+    rc = 0;
+out:
+    if (rc == 1)
+        fail(cmd, &err);
+    dtnn_optimizer_free(opt);
+    dtnn_model_free(m);
+    dtnn_dataset_free(&d);
+    dtnn_comm_free(comm);
+    return rc;
+}
+
+/* ---- eval ------------------------------------------------------------------------------ */
+
+static cli_opt eval_opts[] = {
+    {"model", OPT_STRING, NULL, "zoo model name or model file", 1, NULL, 0},
+    {"load", OPT_STRING, NULL, "checkpoint with the weights", 1, NULL, 0},
+    {"dataset", OPT_STRING, "fashion-mnist", "fashion-mnist | mnist | npy | synthetic", 0, NULL, 0},
+    {"data-dir", OPT_STRING, NULL, "dataset folder (default: the dataset's own)", 0, NULL, 0},
+    {"split", OPT_STRING, "test", "test | train", 0, NULL, 0},
+    {"batch-size", OPT_INT, "256", "evaluation batch size", 0, NULL, 0},
+    {"loss", OPT_STRING, "cross-entropy", "cross-entropy | bce | mse", 0, NULL, 0},
+    {"classes", OPT_INT, "0", "output classes of a zoo model (0: the dataset's)", 0, NULL, 0},
+    {"threads", OPT_INT, "0", "kernel threads (0: all cores)", 0, NULL, 0},
+    {"help", OPT_FLAG, NULL, "show this help", 0, NULL, 0},
+};
+
+static int cmd_eval(int argc, char **argv)
+{
+    cli_opt *o = eval_opts;
+    const int n = N_OPTS(eval_opts);
+    const char *cmd = "eval";
+    for (int i = 2; i < argc; i++)
+        if (!strcmp(argv[i], "--help")) {
+            cli_usage(cmd, "Evaluates a checkpoint: prints loss, top-1 and top-5 accuracy.", o, n);
+            return 0;
+        }
+    if (cli_parse(cmd, o, n, argc, argv, 2))
+        return 2;
+    const char *split_name = cli_str(o, n, "split");
+    if (strcmp(split_name, "test") && strcmp(split_name, "train"))
+        return usage_error(cmd, "--split must be test or train, not '%s'", split_name);
+    int batch = (int)cli_int(o, n, "batch-size");
+    if (batch <= 0 || batch > 1 << 20)
+        return usage_error(cmd, "--batch-size must be in [1, 1048576], got %s",
+                           cli_str(o, n, "batch-size"));
+    dtnn_error err = {0};
+    dtnn_loss_params lp;
+    dtnn_loss_params_default(&lp);
+    if (dtnn_loss_parse(cli_str(o, n, "loss"), &lp.kind, &err))
+        return fprintf(stderr, "dtnn %s: %s\n", cmd, err.message), 2;
+    dtnn_set_threads(threads_option(o, n));
+    dtnn_dataset d;
+    memset(&d, 0, sizeof d);
+    dtnn_model *m = NULL;
+    int rc = 1;
+    if (load_data(o, n, &d, 0, &err))
+        goto out;
+    const dtnn_split *s = !strcmp(split_name, "test") ? &d.test : &d.train;
+    if (s->n == 0) {
+        dtnn_error_set(&err, DTNN_ERR_ARG, "dataset '%s' has no %s split", d.name, split_name);
+        goto out;
+    }
+    m = make_model(cli_str(o, n, "model"), &d.train, (int)cli_int(o, n, "classes"), &err);
+    if (!m)
+        goto out;
+    dtnn_build_params bp;
+    dtnn_build_params_default(&bp);
+    bp.max_batch = batch;
+    bp.training = 0;
+    if (dtnn_model_build(m, &bp, &err) ||
+        dtnn_checkpoint_load(cli_str(o, n, "load"), m, NULL, NULL, NULL, &err))
+        goto out;
+    dtnn_metrics met;
+    if (dtnn_evaluate(m, s, batch, &lp, &met, &err))
+        goto out;
+    printf("%s %s: loss %.4f, accuracy %.2f%%, top-5 %.2f%% on %lld samples\n", d.name,
+           split_name, met.loss_sum / (double)met.count, 100.0 * (double)met.top1 / met.count,
+           100.0 * (double)met.top5 / met.count, (long long)met.count);
+    rc = 0;
+out:
+    if (rc == 1)
+        fail(cmd, &err);
+    dtnn_model_free(m);
+    dtnn_dataset_free(&d);
+    return rc;
+}
+
+/* ---- predict --------------------------------------------------------------------------- */
+
+static cli_opt predict_opts[] = {
+    {"model", OPT_STRING, NULL, "zoo model name or model file", 1, NULL, 0},
+    {"load", OPT_STRING, NULL, "checkpoint with the weights", 1, NULL, 0},
+    {"input", OPT_STRING, NULL, "float32 .npy [N, C, H, W] (or [N, H, W] for C = 1), in the "
+     "dataset's units; the checkpoint's normalisation is applied", 1, NULL, 0},
+    {"output", OPT_STRING, NULL, "float32 .npy of logits [N, classes]", 1, NULL, 0},
+    {"classes", OPT_INT, "10", "output classes of a zoo model", 0, NULL, 0},
+    {"batch-size", OPT_INT, "256", "inference batch size", 0, NULL, 0},
+    {"threads", OPT_INT, "0", "kernel threads (0: all cores)", 0, NULL, 0},
+    {"help", OPT_FLAG, NULL, "show this help", 0, NULL, 0},
+};
+
+static int cmd_predict(int argc, char **argv)
+{
+    cli_opt *o = predict_opts;
+    const int n = N_OPTS(predict_opts);
+    const char *cmd = "predict";
+    for (int i = 2; i < argc; i++)
+        if (!strcmp(argv[i], "--help")) {
+            cli_usage(cmd, "Runs inference on an .npy array and writes the logits.", o, n);
+            return 0;
+        }
+    if (cli_parse(cmd, o, n, argc, argv, 2))
+        return 2;
+    int batch = (int)cli_int(o, n, "batch-size");
+    if (batch <= 0 || batch > 1 << 20)
+        return usage_error(cmd, "--batch-size must be in [1, 1048576], got %s",
+                           cli_str(o, n, "batch-size"));
+    dtnn_set_threads(threads_option(o, n));
+    dtnn_error err = {0};
+    float *x = NULL, *logits = NULL;
+    dtnn_model *m = NULL;
+    int rc = 1;
+    int64_t dims[8];
+    int ndim = 0;
+    if (dtnn_npy_load_f32(cli_str(o, n, "input"), &x, dims, &ndim, &err))
+        goto out;
+    if (ndim != 4 && ndim != 3) {
+        dtnn_error_set(&err, DTNN_ERR_SHAPE, "%s: expected [N, C, H, W] or [N, H, W], got %d "
+                       "dimensions", cli_str(o, n, "input"), ndim);
+        goto out;
+    }
+    int64_t count = dims[0];
+    int c = ndim == 4 ? (int)dims[1] : 1, h = (int)dims[ndim - 2], w = (int)dims[ndim - 1];
+    m = dtnn_model_from_spec(cli_str(o, n, "model"), (int)cli_int(o, n, "classes"), c, h, w,
+                             &err);
+    if (!m)
+        goto out;
+    int mc, mh, mw;
+    dtnn_model_input_shape(m, &mc, &mh, &mw);
+    if (mc != c || mh != h || mw != w) {
+        dtnn_error_set(&err, DTNN_ERR_SHAPE, "%s holds %dx%dx%d samples but the model takes "
+                       "%dx%dx%d", cli_str(o, n, "input"), c, h, w, mc, mh, mw);
+        goto out;
+    }
+    dtnn_build_params bp;
+    dtnn_build_params_default(&bp);
+    bp.max_batch = (int)(count < batch ? (count > 0 ? count : 1) : batch);
+    bp.training = 0;
+    dtnn_dataset norm;
+    memset(&norm, 0, sizeof norm);
+    if (dtnn_model_build(m, &bp, &err) ||
+        dtnn_checkpoint_load(cli_str(o, n, "load"), m, NULL, NULL, &norm, &err))
+        goto out;
+    size_t sample = (size_t)c * h * w;
+    for (int64_t i = 0; i < count; i++)
+        for (int ch = 0; ch < c; ch++) {
+            float mean = ch < 4 ? norm.mean[ch] : 0.0f, sd = ch < 4 ? norm.std[ch] : 1.0f;
+            if (sd == 0.0f)
+                sd = 1.0f;
+            float *p = x + (size_t)i * sample + (size_t)ch * h * w;
+            for (int j = 0; j < h * w; j++)
+                p[j] = (p[j] - mean) / sd;
+        }
+    int classes = 0;
+    for (int64_t i = 0; i < count; i += batch) {
+        int nb = (int)(count - i < batch ? count - i : batch);
+        if (dtnn_model_forward(m, x + (size_t)i * sample, nb, 0, &err))
+            goto out;
+        const float *y = dtnn_model_output(m, NULL, &classes);
+        if (!logits && !(logits = malloc(sizeof(float) * (size_t)count * classes))) {
+            dtnn_error_set(&err, DTNN_ERR_NOMEM, "out of memory for %lld x %d logits",
+                           (long long)count, classes);
+            goto out;
+        }
+        memcpy(logits + (size_t)i * classes, y, sizeof(float) * (size_t)nb * classes);
+    }
+    int64_t odims[2] = {count, classes};
+    if (dtnn_npy_save_f32(cli_str(o, n, "output"), logits, odims, 2, &err))
+        goto out;
+    printf("wrote %s: %lld x %d logits\n", cli_str(o, n, "output"), (long long)count, classes);
+    rc = 0;
+out:
+    if (rc)
+        fail(cmd, &err);
+    free(x);
+    free(logits);
+    dtnn_model_free(m);
+    return rc;
+}
+
+/* ---- bench ----------------------------------------------------------------------------- */
+
+static cli_opt bench_opts[] = {
+    {"model", OPT_STRING, NULL, "zoo model name or model file", 1, NULL, 0},
+    {"batch-size", OPT_INT, "64", "batch size", 0, NULL, 0},
+    {"steps", OPT_INT, "20", "timed training steps", 0, NULL, 0},
+    {"warmup", OPT_INT, "3", "untimed steps first", 0, NULL, 0},
+    {"input", OPT_STRING, NULL, "CxHxW of a zoo model's input (default: the model's)", 0, NULL, 0},
+    {"classes", OPT_INT, "10", "output classes of a zoo model", 0, NULL, 0},
+    {"threads", OPT_INT, "0", "kernel threads (0: all cores)", 0, NULL, 0},
+    {"profile", OPT_FLAG, NULL, "print per-layer forward/backward time", 0, NULL, 0},
+    {"help", OPT_FLAG, NULL, "show this help", 0, NULL, 0},
+};
+
+static int cmd_bench(int argc, char **argv)
+{
+    cli_opt *o = bench_opts;
+    const int n = N_OPTS(bench_opts);
+    const char *cmd = "bench";
+    for (int i = 2; i < argc; i++)
+        if (!strcmp(argv[i], "--help")) {
+            cli_usage(cmd, "Measures training throughput (SGD with momentum, synthetic data); "
+                      "prints one JSON line.", o, n);
+            return 0;
+        }
+    if (cli_parse(cmd, o, n, argc, argv, 2))
+        return 2;
+    int batch = (int)cli_int(o, n, "batch-size");
+    int64_t steps = cli_int(o, n, "steps"), warmup = cli_int(o, n, "warmup");
+    if (batch <= 0 || batch > 1 << 16 || steps <= 0 || warmup < 0)
+        return usage_error(cmd, "%s", "--batch-size (1..65536) and --steps must be positive");
+    int c = 0, h = 0, w = 0;
+    if (cli_given(o, n, "input") && parse_chw(cli_str(o, n, "input"), &c, &h, &w))
+        return usage_error(cmd, "--input must be CxHxW, not '%s'", cli_str(o, n, "input"));
+    int threads = threads_option(o, n);
+    dtnn_set_threads(threads);
+    dtnn_error err = {0};
+    dtnn_optimizer *opt = NULL;
+    float *x = NULL;
+    int32_t *y = NULL;
+    int rc = 1;
+    dtnn_model *m = dtnn_model_from_spec(cli_str(o, n, "model"), (int)cli_int(o, n, "classes"),
+                                         c, h, w, &err);
+    if (!m)
+        goto out;
+    dtnn_build_params bp;
+    dtnn_build_params_default(&bp);
+    bp.max_batch = batch;
+    bp.threads = threads;
+    dtnn_opt_params op;
+    dtnn_opt_params_default(&op, DTNN_OPT_SGD);
+    op.momentum = 0.9f;
+    if (dtnn_model_build(m, &bp, &err) || !(opt = dtnn_optimizer_create(m, &op, &err)))
+        goto out;
+    dtnn_model_input_shape(m, &c, &h, &w);
+    int classes;
+    dtnn_model_output(m, NULL, &classes);
+    size_t sample = (size_t)c * h * w;
+    x = malloc(sizeof(float) * sample * batch);
+    y = malloc(sizeof(int32_t) * batch);
+    if (!x || !y) {
+        dtnn_error_set(&err, DTNN_ERR_NOMEM, "out of memory for the batch");
+        goto out;
+    }
+    uint64_t s = 12345;
+    for (size_t i = 0; i < sample * batch; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        x[i] = (float)((s >> 40) * (1.0 / 16777216.0) * 2.0 - 1.0);
+    }
+    for (int i = 0; i < batch; i++)
+        y[i] = i % classes;
+    dtnn_loss_params lp;
+    dtnn_loss_params_default(&lp);
+    double t0 = 0;
+    for (int64_t i = 0; i < warmup + steps; i++) {
+        if (i == warmup) {
+            dtnn_model_set_profiling(m, cli_flag(o, n, "profile"));
+            struct timespec ts;
+            clock_gettime(CLOCK_MONOTONIC, &ts);
+            t0 = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+        }
+        dtnn_model_zero_grad(m);
+        if (dtnn_model_forward(m, x, batch, 1, &err) ||
+            dtnn_model_loss(m, y, batch, &lp, 1.0f / (float)batch, NULL, &err) ||
+            dtnn_model_backward(m, &err) || dtnn_optimizer_step(opt, 0.01f, &err))
+            goto out;
+    }
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    double seconds = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec - t0;
+    double flops = 0;
+    for (int i = 0; i < dtnn_model_layer_count(m); i++) {
+        dtnn_layer_info li;
+        dtnn_model_layer_info(m, i, &li);
+        flops += li.flops;
+    }
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    double ips = (double)batch * (double)steps / seconds;
+    if (cli_flag(o, n, "profile")) {
+        double total = 0;
+        for (int i = 0; i < dtnn_model_layer_count(m); i++) {
+            dtnn_layer_info li;
+            dtnn_model_layer_info(m, i, &li);
+            total += li.seconds_fwd + li.seconds_bwd;
+        }
+        printf("%-24s %-14s %10s %10s %7s\n", "layer", "type", "fwd ms", "bwd ms", "share");
+        for (int i = 0; i < dtnn_model_layer_count(m); i++) {
+            dtnn_layer_info li;
+            dtnn_model_layer_info(m, i, &li);
+            printf("%-24s %-14s %10.3f %10.3f %6.1f%%\n", li.name, li.type,
+                   1e3 * li.seconds_fwd / (double)steps, 1e3 * li.seconds_bwd / (double)steps,
+                   total > 0 ? 100.0 * (li.seconds_fwd + li.seconds_bwd) / total : 0.0);
+        }
+    }
+    char blas[128];
+    printf("{\"model\": \"%s\", \"batch_size\": %d, \"threads\": %d, \"steps\": %lld, "
+           "\"images_per_sec\": %.1f, \"step_ms\": %.3f, \"gflops\": %.2f, "
+           "\"peak_rss_mb\": %.1f, \"blas\": \"%s\"}\n",
+           cli_str(o, n, "model"), batch, threads, (long long)steps, ips,
+           1e3 * seconds / (double)steps, 3.0 * flops * ips / 1e9, ru.ru_maxrss / 1024.0,
+           dtnn_blas_name(blas, sizeof blas));
+    rc = 0;
+out:
+    if (rc)
+        fail(cmd, &err);
+    free(x);
+    free(y);
+    dtnn_optimizer_free(opt);
+    dtnn_model_free(m);
+    return rc;
+}
+
+/* ---- models / info --------------------------------------------------------------------- */
+
+static int cmd_models(int argc, char **argv)
+{
+    int layers = argc > 2 && !strcmp(argv[2], "--layers");
+    if (argc > 2 && !layers) {
+        if (!strcmp(argv[2], "--help")) {
+            printf("usage: dtnn models [--layers]\nLists the model zoo, or the layer types.\n");
+            return 0;
+        }
+        return usage_error("models", "unexpected argument '%s' (only --layers)", argv[2]);
+    }
+    if (layers) {
+        for (int i = 0; dtnn_layer_type_name(i); i++)
+            printf("%s\n", dtnn_layer_type_name(i));
+        return 0;
+    }
+    const char *desc;
+    for (int i = 0; dtnn_zoo_name(i, &desc); i++)
+        printf("%-10s %s\n", dtnn_zoo_name(i, NULL), desc);
+    return 0;
+}
+
+static cli_opt info_opts[] = {
+    {"model", OPT_STRING, NULL, "zoo model name or model file", 1, NULL, 0},
+    {"input", OPT_STRING, NULL, "CxHxW of a zoo model's input (default: the model's)", 0, NULL, 0},
+    {"classes", OPT_INT, "10", "output classes of a zoo model", 0, NULL, 0},
+    {"help", OPT_FLAG, NULL, "show this help", 0, NULL, 0},
+};
+
+static int cmd_info(int argc, char **argv)
+{
+    cli_opt *o = info_opts;
+    const int n = N_OPTS(info_opts);
+    for (int i = 2; i < argc; i++)
+        if (!strcmp(argv[i], "--help")) {
+            cli_usage("info", "Prints every layer's output shape, parameters and forward FLOPs.",
+                      o, n);
+            return 0;
+        }
+    if (cli_parse("info", o, n, argc, argv, 2))
+        return 2;
+    int c = 0, h = 0, w = 0;
+    if (cli_given(o, n, "input") && parse_chw(cli_str(o, n, "input"), &c, &h, &w))
+        return usage_error("info", "--input must be CxHxW, not '%s'", cli_str(o, n, "input"));
+    dtnn_error err = {0};
+    dtnn_model *m = dtnn_model_from_spec(cli_str(o, n, "model"), (int)cli_int(o, n, "classes"),
+                                         c, h, w, &err);
+    dtnn_build_params bp;
+    dtnn_build_params_default(&bp);
+    bp.max_batch = 1;
+    bp.training = 0;
+    if (!m || dtnn_model_build(m, &bp, &err)) {
+        dtnn_model_free(m);
+        return fail("info", &err);
+    }
+    dtnn_model_input_shape(m, &c, &h, &w);
+    printf("%-28s %-14s %-14s %12s %14s\n", "layer", "type", "output", "params", "fwd FLOPs");
+    printf("%-28s %-14s %-14s\n", "input", "", "");
+    double flops = 0;
+    for (int i = 0; i < dtnn_model_layer_count(m); i++) {
+        dtnn_layer_info li;
+        dtnn_model_layer_info(m, i, &li);
+        char shape[48];
+        snprintf(shape, sizeof shape, "%dx%dx%d", li.c, li.h, li.w);
+        printf("%-28s %-14s %-14s %12zu %14.0f\n", li.name, li.type, shape, li.params, li.flops);
+        flops += li.flops;
+    }
+    printf("total: %zu parameters, %.4g forward FLOPs per %dx%dx%d sample (training ~3x)\n",
+           dtnn_model_param_count(m), flops, c, h, w);
+    dtnn_model_free(m);
+    return 0;
+}
+
+static void main_usage(void)
+{
+    printf("usage: dtnn COMMAND [options]   (dtnn COMMAND --help for its options)\n\n"
+           "commands:\n"
+           "  train    train a model (zoo name or model file) on a dataset\n"
+           "  eval     evaluate a checkpoint on a dataset\n"
+           "  predict  run inference on an .npy array\n"
+           "  bench    measure training throughput on synthetic data\n"
+           "  models   list the model zoo (--layers: the layer types)\n"
+           "  info     show a model's layers, shapes, parameters and FLOPs\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") ||
+        !strcmp(argv[1], "help")) {
+        main_usage();
+        return argc < 2 ? 2 : 0;
+    }
+    const char *c = argv[1];
+    if (!strcmp(c, "train"))
+        return cmd_train(argc, argv);
+    if (!strcmp(c, "eval"))
+        return cmd_eval(argc, argv);
+    if (!strcmp(c, "predict"))
+        return cmd_predict(argc, argv);
+    if (!strcmp(c, "bench"))
+        return cmd_bench(argc, argv);
+    if (!strcmp(c, "models"))
+        return cmd_models(argc, argv);
+    if (!strcmp(c, "info"))
+        return cmd_info(argc, argv);
+    fprintf(stderr, "dtnn: unknown command '%s' (train, eval, predict, bench, models, info)\n", c);
+    return 2;
+}

@@ -13,4 +13,10 @@
     X(tanh)                \
     X(maxpool)             \
     X(avgpool)             \
-    X(global_avgpool)
+    X(global_avgpool)      \
+    X(batchnorm)           \
+    X(dropout)             \
+    X(softmax)             \
+    X(add)                 \
+    X(concat)              \
+    X(shortcut_a)

@@ -301,8 +301,7 @@ dtnn_status dtnn_model_build(dtnn_model *m, const dtnn_build_params *p, dtnn_err
     m->bp = *p;
     if (!m->bp.workspace_limit)
         m->bp.workspace_limit = (size_t)64 << 20;
-    if (p->threads > 0)
-        dtnn_set_threads(p->threads);
+    dtnn_set_threads(p->threads); /* also keeps the BLAS single-threaded: see gemm_blas.c */
 
     /* Shapes, in topological order. */
     for (int i = 0; i < m->n_layers; i++) {

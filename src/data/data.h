@@ -1,0 +1,19 @@
+/*
+ * data.h — limits shared by the dataset readers in src/data/. The readers themselves are public
+ * (dtnn.h, "data" section); this header only states what the public prototypes cannot: how many
+ * dimensions a caller's dims array must hold, and how the returned arrays are released.
+ *
+ * Arrays returned by dtnn_idx_load_* and dtnn_npy_load_* are 64-byte aligned and are released
+ * with free() (dtnn_free_aligned is free()).
+ */
+#ifndef DTNN_DATA_H
+#define DTNN_DATA_H
+
+/* DTNN_NPY_MAX_DIMS (dtnn.h): dtnn_npy_load_f32 writes at most this many dims; larger arrays
+ * are refused. [N, C, H, W] is the largest shape the library uses. */
+
+/* Refuse files whose header promises more than this many elements: a corrupt header must
+ * produce an error, not a multi-gigabyte allocation. 2^34 uint8 pixels = 64 GiB as float. */
+#define DTNN_DATA_MAX_ELEMENTS ((int64_t)1 << 34)
+
+#endif

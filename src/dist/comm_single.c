@@ -1,0 +1,58 @@
+/*
+ * comm_single.c — the communicator of a single process: rank 0 of 1, every collective is the
+ * identity. The trainer always talks to a dtnn_comm, so the MPI communicator (the only file that
+ * will include mpi.h) and later NCCL slot in behind the same calls without touching it.
+ */
+#include <string.h>
+
+#include "comm_internal.h"
+
+static dtnn_status single_allreduce(dtnn_comm *c, float *buf, size_t n, dtnn_error *err)
+{
+    (void)c;
+    (void)buf;
+    (void)n;
+    (void)err;
+    return DTNN_OK;
+}
+
+static dtnn_status single_allreduce_f64(dtnn_comm *c, double *buf, size_t n, dtnn_error *err)
+{
+    (void)c;
+    (void)buf;
+    (void)n;
+    (void)err;
+    return DTNN_OK;
+}
+
+static dtnn_status single_broadcast(dtnn_comm *c, void *buf, size_t bytes, int root,
+                                    dtnn_error *err)
+{
+    (void)c;
+    (void)buf;
+    (void)bytes;
+    if (root != 0)
+        return dtnn_error_set(err, DTNN_ERR_ARG, "broadcast from rank %d of 1", root);
+    return DTNN_OK;
+}
+
+static void single_free(dtnn_comm *c) { free(c); }
+
+static const dtnn_comm_ops single_ops = {
+    .name = "single",
+    .allreduce_sum = single_allreduce,
+    .allreduce_sum_f64 = single_allreduce_f64,
+    .broadcast = single_broadcast,
+    .destroy = single_free,
+};
+
+dtnn_comm *dtnn_comm_create_single(void)
+{
+    dtnn_comm *c = calloc(1, sizeof *c);
+    if (!c)
+        return NULL;
+    c->ops = &single_ops;
+    c->rank = 0;
+    c->size = 1;
+    return c;
+}

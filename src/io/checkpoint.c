@@ -1,0 +1,449 @@
+/*
+ * checkpoint.c — model (and optionally optimizer and training) state as one safetensors file.
+ *
+ * Tensors: every entry of the model's tensor table under its PyTorch state_dict name (parameters
+ * F32, batch-norm buffers F32 or I64, num_batches_tracked a 0-d I64), so the file loads into
+ * PyTorch with safetensors.torch.load_file + load_state_dict(strict=False); with an optimizer,
+ * its state as "optimizer.<slot>.<tensor>" (slot = PyTorch's state key) for every parameter.
+ * Metadata (strings): format "dtnn-checkpoint", version "1", model_input "CxHxW", model_step
+ * (the dropout stream position); with an optimizer: optimizer (its name) and opt_step; with a
+ * training state: step, epoch, step_in_epoch, seed, global_batch; with a dataset: dataset,
+ * norm_mean and norm_std (per channel, comma-separated, %.9g so floats round-trip).
+ *
+ * Loading validates the whole file before it changes anything: every model tensor present with
+ * the same dtype and shape, no tensor the model lacks, the optimizer state complete and of the
+ * same kind and settings, every requested metadata value well-formed. A failed load leaves model,
+ * optimizer, training state and normalisation untouched. A file without "format" metadata is
+ * taken to be a plain state_dict (as PyTorch's safetensors writer makes one): weights only.
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <string.h>
+
+#include "../optim/optimizer_internal.h"
+#include "safetensors.h"
+
+#define CKPT_FORMAT "dtnn-checkpoint"
+#define CKPT_VERSION "1"
+#define OPT_PREFIX "optimizer."
+
+static const char *dtype_name(dtnn_dtype d) { return d == DTNN_I64 ? "I64" : "F32"; }
+static size_t dtype_bytes(dtnn_dtype d) { return d == DTNN_I64 ? 8 : 4; }
+
+/* The data of a model tensor: params (elements) or buffers (bytes). */
+static void *tensor_data(dtnn_model *m, const dtnn_tensor_info *ti)
+{
+    if (ti->kind == DTNN_TENSOR_PARAM)
+        return m->params + ti->offset;
+    return m->buffers + ti->offset;
+}
+
+static dtnn_status check_model(const char *path, const dtnn_model *m, const dtnn_optimizer *opt,
+                               const char *what, dtnn_error *err)
+{
+    if (!path || !m)
+        return dtnn_error_set(err, DTNN_ERR_ARG, "checkpoint %s: path and model are required",
+                              what);
+    if (!m->built)
+        return dtnn_error_set(err, DTNN_ERR_ARG, "checkpoint %s: the model is not built", path);
+    if (opt && opt->model != m)
+        return dtnn_error_set(err, DTNN_ERR_ARG, "checkpoint %s: the optimizer belongs to "
+                              "another model", path);
+    return DTNN_OK;
+}
+
+/* ---- saving ---------------------------------------------------------------------------------- */
+
+typedef struct {
+    const char *keys[20];
+    const char *values[20];
+    char store[20][192];
+    int n;
+} meta_list;
+
+#if defined(__GNUC__)
+__attribute__((format(printf, 3, 4)))
+#endif
+static void meta_add(meta_list *ml, const char *key, const char *fmt, ...)
+{
+    DTNN_ASSERT(ml->n < (int)(sizeof ml->keys / sizeof ml->keys[0]));
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(ml->store[ml->n], sizeof ml->store[ml->n], fmt, ap);
+    va_end(ap);
+    ml->keys[ml->n] = key;
+    ml->values[ml->n] = ml->store[ml->n];
+    ml->n++;
+}
+
+static void floats_csv(char *buf, size_t len, const float *v, int n)
+{
+    size_t k = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < n && k < len; i++)
+        k += (size_t)snprintf(buf + k, len - k, "%s%.9g", i ? "," : "", (double)v[i]);
+}
+
+static int norm_channels(const dtnn_model *m) { return DTNN_MAX(1, DTNN_MIN(m->input.c, 4)); }
+
+dtnn_status dtnn_checkpoint_save(const char *path, dtnn_model *m, dtnn_optimizer *opt,
+                                 const dtnn_train_state *ts, const dtnn_dataset *norm,
+                                 dtnn_error *err)
+{
+    dtnn_status st = check_model(path, m, opt, "save", err);
+    if (st)
+        return st;
+    int n_param_tensors = 0;
+    for (int i = 0; i < m->n_tensors; i++)
+        n_param_tensors += m->tensors[i].kind == DTNN_TENSOR_PARAM;
+    const int n_opt = opt ? opt->n_slots * n_param_tensors : 0;
+    const int n_entries = m->n_tensors + n_opt;
+    st_entry *e = calloc(n_entries ? n_entries : 1, sizeof *e);
+    char **opt_names = calloc(n_opt ? n_opt : 1, sizeof *opt_names);
+    if (!e || !opt_names) {
+        st = dtnn_error_set(err, DTNN_ERR_NOMEM, "checkpoint %s: out of memory", path);
+        goto done;
+    }
+    for (int i = 0; i < m->n_tensors; i++) {
+        const dtnn_tensor_info *ti = &m->tensors[i];
+        e[i] = (st_entry){ti->name, dtype_name(ti->dtype), ti->ndim, ti->dims,
+                          tensor_data(m, ti), ti->count * dtype_bytes(ti->dtype)};
+    }
+    int k = 0;
+    for (int s = 0; opt && s < opt->n_slots; s++) {
+        for (int i = 0; i < m->n_tensors; i++) {
+            const dtnn_tensor_info *ti = &m->tensors[i];
+            if (ti->kind != DTNN_TENSOR_PARAM)
+                continue;
+            size_t len = strlen(OPT_PREFIX) + strlen(opt->slot_names[s]) + strlen(ti->name) + 2;
+            opt_names[k] = malloc(len);
+            if (!opt_names[k]) {
+                st = dtnn_error_set(err, DTNN_ERR_NOMEM, "checkpoint %s: out of memory", path);
+                goto done;
+            }
+            snprintf(opt_names[k], len, OPT_PREFIX "%s.%s", opt->slot_names[s], ti->name);
+            e[m->n_tensors + k] = (st_entry){opt_names[k], "F32", ti->ndim, ti->dims,
+                                             opt->state + (size_t)s * opt->n + ti->offset,
+                                             ti->count * sizeof(float)};
+            k++;
+        }
+    }
+
+    meta_list ml;
+    ml.n = 0;
+    meta_add(&ml, "format", CKPT_FORMAT);
+    meta_add(&ml, "version", CKPT_VERSION);
+    meta_add(&ml, "model_input", "%dx%dx%d", m->input.c, m->input.h, m->input.w);
+    meta_add(&ml, "model_step", "%" PRId64, m->step);
+    if (opt) {
+        meta_add(&ml, "optimizer", "%s", dtnn_opt_name(opt->p.kind));
+        meta_add(&ml, "opt_step", "%" PRId64, opt->step);
+    }
+    if (ts) {
+        meta_add(&ml, "step", "%" PRId64, ts->step);
+        meta_add(&ml, "epoch", "%" PRId64, ts->epoch);
+        meta_add(&ml, "step_in_epoch", "%" PRId64, ts->step_in_epoch);
+        meta_add(&ml, "seed", "%" PRIu64, ts->seed);
+        meta_add(&ml, "global_batch", "%" PRId64, ts->global_batch);
+    }
+    if (norm) {
+        const int c = norm_channels(m);
+        char csv[128];
+        meta_add(&ml, "dataset", "%.63s", norm->name);
+        floats_csv(csv, sizeof csv, norm->mean, c);
+        meta_add(&ml, "norm_mean", "%s", csv);
+        floats_csv(csv, sizeof csv, norm->std, c);
+        meta_add(&ml, "norm_std", "%s", csv);
+    }
+    st = st_write(path, e, n_entries, ml.keys, ml.values, ml.n, err);
+done:
+    for (int i = 0; opt_names && i < n_opt; i++)
+        free(opt_names[i]);
+    free(opt_names);
+    free(e);
+    return st;
+}
+
+/* ---- loading --------------------------------------------------------------------------------- */
+
+static void shape_str(char *buf, size_t len, int ndim, const int64_t *dims)
+{
+    size_t k = (size_t)snprintf(buf, len, "[");
+    for (int d = 0; d < ndim && k < len; d++)
+        k += (size_t)snprintf(buf + k, len - k, "%s%" PRId64, d ? ", " : "", dims[d]);
+    if (k < len)
+        snprintf(buf + k, len - k, "]");
+}
+
+/* The file's tensor `name` must match the model tensor ti in dtype and shape. */
+static dtnn_status match_tensor(const char *path, const st_file *f, const char *name,
+                                const dtnn_tensor_info *ti, dtnn_dtype dtype,
+                                const st_tensor **out, dtnn_error *err)
+{
+    char want[128], got[128];
+    shape_str(want, sizeof want, ti->ndim, ti->dims);
+    const st_tensor *t = st_find(f, name);
+    if (!t)
+        return dtnn_error_set(err, DTNN_ERR_SHAPE, "checkpoint %s: tensor '%s' is missing (the "
+                              "model expects %s %s)", path, name, dtype_name(dtype), want);
+    shape_str(got, sizeof got, t->ndim, t->dims);
+    if (strcmp(t->dtype, dtype_name(dtype)) != 0)
+        return dtnn_error_set(err, DTNN_ERR_SHAPE, "checkpoint %s: tensor '%s' has dtype %s, "
+                              "the model expects %s", path, name, t->dtype, dtype_name(dtype));
+    int same = t->ndim == ti->ndim;
+    for (int d = 0; same && d < ti->ndim; d++)
+        same = t->dims[d] == ti->dims[d];
+    if (!same)
+        return dtnn_error_set(err, DTNN_ERR_SHAPE, "checkpoint %s: tensor '%s' has shape %s, "
+                              "the model expects %s", path, name, got, want);
+    *out = t;
+    return DTNN_OK;
+}
+
+/* Strict decimal: digits only, no sign or spaces. */
+static int parse_u64(const char *s, uint64_t *out)
+{
+    if (!s || !*s)
+        return -1;
+    uint64_t v = 0;
+    for (; *s; s++) {
+        if (*s < '0' || *s > '9')
+            return -1;
+        unsigned d = (unsigned)(*s - '0');
+        if (v > (UINT64_MAX - d) / 10)
+            return -1;
+        v = v * 10 + d;
+    }
+    *out = v;
+    return 0;
+}
+
+static dtnn_status meta_u64(const char *path, const st_file *f, const char *key, uint64_t max,
+                            uint64_t *out, dtnn_error *err)
+{
+    const char *v = st_meta(f, key);
+    if (!v)
+        return dtnn_error_set(err, DTNN_ERR_FORMAT, "checkpoint %s: metadata '%s' is missing",
+                              path, key);
+    if (parse_u64(v, out) != 0 || *out > max)
+        return dtnn_error_set(err, DTNN_ERR_FORMAT, "checkpoint %s: metadata '%s' is '%.64s', "
+                              "not a non-negative integer", path, key, v);
+    return DTNN_OK;
+}
+
+static dtnn_status meta_i64(const char *path, const st_file *f, const char *key, int64_t *out,
+                            dtnn_error *err)
+{
+    uint64_t v;
+    dtnn_status st = meta_u64(path, f, key, (uint64_t)INT64_MAX, &v, err);
+    if (st == DTNN_OK)
+        *out = (int64_t)v;
+    return st;
+}
+
+/* "a,b,c": 1 to 4 finite floats (positive ones when positive is set). */
+static dtnn_status meta_floats(const char *path, const st_file *f, const char *key,
+                               int positive, float *v, int *n, dtnn_error *err)
+{
+    const char *s = st_meta(f, key);
+    *n = 0;
+    if (!s)
+        return dtnn_error_set(err, DTNN_ERR_FORMAT, "checkpoint %s: metadata '%s' is missing",
+                              path, key);
+    for (;;) {
+        char *end = (char *)s;
+        int number_start = (*s >= '0' && *s <= '9') || *s == '-' || *s == '.';
+        double x = number_start ? strtod(s, &end) : NAN;
+        if (*n == 4 || !isfinite(x) || (positive && !(x > 0.0)) || fabs(x) > 3.0e38 ||
+            (*end != ',' && *end != '\0'))
+            return dtnn_error_set(err, DTNN_ERR_FORMAT, "checkpoint %s: metadata '%s' is "
+                                  "'%.64s', not 1 to 4 comma-separated %s numbers", path, key,
+                                  st_meta(f, key), positive ? "positive" : "finite");
+        v[(*n)++] = (float)x;
+        if (*end == '\0')
+            return DTNN_OK;
+        s = end + 1;
+    }
+}
+
+/* Everything a load will write, gathered and checked before anything is written. */
+typedef struct {
+    const st_tensor **model;    /* [n_tensors] */
+    const st_tensor **opt;      /* [n_slots * n_tensors], NULL for buffers */
+    int64_t opt_step, model_step;
+    dtnn_train_state ts;
+    float mean[4], std[4];
+    int has_norm;
+    const char *dataset;
+} load_plan;
+
+static dtnn_status check_optimizer(const char *path, const st_file *f, dtnn_model *m,
+                                   const dtnn_optimizer *opt, load_plan *lp, dtnn_error *err)
+{
+    const char *oname = st_meta(f, "optimizer");
+    const char *want = dtnn_opt_name(opt->p.kind);
+    if (!oname)
+        return dtnn_error_set(err, DTNN_ERR_FORMAT, "checkpoint %s holds no optimizer state "
+                              "(saved without an optimizer); load it without one", path);
+    if (strcmp(oname, want) != 0)
+        return dtnn_error_set(err, DTNN_ERR_ARG, "checkpoint %s holds %.32s optimizer state, "
+                              "but the optimizer is %s", path, oname, want);
+    dtnn_status st = meta_i64(path, f, "opt_step", &lp->opt_step, err);
+    if (st)
+        return st;
+    int expected = 0;
+    for (int s = 0; s < opt->n_slots; s++) {
+        for (int i = 0; i < m->n_tensors; i++) {
+            const dtnn_tensor_info *ti = &m->tensors[i];
+            if (ti->kind != DTNN_TENSOR_PARAM)
+                continue;
+            char name[512];
+            snprintf(name, sizeof name, OPT_PREFIX "%s.%s", opt->slot_names[s], ti->name);
+            if (!st_find(f, name))
+                return dtnn_error_set(err, DTNN_ERR_FORMAT, "checkpoint %s: optimizer state "
+                                      "'%s' is missing (saved with other %s settings?)", path,
+                                      name, want);
+            st = match_tensor(path, f, name, ti, DTNN_F32,
+                              &lp->opt[(size_t)s * m->n_tensors + i], err);
+            if (st)
+                return st;
+            expected++;
+        }
+    }
+    /* Names are unique and every expected one is present, so any other one is extra. */
+    int present = 0;
+    const char *extra = NULL;
+    for (int i = 0; i < f->n_tensors; i++) {
+        const char *nm = f->tensors[i].name;
+        if (strncmp(nm, OPT_PREFIX, strlen(OPT_PREFIX)) != 0)
+            continue;
+        present++;
+        const char *slot = nm + strlen(OPT_PREFIX), *dot = strchr(slot, '.');
+        int known = 0;
+        for (int s = 0; dot && s < opt->n_slots && !known; s++)
+            known = strlen(opt->slot_names[s]) == (size_t)(dot - slot) &&
+                    !strncmp(slot, opt->slot_names[s], (size_t)(dot - slot)) &&
+                    dtnn_model_tensor_by_name(m, dot + 1) != NULL;
+        if (!known && !extra)
+            extra = nm;
+    }
+    if (present != expected)
+        return dtnn_error_set(err, DTNN_ERR_FORMAT, "checkpoint %s: optimizer state '%s' does "
+                              "not belong to this %s optimizer (saved with other settings, e.g. "
+                              "momentum or centered?)", path, extra ? extra : "?", want);
+    return DTNN_OK;
+}
+
+static dtnn_status plan_load(const char *path, const st_file *f, dtnn_model *m,
+                             const dtnn_optimizer *opt, int want_ts, int want_norm,
+                             load_plan *lp, dtnn_error *err)
+{
+    const char *format = st_meta(f, "format");
+    if (format && strcmp(format, CKPT_FORMAT) != 0)
+        return dtnn_error_set(err, DTNN_ERR_FORMAT, "checkpoint %s: metadata format is "
+                              "'%.64s', not '" CKPT_FORMAT "'", path, format);
+    if (format) {
+        const char *version = st_meta(f, "version");
+        if (!version || strcmp(version, CKPT_VERSION) != 0)
+            return dtnn_error_set(err, DTNN_ERR_FORMAT, "checkpoint %s: version '%.32s' is not "
+                                  "supported (this dtnn reads version " CKPT_VERSION ")", path,
+                                  version ? version : "(none)");
+    } else if (opt || want_ts) {
+        return dtnn_error_set(err, DTNN_ERR_FORMAT, "checkpoint %s: no dtnn metadata (a plain "
+                              "state_dict?), so it holds weights only and cannot resume "
+                              "training", path);
+    }
+    dtnn_status st;
+    for (int i = 0; i < m->n_tensors; i++) {
+        const dtnn_tensor_info *ti = &m->tensors[i];
+        if ((st = match_tensor(path, f, ti->name, ti, ti->dtype, &lp->model[i], err)) != 0)
+            return st;
+    }
+    for (int i = 0; i < f->n_tensors; i++) {
+        const char *nm = f->tensors[i].name;
+        if (strncmp(nm, OPT_PREFIX, strlen(OPT_PREFIX)) != 0 && !dtnn_model_tensor_by_name(m, nm))
+            return dtnn_error_set(err, DTNN_ERR_SHAPE, "checkpoint %s: tensor '%s' is not part "
+                                  "of this model (a checkpoint of a different model?)", path,
+                                  nm);
+    }
+    if (opt && (st = check_optimizer(path, f, m, opt, lp, err)) != DTNN_OK)
+        return st;
+    if (want_ts) {
+        if ((st = meta_i64(path, f, "step", &lp->ts.step, err)) ||
+            (st = meta_i64(path, f, "epoch", &lp->ts.epoch, err)) ||
+            (st = meta_i64(path, f, "step_in_epoch", &lp->ts.step_in_epoch, err)) ||
+            (st = meta_u64(path, f, "seed", UINT64_MAX, &lp->ts.seed, err)) ||
+            (st = meta_i64(path, f, "global_batch", &lp->ts.global_batch, err)) ||
+            (st = meta_i64(path, f, "model_step", &lp->model_step, err)))
+            return st;
+    }
+    if (want_norm && (st_meta(f, "norm_mean") || st_meta(f, "norm_std"))) {
+        int nm, ns;
+        if ((st = meta_floats(path, f, "norm_mean", 0, lp->mean, &nm, err)) ||
+            (st = meta_floats(path, f, "norm_std", 1, lp->std, &ns, err)))
+            return st;
+        if (nm != ns)
+            return dtnn_error_set(err, DTNN_ERR_FORMAT, "checkpoint %s: norm_mean has %d "
+                                  "channels, norm_std %d", path, nm, ns);
+        for (int c = nm; c < 4; c++) {
+            lp->mean[c] = 0.0f;
+            lp->std[c] = 1.0f;
+        }
+        lp->has_norm = 1;
+        lp->dataset = st_meta(f, "dataset");
+    }
+    return DTNN_OK;
+}
+
+dtnn_status dtnn_checkpoint_load(const char *path, dtnn_model *m, dtnn_optimizer *opt,
+                                 dtnn_train_state *ts, dtnn_dataset *norm, dtnn_error *err)
+{
+    dtnn_status st = check_model(path, m, opt, "load", err);
+    if (st)
+        return st;
+    st_file f;
+    if ((st = st_read(path, &f, err)) != DTNN_OK)
+        return st;
+    load_plan lp;
+    memset(&lp, 0, sizeof lp);
+    const size_t n_opt = opt ? (size_t)opt->n_slots * m->n_tensors : 0;
+    lp.model = calloc(m->n_tensors ? m->n_tensors : 1, sizeof *lp.model);
+    lp.opt = calloc(n_opt ? n_opt : 1, sizeof *lp.opt);
+    if (!lp.model || !lp.opt)
+        st = dtnn_error_set(err, DTNN_ERR_NOMEM, "checkpoint %s: out of memory", path);
+    else
+        st = plan_load(path, &f, m, opt, ts != NULL, norm != NULL, &lp, err);
+    if (st == DTNN_OK) {
+        /* Everything validated: from here on nothing can fail. */
+        for (int i = 0; i < m->n_tensors; i++) {
+            const dtnn_tensor_info *ti = &m->tensors[i];
+            memcpy(tensor_data(m, ti), f.data + lp.model[i]->offset, lp.model[i]->bytes);
+        }
+        for (size_t k = 0; k < n_opt; k++) {
+            if (!lp.opt[k])
+                continue;
+            const dtnn_tensor_info *ti = &m->tensors[k % m->n_tensors];
+            float *dst = opt->state + (k / m->n_tensors) * opt->n + ti->offset;
+            memcpy(dst, f.data + lp.opt[k]->offset, lp.opt[k]->bytes);
+        }
+        if (opt)
+            opt->step = lp.opt_step;
+        if (ts) {
+            *ts = lp.ts;
+            m->step = lp.model_step;
+        }
+        if (norm) {
+            for (int c = 0; c < 4; c++) {
+                norm->mean[c] = lp.has_norm ? lp.mean[c] : 0.0f;
+                norm->std[c] = lp.has_norm ? lp.std[c] : 1.0f;
+            }
+            if (lp.dataset)
+                snprintf(norm->name, sizeof norm->name, "%s", lp.dataset);
+        }
+    }
+    free(lp.model);
+    free(lp.opt);
+    st_free(&f);
+    return st;
+}

@@ -1,0 +1,924 @@
+/*
+ * safetensors.c — strict reader and atomic writer of the safetensors format
+ * (https://github.com/huggingface/safetensors): an 8-byte little-endian header length N, N bytes
+ * of JSON {"name": {"dtype": "F32", "shape": [2, 3], "data_offsets": [begin, end]}, ...,
+ * "__metadata__": {"key": "value", ...}}, then the data section, little-endian, offsets relative
+ * to its start.
+ *
+ * The reader treats the file as hostile: it reads the whole file, checks the header length
+ * against the file size, parses the header with a small JSON parser for exactly this subset
+ * (valid UTF-8, string escapes, non-negative integers; no floats, nulls or unknown keys), and
+ * checks that dtypes are known, byte sizes equal product(shape) x dtype size, names are unique,
+ * and that the tensors tile the data section exactly (no overlap, no gap, nothing out of bounds)
+ * as the reference implementation demands. Only then is anything returned.
+ *
+ * The writer puts "__metadata__" first, keeps the tensors in the order given, pads the header
+ * with spaces to a multiple of 8 bytes, and writes PATH.tmp.<pid>, fsyncs it and renames it over
+ * PATH, so a crash or a failed write never destroys the previous file. Data are converted to
+ * little-endian on big-endian hosts (and back when reading).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../core/internal.h"
+#include "safetensors.h"
+
+/* The reference implementation refuses headers above 100 MB. */
+#define ST_MAX_HEADER 100000000ull
+
+static const struct {
+    const char *name;
+    size_t size;
+} st_dtypes[] = {
+    {"F64", 8}, {"F32", 4}, {"F16", 2}, {"BF16", 2}, {"F8_E4M3", 1}, {"F8_E5M2", 1},
+    {"I64", 8}, {"I32", 4}, {"I16", 2}, {"I8", 1},   {"U64", 8},     {"U32", 4},
+    {"U16", 2}, {"U8", 1},  {"BOOL", 1},
+};
+
+static size_t dtype_size(const char *name)
+{
+    for (size_t i = 0; i < sizeof st_dtypes / sizeof st_dtypes[0]; i++)
+        if (!strcmp(st_dtypes[i].name, name))
+            return st_dtypes[i].size;
+    return 0;
+}
+
+static int host_is_little_endian(void)
+{
+    const uint16_t one = 1;
+    return *(const unsigned char *)&one == 1;
+}
+
+static void swap_elements(unsigned char *p, size_t bytes, size_t size)
+{
+    for (size_t i = 0; i + size <= bytes; i += size)
+        for (size_t a = 0, b = size - 1; a < b; a++, b--) {
+            unsigned char t = p[i + a];
+            p[i + a] = p[i + b];
+            p[i + b] = t;
+        }
+}
+
+/* ---- JSON subset ----------------------------------------------------------------------------- */
+
+typedef struct {
+    const char *s;
+    size_t n, pos;
+    const char *path;
+    dtnn_error *err;
+} json;
+
+#if defined(__GNUC__)
+__attribute__((format(printf, 2, 3)))
+#endif
+static dtnn_status json_fail(json *j, const char *fmt, ...)
+{
+    char msg[384];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return dtnn_error_set(j->err, DTNN_ERR_FORMAT, "%s: bad safetensors header at byte %zu: %s",
+                          j->path, 8 + j->pos, msg);
+}
+
+static void json_ws(json *j)
+{
+    while (j->pos < j->n && (j->s[j->pos] == ' ' || j->s[j->pos] == '\t' ||
+                             j->s[j->pos] == '\n' || j->s[j->pos] == '\r'))
+        j->pos++;
+}
+
+static int json_peek(json *j)
+{
+    json_ws(j);
+    return j->pos < j->n ? (unsigned char)j->s[j->pos] : -1;
+}
+
+static dtnn_status json_expect(json *j, char c)
+{
+    int got = json_peek(j);
+    if (got != c) {
+        if (got < 0)
+            return json_fail(j, "expected '%c', found the end of the header", c);
+        if (got < 0x20 || got >= 0x7F)
+            return json_fail(j, "expected '%c', found byte 0x%02x", c, got);
+        return json_fail(j, "expected '%c', found '%c'", c, got);
+    }
+    j->pos++;
+    return DTNN_OK;
+}
+
+static int hex4(const char *s, unsigned *out)
+{
+    unsigned v = 0;
+    for (int i = 0; i < 4; i++) {
+        char c = s[i];
+        v <<= 4;
+        if (c >= '0' && c <= '9')
+            v |= (unsigned)(c - '0');
+        else if (c >= 'a' && c <= 'f')
+            v |= (unsigned)(c - 'a' + 10);
+        else if (c >= 'A' && c <= 'F')
+            v |= (unsigned)(c - 'A' + 10);
+        else
+            return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static size_t put_utf8(char *o, unsigned cp)
+{
+    if (cp < 0x80) {
+        o[0] = (char)cp;
+        return 1;
+    }
+    if (cp < 0x800) {
+        o[0] = (char)(0xC0 | (cp >> 6));
+        o[1] = (char)(0x80 | (cp & 0x3F));
+        return 2;
+    }
+    if (cp < 0x10000) {
+        o[0] = (char)(0xE0 | (cp >> 12));
+        o[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
+        o[2] = (char)(0x80 | (cp & 0x3F));
+        return 3;
+    }
+    o[0] = (char)(0xF0 | (cp >> 18));
+    o[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
+    o[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
+    o[3] = (char)(0x80 | (cp & 0x3F));
+    return 4;
+}
+
+/* A JSON string, unescaped into a new NUL-terminated buffer (an escape never decodes to more
+ * bytes than it takes, so the raw length bounds the result). */
+static dtnn_status json_string(json *j, char **out)
+{
+    *out = NULL;
+    dtnn_status st = json_expect(j, '"');
+    if (st)
+        return st;
+    size_t end = j->pos;
+    while (end < j->n && j->s[end] != '"')
+        end += (j->s[end] == '\\') ? 2 : 1;
+    if (end >= j->n)
+        return json_fail(j, "unterminated string");
+    char *o = malloc(end - j->pos + 1);
+    if (!o)
+        return dtnn_error_set(j->err, DTNN_ERR_NOMEM, "%s: out of memory reading the header",
+                              j->path);
+    size_t k = 0;
+    while (j->pos < end) {
+        unsigned char c = (unsigned char)j->s[j->pos];
+        if (c < 0x20) {
+            free(o);
+            return json_fail(j, "control character 0x%02x inside a string", c);
+        }
+        if (c != '\\') {
+            o[k++] = (char)c;
+            j->pos++;
+            continue;
+        }
+        char e = j->s[j->pos + 1];
+        const char *simple = strchr("\"\\/bfnrt", e);
+        if (e && simple) {
+            static const char map[] = "\"\\/\b\f\n\r\t";
+            o[k++] = map[simple - "\"\\/bfnrt"];
+            j->pos += 2;
+            continue;
+        }
+        unsigned cp, lo;
+        if (e != 'u' || end - j->pos < 6 || hex4(j->s + j->pos + 2, &cp) != 0) {
+            free(o);
+            return json_fail(j, "invalid escape sequence in a string");
+        }
+        j->pos += 6;
+        if (cp >= 0xD800 && cp <= 0xDBFF) {
+            if (end - j->pos < 6 || j->s[j->pos] != '\\' || j->s[j->pos + 1] != 'u' ||
+                hex4(j->s + j->pos + 2, &lo) != 0 || lo < 0xDC00 || lo > 0xDFFF) {
+                free(o);
+                return json_fail(j, "unpaired UTF-16 surrogate \\u%04x", cp);
+            }
+            j->pos += 6;
+            cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+        } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
+            free(o);
+            return json_fail(j, "unpaired UTF-16 surrogate \\u%04x", cp);
+        }
+        if (cp == 0) {
+            free(o);
+            return json_fail(j, "\\u0000 inside a string");
+        }
+        k += put_utf8(o + k, cp);
+    }
+    o[k] = '\0';
+    j->pos = end + 1;
+    *out = o;
+    return DTNN_OK;
+}
+
+/* A non-negative integer without sign, fraction, exponent or leading zeros. */
+static dtnn_status json_uint(json *j, uint64_t *out)
+{
+    int c = json_peek(j);
+    if (c < '0' || c > '9')
+        return json_fail(j, "expected a non-negative integer");
+    size_t start = j->pos;
+    uint64_t v = 0;
+    while (j->pos < j->n && j->s[j->pos] >= '0' && j->s[j->pos] <= '9') {
+        unsigned d = (unsigned)(j->s[j->pos] - '0');
+        if (v > (UINT64_MAX - d) / 10)
+            return json_fail(j, "integer too large");
+        v = v * 10 + d;
+        j->pos++;
+    }
+    if (j->s[start] == '0' && j->pos - start > 1)
+        return json_fail(j, "integer with a leading zero");
+    if (j->pos < j->n && (j->s[j->pos] == '.' || j->s[j->pos] == 'e' || j->s[j->pos] == 'E'))
+        return json_fail(j, "expected an integer, found a fraction or exponent");
+    *out = v;
+    return DTNN_OK;
+}
+
+/* [u, u, ...] with at most max entries. */
+static dtnn_status json_uint_array(json *j, uint64_t *v, int max, int *n, const char *what)
+{
+    *n = 0;
+    dtnn_status st = json_expect(j, '[');
+    if (st)
+        return st;
+    if (json_peek(j) == ']') {
+        j->pos++;
+        return DTNN_OK;
+    }
+    for (;;) {
+        if (*n == max)
+            return json_fail(j, "%s has more than %d entries", what, max);
+        if ((st = json_uint(j, &v[(*n)++])) != DTNN_OK)
+            return st;
+        int c = json_peek(j);
+        if (c == ']') {
+            j->pos++;
+            return DTNN_OK;
+        }
+        if ((st = json_expect(j, ',')) != DTNN_OK)
+            return st;
+    }
+}
+
+/* Calls member(key) for each member of an object; the callback parses the value. */
+typedef dtnn_status (*json_member_fn)(json *j, char *key, void *ctx);
+
+static dtnn_status json_object(json *j, json_member_fn member, void *ctx)
+{
+    dtnn_status st = json_expect(j, '{');
+    if (st)
+        return st;
+    if (json_peek(j) == '}') {
+        j->pos++;
+        return DTNN_OK;
+    }
+    for (;;) {
+        char *key;
+        if ((st = json_string(j, &key)) != DTNN_OK)
+            return st;
+        if ((st = json_expect(j, ':')) != DTNN_OK || (st = member(j, key, ctx)) != DTNN_OK) {
+            free(key);
+            return st;
+        }
+        free(key);
+        int c = json_peek(j);
+        if (c == '}') {
+            j->pos++;
+            return DTNN_OK;
+        }
+        if ((st = json_expect(j, ',')) != DTNN_OK)
+            return st;
+    }
+}
+
+/* RFC 3629: no overlong forms, no surrogates, nothing above U+10FFFF. */
+static int utf8_valid(const unsigned char *s, size_t n)
+{
+    size_t i = 0;
+    while (i < n) {
+        unsigned char c = s[i];
+        size_t len = c < 0x80 ? 1 : (c >= 0xC2 && c <= 0xDF) ? 2 : (c >= 0xE0 && c <= 0xEF) ? 3
+                   : (c >= 0xF0 && c <= 0xF4) ? 4 : 0;
+        if (!len || i + len > n)
+            return 0;
+        for (size_t k = 1; k < len; k++)
+            if ((s[i + k] & 0xC0) != 0x80)
+                return 0;
+        if ((c == 0xE0 && s[i + 1] < 0xA0) || (c == 0xED && s[i + 1] > 0x9F) ||
+            (c == 0xF0 && s[i + 1] < 0x90) || (c == 0xF4 && s[i + 1] > 0x8F))
+            return 0;
+        i += len;
+    }
+    return 1;
+}
+
+/* ---- header semantics ------------------------------------------------------------------------ */
+
+typedef struct {
+    st_file *f;
+    int cap_tensors, cap_meta;
+    int have_meta;
+    st_tensor *cur;
+    int have_dtype, have_shape, have_offsets;
+    uint64_t begin, end;
+} header_ctx;
+
+static dtnn_status meta_member(json *j, char *key, void *vctx)
+{
+    header_ctx *h = vctx;
+    st_file *f = h->f;
+    for (int i = 0; i < f->n_meta; i++)
+        if (!strcmp(f->meta_keys[i], key))
+            return json_fail(j, "metadata key '%s' appears twice", key);
+    if (json_peek(j) != '"')
+        return json_fail(j, "metadata value of '%s' is not a string", key);
+    if (f->n_meta == h->cap_meta) {
+        int cap = h->cap_meta ? 2 * h->cap_meta : 16;
+        char **k = realloc(f->meta_keys, sizeof(char *) * cap);
+        if (k)
+            f->meta_keys = k;
+        char **v = realloc(f->meta_values, sizeof(char *) * cap);
+        if (v)
+            f->meta_values = v;
+        if (!k || !v)
+            return dtnn_error_set(j->err, DTNN_ERR_NOMEM, "%s: out of memory", j->path);
+        h->cap_meta = cap;
+    }
+    char *value;
+    dtnn_status st = json_string(j, &value);
+    if (st)
+        return st;
+    char *k = dtnn_strdup(key);
+    if (!k) {
+        free(value);
+        return dtnn_error_set(j->err, DTNN_ERR_NOMEM, "%s: out of memory", j->path);
+    }
+    f->meta_keys[f->n_meta] = k;
+    f->meta_values[f->n_meta++] = value;
+    return DTNN_OK;
+}
+
+static dtnn_status tensor_member(json *j, char *key, void *vctx)
+{
+    header_ctx *h = vctx;
+    st_tensor *t = h->cur;
+    if (!strcmp(key, "dtype")) {
+        if (h->have_dtype)
+            return json_fail(j, "tensor '%s': \"dtype\" appears twice", t->name);
+        h->have_dtype = 1;
+        char *d;
+        dtnn_status st = json_string(j, &d);
+        if (st)
+            return st;
+        if (!dtype_size(d)) {
+            st = json_fail(j, "tensor '%s': unknown dtype '%.32s'", t->name, d);
+            free(d);
+            return st;
+        }
+        snprintf(t->dtype, sizeof t->dtype, "%s", d);
+        free(d);
+        return DTNN_OK;
+    }
+    if (!strcmp(key, "shape")) {
+        if (h->have_shape)
+            return json_fail(j, "tensor '%s': \"shape\" appears twice", t->name);
+        h->have_shape = 1;
+        uint64_t dims[ST_MAX_DIMS];
+        dtnn_status st = json_uint_array(j, dims, ST_MAX_DIMS, &t->ndim, "shape");
+        if (st)
+            return st;
+        for (int d = 0; d < t->ndim; d++) {
+            if (dims[d] > (uint64_t)INT64_MAX)
+                return json_fail(j, "tensor '%s': dimension too large", t->name);
+            t->dims[d] = (int64_t)dims[d];
+        }
+        return DTNN_OK;
+    }
+    if (!strcmp(key, "data_offsets")) {
+        if (h->have_offsets)
+            return json_fail(j, "tensor '%s': \"data_offsets\" appears twice", t->name);
+        h->have_offsets = 1;
+        uint64_t v[2];
+        int n;
+        dtnn_status st = json_uint_array(j, v, 2, &n, "data_offsets");
+        if (st)
+            return st;
+        if (n != 2)
+            return json_fail(j, "tensor '%s': data_offsets needs [begin, end]", t->name);
+        h->begin = v[0];
+        h->end = v[1];
+        return DTNN_OK;
+    }
+    return json_fail(j, "tensor '%s': unknown key '%.64s' (expected dtype, shape, data_offsets)",
+                     t->name, key);
+}
+
+/* Checks one tensor's offsets and size against the data section. */
+static dtnn_status check_tensor(json *j, header_ctx *h, size_t data_bytes)
+{
+    st_tensor *t = h->cur;
+    if (!h->have_dtype || !h->have_shape || !h->have_offsets)
+        return json_fail(j, "tensor '%s' lacks \"%s\"", t->name,
+                         !h->have_dtype ? "dtype" : !h->have_shape ? "shape" : "data_offsets");
+    if (h->end < h->begin)
+        return json_fail(j, "tensor '%s': data_offsets [%llu, %llu] end before they begin",
+                         t->name, (unsigned long long)h->begin, (unsigned long long)h->end);
+    if (h->end > data_bytes)
+        return json_fail(j, "tensor '%s': data_offsets [%llu, %llu] run past the data section "
+                         "(%zu bytes): the file is truncated or corrupt", t->name,
+                         (unsigned long long)h->begin, (unsigned long long)h->end, data_bytes);
+    uint64_t count = 1;
+    for (int d = 0; d < t->ndim; d++) {
+        uint64_t dim = (uint64_t)t->dims[d];
+        if (dim && count > UINT64_MAX / dim)
+            return json_fail(j, "tensor '%s': shape too large", t->name);
+        count *= dim;
+    }
+    size_t es = dtype_size(t->dtype);
+    if (count > UINT64_MAX / es || count * es != h->end - h->begin)
+        return json_fail(j, "tensor '%s': %s with %llu elements needs %llu bytes, but "
+                         "data_offsets [%llu, %llu] hold %llu", t->name, t->dtype,
+                         (unsigned long long)count,
+                         (unsigned long long)(count > UINT64_MAX / es ? 0 : count * es),
+                         (unsigned long long)h->begin, (unsigned long long)h->end,
+                         (unsigned long long)(h->end - h->begin));
+    t->offset = (size_t)h->begin;
+    t->bytes = (size_t)(h->end - h->begin);
+    return DTNN_OK;
+}
+
+typedef struct {
+    header_ctx *h;
+    size_t data_bytes;
+} top_ctx;
+
+static dtnn_status top_member(json *j, char *key, void *vctx)
+{
+    top_ctx *tc = vctx;
+    header_ctx *h = tc->h;
+    st_file *f = h->f;
+    if (!strcmp(key, "__metadata__")) {
+        if (h->have_meta)
+            return json_fail(j, "\"__metadata__\" appears twice");
+        h->have_meta = 1;
+        return json_object(j, meta_member, h);
+    }
+    if (!*key)
+        return json_fail(j, "a tensor has an empty name");
+    if (f->n_tensors == h->cap_tensors) {
+        int cap = h->cap_tensors ? 2 * h->cap_tensors : 64;
+        st_tensor *nt = realloc(f->tensors, sizeof *nt * cap);
+        if (!nt)
+            return dtnn_error_set(j->err, DTNN_ERR_NOMEM, "%s: out of memory", j->path);
+        f->tensors = nt;
+        h->cap_tensors = cap;
+    }
+    st_tensor *t = &f->tensors[f->n_tensors];
+    memset(t, 0, sizeof *t);
+    t->name = dtnn_strdup(key);
+    if (!t->name)
+        return dtnn_error_set(j->err, DTNN_ERR_NOMEM, "%s: out of memory", j->path);
+    f->n_tensors++;
+    h->cur = t;
+    h->have_dtype = h->have_shape = h->have_offsets = 0;
+    dtnn_status st = json_object(j, tensor_member, h);
+    if (st)
+        return st;
+    return check_tensor(j, h, tc->data_bytes);
+}
+
+static int cmp_name(const void *a, const void *b)
+{
+    const st_tensor *const *x = a, *const *y = b;
+    return strcmp((*x)->name, (*y)->name);
+}
+
+static int cmp_offset(const void *a, const void *b)
+{
+    const st_tensor *const *x = a, *const *y = b;
+    if ((*x)->offset != (*y)->offset)
+        return (*x)->offset < (*y)->offset ? -1 : 1;
+    return (*x)->bytes < (*y)->bytes ? -1 : (*x)->bytes > (*y)->bytes;
+}
+
+/* Unique names, and tensors that tile [0, data_bytes) without overlap or gap. */
+static dtnn_status check_layout(const st_file *f, const char *path, dtnn_error *err)
+{
+    if (f->n_tensors == 0) {
+        if (f->data_bytes)
+            return dtnn_error_set(err, DTNN_ERR_FORMAT, "%s: %zu bytes of data but no tensors",
+                                  path, f->data_bytes);
+        return DTNN_OK;
+    }
+    const st_tensor **v = malloc(sizeof *v * f->n_tensors);
+    if (!v)
+        return dtnn_error_set(err, DTNN_ERR_NOMEM, "%s: out of memory", path);
+    for (int i = 0; i < f->n_tensors; i++)
+        v[i] = &f->tensors[i];
+    dtnn_status st = DTNN_OK;
+    qsort(v, f->n_tensors, sizeof *v, cmp_name);
+    for (int i = 1; i < f->n_tensors && !st; i++)
+        if (!strcmp(v[i - 1]->name, v[i]->name))
+            st = dtnn_error_set(err, DTNN_ERR_FORMAT, "%s: tensor '%s' appears twice", path,
+                                v[i]->name);
+    qsort(v, f->n_tensors, sizeof *v, cmp_offset);
+    size_t covered = 0;
+    for (int i = 0; i < f->n_tensors && !st; i++) {
+        if (v[i]->offset < covered)
+            st = dtnn_error_set(err, DTNN_ERR_FORMAT, "%s: tensor '%s' (bytes [%zu, %zu)) "
+                                "overlaps tensor '%s' (bytes [%zu, %zu))", path, v[i]->name,
+                                v[i]->offset, v[i]->offset + v[i]->bytes, v[i - 1]->name,
+                                v[i - 1]->offset, v[i - 1]->offset + v[i - 1]->bytes);
+        else if (v[i]->offset > covered)
+            st = dtnn_error_set(err, DTNN_ERR_FORMAT, "%s: bytes [%zu, %zu) of the data "
+                                "section belong to no tensor", path, covered, v[i]->offset);
+        covered = v[i]->offset + v[i]->bytes;
+    }
+    if (!st && covered != f->data_bytes)
+        st = dtnn_error_set(err, DTNN_ERR_FORMAT, "%s: the data section has %zu bytes but the "
+                            "tensors end at byte %zu", path, f->data_bytes, covered);
+    free(v);
+    return st;
+}
+
+/* ---- reading --------------------------------------------------------------------------------- */
+
+static dtnn_status read_exact(FILE *fp, void *buf, size_t n, const char *path, const char *what,
+                              dtnn_error *err)
+{
+    if (n && fread(buf, 1, n, fp) != n)
+        return dtnn_error_set(err, ferror(fp) ? DTNN_ERR_IO : DTNN_ERR_FORMAT,
+                              "%s: cannot read the %s: %s", path, what,
+                              ferror(fp) ? strerror(errno) : "file is shorter than its size");
+    return DTNN_OK;
+}
+
+static dtnn_status read_file(const char *path, st_file *f, dtnn_error *err)
+{
+    FILE *fp = fopen(path, "rb");
+    if (!fp)
+        return dtnn_error_set(err, DTNN_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
+    struct stat sb;
+    if (fstat(fileno(fp), &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        fclose(fp);
+        return dtnn_error_set(err, DTNN_ERR_IO, "%s: not a regular file", path);
+    }
+    const uint64_t size = (uint64_t)sb.st_size;
+    unsigned char len8[8];
+    char *header = NULL;
+    dtnn_status st = DTNN_OK;
+    if (size < 8) {
+        st = dtnn_error_set(err, DTNN_ERR_FORMAT, "%s: %llu bytes is too short for a "
+                            "safetensors file (truncated?)", path, (unsigned long long)size);
+        goto done;
+    }
+    if ((st = read_exact(fp, len8, 8, path, "header length", err)) != DTNN_OK)
+        goto done;
+    uint64_t hlen = 0;
+    for (int i = 7; i >= 0; i--)
+        hlen = (hlen << 8) | len8[i];
+    if (hlen < 2 || hlen > ST_MAX_HEADER || hlen > size - 8) {
+        st = dtnn_error_set(err, DTNN_ERR_FORMAT, "%s: header length %llu is impossible for a "
+                            "file of %llu bytes (not a safetensors file, or truncated)", path,
+                            (unsigned long long)hlen, (unsigned long long)size);
+        goto done;
+    }
+    header = malloc((size_t)hlen + 1);
+    f->data_bytes = (size_t)(size - 8 - hlen);
+    f->data = dtnn_alloc_aligned(f->data_bytes);
+    if (!header || !f->data) {
+        st = dtnn_error_set(err, DTNN_ERR_NOMEM, "%s: out of memory reading %llu bytes", path,
+                            (unsigned long long)size);
+        goto done;
+    }
+    if ((st = read_exact(fp, header, (size_t)hlen, path, "header", err)) != DTNN_OK ||
+        (st = read_exact(fp, f->data, f->data_bytes, path, "data", err)) != DTNN_OK)
+        goto done;
+    header[hlen] = '\0';
+    if (!utf8_valid((const unsigned char *)header, (size_t)hlen)) {
+        st = dtnn_error_set(err, DTNN_ERR_FORMAT, "%s: the header is not valid UTF-8", path);
+        goto done;
+    }
+    json j = {header, (size_t)hlen, 0, path, err};
+    header_ctx h;
+    memset(&h, 0, sizeof h);
+    h.f = f;
+    top_ctx tc = {&h, f->data_bytes};
+    if (json_peek(&j) != '{') {
+        st = json_fail(&j, "expected a JSON object");
+        goto done;
+    }
+    if ((st = json_object(&j, top_member, &tc)) != DTNN_OK)
+        goto done;
+    if (json_peek(&j) >= 0) {
+        st = json_fail(&j, "unexpected data after the header object");
+        goto done;
+    }
+    st = check_layout(f, path, err);
+done:
+    free(header);
+    fclose(fp);
+    return st;
+}
+
+dtnn_status st_read(const char *path, st_file *f, dtnn_error *err)
+{
+    memset(f, 0, sizeof *f);
+    dtnn_status st = read_file(path, f, err);
+    if (st != DTNN_OK) {
+        st_free(f);
+        return st;
+    }
+    if (!host_is_little_endian())
+        for (int i = 0; i < f->n_tensors; i++)
+            swap_elements(f->data + f->tensors[i].offset, f->tensors[i].bytes,
+                          dtype_size(f->tensors[i].dtype));
+    return DTNN_OK;
+}
+
+void st_free(st_file *f)
+{
+    if (!f)
+        return;
+    for (int i = 0; i < f->n_tensors; i++)
+        free(f->tensors[i].name);
+    free(f->tensors);
+    for (int i = 0; i < f->n_meta; i++) {
+        free(f->meta_keys[i]);
+        free(f->meta_values[i]);
+    }
+    free(f->meta_keys);
+    free(f->meta_values);
+    dtnn_free_aligned(f->data);
+    memset(f, 0, sizeof *f);
+}
+
+const st_tensor *st_find(const st_file *f, const char *name)
+{
+    for (int i = 0; i < f->n_tensors; i++)
+        if (!strcmp(f->tensors[i].name, name))
+            return &f->tensors[i];
+    return NULL;
+}
+
+const char *st_meta(const st_file *f, const char *key)
+{
+    for (int i = 0; i < f->n_meta; i++)
+        if (!strcmp(f->meta_keys[i], key))
+            return f->meta_values[i];
+    return NULL;
+}
+
+size_t st_count(const st_tensor *t)
+{
+    size_t n = 1;
+    for (int d = 0; d < t->ndim; d++)
+        n *= (size_t)t->dims[d];
+    return n;
+}
+
+/* ---- writing --------------------------------------------------------------------------------- */
+
+typedef struct {
+    char *p;
+    size_t n, cap;
+    int oom;
+} sbuf;
+
+static void sb_put(sbuf *b, const char *s, size_t n)
+{
+    if (b->oom)
+        return;
+    if (b->n + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 4096;
+        while (b->n + n + 1 > cap)
+            cap *= 2;
+        char *p = realloc(b->p, cap);
+        if (!p) {
+            b->oom = 1;
+            return;
+        }
+        b->p = p;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->n, s, n);
+    b->n += n;
+    b->p[b->n] = '\0';
+}
+
+static void sb_str(sbuf *b, const char *s) { sb_put(b, s, strlen(s)); }
+
+/* A JSON string literal; bytes >= 0x80 pass through (the input is taken to be UTF-8). */
+static void sb_quoted(sbuf *b, const char *s)
+{
+    sb_put(b, "\"", 1);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        char esc[8];
+        if (c == '"' || c == '\\') {
+            esc[0] = '\\';
+            esc[1] = (char)c;
+            sb_put(b, esc, 2);
+        } else if (c < 0x20) {
+            snprintf(esc, sizeof esc, "\\u%04x", c);
+            sb_put(b, esc, 6);
+        } else {
+            sb_put(b, (const char *)&c, 1);
+        }
+    }
+    sb_put(b, "\"", 1);
+}
+
+static void sb_u64(sbuf *b, uint64_t v)
+{
+    char num[24];
+    snprintf(num, sizeof num, "%llu", (unsigned long long)v);
+    sb_str(b, num);
+}
+
+static dtnn_status check_entries(const char *path, const st_entry *e, int n,
+                                 const char *const *mk, const char *const *mv, int n_meta,
+                                 dtnn_error *err)
+{
+    for (int i = 0; i < n; i++) {
+        if (!e[i].name || !*e[i].name || !strcmp(e[i].name, "__metadata__"))
+            return dtnn_error_set(err, DTNN_ERR_ARG, "%s: tensor %d has an invalid name", path,
+                                  i);
+        size_t es = e[i].dtype ? dtype_size(e[i].dtype) : 0;
+        if (!es)
+            return dtnn_error_set(err, DTNN_ERR_ARG, "%s: tensor '%s': unknown dtype '%s'",
+                                  path, e[i].name, e[i].dtype ? e[i].dtype : "(null)");
+        if (e[i].ndim < 0 || e[i].ndim > ST_MAX_DIMS || (e[i].ndim > 0 && !e[i].dims))
+            return dtnn_error_set(err, DTNN_ERR_ARG, "%s: tensor '%s': %d dimensions", path,
+                                  e[i].name, e[i].ndim);
+        size_t count = 1;
+        for (int d = 0; d < e[i].ndim; d++) {
+            if (e[i].dims[d] < 0)
+                return dtnn_error_set(err, DTNN_ERR_ARG, "%s: tensor '%s': negative dimension",
+                                      path, e[i].name);
+            count *= (size_t)e[i].dims[d];
+        }
+        if (count * es != e[i].bytes || (e[i].bytes && !e[i].data))
+            return dtnn_error_set(err, DTNN_ERR_ARG, "%s: tensor '%s': %zu bytes given, the "
+                                  "shape needs %zu", path, e[i].name, e[i].bytes, count * es);
+        for (int k = 0; k < i; k++)
+            if (!strcmp(e[k].name, e[i].name))
+                return dtnn_error_set(err, DTNN_ERR_ARG, "%s: tensor '%s' given twice", path,
+                                      e[i].name);
+    }
+    for (int i = 0; i < n_meta; i++) {
+        if (!mk[i] || !mv[i])
+            return dtnn_error_set(err, DTNN_ERR_ARG, "%s: metadata entry %d is NULL", path, i);
+        for (int k = 0; k < i; k++)
+            if (!strcmp(mk[k], mk[i]))
+                return dtnn_error_set(err, DTNN_ERR_ARG, "%s: metadata key '%s' given twice",
+                                      path, mk[i]);
+    }
+    return DTNN_OK;
+}
+
+static dtnn_status build_header(sbuf *b, const st_entry *e, int n, const char *const *mk,
+                                const char *const *mv, int n_meta)
+{
+    sb_str(b, "{");
+    if (n_meta > 0) {
+        sb_str(b, "\"__metadata__\":{");
+        for (int i = 0; i < n_meta; i++) {
+            if (i)
+                sb_str(b, ",");
+            sb_quoted(b, mk[i]);
+            sb_str(b, ":");
+            sb_quoted(b, mv[i]);
+        }
+        sb_str(b, "}");
+    }
+    uint64_t off = 0;
+    for (int i = 0; i < n; i++) {
+        if (i || n_meta > 0)
+            sb_str(b, ",");
+        sb_quoted(b, e[i].name);
+        sb_str(b, ":{\"dtype\":");
+        sb_quoted(b, e[i].dtype);
+        sb_str(b, ",\"shape\":[");
+        for (int d = 0; d < e[i].ndim; d++) {
+            if (d)
+                sb_str(b, ",");
+            sb_u64(b, (uint64_t)e[i].dims[d]);
+        }
+        sb_str(b, "],\"data_offsets\":[");
+        sb_u64(b, off);
+        sb_str(b, ",");
+        off += e[i].bytes;
+        sb_u64(b, off);
+        sb_str(b, "]}");
+    }
+    sb_str(b, "}");
+    while (b->n % 8)
+        sb_str(b, " ");
+    return b->oom ? DTNN_ERR_NOMEM : DTNN_OK;
+}
+
+/* Writes n bytes of elements of size es, little-endian on disk. */
+static int write_le(FILE *fp, const unsigned char *p, size_t n, size_t es)
+{
+    if (host_is_little_endian() || es == 1)
+        return fwrite(p, 1, n, fp) == n ? 0 : -1;
+    unsigned char stage[1 << 16];
+    while (n) {
+        size_t k = DTNN_MIN(n, sizeof stage);
+        memcpy(stage, p, k);
+        swap_elements(stage, k, es);
+        if (fwrite(stage, 1, k, fp) != k)
+            return -1;
+        p += k;
+        n -= k;
+    }
+    return 0;
+}
+
+/* Makes the rename durable; failure here cannot lose data, so it is not reported. */
+static void sync_parent_dir(const char *path)
+{
+    char dir[4096];
+    const char *slash = strrchr(path, '/');
+    if (!slash)
+        snprintf(dir, sizeof dir, ".");
+    else if (slash == path)
+        snprintf(dir, sizeof dir, "/");
+    else
+        snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+    int fd = open(dir, O_RDONLY);
+    if (fd >= 0) {
+        (void)fsync(fd);
+        close(fd);
+    }
+}
+
+dtnn_status st_write(const char *path, const st_entry *entries, int n,
+                     const char *const *meta_keys, const char *const *meta_values, int n_meta,
+                     dtnn_error *err)
+{
+    dtnn_status st = check_entries(path, entries, n, meta_keys, meta_values, n_meta, err);
+    if (st)
+        return st;
+    sbuf hb = {0};
+    if (build_header(&hb, entries, n, meta_keys, meta_values, n_meta) != DTNN_OK) {
+        free(hb.p);
+        return dtnn_error_set(err, DTNN_ERR_NOMEM, "%s: out of memory building the header",
+                              path);
+    }
+    size_t tlen = strlen(path) + 32;
+    char *tmp = malloc(tlen);
+    if (!tmp) {
+        free(hb.p);
+        return dtnn_error_set(err, DTNN_ERR_NOMEM, "%s: out of memory", path);
+    }
+    snprintf(tmp, tlen, "%s.tmp.%ld", path, (long)getpid());
+    FILE *fp = fopen(tmp, "wb");
+    if (!fp) {
+        st = dtnn_error_set(err, DTNN_ERR_IO, "cannot write '%s': %s (creating the temporary "
+                            "file '%s')", path, strerror(errno), tmp);
+        free(tmp);
+        free(hb.p);
+        return st;
+    }
+    unsigned char len8[8];
+    for (int i = 0; i < 8; i++)
+        len8[i] = (unsigned char)((uint64_t)hb.n >> (8 * i));
+    int bad = fwrite(len8, 1, 8, fp) != 8 || fwrite(hb.p, 1, hb.n, fp) != hb.n;
+    for (int i = 0; i < n && !bad; i++)
+        bad = write_le(fp, entries[i].data, entries[i].bytes, dtype_size(entries[i].dtype));
+    bad = bad || fflush(fp) != 0 || fsync(fileno(fp)) != 0;
+    int saved = errno;
+    if (fclose(fp) != 0 && !bad) {
+        bad = 1;
+        saved = errno;
+    }
+    if (bad) {
+        remove(tmp);
+        st = dtnn_error_set(err, DTNN_ERR_IO, "cannot write '%s': %s (the previous file, if "
+                            "any, is unchanged)", path, strerror(saved));
+    } else if (rename(tmp, path) != 0) {
+        saved = errno;
+        remove(tmp);
+        st = dtnn_error_set(err, DTNN_ERR_IO, "cannot rename '%s' to '%s': %s", tmp, path,
+                            strerror(saved));
+    } else {
+        sync_parent_dir(path);
+    }
+    free(tmp);
+    free(hb.p);
+    return st;
+}

@@ -1,0 +1,81 @@
+/*
+ * add.c — element-wise sum of 2 to 8 inputs of identical shape: the merge of a residual block
+ * (He et al. 2016), y = x_0 + x_1 + ... Backward hands dy unchanged to every input.
+ *
+ * Inputs are visited in increasing index order in backward, because two inputs may be the same
+ * producer: the model then marks the first to write its gradient and the second to add to it.
+ * No broadcasting: shapes must match exactly.
+ */
+#include <string.h>
+
+#include "layer.h"
+
+static dtnn_status add_set(void *cfg, const char *key, const char *value, dtnn_error *err)
+{
+    (void)cfg;
+    (void)value;
+    return dtnn_error_set(err, DTNN_ERR_ARG, "unknown option '%s' for add (it has none)", key);
+}
+
+static dtnn_status add_infer(layer *l, dtnn_error *err)
+{
+    dtnn_shape a = l->in[0];
+    for (int i = 1; i < l->n_in; i++) {
+        dtnn_shape b = l->in[i];
+        if (b.c != a.c || b.h != a.h || b.w != a.w)
+            return dtnn_error_set(err, DTNN_ERR_SHAPE, "add needs inputs of one shape: input 0 "
+                                  "is %dx%dx%d but input %d is %dx%dx%d", a.c, a.h, a.w, i,
+                                  b.c, b.h, b.w);
+    }
+    l->out = a;
+    return DTNN_OK;
+}
+
+static void add_forward(layer *l, const layer_ctx *ctx)
+{
+    (void)ctx;
+    const size_t count = shape_size(l->out) * (size_t)l->n;
+    float *y = l->y;
+    memcpy(y, l->x[0], sizeof(float) * count);
+    for (int k = 1; k < l->n_in; k++) {
+        const float *x = l->x[k];
+        for (size_t i = 0; i < count; i++)
+            y[i] += x[i];
+    }
+}
+
+static void add_backward(layer *l, const layer_ctx *ctx)
+{
+    (void)ctx;
+    const size_t count = shape_size(l->out) * (size_t)l->n;
+    const float *dy = l->dy;
+    for (int k = 0; k < l->n_in; k++) {
+        float *dx = l->dx[k];
+        if (!dx)
+            continue;
+        if (!l->dx_accumulate[k]) {
+            memcpy(dx, dy, sizeof(float) * count);
+            continue;
+        }
+        for (size_t i = 0; i < count; i++)
+            dx[i] += dy[i];
+    }
+}
+
+static double add_flops(const layer *l)
+{
+    return (double)(l->n_in - 1) * (double)shape_size(l->out);
+}
+
+const layer_ops layer_add = {
+    .type = "add",
+    .summary = "element-wise sum of 2 to 8 inputs of one shape (residual connections)",
+    .cfg_size = 0,
+    .min_inputs = 2,
+    .max_inputs = 8,
+    .set = add_set,
+    .infer = add_infer,
+    .forward = add_forward,
+    .backward = add_backward,
+    .flops = add_flops,
+};

@@ -1,0 +1,114 @@
+/*
+ * dropout.c — inverted dropout as torch.nn.Dropout (Srivastava et al. 2014): in training each
+ * value is kept with probability 1 - p and scaled by 1 / (1 - p), so evaluation is the identity.
+ *
+ * The keep decision of element i (flat index into the batch) is a pure function of the model
+ * seed, this layer's index and the step: dtnn_hash_uniform(seed, index, step * E + i) >= p,
+ * where E is the element count of a full max_batch. So a mask never depends on the thread
+ * count, the same step replays the same mask (resumed runs), and steps never share counters.
+ * The mask is kept in aux (one byte per value) for backward. PyTorch's own random stream is not
+ * reproduced: masks match PyTorch in distribution, not bit for bit.
+ */
+#include <string.h>
+
+#include "../core/rng.h"
+#include "layer.h"
+
+typedef struct {
+    float p;
+    float scale;                /* 1 / (1 - p) */
+    uint64_t elements_per_step; /* values in a full max_batch */
+} dropout_cfg;
+
+static void dropout_defaults(void *cfg)
+{
+    dropout_cfg *c = cfg;
+    c->p = 0.5f;
+}
+
+static dtnn_status dropout_set(void *cfg, const char *key, const char *value, dtnn_error *err)
+{
+    dropout_cfg *c = cfg;
+    if (!strcmp(key, "p")) {
+        dtnn_status st = layer_opt_float(key, value, 0.0, 1.0, &c->p, err);
+        /* p = 1 would scale by infinity; PyTorch's result (all zeros) has no gradient to train. */
+        if (st == DTNN_OK && !(c->p < 1.0f))
+            return dtnn_error_set(err, DTNN_ERR_ARG, "option 'p': '%s' must be in [0, 1)",
+                                  value);
+        return st;
+    }
+    return dtnn_error_set(err, DTNN_ERR_ARG, "unknown option '%s' for dropout (p)", key);
+}
+
+static dtnn_status dropout_infer(layer *l, dtnn_error *err)
+{
+    (void)err;
+    dropout_cfg *c = l->cfg;
+    l->out = l->in[0];
+    c->scale = 1.0f / (1.0f - c->p);
+    c->elements_per_step = (uint64_t)shape_size(l->out) * (uint64_t)l->max_batch;
+    l->aux_bytes = c->p > 0.0f ? shape_size(l->out) : 0;   /* uint8 mask [n, C, H, W] */
+    return DTNN_OK;
+}
+
+static void dropout_forward(layer *l, const layer_ctx *ctx)
+{
+    dropout_cfg *c = l->cfg;
+    const size_t count = shape_size(l->out) * (size_t)l->n;
+    const float *x = l->x[0];
+    float *y = l->y;
+    if (!ctx->training || c->p == 0.0f) {
+        memcpy(y, x, sizeof(float) * count);
+        return;
+    }
+    uint8_t *mask = l->aux;
+    const uint64_t base = (uint64_t)ctx->step * c->elements_per_step;
+    const uint64_t stream = (uint64_t)l->index;
+    const float p = c->p, scale = c->scale;
+#pragma omp parallel for schedule(static) if (count > 65536)
+    for (size_t i = 0; i < count; i++) {
+        uint8_t keep = dtnn_hash_uniform(ctx->seed, stream, base + i) >= p;
+        mask[i] = keep;
+        y[i] = keep ? x[i] * scale : 0.0f;
+    }
+}
+
+static void dropout_backward(layer *l, const layer_ctx *ctx)
+{
+    (void)ctx;
+    dropout_cfg *c = l->cfg;
+    float *dx = l->dx[0];
+    if (!dx)
+        return;
+    const size_t count = shape_size(l->out) * (size_t)l->n;
+    const float *dy = l->dy;
+    const int acc = l->dx_accumulate[0];
+    if (c->p == 0.0f) {
+        if (!acc) {
+            memcpy(dx, dy, sizeof(float) * count);
+            return;
+        }
+        for (size_t i = 0; i < count; i++)
+            dx[i] += dy[i];
+        return;
+    }
+    const uint8_t *mask = l->aux;
+    const float scale = c->scale;
+    for (size_t i = 0; i < count; i++) {
+        float g = mask[i] ? dy[i] * scale : 0.0f;
+        dx[i] = acc ? dx[i] + g : g;
+    }
+}
+
+const layer_ops layer_dropout = {
+    .type = "dropout",
+    .summary = "inverted dropout: zero with probability p, scale the rest by 1/(1-p) (p=0.5)",
+    .cfg_size = sizeof(dropout_cfg),
+    .min_inputs = 1,
+    .max_inputs = 1,
+    .defaults = dropout_defaults,
+    .set = dropout_set,
+    .infer = dropout_infer,
+    .forward = dropout_forward,
+    .backward = dropout_backward,
+};

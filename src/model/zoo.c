@@ -1,0 +1,203 @@
+/*
+ * zoo.c — the built-in models, defined through the public C API exactly as their PyTorch
+ * counterparts (module names become tensor names: conv1.weight, layer2.0.bn1.running_var, ...):
+ *   lenet5    LeCun et al. 1998 as in the issue: 61,706 parameters on 1x28x28
+ *   cifarcnn  a 4-conv CIFAR network: 2,168,362 parameters on 3x32x32
+ *   resnet20  He et al. 2016 CIFAR ResNet-20 with option-A shortcuts: 269,722 parameters
+ *   mlp       fc 512, ReLU, fc 512, ReLU, fc classes on any (flattened) input
+ */
+#include <stdarg.h>
+#include <string.h>
+
+#include "../core/internal.h"
+
+typedef struct {
+    dtnn_model *m;
+    dtnn_error *err;
+    int failed;
+} zoo_builder;
+
+/* Adds a layer whose options are printf-formatted; returns its id (or -1, remembered). */
+#if defined(__GNUC__)
+__attribute__((format(printf, 5, 6)))
+#endif
+static int zadd(zoo_builder *b, const char *type, const char *name, const int *inputs,
+                const char *fmt, ...)
+{
+    if (b->failed)
+        return -1;
+    char opts[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(opts, sizeof opts, fmt, ap);
+    va_end(ap);
+    int n_inputs = 0;
+    while (inputs && inputs[n_inputs] != -99)
+        n_inputs++;
+    int id = dtnn_model_add(b->m, type, name, opts, n_inputs ? inputs : NULL, n_inputs, b->err);
+    if (id < 0)
+        b->failed = 1;
+    return id;
+}
+
+#define INPUTS(...) ((const int[]){__VA_ARGS__, -99})
+
+static void build_lenet5(zoo_builder *b, int classes)
+{
+    zadd(b, "conv2d", "conv1", NULL, "filters=6 kernel=5 padding=2");
+    zadd(b, "relu", "relu1", NULL, "%s", "");
+    zadd(b, "maxpool", "pool1", NULL, "kernel=2");
+    zadd(b, "conv2d", "conv2", NULL, "filters=16 kernel=5");
+    zadd(b, "relu", "relu2", NULL, "%s", "");
+    zadd(b, "maxpool", "pool2", NULL, "kernel=2");
+    zadd(b, "flatten", "flatten", NULL, "%s", "");
+    zadd(b, "linear", "fc1", NULL, "outputs=120");
+    zadd(b, "relu", "relu3", NULL, "%s", "");
+    zadd(b, "linear", "fc2", NULL, "outputs=84");
+    zadd(b, "relu", "relu4", NULL, "%s", "");
+    zadd(b, "linear", "fc3", NULL, "outputs=%d", classes);
+}
+
+static void build_cifarcnn(zoo_builder *b, int classes)
+{
+    const int widths[4] = {32, 32, 64, 64};
+    for (int i = 0; i < 4; i++) {
+        char conv[16], relu[16];
+        snprintf(conv, sizeof conv, "conv%d", i + 1);
+        snprintf(relu, sizeof relu, "relu%d", i + 1);
+        zadd(b, "conv2d", conv, NULL, "filters=%d kernel=3 padding=1", widths[i]);
+        zadd(b, "relu", relu, NULL, "%s", "");
+        if (i % 2 == 1)
+            zadd(b, "maxpool", i == 1 ? "pool1" : "pool2", NULL, "kernel=2");
+    }
+    zadd(b, "flatten", "flatten", NULL, "%s", "");
+    zadd(b, "linear", "fc1", NULL, "outputs=512");
+    zadd(b, "relu", "relu5", NULL, "%s", "");
+    zadd(b, "linear", "fc2", NULL, "outputs=%d", classes);
+}
+
+/* One basic block: conv-bn-relu-conv-bn (+ shortcut) relu. Returns the block's output id. */
+static int basic_block(zoo_builder *b, const char *prefix, int in, int in_planes, int planes,
+                       int stride)
+{
+    char n[6][64];
+    const char *suffix[6] = {"conv1", "bn1", "relu1", "conv2", "bn2", "shortcut"};
+    for (int i = 0; i < 6; i++)
+        snprintf(n[i], sizeof n[i], "%s.%s", prefix, suffix[i]);
+    int x = zadd(b, "conv2d", n[0], INPUTS(in), "filters=%d kernel=3 stride=%d padding=1 bias=0",
+                 planes, stride);
+    x = zadd(b, "batchnorm", n[1], INPUTS(x), "%s", "");
+    x = zadd(b, "relu", n[2], INPUTS(x), "%s", "");
+    x = zadd(b, "conv2d", n[3], INPUTS(x), "filters=%d kernel=3 padding=1 bias=0", planes);
+    x = zadd(b, "batchnorm", n[4], INPUTS(x), "%s", "");
+    int shortcut = in;
+    if (stride != 1 || in_planes != planes)
+        shortcut = zadd(b, "shortcut_a", n[5], INPUTS(in), "stride=%d filters=%d", stride,
+                        planes);
+    char add[64], relu[64];
+    snprintf(add, sizeof add, "%s.add", prefix);
+    snprintf(relu, sizeof relu, "%s.relu2", prefix);
+    x = zadd(b, "add", add, INPUTS(x, shortcut), "%s", "");
+    return zadd(b, "relu", relu, INPUTS(x), "%s", "");
+}
+
+static void build_cifar_resnet(zoo_builder *b, int blocks_per_stage, int classes)
+{
+    int x = zadd(b, "conv2d", "conv1", NULL, "filters=16 kernel=3 padding=1 bias=0");
+    x = zadd(b, "batchnorm", "bn1", NULL, "%s", "");
+    x = zadd(b, "relu", "relu", NULL, "%s", "");
+    int in_planes = 16;
+    for (int stage = 0; stage < 3; stage++) {
+        int planes = 16 << stage;
+        for (int i = 0; i < blocks_per_stage; i++) {
+            char prefix[32];
+            snprintf(prefix, sizeof prefix, "layer%d.%d", stage + 1, i);
+            x = basic_block(b, prefix, x, in_planes, planes, (stage > 0 && i == 0) ? 2 : 1);
+            in_planes = planes;
+        }
+    }
+    zadd(b, "global_avgpool", "avgpool", INPUTS(x), "%s", "");
+    zadd(b, "flatten", "flatten", NULL, "%s", "");
+    zadd(b, "linear", "fc", NULL, "outputs=%d", classes);
+}
+
+static void build_mlp(zoo_builder *b, int classes)
+{
+    zadd(b, "flatten", "flatten", NULL, "%s", "");
+    zadd(b, "linear", "fc1", NULL, "outputs=512");
+    zadd(b, "relu", "relu1", NULL, "%s", "");
+    zadd(b, "linear", "fc2", NULL, "outputs=512");
+    zadd(b, "relu", "relu2", NULL, "%s", "");
+    zadd(b, "linear", "fc3", NULL, "outputs=%d", classes);
+}
+
+typedef struct {
+    const char *name;
+    const char *description;
+    int c, h, w;
+} zoo_entry;
+
+static const zoo_entry zoo[] = {
+    {"lenet5", "LeNet-5, 1x28x28 (Fashion-MNIST), 61,706 parameters", 1, 28, 28},
+    {"cifarcnn", "4 conv + 2 fc CIFAR network, 3x32x32, 2,168,362 parameters", 3, 32, 32},
+    {"resnet20", "CIFAR ResNet-20 (He et al. 2016, option A), 3x32x32, 269,722 parameters", 3,
+     32, 32},
+    {"mlp", "fc 512, fc 512, fc classes on the flattened input (default 1x28x28)", 1, 28, 28},
+};
+
+const char *dtnn_zoo_name(int i, const char **description)
+{
+    if (i < 0 || i >= (int)(sizeof zoo / sizeof zoo[0]))
+        return NULL;
+    if (description)
+        *description = zoo[i].description;
+    return zoo[i].name;
+}
+
+dtnn_model *dtnn_zoo_create(const char *name, int classes, int c, int h, int w, dtnn_error *err)
+{
+    const zoo_entry *e = NULL;
+    for (size_t i = 0; i < sizeof zoo / sizeof zoo[0]; i++)
+        if (!strcmp(zoo[i].name, name))
+            e = &zoo[i];
+    if (!e) {
+        char names[256] = "";
+        for (size_t i = 0; i < sizeof zoo / sizeof zoo[0]; i++) {
+            strncat(names, i ? ", " : "", sizeof names - strlen(names) - 1);
+            strncat(names, zoo[i].name, sizeof names - strlen(names) - 1);
+        }
+        dtnn_error_set(err, DTNN_ERR_ARG, "unknown model '%s' (the zoo has: %s; or give a model "
+                       "file path)", name, names);
+        return NULL;
+    }
+    if (classes <= 0)
+        classes = 10;
+    dtnn_model *m = dtnn_model_create(c > 0 ? c : e->c, h > 0 ? h : e->h, w > 0 ? w : e->w);
+    if (!m) {
+        dtnn_error_set(err, DTNN_ERR_NOMEM, "out of memory creating model '%s'", name);
+        return NULL;
+    }
+    zoo_builder b = {m, err, 0};
+    if (!strcmp(name, "lenet5"))
+        build_lenet5(&b, classes);
+    else if (!strcmp(name, "cifarcnn"))
+        build_cifarcnn(&b, classes);
+    else if (!strcmp(name, "resnet20"))
+        build_cifar_resnet(&b, 3, classes);
+    else
+        build_mlp(&b, classes);
+    if (b.failed) {
+        dtnn_model_free(m);
+        return NULL;
+    }
+    return m;
+}
+
+dtnn_model *dtnn_model_from_spec(const char *spec, int classes, int c, int h, int w,
+                                 dtnn_error *err)
+{
+    /* A path (it has a '/' or a '.') is a model file, which fixes its own input and classes. */
+    if (strchr(spec, '/') || strchr(spec, '.'))
+        return dtnn_model_parse_file(spec, err);
+    return dtnn_zoo_create(spec, classes, c, h, w, err);
+}

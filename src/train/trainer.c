@@ -1,0 +1,255 @@
+/*
+ * trainer.c — the training loop: epochs of seeded permutations, global batches split across
+ * the ranks of a communicator, forward / loss / backward / gradient all-reduce / optimizer step,
+ * evaluation, a JSONL log and checkpoints at epoch ends.
+ *
+ * The position of a run is (epoch, step in epoch, global step); with the seed it determines the
+ * data order (dtnn_epoch_permutation), the dropout stream (the model's step) and the learning
+ * rate, so a checkpoint that stores it plus the weights, buffers and optimizer state resumes
+ * bit for bit. --batch-size is the global batch: rank r of R takes a contiguous slice of each
+ * global batch, so the same command means the same training on any number of ranks. The last
+ * partial batch of an epoch is used (not dropped), with the mean taken over its real size.
+ * Everything a step needs is allocated before the first step.
+ */
+#include <errno.h>
+#include <math.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../core/internal.h"
+
+void dtnn_train_params_default(dtnn_train_params *p)
+{
+    memset(p, 0, sizeof *p);
+    p->epochs = 1;
+    p->batch_size = 64;
+    p->shuffle = 1;
+    p->seed = 42;
+    dtnn_loss_params_default(&p->loss);
+    dtnn_sched_params_default(&p->sched);
+    p->eval_each_epoch = 1;
+}
+
+/* Slice [lo, hi) of a global batch [start, start + len) that rank r of size takes. */
+static void rank_slice(int64_t start, int64_t len, int r, int size, int64_t *lo, int64_t *hi)
+{
+    *lo = start + len * r / size;
+    *hi = start + len * (r + 1) / size;
+}
+
+dtnn_status dtnn_evaluate(dtnn_model *m, const dtnn_split *s, int batch_size,
+                          const dtnn_loss_params *lp, dtnn_metrics *out, dtnn_error *err)
+{
+    memset(out, 0, sizeof *out);
+    size_t sample = (size_t)s->c * s->h * s->w;
+    for (int64_t i = 0; i < s->n; i += batch_size) {
+        int n = (int)DTNN_MIN((int64_t)batch_size, s->n - i);
+        dtnn_status st = dtnn_model_forward(m, s->x + (size_t)i * sample, n, 0, err);
+        if (!st)
+            st = dtnn_model_loss(m, s->y + i, n, lp, 1.0f, out, err);
+        if (st)
+            return st;
+    }
+    return DTNN_OK;
+}
+
+/* Fails early when a file cannot be created in path's folder, rather than after hours. */
+static dtnn_status check_writable(const char *path, const char *what, dtnn_error *err)
+{
+    char probe[4096];
+    snprintf(probe, sizeof probe, "%s.probe.%ld", path, (long)getpid());
+    FILE *f = fopen(probe, "wb");
+    if (!f)
+        return dtnn_error_set(err, DTNN_ERR_IO, "cannot write the %s '%s': %s", what, path,
+                              strerror(errno));
+    fclose(f);
+    remove(probe);
+    return DTNN_OK;
+}
+
+static void log_epoch(FILE *log, const dtnn_progress *pr, double train_loss, double train_acc)
+{
+    fprintf(log, "{\"epoch\": %lld, \"step\": %lld, \"train_loss\": %.6f, \"train_acc\": %.6f",
+            (long long)pr->epoch + 1, (long long)pr->step, train_loss, train_acc);
+    if (pr->has_test)
+        fprintf(log, ", \"test_loss\": %.6f, \"test_acc\": %.6f", pr->test_loss, pr->test_acc);
+    else
+        fprintf(log, ", \"test_loss\": null, \"test_acc\": null");
+    fprintf(log, ", \"images_per_sec\": %.1f, \"seconds\": %.3f, \"lr\": %.8g}\n",
+            pr->images_per_sec, pr->elapsed, pr->lr);
+    fflush(log);
+}
+
+dtnn_status dtnn_train(dtnn_model *m, dtnn_optimizer *opt, const dtnn_dataset *d,
+                       dtnn_comm *comm, const dtnn_train_params *p, dtnn_train_state *ts,
+                       dtnn_progress_fn progress, void *user, dtnn_error *err)
+{
+    const dtnn_split *tr = &d->train;
+    const int rank = dtnn_comm_rank(comm), size = dtnn_comm_size(comm);
+    const int64_t B = p->batch_size;
+    if (B <= 0)
+        return dtnn_error_set(err, DTNN_ERR_ARG, "batch size must be positive, got %lld",
+                              (long long)B);
+    if (B % size)
+        return dtnn_error_set(err, DTNN_ERR_ARG, "the global batch size %lld does not divide by "
+                              "the %d ranks", (long long)B, size);
+    if (tr->n <= 0)
+        return dtnn_error_set(err, DTNN_ERR_ARG, "the training split of '%s' is empty", d->name);
+    int c, h, w;
+    dtnn_model_input_shape(m, &c, &h, &w);
+    if (c != tr->c || h != tr->h || w != tr->w)
+        return dtnn_error_set(err, DTNN_ERR_SHAPE, "the model takes %dx%dx%d inputs but dataset "
+                              "'%s' has %dx%dx%d samples", c, h, w, d->name, tr->c, tr->h, tr->w);
+    int out_n, classes;
+    dtnn_model_output(m, &out_n, &classes);
+    if (classes < tr->classes)
+        return dtnn_error_set(err, DTNN_ERR_SHAPE, "the model has %d outputs but dataset '%s' "
+                              "has %d classes", classes, d->name, tr->classes);
+    if (p->epochs <= 0 && p->steps <= 0)
+        return dtnn_error_set(err, DTNN_ERR_ARG, "give a positive number of epochs or steps");
+
+    const int64_t steps_per_epoch = (tr->n + B - 1) / B;
+    const int64_t total_steps = p->steps > 0 ? p->steps : (int64_t)p->epochs * steps_per_epoch;
+    const int64_t epochs = (total_steps + steps_per_epoch - 1) / steps_per_epoch;
+    dtnn_sched_params sched = p->sched;
+    if (sched.kind == DTNN_SCHED_COSINE && sched.t_max <= 0)
+        sched.t_max = (int)epochs;
+    if (ts->step >= total_steps)
+        return dtnn_error_set(err, DTNN_ERR_ARG, "the run is already at step %lld of %lld: "
+                              "nothing to train (raise --epochs or --steps)",
+                              (long long)ts->step, (long long)total_steps);
+    ts->seed = p->seed;
+    ts->global_batch = B;
+
+    const int local_max = (int)(B / size);
+    const size_t sample = (size_t)c * h * w;
+    FILE *log = NULL;
+    dtnn_status st = DTNN_OK;
+    if (rank == 0 && p->save_path && (st = check_writable(p->save_path, "checkpoint", err)))
+        return st;
+    if (rank == 0 && p->log_path) {
+        log = fopen(p->log_path, ts->step > 0 ? "ab" : "wb");
+        if (!log)
+            return dtnn_error_set(err, DTNN_ERR_IO, "cannot write the log '%s': %s",
+                                  p->log_path, strerror(errno));
+    }
+    int64_t *perm = malloc(sizeof(int64_t) * tr->n);
+    float *xb = dtnn_alloc_aligned(sizeof(float) * sample * local_max);
+    int32_t *yb = malloc(sizeof(int32_t) * local_max);
+    if (!perm || !xb || !yb) {
+        st = dtnn_error_set(err, DTNN_ERR_NOMEM, "out of memory for a batch of %d samples",
+                            local_max);
+        goto done;
+    }
+    dtnn_model_set_step(m, ts->step);
+
+    for (int64_t epoch = ts->epoch; epoch < epochs && ts->step < total_steps; epoch++) {
+        dtnn_epoch_permutation(perm, tr->n, p->seed, epoch, p->shuffle);
+        dtnn_metrics met = {0};
+        double t0 = dtnn_now();
+        int64_t images = 0;
+        float lr = 0.0f;
+        dtnn_progress pr;
+        memset(&pr, 0, sizeof pr);
+        for (int64_t s = ts->step_in_epoch; s < steps_per_epoch && ts->step < total_steps; s++) {
+            int64_t start = s * B, len = DTNN_MIN(B, tr->n - start), lo, hi;
+            rank_slice(start, len, rank, size, &lo, &hi);
+            int n = (int)(hi - lo);
+            for (int i = 0; i < n; i++) {
+                int64_t k = perm[lo + i];
+                memcpy(xb + (size_t)i * sample, tr->x + (size_t)k * sample,
+                       sizeof(float) * sample);
+                yb[i] = tr->y[k];
+            }
+            dtnn_model_zero_grad(m);
+            dtnn_metrics step_met = {0};
+            if (n > 0) {
+                if ((st = dtnn_model_forward(m, xb, n, 1, err)) ||
+                    (st = dtnn_model_loss(m, yb, n, &p->loss, 1.0f / (float)len, &step_met,
+                                          err)) ||
+                    (st = dtnn_model_backward(m, err)))
+                    goto done;
+            }
+            if (!isfinite(step_met.loss_sum)) {
+                st = dtnn_error_set(err, DTNN_ERR_NONFINITE, "the loss became %s at step %lld "
+                                    "(epoch %lld): lower the learning rate, or check the data",
+                                    isnan(step_met.loss_sum) ? "NaN" : "infinite",
+                                    (long long)ts->step + 1, (long long)epoch + 1);
+                goto done;
+            }
+            if (size > 1 && (st = dtnn_comm_allreduce_sum(comm, dtnn_model_grads(m),
+                                                          dtnn_model_param_count(m), err)))
+                goto done;
+            lr = dtnn_sched_lr(&sched, ts->step, steps_per_epoch);
+            if ((st = dtnn_optimizer_step(opt, lr, err)))
+                goto done;
+            met.loss_sum += step_met.loss_sum;
+            met.top1 += step_met.top1;
+            met.top5 += step_met.top5;
+            met.count += step_met.count;
+            images += len;
+            ts->step++;
+            ts->step_in_epoch = s + 1;
+            if (progress) {
+                pr.step = ts->step;
+                pr.total_steps = total_steps;
+                pr.epoch = epoch;
+                pr.epochs = epochs;
+                pr.step_in_epoch = s + 1;
+                pr.steps_per_epoch = steps_per_epoch;
+                pr.loss = met.count ? met.loss_sum / (double)met.count : 0.0;
+                pr.acc = met.count ? (double)met.top1 / (double)met.count : 0.0;
+                pr.elapsed = dtnn_now() - t0;
+                pr.images_per_sec = pr.elapsed > 0 ? (double)images / pr.elapsed : 0.0;
+                pr.lr = lr;
+                pr.epoch_end = 0;
+                progress(&pr, user);
+            }
+        }
+        int finished_epoch = ts->step_in_epoch == steps_per_epoch;
+        double seconds = dtnn_now() - t0;
+        /* Epoch metrics over all ranks (rank sums in double are exact for counts). */
+        double sums[3] = {met.loss_sum, (double)met.top1, (double)met.count};
+        if ((st = dtnn_comm_allreduce_sum_f64(comm, sums, 3, err)))
+            goto done;
+        pr.step = ts->step;
+        pr.total_steps = total_steps;
+        pr.epoch = epoch;
+        pr.epochs = epochs;
+        pr.step_in_epoch = ts->step_in_epoch;
+        pr.steps_per_epoch = steps_per_epoch;
+        pr.loss = sums[2] > 0 ? sums[0] / sums[2] : 0.0;
+        pr.acc = sums[2] > 0 ? sums[1] / sums[2] : 0.0;
+        pr.elapsed = seconds;
+        pr.images_per_sec = seconds > 0 ? (double)images / seconds : 0.0;
+        pr.lr = lr;
+        pr.epoch_end = 1;
+        pr.has_test = 0;
+        if (p->eval_each_epoch && d->test.n > 0) {
+            dtnn_metrics tm;
+            if ((st = dtnn_evaluate(m, &d->test, local_max, &p->loss, &tm, err)))
+                goto done;
+            pr.has_test = 1;
+            pr.test_loss = tm.loss_sum / (double)tm.count;
+            pr.test_acc = (double)tm.top1 / (double)tm.count;
+        }
+        if (finished_epoch) {
+            ts->epoch = epoch + 1;
+            ts->step_in_epoch = 0;
+        }
+        if (log)
+            log_epoch(log, &pr, pr.loss, pr.acc);
+        if (rank == 0 && p->save_path &&
+            (st = dtnn_checkpoint_save(p->save_path, m, opt, ts, d, err)))
+            goto done;
+        if (progress)
+            progress(&pr, user);
+    }
+done:
+    if (log)
+        fclose(log);
+    free(perm);
+    dtnn_free_aligned(xb);
+    free(yb);
+    return st;
+}

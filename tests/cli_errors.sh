@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Bad input gets one clear line on stderr and a non-zero exit, never a crash (exit >= 128) and
+# never a silent success. Usage: cli_errors.sh DTNN TMPDIR
+set -u
+dtnn=$1
+tmp=$2
+rm -rf "$tmp" && mkdir -p "$tmp"
+failures=0
+
+# expect CODE PATTERN -- ARGS...: the exit code must be CODE and stderr must match PATTERN.
+expect() {
+    local code=$1 pattern=$2
+    shift 3
+    "$dtnn" "$@" >"$tmp/out" 2>"$tmp/err"
+    local rc=$?
+    if [[ $rc -ne $code ]] || ! grep -qE "$pattern" "$tmp/err"; then
+        echo "FAIL: dtnn $* -> exit $rc (want $code), stderr:"
+        sed 's/^/    /' "$tmp/err"
+        failures=$((failures + 1))
+    else
+        echo "ok: dtnn $* -> $(head -n1 "$tmp/err")"
+    fi
+}
+
+expect 2 "unknown command" -- frobnicate
+expect 2 "unknown option '--bogus'" -- train --model lenet5 --bogus 1
+expect 2 "needs an integer" -- train --model lenet5 --epochs two
+expect 2 "needs a finite number" -- train --model lenet5 --lr nan
+expect 2 "needs a value" -- train --model lenet5 --lr
+expect 2 "--model is required" -- train --dataset synthetic
+expect 2 "batch-size must be" -- train --model lenet5 --batch-size 0
+expect 2 "unknown optimizer" -- train --model lenet5 --optimizer sgdd
+expect 1 "unknown model 'lenet6'" -- train --model lenet6 --dataset synthetic
+expect 1 "unknown dataset|dataset" -- train --model lenet5 --dataset imagenet7
+expect 1 "cannot open model file" -- train --model "$tmp/missing.model" --dataset synthetic
+
+# Missing and corrupt dataset files.
+mkdir -p "$tmp/idx"
+expect 1 "train-images" -- train --model lenet5 --dataset mnist --data-dir "$tmp/idx"
+printf 'garbage!' >"$tmp/idx/train-images-idx3-ubyte"
+printf '\x00\x00\x08\x01\x00\x00\x00\x02\x01\x02' >"$tmp/idx/train-labels-idx1-ubyte"
+printf '\x00\x00\x08\x03\x00\x00\x00\x01\x00\x00\x00\x1c\x00\x00\x00\x1c' >"$tmp/idx/t10k-images-idx3-ubyte"
+printf '\x00\x00\x08\x01\x00\x00\x00\x01\x01' >"$tmp/idx/t10k-labels-idx1-ubyte"
+expect 1 "magic|train-images" -- train --model lenet5 --dataset mnist --data-dir "$tmp/idx"
+# right magic, truncated pixels
+printf '\x00\x00\x08\x03\x00\x00\x00\x02\x00\x00\x00\x1c\x00\x00\x00\x1c\x00\x01' >"$tmp/idx/train-images-idx3-ubyte"
+expect 1 "truncated|short|expected" -- train --model lenet5 --dataset mnist --data-dir "$tmp/idx"
+# label count mismatch: 1 image, 2 labels
+head -c 800 /dev/zero >"$tmp/zeros"
+{ printf '\x00\x00\x08\x03\x00\x00\x00\x01\x00\x00\x00\x1c\x00\x00\x00\x1c'; head -c 784 "$tmp/zeros"; } >"$tmp/idx/train-images-idx3-ubyte"
+{ printf '\x00\x00\x08\x03\x00\x00\x00\x01\x00\x00\x00\x1c\x00\x00\x00\x1c'; head -c 784 "$tmp/zeros"; } >"$tmp/idx/t10k-images-idx3-ubyte"
+expect 1 "2 labels|mismatch|labels" -- train --model lenet5 --dataset mnist --data-dir "$tmp/idx"
+
+# Model files: unknown key and impossible shapes name file:line.
+cat >"$tmp/badkey.model" <<'M'
+[input]
+shape = 1x28x28
+[conv2d]
+filters = 4
+kernel = 3
+colour = blue
+M
+expect 1 "badkey.model:6: .*colour" -- train --model "$tmp/badkey.model" --dataset synthetic
+cat >"$tmp/badshape.model" <<'M'
+[input]
+shape = 3x32x32
+[conv2d]
+filters = 4
+kernel = 40
+M
+expect 1 "badshape.model:3: .*does not fit" -- info --model "$tmp/badshape.model"
+cat >"$tmp/nolinear.model" <<'M'
+[input]
+shape = 3x32x32
+[conv2d]
+filters = 4
+kernel = 3
+[linear]
+outputs = 10
+M
+expect 1 "nolinear.model:6: .*flatten" -- info --model "$tmp/nolinear.model"
+
+# Corrupt and mismatched checkpoints.
+"$dtnn" train --model lenet5 --dataset synthetic --synthetic-samples 64 --epochs 1 --batch-size 32 \
+    --save "$tmp/ok.safetensors" --quiet >/dev/null 2>&1 || { echo "FAIL: could not train"; failures=$((failures + 1)); }
+head -c 1000 "$tmp/ok.safetensors" >"$tmp/truncated.safetensors"
+expect 1 "truncated|short|bounds|size" -- eval --model lenet5 --load "$tmp/truncated.safetensors" --dataset synthetic
+printf 'not a checkpoint at all' >"$tmp/junk.safetensors"
+expect 1 "junk.safetensors" -- eval --model lenet5 --load "$tmp/junk.safetensors" --dataset synthetic
+expect 1 "missing.safetensors" -- eval --model lenet5 --load "$tmp/missing.safetensors" --dataset synthetic
+expect 1 "shape|expects" -- eval --model cifarcnn --load "$tmp/ok.safetensors" --dataset synthetic
+expect 1 "cannot write|No such file" -- train --model lenet5 --dataset synthetic --synthetic-samples 64 --epochs 1 --save "$tmp/no/such/dir/x.safetensors"
+expect 1 "NaN|infinite|non-finite" -- train --model lenet5 --dataset synthetic --synthetic-samples 256 --epochs 1 --lr 1e30
+
+echo "cli_errors: $failures failed"
+[[ $failures -eq 0 ]]

@@ -1,0 +1,1062 @@
+/*
+ * test_gradcheck.c — finite-difference gradient checks of every registered layer type, each in
+ * small models with odd shapes (channel counts 3/5/7, non-square inputs, batch 1 and 3) and
+ * graphs (one producer used twice, fan-out, concat, a ResNet block); for every single-input
+ * layer, a check that it adds its input gradient when another consumer wrote first; for every
+ * model, a check that a repeated step gives bit-identical gradients (no stale values); a
+ * double-precision check of batch norm; forward values against hand-computed expectations
+ * (shortcut_a placement, dropout masks and scaling, batch-norm statistics); and option and
+ * shape errors. It stays one file so that one list covers every layer type.
+ *
+ * Tolerances. The checker's error is |a - n| / (|a| + |n| + 1e-3), with central differences on
+ * a float32 forward; so near a zero gradient it is an absolute test at tol * 1e-3.
+ *  - Smooth layers: eps 1e-2, tol 1e-2. Conv and linear are linear in each value (no truncation
+ *    error); the rounding error of L is ~1e-7 per output touched, i.e. ~1e-5 / eps absolute.
+ *    Observed worst errors are below 3e-3 (identical with gcc, clang, -O2 -march=native).
+ *  - Kinks (ReLU, max pooling): eps 1e-3, tol 2e-2. A perturbation that moves a ReLU input across
+ *    zero (or swaps a pooling maximum) gives a numeric slope that is neither side's, so the step
+ *    is small and the kink layers sit where a perturbation moves few values (on the model input,
+ *    or on a 3x3 map at batch 1). The price of the small step is the float32 floor: one rounding
+ *    flip of one output is ~2e-5 in the derivative, up to 2e-2 in the error of a near-zero
+ *    gradient (observed worst 6.7e-3, a gradient of -7.6e-4). Seeds are fixed, and with them no
+ *    kink lies within eps. A change of seed or shape can move one there: the errors then cluster
+ *    in one output channel and vanish as eps shrinks; look for that before suspecting a layer.
+ *  - Models with batch norm: eps 1e-2, tol 5e-2. Every input perturbation changes the statistics
+ *    and thus every output of the channel, so the noise grows to ~3e-5 in the derivative, while
+ *    small batches make BN curved enough that a larger eps trades noise for truncation error.
+ *    Over 13 build seeds the worst error of conv -> bn -> conv was 2.2e-2 (this seed; a gradient
+ *    of -1.8e-4). Wiring bugs (a missed accumulate, a wrong view) give errors near 1; subtle BN
+ *    math errors (biased vs unbiased variance, ~1/m) are caught by check_batchnorm_double, which
+ *    holds the layer to float accuracy against a double-precision reference.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/rng.h"
+#include "testutil.h"
+
+#define SMOOTH_EPS 1e-2 /* smooth layers */
+#define KINK_EPS 1e-3   /* ReLU / max pooling in the model */
+#define TOL 1e-2        /* relative error as the checker defines it */
+#define KINK_TOL 2e-2   /* the float32 floor at eps 1e-3: see above */
+#define BN_TOL 5e-2     /* models with batch norm: see above */
+#define BLOCK_EPS 3e-3  /* the ResNet block has both kinks and batch norm */
+#define SEED 1234       /* every model is built with this seed */
+
+static dtnn_model *model_new(int c, int h, int w)
+{
+    dtnn_model *m = dtnn_model_create(c, h, w);
+    CHECK(m != NULL);
+    return m;
+}
+
+/* Adds a layer and counts a failure (with the message) when that is refused. */
+static int add_layer(dtnn_model *m, const char *type, const char *name, const char *opts,
+                     const int *inputs, int n_inputs)
+{
+    dtnn_error err;
+    int id = dtnn_model_add(m, type, name, opts, inputs, n_inputs, &err);
+    if (id < 0) {
+        fprintf(stderr, "FAIL adding %s '%s': %s\n", type, opts, err.message);
+        test_failures++;
+    }
+    return id;
+}
+
+static int layer(dtnn_model *m, const char *type, const char *opts)
+{
+    return add_layer(m, type, NULL, opts, NULL, 0);
+}
+
+static dtnn_status build_ex(dtnn_model *m, int max_batch, int input_grad, size_t ws_limit,
+                            dtnn_error *err)
+{
+    dtnn_build_params bp;
+    dtnn_build_params_default(&bp);
+    bp.max_batch = max_batch;
+    bp.training = 1;
+    bp.input_grad = input_grad;
+    bp.seed = SEED;
+    bp.workspace_limit = ws_limit;
+    return dtnn_model_build(m, &bp, err);
+}
+
+static int build(dtnn_model *m, int max_batch)
+{
+    dtnn_error err;
+    dtnn_status st = build_ex(m, max_batch, 1, 0, &err);
+    CHECK_OK(st, &err);
+    return st == DTNN_OK;
+}
+
+/* One training step at the given dropout step: forward x, d(loss)/d(output) = probe, backward
+ * into zeroed parameter gradients. */
+static void train_pass(dtnn_model *m, int64_t step, const float *x, int n, const float *probe)
+{
+    dtnn_error err;
+    int rows, cols;
+    dtnn_model_set_step(m, step);
+    CHECK_OK(dtnn_model_forward(m, x, n, 1, &err), &err);
+    dtnn_model_output(m, &rows, &cols);
+    memcpy(dtnn_model_output_grad(m), probe, sizeof(float) * rows * cols);
+    dtnn_model_zero_grad(m);
+    CHECK_OK(dtnn_model_backward(m, &err), &err);
+}
+
+/* Counts values that differ bit for bit (NaN-safe). */
+static size_t count_differ(const float *a, const float *b, size_t n)
+{
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++)
+        bad += memcmp(&a[i], &b[i], sizeof(float)) != 0;
+    return bad;
+}
+
+/* Step A, then step B on other data, then A again must reproduce A's gradients exactly. The
+ * finite-difference check runs on fresh, zeroed buffers, so a layer that leaves part of an
+ * input gradient unwritten (positions a stride skips, say) passes it, yet leaks the previous
+ * step's values into every later one; this catches that. */
+static void check_repeatable(dtnn_model *m, int n, const char *label)
+{
+    int c, h, w, rows, cols;
+    dtnn_model_input_shape(m, &c, &h, &w);
+    const size_t in_size = (size_t)n * c * h * w;
+    size_t np = 0;
+    for (int i = 0; i < dtnn_model_tensor_count(m); i++) {
+        const dtnn_tensor_info *t = dtnn_model_tensor(m, i);
+        if (t->kind == DTNN_TENSOR_PARAM && t->offset + t->count > np)
+            np = t->offset + t->count;
+    }
+    float *xa = malloc(sizeof(float) * in_size), *xb = malloc(sizeof(float) * in_size);
+    test_fill(xa, in_size, 31);
+    test_fill(xb, in_size, 37);
+    dtnn_error err;
+    CHECK_OK(dtnn_model_forward(m, xa, n, 1, &err), &err);
+    dtnn_model_output(m, &rows, &cols);
+    const size_t out_size = (size_t)rows * cols;
+    float *pa = malloc(sizeof(float) * out_size), *pb = malloc(sizeof(float) * out_size);
+    float *ga = malloc(sizeof(float) * (np + 1)), *dxa = malloc(sizeof(float) * in_size);
+    test_fill(pa, out_size, 41);
+    test_fill(pb, out_size, 43);
+    const int64_t step = dtnn_model_step(m);
+    const float *dx = dtnn_model_input_grad(m);
+
+    train_pass(m, step, xa, n, pa);
+    memcpy(ga, dtnn_model_grads(m), sizeof(float) * np);
+    if (dx)
+        memcpy(dxa, dx, sizeof(float) * in_size);
+    train_pass(m, step + 1, xb, n, pb);
+    train_pass(m, step, xa, n, pa);
+    size_t bad = count_differ(ga, dtnn_model_grads(m), np);
+    if (dx)
+        bad += count_differ(dxa, dx, in_size);
+    if (bad) {
+        fprintf(stderr, "FAIL %s: %zu gradient values differ when step A is repeated after "
+                "step B (stale gradient left from the previous step?)\n", label, bad);
+        test_failures++;
+    }
+    free(xa);
+    free(xb);
+    free(pa);
+    free(pb);
+    free(ga);
+    free(dxa);
+}
+
+/* Builds (training, input gradient), checks with step eps and tolerance tol, checks that a
+ * repeated step gives the same gradients, and frees. */
+static void gradcheck(dtnn_model *m, int n, const char *label, double eps, double tol)
+{
+    if (build(m, n)) {
+        test_gradcheck(m, n, label, eps, tol);
+        check_repeatable(m, n, label);
+    }
+    dtnn_model_free(m);
+}
+
+/* ---- gradient checks, one group per layer type ------------------------------------------- */
+
+static void check_conv2d(void)
+{
+    dtnn_model *m;
+
+    m = model_new(3, 7, 5);     /* 3x3, stride 2, padding 1, odd non-square input */
+    layer(m, "conv2d", "filters=5 kernel=3 stride=2 padding=1");
+    gradcheck(m, 3, "conv2d 3x3 s2 p1, 3x7x5 -> 5", SMOOTH_EPS, TOL);
+
+    m = model_new(5, 4, 6);     /* 1x1, no bias, batch 1 */
+    layer(m, "conv2d", "filters=7 kernel=1 bias=false");
+    gradcheck(m, 1, "conv2d 1x1 no bias, 5x4x6 -> 7", SMOOTH_EPS, TOL);
+
+    m = model_new(3, 6, 7);     /* 5x5, padding 2, then padding 0 */
+    layer(m, "conv2d", "filters=3 kernel=5 padding=2");
+    layer(m, "conv2d", "filters=5 kernel=3 padding=0");
+    gradcheck(m, 3, "conv2d 5x5 p2 + 3x3 p0", SMOOTH_EPS, TOL);
+
+    m = model_new(3, 7, 6);     /* dilation 2 */
+    layer(m, "conv2d", "filters=5 kernel=3 padding=2 dilation=2");
+    gradcheck(m, 3, "conv2d 3x3 dilation 2", SMOOTH_EPS, TOL);
+
+    m = model_new(6, 5, 7);     /* groups: 6 in, 3 groups, 9 out, stride 2 */
+    layer(m, "conv2d", "filters=9 kernel=3 padding=1 stride=2 groups=3");
+    gradcheck(m, 3, "conv2d groups=3, 6x5x7 -> 9", SMOOTH_EPS, TOL);
+
+    m = model_new(3, 6, 5);     /* rectangular kernel, stride and padding */
+    layer(m, "conv2d", "filters=7 kernel=3x1 stride=1x2 padding=1x0");
+    gradcheck(m, 3, "conv2d 3x1 kernel, stride 1x2", SMOOTH_EPS, TOL);
+
+    /* A workspace limit of 1 byte forces one image per GEMM chunk: the chunk loop and the
+     * per-chunk scatter are checked against the same math. */
+    m = model_new(3, 5, 6);
+    layer(m, "conv2d", "filters=5 kernel=3 padding=1");
+    layer(m, "conv2d", "filters=3 kernel=3 stride=2 groups=1");
+    dtnn_error err;
+    CHECK_OK(build_ex(m, 3, 1, 1, &err), &err);
+    test_gradcheck(m, 3, "conv2d chunked (1 image per GEMM)", SMOOTH_EPS, TOL);
+    check_repeatable(m, 3, "conv2d chunked (1 image per GEMM)");
+    dtnn_model_free(m);
+
+    /* The first layer without an input gradient: conv backward must skip dx. */
+    m = model_new(3, 5, 5);
+    layer(m, "conv2d", "filters=5 kernel=3 padding=1");
+    CHECK_OK(build_ex(m, 3, 0, 0, &err), &err);
+    test_gradcheck(m, 3, "conv2d without input gradient", SMOOTH_EPS, TOL);
+    check_repeatable(m, 3, "conv2d without input gradient");
+    dtnn_model_free(m);
+}
+
+static void check_linear_flatten(void)
+{
+    dtnn_model *m = model_new(7, 1, 1);
+    layer(m, "linear", "outputs=5");
+    layer(m, "linear", "outputs=3 bias=false");
+    gradcheck(m, 3, "linear 7 -> 5 -> 3 (no bias)", SMOOTH_EPS, TOL);
+
+    m = model_new(3, 4, 5);
+    layer(m, "conv2d", "filters=5 kernel=3 padding=1 stride=2");
+    layer(m, "flatten", "");
+    layer(m, "linear", "outputs=7");
+    gradcheck(m, 1, "conv2d -> flatten -> linear, batch 1", SMOOTH_EPS, TOL);
+}
+
+static void check_activations(void)
+{
+    /* ReLU straight on the input: the input check perturbs one value, which crosses the kink
+     * only if it lies within eps of 0. */
+    dtnn_model *m = model_new(3, 5, 4);
+    layer(m, "relu", "");
+    layer(m, "conv2d", "filters=5 kernel=3 padding=1");
+    gradcheck(m, 3, "relu -> conv2d", KINK_EPS, KINK_TOL);
+
+    /* ReLU after a conv: a weight perturbation moves a whole channel, so the map is small. */
+    m = model_new(3, 3, 3);
+    layer(m, "conv2d", "filters=5 kernel=3 padding=1");
+    layer(m, "relu", "");
+    layer(m, "conv2d", "filters=3 kernel=1");
+    gradcheck(m, 1, "conv2d -> relu -> conv2d, batch 1", KINK_EPS, KINK_TOL);
+
+    m = model_new(5, 3, 3);
+    layer(m, "conv2d", "filters=7 kernel=3 padding=1");
+    layer(m, "leaky_relu", "slope=0.2");
+    layer(m, "conv2d", "filters=3 kernel=1");
+    gradcheck(m, 3, "leaky_relu slope 0.2", KINK_EPS, KINK_TOL);
+
+    m = model_new(5, 1, 1);
+    layer(m, "linear", "outputs=7");
+    layer(m, "sigmoid", "");
+    layer(m, "linear", "outputs=3");
+    layer(m, "tanh", "");
+    gradcheck(m, 3, "linear -> sigmoid -> linear -> tanh", SMOOTH_EPS, TOL);
+}
+
+static void check_pools(void)
+{
+    /* Max pooling first: an input perturbation changes one value, so the argmax flips only when
+     * two values of a window are within eps. */
+    dtnn_model *m = model_new(3, 7, 6);
+    layer(m, "maxpool", "kernel=3 stride=2 padding=1");
+    layer(m, "conv2d", "filters=5 kernel=3 padding=1");
+    gradcheck(m, 3, "maxpool 3 s2 p1 -> conv2d", KINK_EPS, KINK_TOL);
+
+    m = model_new(3, 6, 5);
+    layer(m, "conv2d", "filters=5 kernel=3 padding=1");
+    layer(m, "maxpool", "kernel=2");      /* stride = kernel, odd width drops the last column */
+    layer(m, "conv2d", "filters=3 kernel=1");
+    gradcheck(m, 3, "conv2d -> maxpool 2 -> conv2d", KINK_EPS, KINK_TOL);
+
+    m = model_new(5, 5, 7);
+    layer(m, "maxpool", "kernel=2x3 stride=1x2");
+    gradcheck(m, 1, "maxpool 2x3 s1x2, batch 1", KINK_EPS, KINK_TOL);
+
+    m = model_new(3, 7, 6);
+    layer(m, "conv2d", "filters=5 kernel=3 padding=1");
+    layer(m, "avgpool", "kernel=3 stride=2 padding=1");   /* count_include_pad=true default */
+    gradcheck(m, 3, "avgpool 3 s2 p1 count_include_pad", SMOOTH_EPS, TOL);
+
+    m = model_new(3, 7, 6);
+    layer(m, "conv2d", "filters=5 kernel=3 padding=1");
+    layer(m, "avgpool", "kernel=3 stride=2 padding=1 count_include_pad=false");
+    gradcheck(m, 3, "avgpool 3 s2 p1 exclude pad", SMOOTH_EPS, TOL);
+
+    m = model_new(3, 5, 7);
+    layer(m, "avgpool", "kernel=2x3 stride=1x2");
+    layer(m, "conv2d", "filters=5 kernel=1");
+    gradcheck(m, 3, "avgpool 2x3 s1x2", SMOOTH_EPS, TOL);
+
+    m = model_new(3, 5, 6);
+    layer(m, "conv2d", "filters=7 kernel=3 padding=1");
+    layer(m, "global_avgpool", "");
+    layer(m, "flatten", "");
+    layer(m, "linear", "outputs=3");
+    gradcheck(m, 3, "conv2d -> global_avgpool -> flatten -> linear", SMOOTH_EPS, TOL);
+}
+
+static void check_batchnorm(void)
+{
+    /* Convs in front of batch norm have no bias: it would cancel in the normalisation, and its
+     * true gradient (0) would be compared with pure rounding noise. */
+    dtnn_model *m = model_new(3, 5, 4);
+    layer(m, "conv2d", "filters=5 kernel=3 padding=1 bias=false");
+    layer(m, "batchnorm", "");
+    layer(m, "conv2d", "filters=3 kernel=1");
+    gradcheck(m, 3, "conv2d -> batchnorm2d -> conv2d", SMOOTH_EPS, BN_TOL);
+
+    m = model_new(5, 3, 7);
+    layer(m, "batchnorm", "eps=1e-3 momentum=0.2");
+    gradcheck(m, 3, "batchnorm2d on the input", SMOOTH_EPS, BN_TOL);
+
+    m = model_new(2, 3, 2);
+    layer(m, "flatten", "");
+    layer(m, "linear", "outputs=7 bias=false");
+    layer(m, "batchnorm", "");
+    layer(m, "tanh", "");
+    layer(m, "linear", "outputs=3");
+    gradcheck(m, 4, "flatten -> linear -> batchnorm1d -> tanh -> linear", SMOOTH_EPS,
+              BN_TOL);
+
+    /* First layer without an input gradient: bn_backward gets dx = NULL. */
+    m = model_new(3, 4, 5);
+    layer(m, "batchnorm", "");
+    layer(m, "conv2d", "filters=3 kernel=1");
+    dtnn_error err;
+    CHECK_OK(build_ex(m, 3, 0, 0, &err), &err);
+    test_gradcheck(m, 3, "batchnorm without input gradient", SMOOTH_EPS, BN_TOL);
+    check_repeatable(m, 3, "batchnorm without input gradient");
+    dtnn_model_free(m);
+}
+
+/* Reference batch norm in double, as torch.nn.BatchNorm2d in training mode (biased batch
+ * variance): y = gamma (x - mean) / sqrt(var + eps) + beta over [n, C, hw]; returns
+ * L = sum(probe * y) and, when y is not NULL, stores y. */
+static double bn_reference(int n, int C, int hw, const double *x, const double *gamma,
+                           const double *beta, double eps, const float *probe, double *y)
+{
+    double loss = 0.0;
+    for (int c = 0; c < C; c++) {
+        double sum = 0.0, sq = 0.0, m = (double)n * hw;
+        for (int i = 0; i < n; i++)
+            for (int j = 0; j < hw; j++)
+                sum += x[((size_t)i * C + c) * hw + j];
+        double mean = sum / m;
+        for (int i = 0; i < n; i++)
+            for (int j = 0; j < hw; j++) {
+                double d = x[((size_t)i * C + c) * hw + j] - mean;
+                sq += d * d;
+            }
+        double invstd = 1.0 / sqrt(sq / m + eps);
+        for (int i = 0; i < n; i++)
+            for (int j = 0; j < hw; j++) {
+                size_t k = ((size_t)i * C + c) * hw + j;
+                double v = gamma[c] * (x[k] - mean) * invstd + beta[c];
+                if (y)
+                    y[k] = v;
+                loss += probe[k] * v;
+            }
+    }
+    return loss;
+}
+
+/* The batch-norm layer's forward and its three gradients against the double reference and its
+ * central differences (step 1e-5: truncation ~1e-9, rounding ~1e-11), so the float32 layer is
+ * held to float accuracy (atol 1e-5, rtol 1e-4) rather than to the noise of a float32 finite
+ * difference. An off-by-one in the count (1/m vs 1/(m-1)) or a missing term is a 1e-2 to 1
+ * error here. eps=1e-3 (not the default) checks that the option reaches the kernel. */
+static void check_batchnorm_double(int C, int H, int W, int N, const char *label)
+{
+    const int hw = H * W;
+    const size_t count = (size_t)N * C * hw;
+    const double eps = 1e-3;
+    dtnn_model *m = model_new(C, H, W);
+    add_layer(m, "batchnorm", "bn", "eps=1e-3", NULL, 0);
+    if (!build(m, N)) {
+        dtnn_model_free(m);
+        return;
+    }
+    const dtnn_tensor_info *tw = dtnn_model_tensor_by_name(m, "bn.weight");
+    const dtnn_tensor_info *tb = dtnn_model_tensor_by_name(m, "bn.bias");
+    float *x = calloc(count, sizeof(float)), *probe = calloc(count, sizeof(float));
+    float *want = calloc(count, sizeof(float));
+    double *xd = calloc(count, sizeof(double)), *yd = calloc(count, sizeof(double));
+    float wantg[64], wantb[64];
+    double gd[64], bd[64];
+    if (!tw || !tb || !x || !probe || !want || !xd || !yd || C > 64) {
+        CHECK(0);
+        goto done;
+    }
+    float *gamma = dtnn_model_params(m) + tw->offset, *beta = dtnn_model_params(m) + tb->offset;
+    for (int c = 0; c < C; c++) {
+        /* Non-trivial affine values, one negative, so every term of the gradient matters. */
+        gamma[c] = (c % 2 ? -0.7f : 1.3f) + 0.1f * c;
+        beta[c] = 0.25f * c - 0.2f;
+        gd[c] = gamma[c];
+        bd[c] = beta[c];
+    }
+    test_fill(x, count, 7);
+    for (size_t k = 0; k < count; k++) {
+        int c = (int)((k / hw) % C);
+        x[k] = x[k] * (0.5f + 0.5f * c) + 0.3f * c;     /* per-channel scale and shift */
+        xd[k] = x[k];
+    }
+    test_fill(probe, count, 9);
+
+    dtnn_error err;
+    CHECK_OK(dtnn_model_forward(m, x, N, 1, &err), &err);
+    bn_reference(N, C, hw, xd, gd, bd, eps, probe, yd);
+    for (size_t k = 0; k < count; k++)
+        want[k] = (float)yd[k];
+    char what[96];
+    snprintf(what, sizeof what, "%s forward vs double", label);
+    test_compare(what, dtnn_model_output(m, NULL, NULL), want, count, 1e-5, 1e-5);
+
+    memcpy(dtnn_model_output_grad(m), probe, sizeof(float) * count);
+    dtnn_model_zero_grad(m);
+    CHECK_OK(dtnn_model_backward(m, &err), &err);
+
+    const double h = 1e-5;
+    for (size_t k = 0; k < count; k++) {
+        double saved = xd[k];
+        xd[k] = saved + h;
+        double lp = bn_reference(N, C, hw, xd, gd, bd, eps, probe, NULL);
+        xd[k] = saved - h;
+        double lm = bn_reference(N, C, hw, xd, gd, bd, eps, probe, NULL);
+        xd[k] = saved;
+        want[k] = (float)((lp - lm) / (2 * h));
+    }
+    for (int c = 0; c < C; c++) {
+        double saved = gd[c];
+        gd[c] = saved + h;
+        double lp = bn_reference(N, C, hw, xd, gd, bd, eps, probe, NULL);
+        gd[c] = saved - h;
+        double lm = bn_reference(N, C, hw, xd, gd, bd, eps, probe, NULL);
+        gd[c] = saved;
+        wantg[c] = (float)((lp - lm) / (2 * h));
+        saved = bd[c];
+        bd[c] = saved + h;
+        lp = bn_reference(N, C, hw, xd, gd, bd, eps, probe, NULL);
+        bd[c] = saved - h;
+        lm = bn_reference(N, C, hw, xd, gd, bd, eps, probe, NULL);
+        bd[c] = saved;
+        wantb[c] = (float)((lp - lm) / (2 * h));
+    }
+    snprintf(what, sizeof what, "%s d/dx vs double", label);
+    test_compare(what, dtnn_model_input_grad(m), want, count, 1e-5, 1e-4);
+    snprintf(what, sizeof what, "%s d/dweight vs double", label);
+    test_compare(what, dtnn_model_grads(m) + tw->offset, wantg, C, 1e-5, 1e-4);
+    snprintf(what, sizeof what, "%s d/dbias vs double", label);
+    test_compare(what, dtnn_model_grads(m) + tb->offset, wantb, C, 1e-5, 1e-4);
+done:
+    free(x);
+    free(probe);
+    free(want);
+    free(xd);
+    free(yd);
+    dtnn_model_free(m);
+}
+
+static void check_dropout_softmax(void)
+{
+    dtnn_model *m = model_new(3, 5, 4);
+    layer(m, "conv2d", "filters=5 kernel=3 padding=1");
+    layer(m, "dropout", "p=0.3");
+    layer(m, "conv2d", "filters=3 kernel=1");
+    gradcheck(m, 3, "conv2d -> dropout 0.3 -> conv2d", SMOOTH_EPS, TOL);
+
+    m = model_new(5, 1, 1);
+    layer(m, "dropout", "p=0");
+    layer(m, "linear", "outputs=3");
+    gradcheck(m, 3, "dropout p=0 -> linear", SMOOTH_EPS, TOL);
+
+    m = model_new(2, 3, 2);
+    layer(m, "flatten", "");
+    layer(m, "linear", "outputs=7");
+    layer(m, "softmax", "");
+    gradcheck(m, 3, "flatten -> linear -> softmax", SMOOTH_EPS, TOL);
+
+    m = model_new(5, 1, 1);
+    layer(m, "softmax", "");
+    layer(m, "linear", "outputs=3");
+    gradcheck(m, 1, "softmax on the input, batch 1", SMOOTH_EPS, TOL);
+}
+
+static void check_add_concat(void)
+{
+    /* The model input twice: the input gradient must be 2 dy (write, then add). */
+    dtnn_model *m = model_new(3, 4, 5);
+    int in2[2] = {DTNN_INPUT, DTNN_INPUT};
+    add_layer(m, "add", "twice_input", "", in2, 2);
+    layer(m, "conv2d", "filters=5 kernel=3");
+    gradcheck(m, 3, "add(input, input) -> conv2d", SMOOTH_EPS, TOL);
+
+    /* One producer twice. */
+    m = model_new(3, 4, 5);
+    int a = layer(m, "conv2d", "filters=5 kernel=3 padding=1");
+    int aa[2] = {a, a};
+    add_layer(m, "add", "self", "", aa, 2);
+    layer(m, "tanh", "");
+    gradcheck(m, 3, "add(conv, conv)", SMOOTH_EPS, TOL);
+
+    /* Fan-out: a feeds tanh, sigmoid and the add itself. */
+    m = model_new(3, 5, 4);
+    a = layer(m, "conv2d", "filters=5 kernel=3 padding=1");
+    int b = layer(m, "tanh", "");
+    int ins[1] = {a};
+    int c = add_layer(m, "sigmoid", NULL, "", ins, 1);
+    int abc[3] = {b, c, a};
+    add_layer(m, "add", "merge", "", abc, 3);
+    layer(m, "conv2d", "filters=3 kernel=1");
+    gradcheck(m, 3, "fan-out: add(tanh(a), sigmoid(a), a)", SMOOTH_EPS, TOL);
+
+    /* Three branches of different channel counts, concatenated. */
+    m = model_new(3, 5, 6);
+    int in1[1] = {DTNN_INPUT};
+    int p = add_layer(m, "conv2d", "b1", "filters=2 kernel=1", in1, 1);
+    int q = add_layer(m, "conv2d", "b2", "filters=5 kernel=3 padding=1", in1, 1);
+    int r = add_layer(m, "avgpool", "b3", "kernel=3 stride=1 padding=1", in1, 1);
+    int pqr[3] = {p, q, r};
+    add_layer(m, "concat", "cat", "", pqr, 3);
+    layer(m, "conv2d", "filters=3 kernel=3");
+    gradcheck(m, 3, "concat of 3 branches (2+5+3 channels)", SMOOTH_EPS, TOL);
+
+    /* One producer twice in a concat, plus the input. */
+    m = model_new(3, 4, 3);
+    a = layer(m, "conv2d", "filters=5 kernel=3 padding=1");
+    int aia[3] = {a, DTNN_INPUT, a};
+    add_layer(m, "concat", "cat2", "", aia, 3);
+    layer(m, "tanh", "");
+    gradcheck(m, 1, "concat(a, input, a), batch 1", SMOOTH_EPS, TOL);
+}
+
+/* conv-bn-relu-conv-bn + option-A shortcut, add, relu: the block of a CIFAR ResNet. */
+static void check_resnet_block(void)
+{
+    dtnn_model *m = model_new(3, 6, 5);
+    int in1[1] = {DTNN_INPUT};
+    add_layer(m, "conv2d", "conv1", "filters=6 kernel=3 stride=2 padding=1 bias=false", in1, 1);
+    layer(m, "batchnorm", "");
+    layer(m, "relu", "");
+    layer(m, "conv2d", "filters=6 kernel=3 padding=1 bias=false");
+    int bn2 = layer(m, "batchnorm", "");
+    int sc = add_layer(m, "shortcut_a", "shortcut", "filters=6 stride=2", in1, 1);
+    int ins[2] = {bn2, sc};
+    add_layer(m, "add", "merge", "", ins, 2);
+    layer(m, "relu", "");
+    gradcheck(m, 3, "resnet block with shortcut_a", BLOCK_EPS, BN_TOL);
+
+    /* Shortcut alone: stride 3 (odd output 2x3 from 5x7), odd channel pad with an offset. */
+    m = model_new(3, 5, 7);
+    layer(m, "shortcut_a", "filters=8 stride=3 offset=4");
+    layer(m, "conv2d", "filters=3 kernel=1");
+    gradcheck(m, 3, "shortcut_a stride 3 offset 4", SMOOTH_EPS, TOL);
+
+    m = model_new(3, 4, 4);
+    layer(m, "conv2d", "filters=3 kernel=3 padding=1");
+    layer(m, "shortcut_a", "filters=7 stride=1");
+    gradcheck(m, 3, "shortcut_a stride 1 (pad only)", SMOOTH_EPS, TOL);
+}
+
+/* Every single-input layer must add (not write) its input gradient when another consumer of
+ * the same producer wrote first. Backward runs in reverse order, so here the layer under test
+ * (node 0) reads the model input and a later tanh (node 1) writes the input gradient first:
+ *     b = L(input); c = tanh(input); concat(flatten(b), flatten(c))
+ * The layer works straight on the input, so a perturbation moves one value (kinks stay far). */
+static void check_accumulate(const char *type, const char *opts, int c, int h, int w,
+                             double tol)
+{
+    dtnn_model *m = model_new(c, h, w);
+    int in1[1] = {DTNN_INPUT};
+    int b = add_layer(m, type, "under_test", opts, in1, 1);
+    int t = add_layer(m, "tanh", "other", "", in1, 1);
+    int ib[1] = {b}, it[1] = {t};
+    int fb = add_layer(m, "flatten", "flat_b", "", ib, 1);
+    int ft = add_layer(m, "flatten", "flat_c", "", it, 1);
+    int both[2] = {fb, ft};
+    add_layer(m, "concat", "cat", "", both, 2);
+    char label[96];
+    snprintf(label, sizeof label, "%s accumulates its input gradient", type);
+    gradcheck(m, 2, label, strcmp(type, "relu") && strcmp(type, "maxpool") ? SMOOTH_EPS :
+              KINK_EPS, tol);
+}
+
+static void check_accumulate_all(void)
+{
+    check_accumulate("conv2d", "filters=5 kernel=3 stride=2 padding=1", 3, 5, 4, TOL);
+    check_accumulate("linear", "outputs=5", 7, 1, 1, TOL);
+    check_accumulate("flatten", "", 3, 2, 3, TOL);
+    check_accumulate("relu", "", 3, 4, 3, KINK_TOL);
+    check_accumulate("leaky_relu", "slope=0.3", 3, 4, 3, KINK_TOL);
+    check_accumulate("sigmoid", "", 3, 4, 3, TOL);
+    check_accumulate("tanh", "", 3, 4, 3, TOL);
+    check_accumulate("maxpool", "kernel=3 stride=2 padding=1", 3, 5, 4, KINK_TOL);
+    check_accumulate("avgpool", "kernel=3 stride=2 padding=1", 3, 5, 4, TOL);
+    check_accumulate("global_avgpool", "", 3, 5, 4, TOL);
+    check_accumulate("batchnorm", "", 3, 5, 4, BN_TOL);
+    check_accumulate("dropout", "p=0.4", 3, 5, 4, TOL);
+    check_accumulate("softmax", "", 7, 1, 1, TOL);
+    check_accumulate("shortcut_a", "filters=5 stride=2", 3, 5, 4, TOL);
+}
+
+/* ---- forward values ----------------------------------------------------------------------- */
+
+static void check_shortcut_values(void)
+{
+    /* x[c, h, w] = 100 c + 10 h + w on 2x3x3; filters 5: pad (5 - 2) / 2 = 1 channel in front,
+     * 2 behind; y[1 + c, p, q] = x[c, 2p, 2q], output 2x2 (ceil(3 / 2)). */
+    dtnn_model *m = model_new(2, 3, 3);
+    layer(m, "shortcut_a", "filters=5");
+    if (!build(m, 2)) {
+        dtnn_model_free(m);
+        return;
+    }
+    float x[2 * 18], want[2 * 20];
+    for (int s = 0; s < 2; s++)
+        for (int c = 0; c < 2; c++)
+            for (int h = 0; h < 3; h++)
+                for (int w = 0; w < 3; w++)
+                    x[s * 18 + c * 9 + h * 3 + w] = (float)(1000 * s + 100 * c + 10 * h + w);
+    memset(want, 0, sizeof want);
+    for (int s = 0; s < 2; s++)
+        for (int c = 0; c < 2; c++)
+            for (int p = 0; p < 2; p++)
+                for (int q = 0; q < 2; q++)
+                    want[s * 20 + (1 + c) * 4 + p * 2 + q] = x[s * 18 + c * 9 + 2 * p * 3 + 2 * q];
+    dtnn_error err;
+    CHECK_OK(dtnn_model_forward(m, x, 2, 0, &err), &err);
+    int n, f;
+    const float *y = dtnn_model_output(m, &n, &f);
+    CHECK(n == 2 && f == 20);
+    test_compare("shortcut_a 2x3x3 -> 5x2x2 placement", y, want, 20 * 2, 0, 0);
+
+    /* Backward: dy = 1 everywhere lands on x[:, :, ::2, ::2] and nowhere else. */
+    CHECK_OK(dtnn_model_forward(m, x, 2, 1, &err), &err);
+    float *dy = dtnn_model_output_grad(m);
+    for (int i = 0; i < 40; i++)
+        dy[i] = 1.0f;
+    CHECK_OK(dtnn_model_backward(m, &err), &err);
+    float dwant[36];
+    for (int i = 0; i < 36; i++) {
+        int h = (i % 9) / 3, w = i % 3;
+        dwant[i] = (h % 2 == 0 && w % 2 == 0) ? 1.0f : 0.0f;
+    }
+    const float *dx = dtnn_model_input_grad(m);
+    CHECK(dx != NULL);
+    if (dx)
+        test_compare("shortcut_a input gradient placement", dx, dwant, 36, 0, 0);
+    dtnn_model_free(m);
+
+    /* PyTorch's F.pad(x[:, :, ::2, ::2], (0,0,0,0, K/4, K/4)) for K = 2C = 8: channels 2..5. */
+    m = model_new(4, 2, 2);
+    layer(m, "shortcut_a", "filters=8");
+    if (build(m, 1)) {
+        float x1[16], w1[16];
+        for (int i = 0; i < 16; i++)
+            x1[i] = (float)(i + 1);
+        memset(w1, 0, sizeof w1);
+        for (int c = 0; c < 4; c++)
+            w1[2 + c] = x1[c * 4];   /* output 8x1x1 */
+        CHECK_OK(dtnn_model_forward(m, x1, 1, 0, &err), &err);
+        test_compare("shortcut_a K=2C pads K/4 each side", dtnn_model_output(m, NULL, NULL), w1,
+                     8, 0, 0);
+    }
+    dtnn_model_free(m);
+
+    /* Odd K - C = 3 with stride 1: one channel in front, two behind; offset=0 puts it first. */
+    const char *opts[2] = {"filters=4 stride=1", "filters=4 stride=1 offset=0"};
+    const int at[2] = {1, 0};
+    for (int t = 0; t < 2; t++) {
+        m = model_new(1, 1, 2);
+        layer(m, "shortcut_a", opts[t]);
+        if (build(m, 1)) {
+            float x1[2] = {3.0f, -4.0f}, w1[8] = {0};
+            w1[at[t] * 2] = 3.0f;
+            w1[at[t] * 2 + 1] = -4.0f;
+            CHECK_OK(dtnn_model_forward(m, x1, 1, 0, &err), &err);
+            test_compare(t ? "shortcut_a offset=0" : "shortcut_a odd pad (1 front, 2 back)",
+                         dtnn_model_output(m, NULL, NULL), w1, 8, 0, 0);
+        }
+        dtnn_model_free(m);
+    }
+}
+
+static void check_dropout_values(void)
+{
+    enum { N = 8, F = 4 * 5 * 5 };
+    const float p = 0.3f;
+    dtnn_model *m = model_new(4, 5, 5);
+    layer(m, "dropout", "p=0.3");
+    if (!build(m, N)) {
+        dtnn_model_free(m);
+        return;
+    }
+    float *x = malloc(sizeof(float) * N * F), *y1 = malloc(sizeof(float) * N * F);
+    test_fill(x, (size_t)N * F, 5);
+    dtnn_error err;
+    int n, f;
+
+    CHECK_OK(dtnn_model_forward(m, x, N, 0, &err), &err);
+    test_compare("dropout eval is the identity", dtnn_model_output(m, &n, &f), x, N * F, 0, 0);
+
+    CHECK_OK(dtnn_model_forward(m, x, N, 1, &err), &err);
+    const float *y = dtnn_model_output(m, &n, &f);
+    memcpy(y1, y, sizeof(float) * N * F);
+    int kept = 0, bad_scale = 0;
+    const float scale = 1.0f / (1.0f - p);
+    for (int i = 0; i < N * F; i++) {
+        if (y[i] != 0.0f) {
+            kept++;
+            bad_scale += y[i] != x[i] * scale;
+        }
+    }
+    /* 800 Bernoulli(0.7) draws: sd = sqrt(800 * 0.21) = 13, so +-65 is 5 sd. */
+    printf("dropout p=0.3: kept %d of %d (expected %.0f +- 65)\n", kept, N * F,
+           (1.0 - p) * N * F);
+    CHECK(fabs(kept - (1.0 - p) * N * F) < 65.0);
+    CHECK(bad_scale == 0);
+
+    /* The keep rule, exactly: hash(seed, layer index, step * E + i) >= p, E = max_batch
+     * values, so masks are pinned for checkpoints and other backends. */
+    int bad_rule = 0;
+    for (int i = 0; i < N * F; i++)
+        bad_rule += (y1[i] != 0.0f) != (dtnn_hash_uniform(SEED, 0, (uint64_t)i) >= p);
+    CHECK(bad_rule == 0);
+
+    /* The same step replays the same mask. */
+    CHECK_OK(dtnn_model_forward(m, x, N, 1, &err), &err);
+    CHECK(memcmp(y1, dtnn_model_output(m, NULL, NULL), sizeof(float) * N * F) == 0);
+
+    /* A smaller batch at the same step sees the first samples' mask. */
+    CHECK_OK(dtnn_model_forward(m, x, 3, 1, &err), &err);
+    CHECK(memcmp(y1, dtnn_model_output(m, NULL, NULL), sizeof(float) * 3 * F) == 0);
+
+    /* Backward: dx = dy * mask / (1 - p). */
+    CHECK_OK(dtnn_model_forward(m, x, N, 1, &err), &err);
+    float *dy = dtnn_model_output_grad(m);
+    for (int i = 0; i < N * F; i++)
+        dy[i] = 1.0f;
+    CHECK_OK(dtnn_model_backward(m, &err), &err);
+    const float *dx = dtnn_model_input_grad(m);
+    int bad_grad = 0;
+    for (int i = 0; i < N * F; i++)
+        bad_grad += dx[i] != (y1[i] != 0.0f ? scale : 0.0f);
+    CHECK(bad_grad == 0);
+    CHECK(dtnn_model_step(m) == 1);
+
+    /* The next step draws a different mask; going back to step 0 restores the first. */
+    CHECK_OK(dtnn_model_forward(m, x, N, 1, &err), &err);
+    y = dtnn_model_output(m, NULL, NULL);
+    int differ = 0;
+    for (int i = 0; i < N * F; i++)
+        differ += (y[i] == 0.0f) != (y1[i] == 0.0f);
+    printf("dropout: %d of %d mask entries differ between step 0 and 1\n", differ, N * F);
+    CHECK(differ > N * F / 10);
+    bad_rule = 0;
+    for (int i = 0; i < N * F; i++)
+        bad_rule += (y[i] != 0.0f) != (dtnn_hash_uniform(SEED, 0, (uint64_t)(N * F + i)) >= p);
+    CHECK(bad_rule == 0);
+    dtnn_model_set_step(m, 0);
+    CHECK_OK(dtnn_model_forward(m, x, N, 1, &err), &err);
+    CHECK(memcmp(y1, dtnn_model_output(m, NULL, NULL), sizeof(float) * N * F) == 0);
+    dtnn_model_free(m);
+
+    /* p = 0 is the identity in training too. */
+    m = model_new(4, 5, 5);
+    layer(m, "dropout", "p=0");
+    if (build(m, N)) {
+        CHECK_OK(dtnn_model_forward(m, x, N, 1, &err), &err);
+        test_compare("dropout p=0 training is the identity", dtnn_model_output(m, NULL, NULL), x,
+                     N * F, 0, 0);
+    }
+    dtnn_model_free(m);
+    free(x);
+    free(y1);
+}
+
+static void check_batchnorm_values(void)
+{
+    enum { N = 4, C = 3, HW = 6 };
+    dtnn_model *m = model_new(C, 2, 3);
+    add_layer(m, "batchnorm", "bn", "", NULL, 0);
+    if (!build(m, N)) {
+        dtnn_model_free(m);
+        return;
+    }
+    /* The state_dict layout, in PyTorch's order. */
+    const char *names[5] = {"bn.weight", "bn.bias", "bn.running_mean", "bn.running_var",
+                            "bn.num_batches_tracked"};
+    CHECK(dtnn_model_tensor_count(m) == 5);
+    for (int i = 0; i < 5 && i < dtnn_model_tensor_count(m); i++)
+        CHECK(!strcmp(dtnn_model_tensor(m, i)->name, names[i]));
+    const dtnn_tensor_info *tw = dtnn_model_tensor_by_name(m, "bn.weight");
+    const dtnn_tensor_info *tb = dtnn_model_tensor_by_name(m, "bn.bias");
+    const dtnn_tensor_info *tm = dtnn_model_tensor_by_name(m, "bn.running_mean");
+    const dtnn_tensor_info *tv = dtnn_model_tensor_by_name(m, "bn.running_var");
+    const dtnn_tensor_info *tn = dtnn_model_tensor_by_name(m, "bn.num_batches_tracked");
+    if (!tw || !tb || !tm || !tv || !tn) {
+        CHECK(0);
+        dtnn_model_free(m);
+        return;
+    }
+    CHECK(tn->ndim == 0 && tn->dtype == DTNN_I64 && tn->count == 1 &&
+          tn->kind == DTNN_TENSOR_BUFFER);
+    CHECK(tw->kind == DTNN_TENSOR_PARAM && tw->ndim == 1 && tw->dims[0] == C);
+    CHECK(tm->kind == DTNN_TENSOR_BUFFER && tm->dtype == DTNN_F32 && tm->dims[0] == C);
+    float *w = dtnn_model_params(m) + tw->offset, *b = dtnn_model_params(m) + tb->offset;
+    float *rm = (float *)(dtnn_model_buffers(m) + tm->offset);
+    float *rv = (float *)(dtnn_model_buffers(m) + tv->offset);
+    int64_t *tracked = (int64_t *)(dtnn_model_buffers(m) + tn->offset);
+    for (int c = 0; c < C; c++) {
+        CHECK(w[c] == 1.0f && b[c] == 0.0f && rm[c] == 0.0f && rv[c] == 1.0f);
+    }
+    CHECK(*tracked == 0);
+
+    float x[N * C * HW], want[N * C * HW];
+    test_fill(x, N * C * HW, 3);
+    for (int i = 0; i < N * C * HW; i++)
+        x[i] = 2.0f * x[i] + (float)((i / HW) % C);     /* channel c has mean ~c */
+    dtnn_error err;
+
+    /* Training: per-channel batch statistics, biased variance; running stats with momentum 0.1
+     * and the unbiased variance; the counter increments. */
+    CHECK_OK(dtnn_model_forward(m, x, N, 1, &err), &err);
+    double mean[C], var[C];
+    for (int c = 0; c < C; c++) {
+        double s = 0, sq = 0;
+        for (int i = 0; i < N; i++)
+            for (int j = 0; j < HW; j++)
+                s += x[(i * C + c) * HW + j];
+        mean[c] = s / (N * HW);
+        for (int i = 0; i < N; i++)
+            for (int j = 0; j < HW; j++) {
+                double d = x[(i * C + c) * HW + j] - mean[c];
+                sq += d * d;
+            }
+        var[c] = sq / (N * HW);
+        for (int i = 0; i < N; i++)
+            for (int j = 0; j < HW; j++)
+                want[(i * C + c) * HW + j] =
+                    (float)((x[(i * C + c) * HW + j] - mean[c]) / sqrt(var[c] + 1e-5));
+    }
+    test_compare("batchnorm train normalises per channel", dtnn_model_output(m, NULL, NULL),
+                 want, N * C * HW, 1e-5, 1e-5);
+    float wm[C], wv[C];
+    for (int c = 0; c < C; c++) {
+        wm[c] = (float)(0.1 * mean[c]);
+        wv[c] = (float)(0.9 + 0.1 * var[c] * (N * HW) / (N * HW - 1));
+    }
+    test_compare("batchnorm running_mean after 1 step", rm, wm, C, 1e-6, 1e-5);
+    test_compare("batchnorm running_var (unbiased) after 1 step", rv, wv, C, 1e-6, 1e-5);
+    CHECK(*tracked == 1);
+    CHECK_OK(dtnn_model_forward(m, x, N, 1, &err), &err);
+    CHECK(*tracked == 2);
+
+    /* Eval: the running statistics, weight and bias set by hand; the counter stays. */
+    const float gm[C] = {0.5f, -1.0f, 2.0f}, gv[C] = {0.25f, 4.0f, 1.5f};
+    const float gw[C] = {2.0f, 0.5f, -1.0f}, gb[C] = {0.1f, 0.0f, -0.3f};
+    for (int c = 0; c < C; c++) {
+        rm[c] = gm[c];
+        rv[c] = gv[c];
+        w[c] = gw[c];
+        b[c] = gb[c];
+    }
+    CHECK_OK(dtnn_model_forward(m, x, 3, 0, &err), &err);
+    for (int i = 0; i < 3; i++)
+        for (int c = 0; c < C; c++)
+            for (int j = 0; j < HW; j++) {
+                int k = (i * C + c) * HW + j;
+                want[k] = (float)((x[k] - gm[c]) / sqrt(gv[c] + 1e-5) * gw[c] + gb[c]);
+            }
+    test_compare("batchnorm eval uses running stats", dtnn_model_output(m, NULL, NULL), want,
+                 3 * C * HW, 1e-5, 1e-5);
+    CHECK(*tracked == 2);
+    CHECK(rm[0] == gm[0] && rv[2] == gv[2]);
+    dtnn_model_free(m);
+}
+
+static void check_small_values(void)
+{
+    dtnn_error err;
+    /* softmax of (0, ln 2, ln 3) = (1, 2, 3) / 6 */
+    dtnn_model *m = model_new(3, 1, 1);
+    layer(m, "softmax", "");
+    if (build(m, 1)) {
+        float x[3] = {0.0f, logf(2.0f), logf(3.0f)};
+        float want[3] = {1.0f / 6, 2.0f / 6, 3.0f / 6};
+        CHECK_OK(dtnn_model_forward(m, x, 1, 0, &err), &err);
+        test_compare("softmax (0, ln2, ln3)", dtnn_model_output(m, NULL, NULL), want, 3, 1e-7,
+                     1e-6);
+    }
+    dtnn_model_free(m);
+
+    /* add(x, x, x) = 3x; concat(x, 2x) puts x's channels first. */
+    m = model_new(2, 1, 2);
+    int in3[3] = {DTNN_INPUT, DTNN_INPUT, DTNN_INPUT};
+    int s = add_layer(m, "add", "sum3", "", in3, 3);
+    int cat[2] = {DTNN_INPUT, s};
+    add_layer(m, "concat", "cat", "", cat, 2);
+    if (build(m, 2)) {
+        float x[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+        float want[16] = {1, 2, 3, 4, 3, 6, 9, 12, 5, 6, 7, 8, 15, 18, 21, 24};
+        CHECK_OK(dtnn_model_forward(m, x, 2, 0, &err), &err);
+        test_compare("concat(x, add(x, x, x))", dtnn_model_output(m, NULL, NULL), want, 16, 0,
+                     0);
+    }
+    dtnn_model_free(m);
+}
+
+/* ---- errors ------------------------------------------------------------------------------- */
+
+/* Expects dtnn_model_add to refuse; the message must contain `needle`. */
+static void expect_add_error(const char *type, const char *opts, const int *inputs, int n_in,
+                             dtnn_status code, const char *needle)
+{
+    dtnn_model *m = model_new(4, 6, 6);
+    dtnn_error err;
+    memset(&err, 0, sizeof err);
+    int id = dtnn_model_add(m, type, NULL, opts, inputs, n_in, &err);
+    CHECK(id < 0);
+    if (id < 0 && (err.code != code || !strstr(err.message, needle))) {
+        fprintf(stderr, "FAIL %s '%s': got %s '%s', want %s containing '%s'\n", type, opts,
+                dtnn_strerror(err.code), err.message, dtnn_strerror(code), needle);
+        test_failures++;
+    }
+    if (id < 0)
+        printf("error as expected: %s\n", err.message);
+    dtnn_model_free(m);
+}
+
+/* Expects dtnn_model_build of m to fail with code and a message containing both needles. */
+static void expect_build_error(dtnn_model *m, dtnn_status code, const char *n1, const char *n2)
+{
+    dtnn_error err;
+    memset(&err, 0, sizeof err);
+    dtnn_status st = build_ex(m, 2, 1, 0, &err);
+    CHECK(st != DTNN_OK);
+    if (st != DTNN_OK && (st != code || !strstr(err.message, n1) || !strstr(err.message, n2))) {
+        fprintf(stderr, "FAIL build: got %s '%s', want %s containing '%s' and '%s'\n",
+                dtnn_strerror(st), err.message, dtnn_strerror(code), n1, n2);
+        test_failures++;
+    }
+    if (st != DTNN_OK)
+        printf("error as expected: %s\n", err.message);
+    dtnn_model_free(m);
+}
+
+static void check_errors(void)
+{
+    /* Unknown keys name the key and the valid ones. */
+    expect_add_error("batchnorm", "eps=1e-5 affine=1", NULL, 0, DTNN_ERR_ARG, "'affine'");
+    expect_add_error("batchnorm", "bogus=1", NULL, 0, DTNN_ERR_ARG, "eps, momentum");
+    expect_add_error("dropout", "rate=0.5", NULL, 0, DTNN_ERR_ARG, "(p)");
+    expect_add_error("softmax", "dim=1", NULL, 0, DTNN_ERR_ARG, "'dim'");
+    int two[2] = {DTNN_INPUT, DTNN_INPUT};
+    expect_add_error("add", "alpha=2", two, 2, DTNN_ERR_ARG, "'alpha'");
+    expect_add_error("concat", "dim=1", two, 2, DTNN_ERR_ARG, "'dim'");
+    expect_add_error("shortcut_a", "filters=8 pad=2", NULL, 0, DTNN_ERR_ARG,
+                     "filters, stride, offset");
+    /* Bad values. */
+    expect_add_error("dropout", "p=1", NULL, 0, DTNN_ERR_ARG, "'p'");
+    expect_add_error("dropout", "p=-0.1", NULL, 0, DTNN_ERR_ARG, "'p'");
+    expect_add_error("dropout", "p=abc", NULL, 0, DTNN_ERR_ARG, "'p'");
+    expect_add_error("batchnorm", "eps=0", NULL, 0, DTNN_ERR_ARG, "'eps'");
+    expect_add_error("batchnorm", "momentum=1.5", NULL, 0, DTNN_ERR_ARG, "'momentum'");
+    expect_add_error("shortcut_a", "filters=8 stride=0", NULL, 0, DTNN_ERR_ARG, "'stride'");
+    /* Input counts. */
+    int one[1] = {DTNN_INPUT};
+    int nine[9] = {-1, -1, -1, -1, -1, -1, -1, -1, -1};
+    int seventeen[17];
+    for (int i = 0; i < 17; i++)
+        seventeen[i] = DTNN_INPUT;
+    expect_add_error("add", "", one, 1, DTNN_ERR_ARG, "2 to 8 inputs");
+    expect_add_error("add", "", nine, 9, DTNN_ERR_ARG, "2 to 8 inputs");
+    expect_add_error("concat", "", seventeen, 17, DTNN_ERR_ARG, "2 to 16 inputs");
+
+    /* Shape errors at build time. */
+    dtnn_model *m = model_new(4, 6, 6);
+    layer(m, "shortcut_a", "filters=3");
+    expect_build_error(m, DTNN_ERR_SHAPE, "filters=3", "4x6x6");
+
+    m = model_new(4, 6, 6);
+    layer(m, "shortcut_a", "stride=2");
+    expect_build_error(m, DTNN_ERR_ARG, "filters", "shortcut_a");
+
+    m = model_new(4, 6, 6);
+    layer(m, "shortcut_a", "filters=6 offset=3");
+    expect_build_error(m, DTNN_ERR_SHAPE, "offset=3", "at most 2");
+
+    m = model_new(4, 6, 6);
+    int c = layer(m, "conv2d", "filters=5 kernel=3");
+    int mix[2] = {DTNN_INPUT, c};
+    add_layer(m, "add", "bad_add", "", mix, 2);
+    expect_build_error(m, DTNN_ERR_SHAPE, "4x6x6", "5x4x4");
+
+    m = model_new(4, 6, 6);
+    mix[1] = layer(m, "conv2d", "filters=5 kernel=3 padding=0");
+    add_layer(m, "concat", "bad_cat", "", mix, 2);
+    expect_build_error(m, DTNN_ERR_SHAPE, "4x6x6", "5x4x4");
+
+    m = model_new(4, 6, 6);
+    layer(m, "softmax", "");
+    expect_build_error(m, DTNN_ERR_SHAPE, "4x6x6", "flatten");
+}
+
+/* Every registered type must appear in the checks above; a new layer must add its own. */
+static void check_registry_covered(void)
+{
+    static const char *const covered[] = {
+        "conv2d", "linear", "flatten", "relu", "leaky_relu", "sigmoid", "tanh", "maxpool",
+        "avgpool", "global_avgpool", "batchnorm", "dropout", "softmax", "add", "concat",
+        "shortcut_a",
+    };
+    const char *t;
+    for (int i = 0; (t = dtnn_layer_type_name(i)) != NULL; i++) {
+        int found = 0;
+        for (size_t k = 0; k < sizeof covered / sizeof covered[0]; k++)
+            found |= !strcmp(t, covered[k]);
+        if (!found) {
+            fprintf(stderr, "FAIL layer type '%s' has no gradient check in test_gradcheck.c\n", t);
+            test_failures++;
+        }
+    }
+}
+
+int main(void)
+{
+    check_registry_covered();
+    check_conv2d();
+    check_linear_flatten();
+    check_activations();
+    check_pools();
+    check_batchnorm();
+    check_batchnorm_double(3, 2, 3, 4, "batchnorm2d 3x2x3, batch 4");
+    check_batchnorm_double(5, 1, 1, 4, "batchnorm1d 5 features, batch 4");
+    check_dropout_softmax();
+    check_add_concat();
+    check_resnet_block();
+    check_accumulate_all();
+    check_shortcut_values();
+    check_dropout_values();
+    check_batchnorm_values();
+    check_small_values();
+    check_errors();
+    return test_finish("test_gradcheck");
+}

@@ -1,0 +1,68 @@
+/*
+ * test_zoo.c — the zoo's architectures: parameter counts the issue states (they pin the exact
+ * layer sizes), PyTorch tensor names, output shapes, and that unknown names are refused.
+ */
+#include <string.h>
+
+#include "testutil.h"
+
+static void check_model(const char *name, size_t want_params, const char *const *names,
+                        int c, int h, int w)
+{
+    dtnn_error err;
+    dtnn_model *m = dtnn_zoo_create(name, 10, c, h, w, &err);
+    CHECK(m != NULL);
+    if (!m) {
+        fprintf(stderr, "%s: %s\n", name, err.message);
+        return;
+    }
+    dtnn_build_params bp;
+    dtnn_build_params_default(&bp);
+    bp.max_batch = 2;
+    CHECK_OK(dtnn_model_build(m, &bp, &err), &err);
+    printf("%-10s %zu parameters (want %zu)\n", name, dtnn_model_param_count(m), want_params);
+    CHECK(dtnn_model_param_count(m) == want_params);
+    for (int i = 0; names[i]; i++) {
+        if (!dtnn_model_tensor_by_name(m, names[i])) {
+            fprintf(stderr, "FAIL %s: no tensor '%s'\n", name, names[i]);
+            test_failures++;
+        }
+    }
+    int n, classes;
+    float x[2 * 3 * 32 * 32] = {0};
+    CHECK_OK(dtnn_model_forward(m, x, 2, 0, &err), &err);
+    dtnn_model_output(m, &n, &classes);
+    CHECK(n == 2 && classes == 10);
+    dtnn_model_free(m);
+}
+
+int main(void)
+{
+    const char *lenet[] = {"conv1.weight", "conv1.bias", "conv2.weight", "fc1.weight",
+                           "fc2.bias", "fc3.weight", "fc3.bias", NULL};
+    check_model("lenet5", 61706, lenet, 0, 0, 0);
+    const char *cifar[] = {"conv1.weight", "conv4.bias", "fc1.weight", "fc2.bias", NULL};
+    check_model("cifarcnn", 2168362, cifar, 0, 0, 0);
+    const char *resnet[] = {"conv1.weight", "bn1.weight", "bn1.running_mean",
+                            "bn1.num_batches_tracked", "layer1.0.conv1.weight",
+                            "layer2.0.bn1.running_var", "layer3.2.conv2.weight",
+                            "layer3.2.bn2.bias", "fc.weight", "fc.bias", NULL};
+    check_model("resnet20", 269722, resnet, 0, 0, 0);
+    const char *mlp[] = {"fc1.weight", "fc2.weight", "fc3.bias", NULL};
+    check_model("mlp", 784 * 512 + 512 + 512 * 512 + 512 + 512 * 10 + 10, mlp, 0, 0, 0);
+    check_model("mlp", 3072 * 512 + 512 + 512 * 512 + 512 + 512 * 10 + 10, mlp, 3, 32, 32);
+
+    dtnn_error err;
+    CHECK(dtnn_zoo_create("lenet6", 10, 0, 0, 0, &err) == NULL);
+    CHECK(strstr(err.message, "lenet6") != NULL);
+    /* conv1.weight of resnet20 has no bias: PyTorch's bias=False. */
+    dtnn_model *m = dtnn_zoo_create("resnet20", 10, 0, 0, 0, &err);
+    dtnn_build_params bp;
+    dtnn_build_params_default(&bp);
+    CHECK_OK(dtnn_model_build(m, &bp, &err), &err);
+    CHECK(dtnn_model_tensor_by_name(m, "conv1.bias") == NULL);
+    const dtnn_tensor_info *t = dtnn_model_tensor_by_name(m, "layer2.0.conv1.weight");
+    CHECK(t && t->ndim == 4 && t->dims[0] == 32 && t->dims[1] == 16 && t->dims[2] == 3);
+    dtnn_model_free(m);
+    return test_finish("test_zoo");
+}

@@ -1,0 +1,34 @@
+/*
+ * cli_options.h — a small table-driven option parser for the dtnn tool: every option has a
+ * name, a kind, a default (shown by --help) and a help line. "--name value", "--name=value"
+ * and boolean "--flag" are accepted; anything else is an error that names the argument.
+ */
+#ifndef DTNN_CLI_OPTIONS_H
+#define DTNN_CLI_OPTIONS_H
+
+#include <stdint.h>
+
+typedef enum { OPT_STRING, OPT_INT, OPT_FLOAT, OPT_FLAG } cli_opt_kind;
+
+typedef struct {
+    const char *name;           /* without the leading "--" */
+    cli_opt_kind kind;
+    const char *default_value;  /* NULL: no default (optional or required) */
+    const char *help;
+    int required;
+    /* parsed */
+    const char *value;
+    int given;
+} cli_opt;
+
+/* Parses argv[first..argc); returns 0, or prints one line to stderr and returns 2. */
+int cli_parse(const char *command, cli_opt *opts, int n_opts, int argc, char **argv, int first);
+void cli_usage(const char *command, const char *summary, const cli_opt *opts, int n_opts);
+
+const char *cli_str(const cli_opt *opts, int n_opts, const char *name);
+int64_t cli_int(const cli_opt *opts, int n_opts, const char *name);
+double cli_float(const cli_opt *opts, int n_opts, const char *name);
+int cli_flag(const cli_opt *opts, int n_opts, const char *name);
+int cli_given(const cli_opt *opts, int n_opts, const char *name);
+
+#endif

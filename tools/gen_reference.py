@@ -1,0 +1,535 @@
+#!/usr/bin/python3
+"""gen_reference.py -- writes the PyTorch reference files that tests/test_reference.c checks
+dtnn against. The files are committed, so the C tests never need PyTorch.
+
+Regenerate (from the repository root, with Debian's python3-torch, not a virtualenv python):
+
+    /usr/bin/python3 tools/gen_reference.py
+
+Output (deterministic: fixed seeds, one thread, so rerunning gives the same bytes on the same
+PyTorch build; every stored tensor is float32, except int64 labels and num_batches_tracked):
+
+  tests/ref/layers.safetensors
+      One case per layer configuration. Tensors "<case>.x" (input), "<case>.<param>" (PyTorch
+      parameter names, which are dtnn's tensor names below the layer name), "<case>.dy" (a random
+      upstream gradient), "<case>.y", "<case>.dx", "<case>.grad.<param>" (autograd), and for
+      layers with buffers (batch norm) "<case>.<buffer>" before and "<case>.out.<buffer>" after
+      the training-mode forward. Loss cases hold "<case>.x" (logits), "<case>.labels" (int64),
+      "<case>.loss" (0-d) and "<case>.dx" (d loss / d logits).
+      Metadata "cases" lists the case names in order; metadata "<case>" is the dtnn recipe:
+          "input=CxHxW ; type=conv2d filters=5 kernel=3 stride=2 padding=1"
+      i.e. segments separated by " ; ": the per-sample input shape, then one segment per layer
+      (type=, optional name= and inputs= for the test, every other key=value is passed verbatim
+      to dtnn_model_add), or a final "loss=<name> [label_smoothing=e]" segment.
+      A layer's dtnn name is "<case>.<name>" when it has name=, else "<case>"; inputs= names
+      other layers of the case or "input" (the model input).
+      Multi-input layers (add, concat) get distinct inputs from one model input through 1x1
+      "selection" convolutions whose weights are fixed 0/1 matrices: each picks a block of the
+      input channels. Products with 1 and 0 are exact in float32, so the selection adds no
+      rounding, and the reference is simply add / cat of channel slices of x, while dtnn's graph
+      plumbing (two producers, gradient accumulation into one input) is exercised for real.
+
+  tests/ref/optim_lenet5.safetensors, tests/ref/optim_resnet20.safetensors
+      The zoo models rebuilt in PyTorch with the same module names (so state_dict keys equal
+      dtnn's tensor names): "init.<name>" the initial state_dict, "x" one fixed batch, "labels"
+      (int64), and for each optimizer "<opt>.<name>" the state_dict after 5 training steps
+      (train mode, mean cross-entropy, the same batch every step) and "<opt>.losses" the 5 loss
+      values (each computed before its step). Metadata: "optimizers" lists them, "opt.<opt>"
+      gives the configuration as key=value pairs, "seed" the seed used, "margin.<opt>" and
+      "float32_deviation.<opt>" the conditioning figures described below.
+
+      Why these trajectories are float64 and their seeds searched. A 5-step run is compared
+      value by value, so it must be well conditioned, and two things break that:
+      * A ReLU input (or max-pool winner) within rounding distance of its kink. A float32 run
+        may then take the other side, and one flipped mask changes every later gradient. With
+        ResNet-20 on a 4x3x32x32 batch (750k ReLU inputs per forward) the closest one is
+        typically 1e-7 from zero, and PyTorch's own float32 run then ends 5e-2 away from its
+        float64 run: no float32 implementation could be held to it. So the trajectories are
+        computed in float64 from the float32 initial state (the exact result to the precision
+        that matters), the seed is the first one from a base whose float64 runs keep every ReLU
+        input and max-pool gap at least MIN_MARGIN = 3e-6 away from the kink (max-pool windows
+        of zeros after a ReLU tie harmlessly and are ignored), and ResNet-20 gets a 4x3x8x8
+        batch, which has 16 times fewer ReLU inputs, so such a seed is found in a few tries.
+        The network, its parameters and state_dict are the same at any input size (global
+        average pooling); the test passes the batch's shape to dtnn_zoo_create.
+      * Adam and RMSProp normalise each gradient element by its running magnitude, so elements
+        whose gradient is within rounding noise of zero move by up to ~lr in a noise-chosen
+        direction. This cannot be designed away; the test's tolerances allow a few such values.
+      "float32_deviation.<opt>" records how far PyTorch's own float32 run ends from the float64
+      reference (max abs), which tells how much any float32 implementation may differ.
+"""
+
+import json
+import os
+import struct
+import sys
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+OUT_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "ref")
+
+
+# ---- safetensors writer ------------------------------------------------------------------------
+
+class SafetensorsWriter:
+    """Collects tensors and string metadata; write() lays them out in insertion order."""
+
+    def __init__(self):
+        self.tensors = []   # (name, dtype, shape, bytes)
+        self.names = set()
+        self.meta = {}
+
+    def add(self, name, t):
+        assert name not in self.names, name
+        self.names.add(name)
+        t = t.detach().contiguous().cpu()
+        if t.dtype == torch.float32:
+            dtype, np_type = "F32", "<f4"
+        elif t.dtype == torch.int64:
+            dtype, np_type = "I64", "<i8"
+        else:
+            raise TypeError(f"{name}: unsupported dtype {t.dtype}")
+        self.tensors.append((name, dtype, list(t.shape), t.numpy().astype(np_type).tobytes()))
+
+    def write(self, path):
+        header = {}
+        offset = 0
+        for name, dtype, shape, data in self.tensors:
+            header[name] = {"dtype": dtype, "shape": shape,
+                            "data_offsets": [offset, offset + len(data)]}
+            offset += len(data)
+        header["__metadata__"] = self.meta
+        text = json.dumps(header, separators=(",", ":")).encode("utf-8")
+        # Pad with spaces so the data section starts 8-byte aligned.
+        text += b" " * ((8 - len(text) % 8) % 8)
+        with open(path, "wb") as f:
+            f.write(struct.pack("<Q", len(text)))
+            f.write(text)
+            for _, _, _, data in self.tensors:
+                f.write(data)
+        return 8 + len(text) + offset
+
+
+# ---- layer cases -------------------------------------------------------------------------------
+
+class Lambda(nn.Module):
+    """A parameter-free module from a function, so every case is recorded the same way."""
+
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, x):
+        return self.fn(x)
+
+
+def selection_conv(in_channels, first, count):
+    """1x1 conv without bias whose output channel i is input channel first + i, exactly."""
+    conv = nn.Conv2d(in_channels, count, 1, bias=False)
+    with torch.no_grad():
+        conv.weight.zero_()
+        for i in range(count):
+            conv.weight[i, first + i, 0, 0] = 1.0
+    return conv
+
+
+class AddOfSlices(nn.Module):
+    """y = sum of the outputs of selection convs sel1, sel2, ... (each a channel block of x)."""
+
+    def __init__(self, in_channels, blocks):
+        super().__init__()
+        for i, (first, count) in enumerate(blocks):
+            self.add_module(f"sel{i + 1}", selection_conv(in_channels, first, count))
+        self.n = len(blocks)
+
+    def forward(self, x):
+        parts = [getattr(self, f"sel{i + 1}")(x) for i in range(self.n)]
+        y = parts[0]
+        for p in parts[1:]:
+            y = y + p
+        return y
+
+
+class CatOfSlices(AddOfSlices):
+    def forward(self, x):
+        return torch.cat([getattr(self, f"sel{i + 1}")(x) for i in range(self.n)], dim=1)
+
+
+def shape_str(x):
+    """Per-sample shape of an input batch as dtnn sees it: CxHxW, flat [N, F] is Fx1x1."""
+    s = list(x.shape[1:]) + [1] * (4 - x.dim())
+    return "x".join(str(v) for v in s)
+
+
+def record(w, cases, name, layers, module, x):
+    """Runs module on x in training mode, backpropagates a random dy, stores everything."""
+    module.train()
+    buffers_before = {k: v.clone() for k, v in module.named_buffers()}
+    x = x.clone().requires_grad_(True)
+    y = module(x)
+    dy = torch.randn_like(y)
+    y.backward(dy)
+    w.add(f"{name}.x", x)
+    for k, p in module.named_parameters():
+        w.add(f"{name}.{k}", p)
+    for k, v in buffers_before.items():
+        w.add(f"{name}.{k}", v)
+    w.add(f"{name}.dy", dy)
+    w.add(f"{name}.y", y)
+    w.add(f"{name}.dx", x.grad)
+    for k, p in module.named_parameters():
+        w.add(f"{name}.grad.{k}", p.grad)
+    for k, v in module.named_buffers():
+        w.add(f"{name}.out.{k}", v)
+    w.meta[name] = " ; ".join([f"input={shape_str(x)}"] + layers)
+    cases.append(name)
+
+
+def record_loss(w, cases, name, loss_spec, logits, labels, fn):
+    z = logits.clone().requires_grad_(True)
+    loss = fn(z, labels)
+    loss.backward()
+    w.add(f"{name}.x", z)
+    w.add(f"{name}.labels", labels)
+    w.add(f"{name}.loss", loss)
+    w.add(f"{name}.dx", z.grad)
+    w.meta[name] = f"input={shape_str(z)} ; type=flatten ; {loss_spec}"
+    cases.append(name)
+
+
+def conv_case(w, cases, name, n, c, h, wd, k, kernel, stride=1, padding=0, dilation=1, groups=1,
+              bias=True):
+    conv = nn.Conv2d(c, k, kernel, stride=stride, padding=padding, dilation=dilation,
+                     groups=groups, bias=bias)
+
+    def pair(v):
+        return f"{v[0]}x{v[1]}" if isinstance(v, tuple) else str(v)
+
+    opts = (f"type=conv2d filters={k} kernel={pair(kernel)} stride={pair(stride)} "
+            f"padding={pair(padding)} dilation={pair(dilation)} groups={groups} "
+            f"bias={int(bias)}")
+    record(w, cases, name, [opts], conv, torch.randn(n, c, h, wd))
+
+
+def layer_cases():
+    torch.manual_seed(1234)
+    w = SafetensorsWriter()
+    cases = []
+
+    # Convolutions: every kernel size, stride, padding, dilation and grouping the issue names,
+    # odd channel counts and non-square inputs so a swapped H/W or C/K shows up.
+    conv_case(w, cases, "conv_k3_s2_p1", 3, 3, 11, 9, 5, 3, stride=2, padding=1)
+    conv_case(w, cases, "conv_k1", 1, 5, 6, 7, 7, 1)
+    conv_case(w, cases, "conv_k5_p2", 3, 7, 9, 8, 4, 5, padding=2)
+    conv_case(w, cases, "conv_k7_s2_p0_nobias", 1, 3, 13, 12, 5, 7, stride=2, bias=False)
+    conv_case(w, cases, "conv_k3_dil2_p2", 3, 5, 10, 9, 3, 3, padding=2, dilation=2)
+    conv_case(w, cases, "conv_groups3", 3, 6, 7, 8, 9, 3, padding=1, groups=3)
+    conv_case(w, cases, "conv_k3_p0_nobias", 3, 7, 8, 10, 6, 3, bias=False)
+    conv_case(w, cases, "conv_rect", 3, 3, 9, 11, 5, (3, 5), stride=(2, 1), padding=(1, 2))
+
+    # Linear on a flat input (dtnn: F x 1 x 1).
+    record(w, cases, "linear", ["type=linear outputs=7"], nn.Linear(13, 7), torch.randn(3, 13))
+    record(w, cases, "linear_nobias", ["type=linear outputs=5 bias=0"],
+           nn.Linear(9, 5, bias=False), torch.randn(1, 9))
+
+    # Pooling.
+    record(w, cases, "maxpool_k3_s2_p1", ["type=maxpool kernel=3 stride=2 padding=1"],
+           nn.MaxPool2d(3, stride=2, padding=1), torch.randn(2, 4, 9, 11))
+    record(w, cases, "maxpool_k2", ["type=maxpool kernel=2"], nn.MaxPool2d(2),
+           torch.randn(3, 3, 9, 7))
+    record(w, cases, "avgpool_k3_s2_p1_incl",
+           ["type=avgpool kernel=3 stride=2 padding=1 count_include_pad=1"],
+           nn.AvgPool2d(3, stride=2, padding=1, count_include_pad=True), torch.randn(2, 4, 9, 11))
+    record(w, cases, "avgpool_k3_s2_p1_excl",
+           ["type=avgpool kernel=3 stride=2 padding=1 count_include_pad=0"],
+           nn.AvgPool2d(3, stride=2, padding=1, count_include_pad=False),
+           torch.randn(2, 4, 9, 11))
+    record(w, cases, "avgpool_k2", ["type=avgpool kernel=2"], nn.AvgPool2d(2),
+           torch.randn(3, 3, 9, 7))
+    record(w, cases, "global_avgpool", ["type=global_avgpool"], nn.AdaptiveAvgPool2d(1),
+           torch.randn(3, 5, 7, 6))
+
+    # Batch norm in training mode; non-trivial affine parameters and running statistics so the
+    # momentum update and the unbiased running variance are visible.
+    def batchnorm(module, c):
+        with torch.no_grad():
+            module.weight.copy_(1.0 + 0.5 * torch.randn(c))
+            module.bias.copy_(0.5 * torch.randn(c))
+            module.running_mean.copy_(0.3 * torch.randn(c))
+            module.running_var.copy_(0.5 + torch.rand(c))
+        return module
+
+    record(w, cases, "batchnorm2d", ["type=batchnorm"], batchnorm(nn.BatchNorm2d(4), 4),
+           1.5 * torch.randn(3, 4, 5, 6) + 0.7)
+    record(w, cases, "batchnorm2d_opts", ["type=batchnorm momentum=0.25 eps=0.001"],
+           batchnorm(nn.BatchNorm2d(3, eps=1e-3, momentum=0.25), 3),
+           torch.randn(2, 3, 3, 5) - 0.4)
+    record(w, cases, "batchnorm1d", ["type=batchnorm"], batchnorm(nn.BatchNorm1d(7), 7),
+           2.0 * torch.randn(5, 7) + 1.0)
+
+    # Element-wise activations.
+    act_x = torch.randn(2, 3, 5, 4) * 2.0
+    record(w, cases, "relu", ["type=relu"], nn.ReLU(), act_x)
+    record(w, cases, "leaky_relu", ["type=leaky_relu"], nn.LeakyReLU(0.01), act_x)
+    record(w, cases, "leaky_relu_0.2", ["type=leaky_relu slope=0.2"], nn.LeakyReLU(0.2), act_x)
+    record(w, cases, "sigmoid", ["type=sigmoid"], nn.Sigmoid(), act_x)
+    record(w, cases, "tanh", ["type=tanh"], nn.Tanh(), act_x)
+    record(w, cases, "softmax", ["type=softmax"], nn.Softmax(dim=1), 3.0 * torch.randn(4, 9))
+
+    # Multi-input layers on channel slices of one input (see the top of this file).
+    sel = "type=conv2d filters={} kernel=1 bias=0 name={} inputs=input"
+    record(w, cases, "add2",
+           [sel.format(3, "sel1"), sel.format(3, "sel2"), "type=add inputs=sel1,sel2"],
+           AddOfSlices(6, [(0, 3), (3, 3)]), torch.randn(2, 6, 5, 7))
+    record(w, cases, "add3",
+           [sel.format(2, "sel1"), sel.format(2, "sel2"), sel.format(2, "sel3"),
+            "type=add inputs=sel1,sel2,sel3"],
+           AddOfSlices(6, [(4, 2), (0, 2), (2, 2)]), torch.randn(3, 6, 4, 3))
+    # The residual case: both inputs are the same producer, so dx = 2 dy by accumulation.
+    record(w, cases, "add_same", ["type=add inputs=input,input"], Lambda(lambda x: x + x),
+           torch.randn(2, 3, 4, 5))
+    # Channel blocks in swapped order and of unequal size, so concat is not an identity.
+    record(w, cases, "concat",
+           [sel.format(3, "sel1"), sel.format(2, "sel2"), "type=concat inputs=sel1,sel2"],
+           CatOfSlices(5, [(2, 3), (0, 2)]), torch.randn(2, 5, 4, 6))
+    record(w, cases, "concat_same", ["type=concat inputs=input,input"],
+           Lambda(lambda x: torch.cat([x, x], dim=1)), torch.randn(2, 2, 3, 3))
+
+    # Option-A shortcut: subsample and zero-pad channels, default offset (K - C) / 2.
+    def shortcut(k, c, stride):
+        lo = (k - c) // 2
+        return Lambda(lambda x: F.pad(x[:, :, ::stride, ::stride], (0, 0, 0, 0, lo, k - c - lo)))
+
+    record(w, cases, "shortcut_a", ["type=shortcut_a stride=2 filters=8"], shortcut(8, 4, 2),
+           torch.randn(2, 4, 8, 8))
+    record(w, cases, "shortcut_a_odd", ["type=shortcut_a stride=2 filters=6"], shortcut(6, 3, 2),
+           torch.randn(3, 3, 7, 9))
+
+    # Losses on [N, K] logits; BCE and MSE against one-hot targets, mean over all elements.
+    n, k = 6, 10
+    labels = torch.randint(0, k, (n,), dtype=torch.int64)
+    logits = 2.0 * torch.randn(n, k)
+    onehot = F.one_hot(labels, k).float()
+    record_loss(w, cases, "loss_ce", "loss=ce", logits, labels, F.cross_entropy)
+    record_loss(w, cases, "loss_ce_smooth", "loss=ce label_smoothing=0.1", logits, labels,
+                lambda z, y: F.cross_entropy(z, y, label_smoothing=0.1))
+    record_loss(w, cases, "loss_ce_large", "loss=ce", 40.0 * logits, labels, F.cross_entropy)
+    record_loss(w, cases, "loss_bce", "loss=bce", logits, labels,
+                lambda z, y: F.binary_cross_entropy_with_logits(z, onehot))
+    record_loss(w, cases, "loss_mse", "loss=mse", logits, labels,
+                lambda z, y: F.mse_loss(z, onehot))
+
+    w.meta["cases"] = " ".join(cases)
+    w.meta["generator"] = f"tools/gen_reference.py, torch {torch.__version__}"
+    return w
+
+
+# ---- zoo models and optimizers -----------------------------------------------------------------
+
+class Kinks:
+    """The smallest distance of any ReLU input from 0, and of any max-pool winner from the
+    runner-up, seen while enabled: how close the reference run came to a point where a rounding
+    difference would flip a ReLU mask or a pooling argmax (see optim_file)."""
+    enabled = False
+    margin = float("inf")
+
+
+def relu(x):
+    if Kinks.enabled:
+        Kinks.margin = min(Kinks.margin, float(x.detach().abs().min()))
+    return F.relu(x)
+
+
+def maxpool2(x):
+    if Kinks.enabled:
+        n, c, h, w = x.shape
+        win = x.detach()[:, :, :h - h % 2, :w - w % 2].unfold(2, 2, 2).unfold(3, 2, 2)
+        top2 = win.reshape(n, c, h // 2, w // 2, 4).topk(2, dim=-1).values
+        # Windows of zeros (after a ReLU) tie harmlessly: every candidate gets gradient 0.
+        gap = (top2[..., 0] - top2[..., 1])[top2[..., 0] > 0]
+        if gap.numel():
+            Kinks.margin = min(Kinks.margin, float(gap.min()))
+    return F.max_pool2d(x, 2)
+
+
+class LeNet5(nn.Module):
+    """src/model/zoo.c build_lenet5."""
+
+    def __init__(self, classes=10):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 6, 5, padding=2)
+        self.conv2 = nn.Conv2d(6, 16, 5)
+        self.fc1 = nn.Linear(16 * 5 * 5, 120)
+        self.fc2 = nn.Linear(120, 84)
+        self.fc3 = nn.Linear(84, classes)
+
+    def forward(self, x):
+        x = maxpool2(relu(self.conv1(x)))
+        x = maxpool2(relu(self.conv2(x)))
+        x = torch.flatten(x, 1)
+        return self.fc3(relu(self.fc2(relu(self.fc1(x)))))
+
+
+class BasicBlock(nn.Module):
+    """src/model/zoo.c basic_block: option-A shortcut centred in the wider channel range."""
+
+    def __init__(self, in_planes, planes, stride):
+        super().__init__()
+        self.conv1 = nn.Conv2d(in_planes, planes, 3, stride=stride, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(planes)
+        self.conv2 = nn.Conv2d(planes, planes, 3, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(planes)
+        self.stride = stride
+        self.pad = (planes - in_planes) // 2
+        self.extra = planes - in_planes - self.pad
+        self.project = stride != 1 or in_planes != planes
+
+    def forward(self, x):
+        out = relu(self.bn1(self.conv1(x)))
+        out = self.bn2(self.conv2(out))
+        sc = x
+        if self.project:
+            sc = F.pad(x[:, :, ::self.stride, ::self.stride], (0, 0, 0, 0, self.pad, self.extra))
+        return relu(out + sc)
+
+
+class ResNet20(nn.Module):
+    """src/model/zoo.c build_cifar_resnet with 3 blocks per stage."""
+
+    def __init__(self, classes=10):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 16, 3, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(16)
+        in_planes = 16
+        for stage in range(3):
+            planes = 16 << stage
+            blocks = []
+            for i in range(3):
+                blocks.append(BasicBlock(in_planes, planes, 2 if stage > 0 and i == 0 else 1))
+                in_planes = planes
+            self.add_module(f"layer{stage + 1}", nn.Sequential(*blocks))
+        self.fc = nn.Linear(64, classes)
+
+    def forward(self, x):
+        x = relu(self.bn1(self.conv1(x)))
+        x = self.layer3(self.layer2(self.layer1(x)))
+        x = F.adaptive_avg_pool2d(x, 1).flatten(1)
+        return self.fc(x)
+
+
+# (name, dtnn configuration for the metadata, PyTorch constructor)
+OPTIMIZERS = [
+    ("sgd", "kind=sgd lr=0.05 momentum=0.9 nesterov=1 weight_decay=0.0005",
+     lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.9, nesterov=True, weight_decay=5e-4)),
+    ("adam", "kind=adam lr=0.001 weight_decay=0.0001",
+     lambda p: torch.optim.Adam(p, lr=1e-3, weight_decay=1e-4)),
+    ("adamw", "kind=adamw lr=0.001 weight_decay=0.01",
+     lambda p: torch.optim.AdamW(p, lr=1e-3, weight_decay=0.01)),
+    ("rmsprop", "kind=rmsprop lr=0.001 momentum=0.9",
+     lambda p: torch.optim.RMSprop(p, lr=1e-3, momentum=0.9)),
+]
+STEPS = 5
+REF_DTYPE = torch.float64
+MIN_MARGIN = 3e-6
+MAX_SEED_TRIES = 50
+
+
+def to_dtype(state, dtype):
+    return {k: (v.to(dtype) if v.is_floating_point() else v.clone()) for k, v in state.items()}
+
+
+def train(model_cls, init_state, x, labels, make, dtype):
+    """STEPS training steps in dtype from init_state; returns (state_dict, losses)."""
+    model = model_cls().to(dtype)
+    model.load_state_dict(to_dtype(init_state, dtype))
+    model.train()
+    opt = make(model.parameters())
+    losses = []
+    for _ in range(STEPS):
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x.to(dtype)), labels)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return model.state_dict(), losses
+
+
+def deviation(a, b):
+    """Max |a - b| over the floating tensors of two state_dicts."""
+    return max(float((a[k].double() - b[k].double()).abs().max()) for k in a
+               if a[k].is_floating_point())
+
+
+def optim_file(model_cls, name, batch, first_seed):
+    """The reference of one zoo model: the first seed from first_seed whose float64 runs keep
+    every ReLU input and max-pool winner at least MIN_MARGIN away from its kink (see the top of
+    this file), and the STEPS-step trajectories of every optimizer from it."""
+    for seed in range(first_seed, first_seed + MAX_SEED_TRIES):
+        torch.manual_seed(seed)
+        init_state = {k: v.clone() for k, v in model_cls().state_dict().items()}
+        x = torch.randn(batch)
+        labels = torch.randint(0, 10, (batch[0],), dtype=torch.int64)
+        runs = []
+        Kinks.enabled = True
+        for _, _, make in OPTIMIZERS:
+            Kinks.margin = float("inf")
+            runs.append(train(model_cls, init_state, x, labels, make, REF_DTYPE) +
+                        (Kinks.margin,))
+            if Kinks.margin < MIN_MARGIN:
+                break
+        Kinks.enabled = False
+        if len(runs) == len(OPTIMIZERS) and runs[-1][2] >= MIN_MARGIN:
+            break
+        print(f"  {name} seed {seed}: a kink margin of {Kinks.margin:.2e}, trying the next")
+    else:
+        raise RuntimeError(f"{name}: no seed in {MAX_SEED_TRIES} tries keeps the margin")
+
+    w = SafetensorsWriter()
+    for k, v in init_state.items():
+        w.add(f"init.{k}", v)
+    w.add("x", x)
+    w.add("labels", labels)
+    for (opt_name, config, make), (state, losses, margin) in zip(OPTIMIZERS, runs):
+        for k, v in to_dtype(state, torch.float32).items():
+            w.add(f"{opt_name}.{k}", v)
+        w.add(f"{opt_name}.losses", torch.tensor(losses, dtype=torch.float32))
+        # PyTorch's own float32 run, for the record: how well conditioned the trajectory is.
+        state32, _ = train(model_cls, init_state, x, labels, make, torch.float32)
+        dev = deviation(state32, state)
+        w.meta[f"opt.{opt_name}"] = config
+        w.meta[f"margin.{opt_name}"] = f"{margin:.3g}"
+        w.meta[f"float32_deviation.{opt_name}"] = f"{dev:.3g}"
+        print(f"  {name} {opt_name}: losses " + " ".join(f"{v:.5f}" for v in losses) +
+              f"; kink margin {margin:.2e}; PyTorch float32 ends {dev:.2e} from float64")
+    w.meta["model"] = name
+    w.meta["seed"] = str(seed)
+    w.meta["steps"] = str(STEPS)
+    w.meta["optimizers"] = " ".join(o[0] for o in OPTIMIZERS)
+    w.meta["reference_dtype"] = str(REF_DTYPE).replace("torch.", "")
+    w.meta["generator"] = f"tools/gen_reference.py, torch {torch.__version__}"
+    return w
+
+
+def main():
+    torch.set_num_threads(1)
+    torch.use_deterministic_algorithms(True)
+    os.makedirs(OUT_DIR, exist_ok=True)
+    total = 0
+    outputs = [
+        ("layers.safetensors", layer_cases),
+        ("optim_lenet5.safetensors", lambda: optim_file(LeNet5, "lenet5", (8, 1, 28, 28), 1)),
+        ("optim_resnet20.safetensors",
+         lambda: optim_file(ResNet20, "resnet20", (4, 3, 8, 8), 1)),
+    ]
+    for fname, make in outputs:
+        size = make().write(os.path.join(OUT_DIR, fname))
+        total += size
+        print(f"{fname}: {size} bytes")
+    print(f"total: {total} bytes")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
