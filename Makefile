@@ -3,6 +3,7 @@
 BUILD ?= build
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
+CTEST_ARGS ?=
 
 .PHONY: all demo test deps build clean
 
@@ -22,7 +23,7 @@ demo: build
 	    --log $(BUILD)/lenet5.jsonl
 
 test: build
-	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+	cd $(BUILD) && ctest --output-on-failure $(CTEST_ARGS)
 
 clean:
 	rm -rf $(BUILD) $(BUILD).cmake.log

@@ -13,7 +13,7 @@ expect() {
     shift 3
     "$dtnn" "$@" >"$tmp/out" 2>"$tmp/err"
     local rc=$?
-    if [[ $rc -ne $code ]] || ! grep -qE "$pattern" "$tmp/err"; then
+    if [[ $rc -ne $code ]] || ! grep -qE -e "$pattern" "$tmp/err"; then
         echo "FAIL: dtnn $* -> exit $rc (want $code), stderr:"
         sed 's/^/    /' "$tmp/err"
         failures=$((failures + 1))
