@@ -5,8 +5,8 @@ set -eu
 dtnn=$1
 tmp=$2
 rm -rf "$tmp" && mkdir -p "$tmp"
-"$dtnn" train --model lenet5 --dataset fashion-mnist --epochs 2 --batch-size 64 --optimizer sgd \
-    --lr 0.05 --momentum 0.9 --save "$tmp/lenet5.safetensors" --log "$tmp/log.jsonl" | tee "$tmp/out"
+"$dtnn" train --model lenet5 --dataset fashion-mnist --epochs 2 --batch-size 32 --optimizer adamw \
+    --lr 0.002 --lr-schedule cosine --save "$tmp/lenet5.safetensors" --log "$tmp/log.jsonl" | tee "$tmp/out"
 acc=$(sed -n 's/^test accuracy: \([0-9.]*\)%.*/\1/p' "$tmp/out")
 echo "test accuracy after 2 epochs: $acc%"
 awk -v a="$acc" 'BEGIN { exit !(a >= 88.0) }' || { echo "FAIL: below 88%"; exit 1; }

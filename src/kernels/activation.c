@@ -34,38 +34,36 @@ void cpu_act_forward(act_kind kind, float param, size_t count, const float *x, f
     }
 }
 
+/* dx = g or dx += g, with the branch hoisted out of the loop so both loops vectorise. */
+#define ACT_STORE(expr)                                                                       \
+    do {                                                                                      \
+        if (accumulate) {                                                                     \
+            _Pragma("omp parallel for schedule(static) if (n > 65536)")                       \
+            for (long long i = 0; i < n; i++)                                                 \
+                dx[i] += (expr);                                                              \
+        } else {                                                                              \
+            _Pragma("omp parallel for schedule(static) if (n > 65536)")                       \
+            for (long long i = 0; i < n; i++)                                                 \
+                dx[i] = (expr);                                                               \
+        }                                                                                     \
+    } while (0)
+
 void cpu_act_backward(act_kind kind, float param, size_t count, const float *x, const float *y,
                       const float *dy, float *dx, int accumulate)
 {
     const long long n = (long long)count;
     switch (kind) {
     case ACT_RELU:
-#pragma omp parallel for schedule(static) if (n > 65536)
-        for (long long i = 0; i < n; i++) {
-            float g = x[i] > 0.0f ? dy[i] : 0.0f;
-            dx[i] = accumulate ? dx[i] + g : g;
-        }
+        ACT_STORE(x[i] > 0.0f ? dy[i] : 0.0f);
         break;
     case ACT_LEAKY_RELU:
-#pragma omp parallel for schedule(static) if (n > 65536)
-        for (long long i = 0; i < n; i++) {
-            float g = x[i] > 0.0f ? dy[i] : dy[i] * param;
-            dx[i] = accumulate ? dx[i] + g : g;
-        }
+        ACT_STORE(x[i] > 0.0f ? dy[i] : dy[i] * param);
         break;
     case ACT_SIGMOID:
-#pragma omp parallel for schedule(static) if (n > 65536)
-        for (long long i = 0; i < n; i++) {
-            float g = dy[i] * y[i] * (1.0f - y[i]);
-            dx[i] = accumulate ? dx[i] + g : g;
-        }
+        ACT_STORE(dy[i] * y[i] * (1.0f - y[i]));
         break;
     case ACT_TANH:
-#pragma omp parallel for schedule(static) if (n > 65536)
-        for (long long i = 0; i < n; i++) {
-            float g = dy[i] * (1.0f - y[i] * y[i]);
-            dx[i] = accumulate ? dx[i] + g : g;
-        }
+        ACT_STORE(dy[i] * (1.0f - y[i] * y[i]));
         break;
     }
 }

@@ -8,6 +8,17 @@
 
 #include "cpu_kernels.h"
 
+/* The output columns q whose input column q * stride + offset lies inside [0, W). */
+static void valid_range(int Q, int W, int stride, int offset, int *lo, int *hi)
+{
+    int a = offset >= 0 ? 0 : (-offset + stride - 1) / stride;
+    int b = W - offset <= 0 ? 0 : (W - offset + stride - 1) / stride;
+    *lo = a < Q ? a : Q;
+    *hi = b < Q ? b : Q;
+    if (*hi < *lo)
+        *hi = *lo;
+}
+
 void cpu_im2col(const conv_geom *g, const float *x, int c0, int cc, float *col, int ldcol)
 {
     const int H = g->H, W = g->W, P = g->P, Q = g->Q, R = g->R, S = g->S;
@@ -18,6 +29,8 @@ void cpu_im2col(const conv_geom *g, const float *x, int c0, int cc, float *col, 
         const float *xc = x + (size_t)c * H * W;
         float *dst = col + (size_t)row * ldcol;
         int dh = r * g->dil_h - g->pad_h, dw = s * g->dil_w - g->pad_w;
+        int lo, hi;
+        valid_range(Q, W, g->stride_w, dw, &lo, &hi);
         for (int p = 0; p < P; p++) {
             int h = p * g->stride_h + dh;
             float *d = dst + (size_t)p * Q;
@@ -25,18 +38,17 @@ void cpu_im2col(const conv_geom *g, const float *x, int c0, int cc, float *col, 
                 memset(d, 0, sizeof(float) * Q);
                 continue;
             }
-            const float *xr = xc + (size_t)h * W;
+            const float *xr = xc + (size_t)h * W + dw;
+            for (int q = 0; q < lo; q++)
+                d[q] = 0.0f;
             if (g->stride_w == 1) {
-                for (int q = 0; q < Q; q++) {
-                    int w = q + dw;
-                    d[q] = (w >= 0 && w < W) ? xr[w] : 0.0f;
-                }
+                memcpy(d + lo, xr + lo, sizeof(float) * (hi - lo));
             } else {
-                for (int q = 0; q < Q; q++) {
-                    int w = q * g->stride_w + dw;
-                    d[q] = (w >= 0 && w < W) ? xr[w] : 0.0f;
-                }
+                for (int q = lo; q < hi; q++)
+                    d[q] = xr[q * g->stride_w];
             }
+            for (int q = hi; q < Q; q++)
+                d[q] = 0.0f;
         }
     }
 }
@@ -53,16 +65,20 @@ void cpu_col2im(const conv_geom *g, const float *col, int ldcol, int c0, int cc,
             for (int s = 0; s < S; s++) {
                 const float *src = col + (size_t)((ci * R + r) * S + s) * ldcol;
                 int dh = r * g->dil_h - g->pad_h, dw = s * g->dil_w - g->pad_w;
+                int lo, hi;
+                valid_range(Q, W, g->stride_w, dw, &lo, &hi);
                 for (int p = 0; p < P; p++) {
                     int h = p * g->stride_h + dh;
                     if (h < 0 || h >= H)
                         continue;
-                    float *xr = dxc + (size_t)h * W;
+                    float *xr = dxc + (size_t)h * W + dw;
                     const float *sr = src + (size_t)p * Q;
-                    for (int q = 0; q < Q; q++) {
-                        int w = q * g->stride_w + dw;
-                        if (w >= 0 && w < W)
-                            xr[w] += sr[q];
+                    if (g->stride_w == 1) {
+                        for (int q = lo; q < hi; q++)
+                            xr[q] += sr[q];
+                    } else {
+                        for (int q = lo; q < hi; q++)
+                            xr[q * g->stride_w] += sr[q];
                     }
                 }
             }

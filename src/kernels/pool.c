@@ -3,10 +3,16 @@
  * torch.nn.MaxPool2d / AvgPool2d (count_include_pad selectable). Max pooling keeps the index of
  * each maximum (first one on ties, like PyTorch) so backward routes the gradient there.
  */
-#include <float.h>
 #include <string.h>
 
 #include "cpu_kernels.h"
+
+/* Clamps a pooling window [start, start + k) to [0, size). */
+static void window(int start, int k, int size, int *lo, int *hi)
+{
+    *lo = start < 0 ? 0 : start;
+    *hi = start + k > size ? size : start + k;
+}
 
 void cpu_maxpool_forward(const pool_geom *g, int n, const float *x, float *y, int32_t *argmax)
 {
@@ -17,28 +23,24 @@ void cpu_maxpool_forward(const pool_geom *g, int n, const float *x, float *y, in
         float *yp = y + (size_t)pl * g->P * g->Q;
         int32_t *ap = argmax + (size_t)pl * g->P * g->Q;
         for (int p = 0; p < g->P; p++) {
+            int h0, h1;
+            window(p * g->stride_h - g->pad_h, g->kh, g->H, &h0, &h1);
             for (int q = 0; q < g->Q; q++) {
-                float best = -FLT_MAX;
-                int32_t at = -1;
-                for (int i = 0; i < g->kh; i++) {
-                    int h = p * g->stride_h - g->pad_h + i;
-                    if (h < 0 || h >= g->H)
-                        continue;
-                    for (int j = 0; j < g->kw; j++) {
-                        int w = q * g->stride_w - g->pad_w + j;
-                        if (w < 0 || w >= g->W)
-                            continue;
+                int w0, w1;
+                window(q * g->stride_w - g->pad_w, g->kw, g->W, &w0, &w1);
+                /* The first maximum wins ties, as PyTorch; a NaN wins and propagates. */
+                int32_t at = h0 * g->W + w0;
+                float best = xp[at];
+                for (int h = h0; h < h1 && best == best; h++)
+                    for (int w = w0; w < w1; w++) {
                         float v = xp[h * g->W + w];
-                        /* v != v: a NaN wins and propagates, as in PyTorch. */
-                        if (at < 0 || v > best || v != v) {
+                        if (v > best || v != v) {
                             best = v;
                             at = h * g->W + w;
                             if (v != v)
-                                goto done;
+                                break;
                         }
                     }
-                }
-            done:
                 yp[p * g->Q + q] = best;
                 ap[p * g->Q + q] = at;
             }
