@@ -6,10 +6,10 @@
  *     dtnn_error err;
  *     dtnn_model *m = dtnn_model_create(1, 28, 28);               // input: 1x28x28 per sample
  *     int x = dtnn_model_add(m, "conv2d", "conv1", "filters=6 kernel=5 padding=2", NULL, 0, &err);
- *     x = dtnn_model_add(m, "relu", NULL, "", &x, 1, &err);       // inputs: node ids; NULL = previous
+ *     x = dtnn_model_add(m, "relu", NULL, "", &x, 1, &err);       // inputs: ids; NULL = previous
  *     ...
  *     dtnn_build_params bp; dtnn_build_params_default(&bp); bp.max_batch = 64;
- *     dtnn_model_build(m, &bp, &err);                             // shapes, flat buffers, workspace
+ *     dtnn_model_build(m, &bp, &err);                             // shapes, buffers, workspace
  *     dtnn_model_forward(m, images, n, 1, &err);                  // training mode
  *     dtnn_model_loss(m, labels, n, &lp, &loss, &err);            // fills d(loss)/d(logits)
  *     dtnn_model_zero_grad(m); dtnn_model_backward(m, &err);
@@ -252,7 +252,8 @@ typedef struct {
 } dtnn_sched_params;
 
 void dtnn_sched_params_default(dtnn_sched_params *p);
-/* Parses "constant", "step:SIZE[:GAMMA]", "multistep:M1,M2,...[:GAMMA]", "cosine[:TMAX[:ETAMIN]]". */
+/* Parses "constant", "step:SIZE[:GAMMA]", "multistep:M1,M2,...[:GAMMA]",
+ * "cosine[:TMAX[:ETAMIN]]". */
 dtnn_status dtnn_sched_parse(const char *spec, dtnn_sched_params *p, dtnn_error *err);
 /* LR for step `step` (0-based, global) with steps_per_epoch steps in an epoch. Decays apply at
  * epoch boundaries as PyTorch's epoch-stepped schedulers; warm-up ramps per step (Goyal 2017). */

@@ -113,6 +113,17 @@ void cli_usage(const char *command, const char *summary, const cli_opt *opts, in
     }
 }
 
+int cli_start(const char *command, const char *summary, cli_opt *opts, int n_opts, int argc,
+              char **argv)
+{
+    for (int i = 2; i < argc; i++)
+        if (!strcmp(argv[i], "--help")) {
+            cli_usage(command, summary, opts, n_opts);
+            return 0;
+        }
+    return cli_parse(command, opts, n_opts, argc, argv, 2) ? 2 : -1;
+}
+
 static const cli_opt *get(const cli_opt *opts, int n, const char *name)
 {
     for (int i = 0; i < n; i++)

@@ -24,6 +24,10 @@ typedef struct {
 /* Parses argv[first..argc); returns 0, or prints one line to stderr and returns 2. */
 int cli_parse(const char *command, cli_opt *opts, int n_opts, int argc, char **argv, int first);
 void cli_usage(const char *command, const char *summary, const cli_opt *opts, int n_opts);
+/* A command's start: prints the usage and returns 0 when --help is among the arguments,
+ * returns 2 on a bad argument, else -1 (go on, with opts parsed from argv[2..]). */
+int cli_start(const char *command, const char *summary, cli_opt *opts, int n_opts, int argc,
+              char **argv);
 
 const char *cli_str(const cli_opt *opts, int n_opts, const char *name);
 int64_t cli_int(const cli_opt *opts, int n_opts, const char *name);

@@ -58,8 +58,12 @@ static dtnn_status load_data(const cli_opt *o, int n, dtnn_dataset *d, int with_
     dtnn_data_params_default(&dp);
     dp.name = cli_str(o, n, "dataset");
     dp.dir = cli_str(o, n, "data-dir");
-    if (with_synthetic_size)
+    if (with_synthetic_size) {
         dp.synthetic_n = cli_int(o, n, "synthetic-samples");
+        if (parse_chw(cli_str(o, n, "synthetic-shape"), &dp.c, &dp.h, &dp.w))
+            return dtnn_error_set(err, DTNN_ERR_ARG, "--synthetic-shape must be CxHxW, not '%s'",
+                                  cli_str(o, n, "synthetic-shape"));
+    }
     return dtnn_dataset_load(d, &dp, err);
 }
 
@@ -77,6 +81,7 @@ static cli_opt train_opts[] = {
     {"dataset", OPT_STRING, "fashion-mnist", "fashion-mnist | mnist | npy | synthetic", 0, NULL, 0},
     {"data-dir", OPT_STRING, NULL, "dataset folder (default: the dataset's own)", 0, NULL, 0},
     {"synthetic-samples", OPT_INT, "4096", "training samples of the synthetic dataset", 0, NULL, 0},
+    {"synthetic-shape", OPT_STRING, "3x32x32", "CxHxW of the synthetic samples", 0, NULL, 0},
     {"epochs", OPT_INT, "2", "epochs to train", 0, NULL, 0},
     {"steps", OPT_INT, "0", "total steps (0: epochs x steps per epoch)", 0, NULL, 0},
     {"batch-size", OPT_INT, "64", "global batch size", 0, NULL, 0},
@@ -113,14 +118,10 @@ static int cmd_train(int argc, char **argv)
     cli_opt *o = train_opts;
     const int n = N_OPTS(train_opts);
     const char *cmd = "train";
-    for (int i = 2; i < argc; i++)
-        if (!strcmp(argv[i], "--help")) {
-            cli_usage(cmd, "Trains a model; prints one line per epoch and the test accuracy.", o,
-                      n);
-            return 0;
-        }
-    if (cli_parse(cmd, o, n, argc, argv, 2))
-        return 2;
+    int early = cli_start(cmd, "Trains a model; prints one line per epoch and the test accuracy.",
+                          o, n, argc, argv);
+    if (early >= 0)
+        return early;
     dtnn_error err = {0};
     dtnn_opt_params op;
     dtnn_opt_kind kind;
@@ -267,13 +268,10 @@ static int cmd_eval(int argc, char **argv)
     cli_opt *o = eval_opts;
     const int n = N_OPTS(eval_opts);
     const char *cmd = "eval";
-    for (int i = 2; i < argc; i++)
-        if (!strcmp(argv[i], "--help")) {
-            cli_usage(cmd, "Evaluates a checkpoint: prints loss, top-1 and top-5 accuracy.", o, n);
-            return 0;
-        }
-    if (cli_parse(cmd, o, n, argc, argv, 2))
-        return 2;
+    int early = cli_start(cmd, "Evaluates a checkpoint: prints loss, top-1 and top-5 accuracy.",
+                          o, n, argc, argv);
+    if (early >= 0)
+        return early;
     const char *split_name = cli_str(o, n, "split");
     if (strcmp(split_name, "test") && strcmp(split_name, "train"))
         return usage_error(cmd, "--split must be test or train, not '%s'", split_name);
@@ -342,13 +340,10 @@ static int cmd_predict(int argc, char **argv)
     cli_opt *o = predict_opts;
     const int n = N_OPTS(predict_opts);
     const char *cmd = "predict";
-    for (int i = 2; i < argc; i++)
-        if (!strcmp(argv[i], "--help")) {
-            cli_usage(cmd, "Runs inference on an .npy array and writes the logits.", o, n);
-            return 0;
-        }
-    if (cli_parse(cmd, o, n, argc, argv, 2))
-        return 2;
+    int early = cli_start(cmd, "Runs inference on an .npy array and writes the logits.", o, n,
+                          argc, argv);
+    if (early >= 0)
+        return early;
     int batch = (int)cli_int(o, n, "batch-size");
     if (batch <= 0 || batch > 1 << 20)
         return usage_error(cmd, "--batch-size must be in [1, 1048576], got %s",
@@ -445,14 +440,10 @@ static int cmd_bench(int argc, char **argv)
     cli_opt *o = bench_opts;
     const int n = N_OPTS(bench_opts);
     const char *cmd = "bench";
-    for (int i = 2; i < argc; i++)
-        if (!strcmp(argv[i], "--help")) {
-            cli_usage(cmd, "Measures training throughput (SGD with momentum, synthetic data); "
-                      "prints one JSON line.", o, n);
-            return 0;
-        }
-    if (cli_parse(cmd, o, n, argc, argv, 2))
-        return 2;
+    int early = cli_start(cmd, "Measures training throughput (SGD with momentum, synthetic "
+                          "data); prints one JSON line.", o, n, argc, argv);
+    if (early >= 0)
+        return early;
     int batch = (int)cli_int(o, n, "batch-size");
     int64_t steps = cli_int(o, n, "steps"), warmup = cli_int(o, n, "warmup");
     if (batch <= 0 || batch > 1 << 16 || steps <= 0 || warmup < 0)
@@ -593,14 +584,10 @@ static int cmd_info(int argc, char **argv)
 {
     cli_opt *o = info_opts;
     const int n = N_OPTS(info_opts);
-    for (int i = 2; i < argc; i++)
-        if (!strcmp(argv[i], "--help")) {
-            cli_usage("info", "Prints every layer's output shape, parameters and forward FLOPs.",
-                      o, n);
-            return 0;
-        }
-    if (cli_parse("info", o, n, argc, argv, 2))
-        return 2;
+    int early = cli_start("info", "Prints every layer's output shape, parameters and forward "
+                          "FLOPs.", o, n, argc, argv);
+    if (early >= 0)
+        return early;
     int c = 0, h = 0, w = 0;
     if (cli_given(o, n, "input") && parse_chw(cli_str(o, n, "input"), &c, &h, &w))
         return usage_error("info", "--input must be CxHxW, not '%s'", cli_str(o, n, "input"));

@@ -7,6 +7,8 @@
 
 #include "cpu_kernels.h"
 
+#define DTNN_MIN_INT(a, b) ((a) < (b) ? (a) : (b))
+
 /* Clamps a pooling window [start, start + k) to [0, size). */
 static void window(int start, int k, int size, int *lo, int *hi)
 {
@@ -67,25 +69,15 @@ void cpu_maxpool_backward(const pool_geom *g, int n, const float *dy, const int3
 
 static int pool_divisor(const pool_geom *g, int p, int q)
 {
+    int h0 = p * g->stride_h - g->pad_h, w0 = q * g->stride_w - g->pad_w, h1, w1;
     if (g->count_include_pad) {
-        int h0 = p * g->stride_h - g->pad_h, w0 = q * g->stride_w - g->pad_w;
-        int h1 = h0 + g->kh, w1 = w0 + g->kw;
-        if (h1 > g->H + g->pad_h)
-            h1 = g->H + g->pad_h;
-        if (w1 > g->W + g->pad_w)
-            w1 = g->W + g->pad_w;
+        /* The window clipped to the padded input, as PyTorch counts it. */
+        h1 = DTNN_MIN_INT(h0 + g->kh, g->H + g->pad_h);
+        w1 = DTNN_MIN_INT(w0 + g->kw, g->W + g->pad_w);
         return (h1 - h0) * (w1 - w0);
     }
-    int h0 = p * g->stride_h - g->pad_h, w0 = q * g->stride_w - g->pad_w;
-    int h1 = h0 + g->kh, w1 = w0 + g->kw;
-    if (h0 < 0)
-        h0 = 0;
-    if (w0 < 0)
-        w0 = 0;
-    if (h1 > g->H)
-        h1 = g->H;
-    if (w1 > g->W)
-        w1 = g->W;
+    window(h0, g->kh, g->H, &h0, &h1);
+    window(w0, g->kw, g->W, &w0, &w1);
     return (h1 - h0) * (w1 - w0);
 }
 
@@ -97,18 +89,15 @@ void cpu_avgpool_forward(const pool_geom *g, int n, const float *x, float *y)
         const float *xp = x + (size_t)pl * g->H * g->W;
         float *yp = y + (size_t)pl * g->P * g->Q;
         for (int p = 0; p < g->P; p++) {
+            int h0, h1;
+            window(p * g->stride_h - g->pad_h, g->kh, g->H, &h0, &h1);
             for (int q = 0; q < g->Q; q++) {
+                int w0, w1;
+                window(q * g->stride_w - g->pad_w, g->kw, g->W, &w0, &w1);
                 float sum = 0.0f;
-                for (int i = 0; i < g->kh; i++) {
-                    int h = p * g->stride_h - g->pad_h + i;
-                    if (h < 0 || h >= g->H)
-                        continue;
-                    for (int j = 0; j < g->kw; j++) {
-                        int w = q * g->stride_w - g->pad_w + j;
-                        if (w >= 0 && w < g->W)
-                            sum += xp[h * g->W + w];
-                    }
-                }
+                for (int h = h0; h < h1; h++)
+                    for (int w = w0; w < w1; w++)
+                        sum += xp[h * g->W + w];
                 yp[p * g->Q + q] = sum / (float)pool_divisor(g, p, q);
             }
         }
@@ -125,18 +114,15 @@ void cpu_avgpool_backward(const pool_geom *g, int n, const float *dy, float *dx,
         if (!accumulate)
             memset(dxp, 0, sizeof(float) * g->H * g->W);
         for (int p = 0; p < g->P; p++) {
+            int h0, h1;
+            window(p * g->stride_h - g->pad_h, g->kh, g->H, &h0, &h1);
             for (int q = 0; q < g->Q; q++) {
+                int w0, w1;
+                window(q * g->stride_w - g->pad_w, g->kw, g->W, &w0, &w1);
                 float v = dyp[p * g->Q + q] / (float)pool_divisor(g, p, q);
-                for (int i = 0; i < g->kh; i++) {
-                    int h = p * g->stride_h - g->pad_h + i;
-                    if (h < 0 || h >= g->H)
-                        continue;
-                    for (int j = 0; j < g->kw; j++) {
-                        int w = q * g->stride_w - g->pad_w + j;
-                        if (w >= 0 && w < g->W)
-                            dxp[h * g->W + w] += v;
-                    }
-                }
+                for (int h = h0; h < h1; h++)
+                    for (int w = w0; w < w1; w++)
+                        dxp[h * g->W + w] += v;
             }
         }
     }

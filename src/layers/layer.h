@@ -30,7 +30,7 @@ static inline size_t shape_size(dtnn_shape s) { return (size_t)s.c * s.h * s.w; 
 
 typedef enum {
     INIT_NONE = 0,
-    INIT_WEIGHT,    /* conv / linear weight: PyTorch default kaiming_uniform(a=sqrt 5), He, Xavier */
+    INIT_WEIGHT,    /* conv / linear weight: PyTorch's kaiming_uniform(a=sqrt 5), He, Xavier */
     INIT_BIAS,      /* U(-1/sqrt(fan_in), 1/sqrt(fan_in)) as PyTorch; zero for He/Xavier */
     INIT_ONES,
     INIT_ZEROS,
