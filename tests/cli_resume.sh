@@ -8,10 +8,10 @@ tmp=$2
 rm -rf "$tmp" && mkdir -p "$tmp"
 common=(--model models/small_bn_dropout.model --dataset synthetic --synthetic-samples 200
         --batch-size 32 --optimizer sgd --lr 0.05 --momentum 0.9 --nesterov --weight-decay 1e-4
-        --lr-schedule step:1:0.5 --threads 2 --seed 7 --quiet)
-"$dtnn" train "${common[@]}" --epochs 2 --save "$tmp/full.safetensors" --log "$tmp/full.jsonl"
-"$dtnn" train "${common[@]}" --epochs 1 --save "$tmp/half.safetensors"
-"$dtnn" train "${common[@]}" --epochs 2 --resume "$tmp/half.safetensors" --save "$tmp/resumed.safetensors"
+        --lr-schedule step:1:0.5 --threads 2 --seed 7)
+"$dtnn" train "${common[@]}" --quiet --epochs 2 --save "$tmp/full.safetensors" --log "$tmp/full.jsonl"
+"$dtnn" train "${common[@]}" --quiet --epochs 1 --save "$tmp/half.safetensors"
+"$dtnn" train "${common[@]}" --quiet --epochs 2 --resume "$tmp/half.safetensors" --save "$tmp/resumed.safetensors"
 if cmp "$tmp/full.safetensors" "$tmp/resumed.safetensors"; then
     echo "resume: bitwise identical"
 else
@@ -24,6 +24,13 @@ for key in epoch train_loss train_acc test_loss test_acc images_per_sec seconds 
     grep -q "\"$key\"" "$tmp/full.jsonl" || { echo "FAIL: log lacks $key"; exit 1; }
 done
 # Same seed, same threads: the same result, bit for bit.
-"$dtnn" train "${common[@]}" --epochs 2 --save "$tmp/again.safetensors"
+"$dtnn" train "${common[@]}" --quiet --epochs 2 --save "$tmp/again.safetensors"
 cmp "$tmp/full.safetensors" "$tmp/again.safetensors" || { echo "FAIL: not deterministic"; exit 1; }
+# --init takes the weights only: a new run (step 0, fresh optimizer) from them, and it refuses
+# to be combined with --resume.
+"$dtnn" train "${common[@]}" --quiet --epochs 1 --init "$tmp/half.safetensors" --save "$tmp/init.safetensors" \
+    | grep -q "test accuracy" || { echo "FAIL: --init"; exit 1; }
+if "$dtnn" train "${common[@]}" --epochs 2 --init "$tmp/half.safetensors" --resume "$tmp/half.safetensors" 2>/dev/null; then
+    echo "FAIL: --init with --resume accepted"; exit 1
+fi
 echo "1 passed, 0 failed"
