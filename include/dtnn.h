@@ -156,6 +156,15 @@ const float *dtnn_model_input_grad(const dtnn_model *m);
 int64_t dtnn_model_step(const dtnn_model *m);
 void dtnn_model_set_step(dtnn_model *m, int64_t step);
 
+/* Called during backward after each layer, with the lowest parameter offset (into params and
+ * grads) from which every gradient is now final: the flat buffer is in layer order and backward
+ * runs in reverse, so [ready_from, param end) is complete. Gradient all-reduce overlaps with
+ * backward through this. NULL removes the hook. */
+typedef void (*dtnn_backward_hook)(size_t ready_from, void *user);
+void dtnn_model_set_backward_hook(dtnn_model *m, dtnn_backward_hook fn, void *user);
+/* Length of params / grads including alignment padding (>= dtnn_model_param_count). */
+size_t dtnn_model_params_padded(const dtnn_model *m);
+
 /* Backpropagates from the loss gradient; parameter gradients accumulate (+=). */
 dtnn_status dtnn_model_backward(dtnn_model *m, dtnn_error *err);
 void dtnn_model_zero_grad(dtnn_model *m);
@@ -310,16 +319,44 @@ void dtnn_epoch_permutation(int64_t *perm, int64_t n, uint64_t seed, int64_t epo
 
 /* ---- communicator -------------------------------------------------------------------------- */
 
+/* A communicator: rank r of size. The single-process one is rank 0 of 1; the MPI one (when the
+ * build has MPI and the process was started by mpirun/mpiexec/srun) spans MPI_COMM_WORLD. Only
+ * src/dist/comm_mpi.c includes mpi.h; everything else talks to these calls. */
 typedef struct dtnn_comm dtnn_comm;
+typedef enum { DTNN_COMM_F32 = 0, DTNN_COMM_F16, DTNN_COMM_BF16 } dtnn_comm_dtype;
+
 /* A communicator for a single process (rank 0 of 1). */
 dtnn_comm *dtnn_comm_create_single(void);
+/* MPI when launched by an MPI launcher (and the build has MPI), else single. Initialises MPI. */
+dtnn_comm *dtnn_comm_create_auto(int *argc, char ***argv, dtnn_error *err);
+/* Finalises MPI (if it was initialised here) and frees. */
 void dtnn_comm_free(dtnn_comm *c);
 int dtnn_comm_rank(const dtnn_comm *c);
 int dtnn_comm_size(const dtnn_comm *c);
+/* Ranks on this rank's node, this rank's index among them, and the number of nodes. */
+int dtnn_comm_local_size(const dtnn_comm *c);
+int dtnn_comm_local_rank(const dtnn_comm *c);
+int dtnn_comm_node_count(const dtnn_comm *c);
+const char *dtnn_comm_name(const dtnn_comm *c);   /* "single", "Open MPI 4.1.4", ... */
 dtnn_status dtnn_comm_allreduce_sum(dtnn_comm *c, float *buf, size_t n, dtnn_error *err);
 dtnn_status dtnn_comm_allreduce_sum_f64(dtnn_comm *c, double *buf, size_t n, dtnn_error *err);
 dtnn_status dtnn_comm_broadcast(dtnn_comm *c, void *buf, size_t bytes, int root,
                                 dtnn_error *err);
+/* Gathers `bytes` from every rank into recv [size x bytes], on every rank. */
+dtnn_status dtnn_comm_allgather(dtnn_comm *c, const void *send, size_t bytes, void *recv,
+                                dtnn_error *err);
+/* Ends every rank of the job after printing message (rank-prefixed) on stderr. A single
+ * process just returns: the caller exits. */
+void dtnn_comm_abort(dtnn_comm *c, int code, const char *message);
+
+/* Gradient all-reduce strategies (dtnn_train_params.allreduce). */
+typedef enum {
+    DTNN_ALLREDUCE_OVERLAP = 0,   /* buckets, non-blocking, started during backward */
+    DTNN_ALLREDUCE_BLOCKING,      /* one all-reduce of the whole gradient after backward */
+    DTNN_ALLREDUCE_HIERARCHICAL,  /* reduce in the node, all-reduce among node leaders, bcast */
+} dtnn_allreduce_mode;
+dtnn_status dtnn_allreduce_parse(const char *name, dtnn_allreduce_mode *mode, dtnn_error *err);
+dtnn_status dtnn_comm_dtype_parse(const char *name, dtnn_comm_dtype *dtype, dtnn_error *err);
 
 /* ---- checkpoints --------------------------------------------------------------------------- */
 
@@ -355,6 +392,12 @@ typedef struct {
     int eval_each_epoch;
     const char *log_path;       /* JSONL, one object per epoch (NULL = none) */
     const char *save_path;      /* checkpoint at every epoch end and at the end (NULL = none) */
+    /* data parallelism (ignored on one rank) */
+    dtnn_allreduce_mode allreduce;
+    double bucket_mb;           /* overlap / hierarchical bucket size (0 = the default) */
+    dtnn_comm_dtype comm_dtype; /* gradients travel in this type; weights stay fp32 */
+    int accumulate;             /* micro-batches per optimizer step (>= 1) */
+    int sync_bn;                /* all-reduce batch-norm statistics */
 } dtnn_train_params;
 
 void dtnn_train_params_default(dtnn_train_params *p);
@@ -380,9 +423,12 @@ dtnn_status dtnn_train(dtnn_model *m, dtnn_optimizer *opt, const dtnn_dataset *d
                        dtnn_comm *comm, const dtnn_train_params *p, dtnn_train_state *ts,
                        dtnn_progress_fn progress, void *user, dtnn_error *err);
 
-/* Evaluates on a split in batches of batch_size. */
+/* Evaluates on a split in batches of batch_size. With a communicator of several ranks (comm
+ * may be NULL), each rank evaluates its contiguous shard and the metrics are summed, so every
+ * rank gets the metrics of the whole split. */
 dtnn_status dtnn_evaluate(dtnn_model *m, const dtnn_split *s, int batch_size,
-                          const dtnn_loss_params *lp, dtnn_metrics *out, dtnn_error *err);
+                          const dtnn_loss_params *lp, dtnn_comm *comm, dtnn_metrics *out,
+                          dtnn_error *err);
 
 /* Sets the kernel threads (OpenMP; 0 keeps the current count). The BLAS always runs
  * single-threaded inside dtnn's own threads, so the two never oversubscribe the cores. */

@@ -55,9 +55,9 @@ static void train_some(const char *spec, const char *save, float **out_params, s
     memset(&ts, 0, sizeof ts);
     dtnn_comm *comm = dtnn_comm_create_single();
     dtnn_metrics before, after;
-    CHECK_OK(dtnn_evaluate(m, &d.train, 32, &tp.loss, &before, &err), &err);
+    CHECK_OK(dtnn_evaluate(m, &d.train, 32, &tp.loss, NULL, &before, &err), &err);
     CHECK_OK(dtnn_train(m, opt, &d, comm, &tp, &ts, NULL, NULL, &err), &err);
-    CHECK_OK(dtnn_evaluate(m, &d.train, 32, &tp.loss, &after, &err), &err);
+    CHECK_OK(dtnn_evaluate(m, &d.train, 32, &tp.loss, NULL, &after, &err), &err);
     *first_loss = before.loss_sum / (double)before.count;
     *last_loss = after.loss_sum / (double)after.count;
     CHECK(ts.epoch == 3 && ts.step == 9);

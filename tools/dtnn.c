@@ -109,11 +109,21 @@ static cli_opt train_opts[] = {
     {"save", OPT_STRING, NULL, "checkpoint written at every epoch end", 0, NULL, 0},
     {"resume", OPT_STRING, NULL, "checkpoint to continue a run from", 0, NULL, 0},
     {"log", OPT_STRING, NULL, "JSONL metrics log, one object per epoch", 0, NULL, 0},
+    {"allreduce", OPT_STRING, "overlap", "MPI gradient all-reduce: overlap | blocking | "
+     "hierarchical", 0, NULL, 0},
+    {"bucket-mb", OPT_FLOAT, "4", "all-reduce bucket size in MiB (overlap, hierarchical)", 0,
+     NULL, 0},
+    {"comm-dtype", OPT_STRING, "fp32", "gradients travel as fp32 | fp16 | bf16", 0, NULL, 0},
+    {"accumulate", OPT_INT, "1", "micro-batches per step (gradient accumulation)", 0, NULL, 0},
+    {"lr-scaling", OPT_STRING, "none", "none | linear: lr x global batch / --base-batch "
+     "(Goyal et al. 2017)", 0, NULL, 0},
+    {"base-batch", OPT_INT, "256", "the batch --lr is meant for, with --lr-scaling linear", 0,
+     NULL, 0},
     {"quiet", OPT_FLAG, NULL, "only the per-epoch lines", 0, NULL, 0},
     {"help", OPT_FLAG, NULL, "show this help", 0, NULL, 0},
 };
 
-static int cmd_train(int argc, char **argv)
+static int cmd_train(int argc, char **argv, dtnn_comm *comm)
 {
     cli_opt *o = train_opts;
     const int n = N_OPTS(train_opts);
@@ -174,8 +184,34 @@ static int cmd_train(int argc, char **argv)
         return usage_error(cmd, "--init-scheme must be default, he or xavier, not '%s'", scheme);
     if (cli_given(o, n, "init") && cli_given(o, n, "resume"))
         return usage_error(cmd, "%s", "--init and --resume exclude each other");
-
-    dtnn_comm *comm = dtnn_comm_create_single();
+    if (dtnn_allreduce_parse(cli_str(o, n, "allreduce"), &tp.allreduce, &err) ||
+        dtnn_comm_dtype_parse(cli_str(o, n, "comm-dtype"), &tp.comm_dtype, &err))
+        return fprintf(stderr, "dtnn %s: %s\n", cmd, err.message), 2;
+    tp.bucket_mb = cli_float(o, n, "bucket-mb");
+    tp.accumulate = (int)cli_int(o, n, "accumulate");
+    if (tp.bucket_mb <= 0 || tp.accumulate < 1 || tp.accumulate > tp.batch_size)
+        return usage_error(cmd, "%s", "--bucket-mb must be positive and --accumulate in "
+                           "[1, batch size]");
+    const char *scaling = cli_str(o, n, "lr-scaling");
+    if (!strcmp(scaling, "linear")) {
+        int64_t base = cli_int(o, n, "base-batch");
+        if (base <= 0)
+            return usage_error(cmd, "--base-batch must be positive, got %s",
+                               cli_str(o, n, "base-batch"));
+        tp.sched.base_lr *= (float)tp.batch_size / (float)base;
+    } else if (strcmp(scaling, "none")) {
+        return usage_error(cmd, "--lr-scaling must be none or linear, not '%s'", scaling);
+    }
+    const int rank = dtnn_comm_rank(comm), ranks = dtnn_comm_size(comm);
+    if (tp.batch_size % (ranks * tp.accumulate)) {
+        fprintf(stderr, "dtnn %s: --batch-size %d does not divide by %d ranks x --accumulate "
+                "%d\n", cmd, tp.batch_size, ranks, tp.accumulate);
+        return 2;
+    }
+    if (rank != 0) {
+        tp.log_path = NULL;
+        tp.save_path = NULL;
+    }
     int threads = threads_option(o, n);
     dtnn_set_threads(threads);
     dtnn_dataset d;
@@ -188,7 +224,7 @@ static int cmd_train(int argc, char **argv)
     m = make_model(cli_str(o, n, "model"), &d.train, (int)cli_int(o, n, "classes"), &err);
     if (!m)
         goto out;
-    bp.max_batch = tp.batch_size / dtnn_comm_size(comm);
+    bp.max_batch = tp.batch_size / ranks / tp.accumulate;
     bp.seed = tp.seed;
     bp.threads = threads;
     if (dtnn_model_build(m, &bp, &err))
@@ -211,26 +247,36 @@ static int cmd_train(int argc, char **argv)
             rc = 2;
             goto out;
         }
-        printf("resuming from %s at epoch %lld, step %lld\n", cli_str(o, n, "resume"),
-               (long long)ts.epoch + 1, (long long)ts.step);
+        if (rank == 0)
+            printf("resuming from %s at epoch %lld, step %lld\n", cli_str(o, n, "resume"),
+                   (long long)ts.epoch + 1, (long long)ts.step);
     }
     char blas[128];
-    printf("dtnn: training %s on %s (%lld train / %lld test samples of %dx%dx%d, %d classes), "
-           "%zu parameters, batch %d, %s lr %g, %d thread%s, %s\n",
-           cli_str(o, n, "model"), d.name, (long long)d.train.n, (long long)d.test.n, d.train.c,
-           d.train.h, d.train.w, d.train.classes, dtnn_model_param_count(m), tp.batch_size,
-           dtnn_opt_name(kind), tp.sched.base_lr, threads, threads == 1 ? "" : "s",
-           dtnn_blas_name(blas, sizeof blas));
-    fflush(stdout);
+    if (rank == 0) {
+        printf("dtnn: training %s on %s (%lld train / %lld test samples of %dx%dx%d, %d "
+               "classes), %zu parameters, batch %d, %s lr %g, %d thread%s, %s\n",
+               cli_str(o, n, "model"), d.name, (long long)d.train.n, (long long)d.test.n,
+               d.train.c, d.train.h, d.train.w, d.train.classes, dtnn_model_param_count(m),
+               tp.batch_size, dtnn_opt_name(kind), tp.sched.base_lr, threads,
+               threads == 1 ? "" : "s", dtnn_blas_name(blas, sizeof blas));
+        if (ranks > 1)
+            printf("dtnn: data parallel on %d MPI ranks (%d node%s, %s), %d samples per rank "
+                   "per step, all-reduce %s, gradients as %s\n", ranks,
+                   dtnn_comm_node_count(comm), dtnn_comm_node_count(comm) == 1 ? "" : "s",
+                   dtnn_comm_name(comm), tp.batch_size / ranks, cli_str(o, n, "allreduce"),
+                   cli_str(o, n, "comm-dtype"));
+        fflush(stdout);
+    }
     progress_state ps;
     progress_init(&ps, stdout, cli_flag(o, n, "quiet"));
-    if (dtnn_train(m, opt, &d, comm, &tp, &ts, progress_update, &ps, &err))
+    if (dtnn_train(m, opt, &d, comm, &tp, &ts, rank == 0 ? progress_update : NULL, &ps, &err))
         goto out;
     if (d.test.n > 0) {
         dtnn_metrics tm;
-        if (dtnn_evaluate(m, &d.test, bp.max_batch, &tp.loss, &tm, &err))
+        if (dtnn_evaluate(m, &d.test, bp.max_batch, &tp.loss, comm, &tm, &err))
             goto out;
-        printf("test accuracy: %.2f%% (top-5 %.2f%%, loss %.4f) on %lld samples\n",
+        if (rank == 0)
+            printf("test accuracy: %.2f%% (top-5 %.2f%%, loss %.4f) on %lld samples\n",
                100.0 * (double)tm.top1 / (double)tm.count,
                100.0 * (double)tm.top5 / (double)tm.count, tm.loss_sum / (double)tm.count,
                (long long)tm.count);
@@ -239,12 +285,17 @@ static int cmd_train(int argc, char **argv)
         printf("saved %s\n", tp.save_path);
     rc = 0;
 out:
+    if (rc == 1 && ranks > 1) {
+        /* One rank's failure ends them all, with its message, instead of a hang. */
+        char line[600];
+        snprintf(line, sizeof line, "dtnn %s: %s", cmd, err.message);
+        dtnn_comm_abort(comm, 1, line);
+    }
     if (rc == 1)
         fail(cmd, &err);
     dtnn_optimizer_free(opt);
     dtnn_model_free(m);
     dtnn_dataset_free(&d);
-    dtnn_comm_free(comm);
     return rc;
 }
 
@@ -307,7 +358,7 @@ static int cmd_eval(int argc, char **argv)
         dtnn_checkpoint_load(cli_str(o, n, "load"), m, NULL, NULL, NULL, &err))
         goto out;
     dtnn_metrics met;
-    if (dtnn_evaluate(m, s, batch, &lp, &met, &err))
+    if (dtnn_evaluate(m, s, batch, &lp, NULL, &met, &err))
         goto out;
     printf("%s %s: loss %.4f, accuracy %.2f%%, top-5 %.2f%% on %lld samples\n", d.name,
            split_name, met.loss_sum / (double)met.count, 100.0 * (double)met.top1 / met.count,
@@ -640,8 +691,17 @@ int main(int argc, char **argv)
         return argc < 2 ? 2 : 0;
     }
     const char *c = argv[1];
-    if (!strcmp(c, "train"))
-        return cmd_train(argc, argv);
+    if (!strcmp(c, "train")) {
+        dtnn_error err = {0};
+        dtnn_comm *comm = dtnn_comm_create_auto(&argc, &argv, &err);
+        if (!comm) {
+            fprintf(stderr, "dtnn train: %s\n", err.message);
+            return 1;
+        }
+        int rc = cmd_train(argc, argv, comm);
+        dtnn_comm_free(comm);
+        return rc;
+    }
     if (!strcmp(c, "eval"))
         return cmd_eval(argc, argv);
     if (!strcmp(c, "predict"))

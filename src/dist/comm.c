@@ -1,7 +1,26 @@
 /*
- * comm.c — the public communicator calls, dispatched to the implementation's ops table.
+ * comm.c — the public communicator calls, dispatched to the implementation's ops table, and
+ * the choice between MPI and a single process.
  */
+#include <string.h>
+
 #include "comm_internal.h"
+
+dtnn_comm *dtnn_comm_create_auto(int *argc, char ***argv, dtnn_error *err)
+{
+    dtnn_error e = {0};
+    dtnn_comm *c = comm_mpi_create(argc, argv, &e);
+    if (c)
+        return c;
+    if (e.code) {
+        dtnn_error_set(err, e.code, "%s", e.message);
+        return NULL;
+    }
+    c = dtnn_comm_create_single();
+    if (!c)
+        dtnn_error_set(err, DTNN_ERR_NOMEM, "out of memory");
+    return c;
+}
 
 void dtnn_comm_free(dtnn_comm *c)
 {
@@ -11,6 +30,10 @@ void dtnn_comm_free(dtnn_comm *c)
 
 int dtnn_comm_rank(const dtnn_comm *c) { return c->rank; }
 int dtnn_comm_size(const dtnn_comm *c) { return c->size; }
+int dtnn_comm_local_rank(const dtnn_comm *c) { return c->local_rank; }
+int dtnn_comm_local_size(const dtnn_comm *c) { return c->local_size; }
+int dtnn_comm_node_count(const dtnn_comm *c) { return c->nodes; }
+const char *dtnn_comm_name(const dtnn_comm *c) { return c->name; }
 
 dtnn_status dtnn_comm_allreduce_sum(dtnn_comm *c, float *buf, size_t n, dtnn_error *err)
 {
@@ -26,4 +49,65 @@ dtnn_status dtnn_comm_broadcast(dtnn_comm *c, void *buf, size_t bytes, int root,
                                 dtnn_error *err)
 {
     return c->ops->broadcast(c, buf, bytes, root, err);
+}
+
+dtnn_status dtnn_comm_allgather(dtnn_comm *c, const void *send, size_t bytes, void *recv,
+                                dtnn_error *err)
+{
+    return c->ops->allgather(c, send, bytes, recv, err);
+}
+
+void dtnn_comm_abort(dtnn_comm *c, int code, const char *message)
+{
+    c->ops->abort(c, code, message);
+}
+
+dtnn_status comm_iallreduce(dtnn_comm *c, void *buf, size_t n, dtnn_comm_dtype dtype,
+                            int *request, dtnn_error *err)
+{
+    return c->ops->iallreduce(c, buf, n, dtype, request, err);
+}
+
+dtnn_status comm_test(dtnn_comm *c, int request, int *done, dtnn_error *err)
+{
+    return c->ops->test(c, request, done, err);
+}
+
+dtnn_status comm_wait(dtnn_comm *c, int request, dtnn_error *err)
+{
+    return c->ops->wait(c, request, err);
+}
+
+dtnn_status comm_hierarchical_allreduce(dtnn_comm *c, void *buf, size_t n,
+                                        dtnn_comm_dtype dtype, dtnn_error *err)
+{
+    return c->ops->hierarchical_allreduce(c, buf, n, dtype, err);
+}
+
+dtnn_status dtnn_allreduce_parse(const char *name, dtnn_allreduce_mode *mode, dtnn_error *err)
+{
+    if (!strcmp(name, "overlap"))
+        *mode = DTNN_ALLREDUCE_OVERLAP;
+    else if (!strcmp(name, "blocking"))
+        *mode = DTNN_ALLREDUCE_BLOCKING;
+    else if (!strcmp(name, "hierarchical"))
+        *mode = DTNN_ALLREDUCE_HIERARCHICAL;
+    else
+        return dtnn_error_set(err, DTNN_ERR_ARG, "unknown all-reduce '%s' (overlap, blocking, "
+                              "hierarchical)", name);
+    return DTNN_OK;
+}
+
+dtnn_status dtnn_comm_dtype_parse(const char *name, dtnn_comm_dtype *dtype, dtnn_error *err)
+{
+    if (!strcmp(name, "fp32"))
+        *dtype = DTNN_COMM_F32;
+    else if (!strcmp(name, "fp16"))
+        *dtype = DTNN_COMM_F16;
+    else if (!strcmp(name, "bf16"))
+        *dtype = DTNN_COMM_BF16;
+    else
+        return dtnn_error_set(err, DTNN_ERR_ARG, "unknown communication type '%s' (fp32, fp16, "
+                              "bf16)", name);
+    return DTNN_OK;
 }

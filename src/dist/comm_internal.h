@@ -1,24 +1,51 @@
 /*
  * comm_internal.h — a communicator is an ops table plus rank and size; implementations: single
- * process (comm_single.c), MPI (to come, the only file that includes mpi.h).
+ * process (comm_single.c) and MPI (comm_mpi.c, the only file that includes mpi.h). The
+ * non-blocking calls return a request handle that test/wait take; the caller keeps at most
+ * COMM_MAX_REQUESTS in flight.
  */
 #ifndef DTNN_COMM_INTERNAL_H
 #define DTNN_COMM_INTERNAL_H
 
 #include "../core/internal.h"
 
+#define COMM_MAX_REQUESTS 4096
+
 typedef struct {
     const char *name;
     dtnn_status (*allreduce_sum)(dtnn_comm *c, float *buf, size_t n, dtnn_error *err);
     dtnn_status (*allreduce_sum_f64)(dtnn_comm *c, double *buf, size_t n, dtnn_error *err);
     dtnn_status (*broadcast)(dtnn_comm *c, void *buf, size_t bytes, int root, dtnn_error *err);
+    dtnn_status (*allgather)(dtnn_comm *c, const void *send, size_t bytes, void *recv,
+                             dtnn_error *err);
+    /* In-place sum of n elements of dtype (F16 / BF16 are uint16 bit patterns). */
+    dtnn_status (*iallreduce)(dtnn_comm *c, void *buf, size_t n, dtnn_comm_dtype dtype,
+                              int *request, dtnn_error *err);
+    dtnn_status (*test)(dtnn_comm *c, int request, int *done, dtnn_error *err);
+    dtnn_status (*wait)(dtnn_comm *c, int request, dtnn_error *err);
+    /* Blocking: reduce inside the node, all-reduce among node leaders, broadcast in the node. */
+    dtnn_status (*hierarchical_allreduce)(dtnn_comm *c, void *buf, size_t n,
+                                          dtnn_comm_dtype dtype, dtnn_error *err);
+    void (*abort)(dtnn_comm *c, int code, const char *message);
     void (*destroy)(dtnn_comm *c);
 } dtnn_comm_ops;
 
 struct dtnn_comm {
     const dtnn_comm_ops *ops;
     int rank, size;
+    int local_rank, local_size, nodes;
+    char name[96];
     void *impl;
 };
+
+dtnn_status comm_iallreduce(dtnn_comm *c, void *buf, size_t n, dtnn_comm_dtype dtype,
+                            int *request, dtnn_error *err);
+dtnn_status comm_test(dtnn_comm *c, int request, int *done, dtnn_error *err);
+dtnn_status comm_wait(dtnn_comm *c, int request, dtnn_error *err);
+dtnn_status comm_hierarchical_allreduce(dtnn_comm *c, void *buf, size_t n,
+                                        dtnn_comm_dtype dtype, dtnn_error *err);
+
+/* The MPI communicator, or NULL when this build or this launch has none. */
+dtnn_comm *comm_mpi_create(int *argc, char ***argv, dtnn_error *err);
 
 #endif

@@ -1,7 +1,7 @@
 /*
  * comm_single.c — the communicator of a single process: rank 0 of 1, every collective is the
- * identity. The trainer always talks to a dtnn_comm, so the MPI communicator (the only file that
- * will include mpi.h) and later NCCL slot in behind the same calls without touching it.
+ * identity. The trainer always talks to a dtnn_comm, so MPI (comm_mpi.c) and later NCCL slot in
+ * behind the same calls without touching it.
  */
 #include <string.h>
 
@@ -9,31 +9,64 @@
 
 static dtnn_status single_allreduce(dtnn_comm *c, float *buf, size_t n, dtnn_error *err)
 {
-    (void)c;
-    (void)buf;
-    (void)n;
-    (void)err;
+    (void)c, (void)buf, (void)n, (void)err;
     return DTNN_OK;
 }
 
 static dtnn_status single_allreduce_f64(dtnn_comm *c, double *buf, size_t n, dtnn_error *err)
 {
-    (void)c;
-    (void)buf;
-    (void)n;
-    (void)err;
+    (void)c, (void)buf, (void)n, (void)err;
     return DTNN_OK;
 }
 
 static dtnn_status single_broadcast(dtnn_comm *c, void *buf, size_t bytes, int root,
                                     dtnn_error *err)
 {
-    (void)c;
-    (void)buf;
-    (void)bytes;
+    (void)c, (void)buf, (void)bytes;
     if (root != 0)
         return dtnn_error_set(err, DTNN_ERR_ARG, "broadcast from rank %d of 1", root);
     return DTNN_OK;
+}
+
+static dtnn_status single_allgather(dtnn_comm *c, const void *send, size_t bytes, void *recv,
+                                    dtnn_error *err)
+{
+    (void)c, (void)err;
+    memmove(recv, send, bytes);
+    return DTNN_OK;
+}
+
+static dtnn_status single_iallreduce(dtnn_comm *c, void *buf, size_t n, dtnn_comm_dtype dtype,
+                                     int *request, dtnn_error *err)
+{
+    (void)c, (void)buf, (void)n, (void)dtype, (void)err;
+    *request = 0;
+    return DTNN_OK;
+}
+
+static dtnn_status single_test(dtnn_comm *c, int request, int *done, dtnn_error *err)
+{
+    (void)c, (void)request, (void)err;
+    *done = 1;
+    return DTNN_OK;
+}
+
+static dtnn_status single_wait(dtnn_comm *c, int request, dtnn_error *err)
+{
+    (void)c, (void)request, (void)err;
+    return DTNN_OK;
+}
+
+static dtnn_status single_hier(dtnn_comm *c, void *buf, size_t n, dtnn_comm_dtype dtype,
+                               dtnn_error *err)
+{
+    (void)c, (void)buf, (void)n, (void)dtype, (void)err;
+    return DTNN_OK;
+}
+
+static void single_abort(dtnn_comm *c, int code, const char *message)
+{
+    (void)c, (void)code, (void)message;
 }
 
 static void single_free(dtnn_comm *c) { free(c); }
@@ -43,6 +76,12 @@ static const dtnn_comm_ops single_ops = {
     .allreduce_sum = single_allreduce,
     .allreduce_sum_f64 = single_allreduce_f64,
     .broadcast = single_broadcast,
+    .allgather = single_allgather,
+    .iallreduce = single_iallreduce,
+    .test = single_test,
+    .wait = single_wait,
+    .hierarchical_allreduce = single_hier,
+    .abort = single_abort,
     .destroy = single_free,
 };
 
@@ -54,5 +93,9 @@ dtnn_comm *dtnn_comm_create_single(void)
     c->ops = &single_ops;
     c->rank = 0;
     c->size = 1;
+    c->local_rank = 0;
+    c->local_size = 1;
+    c->nodes = 1;
+    snprintf(c->name, sizeof c->name, "single process");
     return c;
 }

@@ -503,8 +503,17 @@ dtnn_status dtnn_model_backward(dtnn_model *m, dtnn_error *err)
     if (!m->forward_done || !m->training || !m->loss_done)
         return dtnn_error_set(err, DTNN_ERR_ARG,
                               "backward needs a training-mode forward and a loss first");
-    for (int i = m->n_layers - 1; i >= 0; i--)
-        layer_time(m, m->layers[i], 1);
+    size_t ready_from = m->n_params_padded;
+    for (int i = m->n_layers - 1; i >= 0; i--) {
+        layer *l = m->layers[i];
+        layer_time(m, l, 1);
+        if (!m->hook)
+            continue;
+        for (int k = 0; k < l->n_tensors; k++)
+            if (l->t[k].kind == DTNN_TENSOR_PARAM)
+                ready_from = DTNN_MIN(ready_from, m->tensors[l->t[k].model_index].offset);
+        m->hook(ready_from, m->hook_user);
+    }
     m->step++;
     return DTNN_OK;
 }
@@ -518,6 +527,13 @@ float *dtnn_model_output_grad(dtnn_model *m)
 }
 
 const float *dtnn_model_input_grad(const dtnn_model *m) { return m->input_grad; }
+size_t dtnn_model_params_padded(const dtnn_model *m) { return m->n_params_padded; }
+
+void dtnn_model_set_backward_hook(dtnn_model *m, dtnn_backward_hook fn, void *user)
+{
+    m->hook = fn;
+    m->hook_user = user;
+}
 int64_t dtnn_model_step(const dtnn_model *m) { return m->step; }
 void dtnn_model_set_step(dtnn_model *m, int64_t step) { m->step = step; }
 

@@ -36,6 +36,8 @@ struct dtnn_model {
     uint64_t seed;
     int64_t step;               /* backward passes so far: the dropout stream position */
     int profiling;
+    dtnn_backward_hook hook;    /* called after each layer's backward (gradient all-reduce) */
+    void *hook_user;
 };
 
 /* Adds a layer from parsed options; origin ("file:line") prefixes every error. */

@@ -10,6 +10,14 @@
  * global batch, so the same command means the same training on any number of ranks. The last
  * partial batch of an epoch is used (not dropped), with the mean taken over its real size.
  * Everything a step needs is allocated before the first step.
+ *
+ * On several ranks: rank 0's parameters and buffers are broadcast first, and the ranks check
+ * that they agree on the model, the training settings and the dataset (a mismatch is an error
+ * at start, not a hang later). Each step's gradient is all-reduced by grad_sync (blocking,
+ * overlapped with backward, or hierarchical). With --accumulate K a rank's slice of the global
+ * batch is run as K micro-batches whose gradients add up; only the last one communicates.
+ * Batch-norm running statistics are averaged over the ranks at every epoch end, so evaluation
+ * and every checkpoint see one set of statistics.
  */
 #include <errno.h>
 #include <math.h>
@@ -17,6 +25,7 @@
 #include <unistd.h>
 
 #include "../core/internal.h"
+#include "../dist/grad_sync.h"
 
 void dtnn_train_params_default(dtnn_train_params *p)
 {
@@ -28,6 +37,8 @@ void dtnn_train_params_default(dtnn_train_params *p)
     dtnn_loss_params_default(&p->loss);
     dtnn_sched_params_default(&p->sched);
     p->eval_each_epoch = 1;
+    p->allreduce = DTNN_ALLREDUCE_OVERLAP;
+    p->accumulate = 1;
 }
 
 /* Slice [lo, hi) of a global batch [start, start + len) that rank r of size takes. */
@@ -38,17 +49,103 @@ static void rank_slice(int64_t start, int64_t len, int r, int size, int64_t *lo,
 }
 
 dtnn_status dtnn_evaluate(dtnn_model *m, const dtnn_split *s, int batch_size,
-                          const dtnn_loss_params *lp, dtnn_metrics *out, dtnn_error *err)
+                          const dtnn_loss_params *lp, dtnn_comm *comm, dtnn_metrics *out,
+                          dtnn_error *err)
 {
     memset(out, 0, sizeof *out);
+    int64_t lo = 0, hi = s->n;
+    if (comm)
+        rank_slice(0, s->n, dtnn_comm_rank(comm), dtnn_comm_size(comm), &lo, &hi);
     size_t sample = (size_t)s->c * s->h * s->w;
-    for (int64_t i = 0; i < s->n; i += batch_size) {
-        int n = (int)DTNN_MIN((int64_t)batch_size, s->n - i);
+    for (int64_t i = lo; i < hi; i += batch_size) {
+        int n = (int)DTNN_MIN((int64_t)batch_size, hi - i);
         dtnn_status st = dtnn_model_forward(m, s->x + (size_t)i * sample, n, 0, err);
         if (!st)
             st = dtnn_model_loss(m, s->y + i, n, lp, 1.0f, out, err);
         if (st)
             return st;
+    }
+    if (comm && dtnn_comm_size(comm) > 1) {
+        double sums[4] = {out->loss_sum, (double)out->top1, (double)out->top5,
+                          (double)out->count};
+        dtnn_status st = dtnn_comm_allreduce_sum_f64(comm, sums, 4, err);
+        if (st)
+            return st;
+        out->loss_sum = sums[0];
+        out->top1 = (int64_t)sums[1];
+        out->top5 = (int64_t)sums[2];
+        out->count = (int64_t)sums[3];
+    }
+    return DTNN_OK;
+}
+
+static uint64_t fnv(uint64_t h, const void *data, size_t n)
+{
+    const unsigned char *p = data;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ p[i]) * 0x100000001b3ull;
+    return h;
+}
+
+/* Ranks must agree on the model, the settings and the data, or training silently diverges (or
+ * hangs in a collective of another size). Each rank hashes the three; rank 0's are compared. */
+static dtnn_status check_agreement(dtnn_model *m, dtnn_optimizer *opt, const dtnn_dataset *d,
+                                   dtnn_comm *comm, const dtnn_train_params *p,
+                                   const dtnn_train_state *ts, dtnn_error *err)
+{
+    uint64_t h[3] = {0xcbf29ce484222325ull, 0xcbf29ce484222325ull, 0xcbf29ce484222325ull};
+    for (int i = 0; i < dtnn_model_tensor_count(m); i++) {
+        const dtnn_tensor_info *t = dtnn_model_tensor(m, i);
+        h[0] = fnv(h[0], t->name, strlen(t->name));
+        h[0] = fnv(h[0], t->dims, sizeof(int64_t) * t->ndim);
+    }
+    struct {
+        int64_t epochs, steps, batch, accumulate, shuffle, loss, allreduce, dtype, sync_bn;
+        uint64_t seed;
+        double smoothing, lr, bucket;
+        int64_t step, epoch, step_in_epoch;
+    } f = {p->epochs, p->steps, p->batch_size, p->accumulate, p->shuffle, p->loss.kind,
+           p->allreduce, p->comm_dtype, p->sync_bn, p->seed, p->loss.label_smoothing,
+           p->sched.base_lr, p->bucket_mb, ts->step, ts->epoch, ts->step_in_epoch};
+    h[1] = fnv(h[1], &f, sizeof f);
+    h[1] = fnv(h[1], &p->sched, sizeof p->sched);
+    h[1] = fnv(h[1], dtnn_optimizer_params(opt), sizeof(dtnn_opt_params));
+    const dtnn_split *sp[2] = {&d->train, &d->test};
+    for (int k = 0; k < 2; k++) {
+        int64_t shape[5] = {sp[k]->n, sp[k]->c, sp[k]->h, sp[k]->w, sp[k]->classes};
+        h[2] = fnv(h[2], shape, sizeof shape);
+        h[2] = fnv(h[2], sp[k]->y, sizeof(int32_t) * (size_t)sp[k]->n);
+    }
+    int size = dtnn_comm_size(comm);
+    uint64_t *all = malloc(sizeof h * (size_t)size);
+    if (!all)
+        return dtnn_error_set(err, DTNN_ERR_NOMEM, "out of memory");
+    dtnn_status st = dtnn_comm_allgather(comm, h, sizeof h, all, err);
+    static const char *const what[3] = {"model", "training options", "dataset"};
+    for (int r = 1; r < size && !st; r++)
+        for (int k = 0; k < 3 && !st; k++)
+            if (all[3 * r + k] != all[k])
+                st = dtnn_error_set(err, DTNN_ERR_ARG, "rank %d disagrees with rank 0 on the %s: "
+                                    "every rank must run the same command on the same files",
+                                    r, what[k]);
+    free(all);
+    return st;
+}
+
+/* Averages the float buffers (batch-norm running statistics) over the ranks. */
+static dtnn_status average_buffers(dtnn_model *m, dtnn_comm *comm, dtnn_error *err)
+{
+    float inv = 1.0f / (float)dtnn_comm_size(comm);
+    for (int i = 0; i < dtnn_model_tensor_count(m); i++) {
+        const dtnn_tensor_info *t = dtnn_model_tensor(m, i);
+        if (t->kind != DTNN_TENSOR_BUFFER || t->dtype != DTNN_F32)
+            continue;
+        float *v = (float *)(void *)(dtnn_model_buffers(m) + t->offset);
+        dtnn_status st = dtnn_comm_allreduce_sum(comm, v, t->count, err);
+        if (st)
+            return st;
+        for (size_t j = 0; j < t->count; j++)
+            v[j] *= inv;
     }
     return DTNN_OK;
 }
@@ -90,9 +187,10 @@ dtnn_status dtnn_train(dtnn_model *m, dtnn_optimizer *opt, const dtnn_dataset *d
     if (B <= 0)
         return dtnn_error_set(err, DTNN_ERR_ARG, "batch size must be positive, got %lld",
                               (long long)B);
-    if (B % size)
+    const int K = p->accumulate > 0 ? p->accumulate : 1;
+    if (B % ((int64_t)size * K))
         return dtnn_error_set(err, DTNN_ERR_ARG, "the global batch size %lld does not divide by "
-                              "the %d ranks", (long long)B, size);
+                              "the %d ranks x %d accumulation steps", (long long)B, size, K);
     if (tr->n <= 0)
         return dtnn_error_set(err, DTNN_ERR_ARG, "the training split of '%s' is empty", d->name);
     int c, h, w;
@@ -122,6 +220,7 @@ dtnn_status dtnn_train(dtnn_model *m, dtnn_optimizer *opt, const dtnn_dataset *d
     ts->global_batch = B;
 
     const int local_max = (int)(B / size);
+    const int micro_max = local_max / K;
     const size_t sample = (size_t)c * h * w;
     FILE *log = NULL;
     dtnn_status st = DTNN_OK;
@@ -136,10 +235,24 @@ dtnn_status dtnn_train(dtnn_model *m, dtnn_optimizer *opt, const dtnn_dataset *d
     int64_t *perm = malloc(sizeof(int64_t) * tr->n);
     float *xb = dtnn_alloc_aligned(sizeof(float) * sample * local_max);
     int32_t *yb = malloc(sizeof(int32_t) * local_max);
+    grad_sync *gs = NULL;
     if (!perm || !xb || !yb) {
         st = dtnn_error_set(err, DTNN_ERR_NOMEM, "out of memory for a batch of %d samples",
                             local_max);
         goto done;
+    }
+    if (size > 1) {
+        if ((st = check_agreement(m, opt, d, comm, p, ts, err)) ||
+            (st = dtnn_comm_broadcast(comm, dtnn_model_params(m),
+                                      sizeof(float) * dtnn_model_params_padded(m), 0, err)) ||
+            (st = dtnn_comm_broadcast(comm, dtnn_model_buffers(m), dtnn_model_buffer_bytes(m), 0,
+                                      err)))
+            goto done;
+        gs = grad_sync_create(comm, m, p->allreduce, p->bucket_mb, p->comm_dtype, err);
+        if (!gs) {
+            st = err->code;
+            goto done;
+        }
     }
     dtnn_model_set_step(m, ts->step);
 
@@ -163,13 +276,19 @@ dtnn_status dtnn_train(dtnn_model *m, dtnn_optimizer *opt, const dtnn_dataset *d
             }
             dtnn_model_zero_grad(m);
             dtnn_metrics step_met = {0};
-            if (n > 0) {
-                if ((st = dtnn_model_forward(m, xb, n, 1, err)) ||
-                    (st = dtnn_model_loss(m, yb, n, &p->loss, 1.0f / (float)len, &step_met,
-                                          err)) ||
-                    (st = dtnn_model_backward(m, err)))
+            for (int k = 0; k < K; k++) {
+                int m0 = n * k / K, m1 = n * (k + 1) / K;
+                if (k == K - 1 && gs)
+                    grad_sync_begin(gs);
+                if (m1 > m0 &&
+                    ((st = dtnn_model_forward(m, xb + (size_t)m0 * sample, m1 - m0, 1, err)) ||
+                     (st = dtnn_model_loss(m, yb + m0, m1 - m0, &p->loss, 1.0f / (float)len,
+                                           &step_met, err)) ||
+                     (st = dtnn_model_backward(m, err))))
                     goto done;
             }
+            if (gs && (st = grad_sync_finish(gs, err)))
+                goto done;
             if (!isfinite(step_met.loss_sum)) {
                 st = dtnn_error_set(err, DTNN_ERR_NONFINITE, "the loss became %s at step %lld "
                                     "(epoch %lld): lower the learning rate, or check the data",
@@ -177,9 +296,6 @@ dtnn_status dtnn_train(dtnn_model *m, dtnn_optimizer *opt, const dtnn_dataset *d
                                     (long long)ts->step + 1, (long long)epoch + 1);
                 goto done;
             }
-            if (size > 1 && (st = dtnn_comm_allreduce_sum(comm, dtnn_model_grads(m),
-                                                          dtnn_model_param_count(m), err)))
-                goto done;
             lr = dtnn_sched_lr(&sched, ts->step, steps_per_epoch);
             if ((st = dtnn_optimizer_step(opt, lr, err)))
                 goto done;
@@ -225,9 +341,11 @@ dtnn_status dtnn_train(dtnn_model *m, dtnn_optimizer *opt, const dtnn_dataset *d
         pr.lr = lr;
         pr.epoch_end = 1;
         pr.has_test = 0;
+        if (size > 1 && (st = average_buffers(m, comm, err)))
+            goto done;
         if (p->eval_each_epoch && d->test.n > 0) {
             dtnn_metrics tm;
-            if ((st = dtnn_evaluate(m, &d->test, local_max, &p->loss, &tm, err)))
+            if ((st = dtnn_evaluate(m, &d->test, micro_max, &p->loss, comm, &tm, err)))
                 goto done;
             pr.has_test = 1;
             pr.test_loss = tm.loss_sum / (double)tm.count;
@@ -246,6 +364,7 @@ dtnn_status dtnn_train(dtnn_model *m, dtnn_optimizer *opt, const dtnn_dataset *d
             progress(&pr, user);
     }
 done:
+    grad_sync_free(gs);
     if (log)
         fclose(log);
     free(perm);

@@ -1,0 +1,208 @@
+/*
+ * grad_sync.c — the gradient all-reduce of data-parallel training, in three strategies:
+ *   blocking      one all-reduce of the whole flat gradient after backward;
+ *   overlap       contiguous buckets of --bucket-mb, taken from the end of the flat buffer
+ *                 (the last layers, whose gradients backward finishes first), each started
+ *                 with a non-blocking all-reduce from the backward hook as soon as it is
+ *                 complete; every hook call also tests the requests in flight, because Open
+ *                 MPI makes no progress on MPI_Iallreduce unless the program calls into MPI;
+ *                 all are completed before the optimizer step;
+ *   hierarchical  per bucket: reduce inside the node, all-reduce among one leader per node,
+ *                 broadcast inside the node.
+ * Each rank's gradient is already scaled by 1/global batch, so the sum is the global mean.
+ *
+ * Half-precision transport (fp16 / bf16): a bucket is converted into a uint16 staging buffer,
+ * summed in that type (MPI user operations widen to float per addition), and widened back;
+ * weights and the optimizer stay fp32. fp16 has a small range, so each bucket is multiplied by
+ * a power of two chosen from the previous step's reduced gradient, which is identical on every
+ * rank, so all ranks pick the same scale without extra communication. A bucket whose sum still
+ * overflows is redone in fp32 and its scale lowered, again identically on all ranks.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "comm_internal.h"
+#include "grad_sync.h"
+#include "half.h"
+
+typedef struct {
+    size_t begin, end;          /* float range of the flat gradient */
+    int request;
+    int started;
+    float scale;                /* fp16 only */
+} bucket;
+
+struct grad_sync {
+    dtnn_comm *comm;
+    dtnn_model *model;
+    dtnn_allreduce_mode mode;
+    dtnn_comm_dtype dtype;
+    bucket *buckets;            /* buckets[0] is the last range of the buffer */
+    int n_buckets;
+    int next;                   /* next bucket to start */
+    uint16_t *staging;          /* [n] half-precision copy, when dtype != F32 */
+    size_t n;
+    dtnn_error first_error;
+    double wait_seconds;        /* time spent waiting after backward */
+};
+
+static void to_half(grad_sync *gs, bucket *b)
+{
+    const float *g = dtnn_model_grads(gs->model);
+    if (gs->dtype == DTNN_COMM_F16)
+        for (size_t i = b->begin; i < b->end; i++)
+            gs->staging[i] = f32_to_f16(g[i] * b->scale);
+    else
+        for (size_t i = b->begin; i < b->end; i++)
+            gs->staging[i] = f32_to_bf16(g[i]);
+}
+
+/* Widens a reduced bucket back into the gradient; returns 0 if it overflowed (fp16). */
+static int from_half(grad_sync *gs, bucket *b)
+{
+    float *g = dtnn_model_grads(gs->model);
+    if (gs->dtype == DTNN_COMM_BF16) {
+        for (size_t i = b->begin; i < b->end; i++)
+            g[i] = bf16_to_f32(gs->staging[i]);
+        return 1;
+    }
+    for (size_t i = b->begin; i < b->end; i++)
+        if ((gs->staging[i] & 0x7c00u) == 0x7c00u)
+            return 0;
+    float inv = 1.0f / b->scale, mx = 0.0f;
+    for (size_t i = b->begin; i < b->end; i++) {
+        g[i] = f16_to_f32(gs->staging[i]) * inv;
+        mx = fmaxf(mx, fabsf(g[i]));
+    }
+    /* Next step: the largest power of two that keeps this step's sum below 2^14 (4x margin). */
+    if (mx > 0.0f)
+        b->scale = fminf(ldexpf(1.0f, (int)floorf(log2f(16384.0f / mx))), 16777216.0f);
+    return 1;
+}
+
+static void *bucket_data(grad_sync *gs, bucket *b)
+{
+    if (gs->dtype == DTNN_COMM_F32)
+        return dtnn_model_grads(gs->model) + b->begin;
+    return gs->staging + b->begin;
+}
+
+static dtnn_status start_bucket(grad_sync *gs, bucket *b, dtnn_error *err)
+{
+    if (gs->dtype != DTNN_COMM_F32)
+        to_half(gs, b);
+    b->started = 1;
+    if (gs->mode == DTNN_ALLREDUCE_HIERARCHICAL)
+        return comm_hierarchical_allreduce(gs->comm, bucket_data(gs, b), b->end - b->begin,
+                                           gs->dtype, err);
+    return comm_iallreduce(gs->comm, bucket_data(gs, b), b->end - b->begin, gs->dtype,
+                           &b->request, err);
+}
+
+static void on_backward(size_t ready_from, void *user)
+{
+    grad_sync *gs = user;
+    if (gs->first_error.code)
+        return;
+    while (gs->next < gs->n_buckets && gs->buckets[gs->next].begin >= ready_from) {
+        if (start_bucket(gs, &gs->buckets[gs->next], &gs->first_error))
+            return;
+        gs->next++;
+    }
+    /* Progress for the requests in flight (see the top of the file). */
+    for (int i = 0; i < gs->next; i++) {
+        int done;
+        if (comm_test(gs->comm, gs->buckets[i].request, &done, &gs->first_error))
+            return;
+    }
+}
+
+grad_sync *grad_sync_create(dtnn_comm *comm, dtnn_model *m, dtnn_allreduce_mode mode,
+                            double bucket_mb, dtnn_comm_dtype dtype, dtnn_error *err)
+{
+    grad_sync *gs = calloc(1, sizeof *gs);
+    if (!gs) {
+        dtnn_error_set(err, DTNN_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    gs->comm = comm;
+    gs->model = m;
+    gs->mode = mode;
+    gs->dtype = dtype;
+    gs->n = dtnn_model_params_padded(m);
+    if (bucket_mb <= 0)
+        bucket_mb = GRAD_SYNC_DEFAULT_BUCKET_MB;
+    size_t per = (size_t)(bucket_mb * 1048576.0 / sizeof(float));
+    if (mode == DTNN_ALLREDUCE_BLOCKING || per == 0 || per > gs->n)
+        per = gs->n ? gs->n : 1;
+    gs->n_buckets = (int)((gs->n + per - 1) / per);
+    if (gs->n_buckets > COMM_MAX_REQUESTS) {
+        dtnn_error_set(err, DTNN_ERR_ARG, "--bucket-mb %g gives %d buckets, more than %d: use "
+                       "larger buckets", bucket_mb, gs->n_buckets, COMM_MAX_REQUESTS);
+        free(gs);
+        return NULL;
+    }
+    gs->buckets = calloc(gs->n_buckets ? gs->n_buckets : 1, sizeof *gs->buckets);
+    if (dtype != DTNN_COMM_F32)
+        gs->staging = malloc(sizeof(uint16_t) * (gs->n ? gs->n : 1));
+    if (!gs->buckets || (dtype != DTNN_COMM_F32 && !gs->staging)) {
+        grad_sync_free(gs);
+        dtnn_error_set(err, DTNN_ERR_NOMEM, "out of memory for gradient buckets");
+        return NULL;
+    }
+    for (int i = 0; i < gs->n_buckets; i++) {
+        gs->buckets[i].end = gs->n - (size_t)i * per;
+        gs->buckets[i].begin = gs->buckets[i].end > per ? gs->buckets[i].end - per : 0;
+        gs->buckets[i].scale = 1024.0f;
+    }
+    return gs;
+}
+
+void grad_sync_free(grad_sync *gs)
+{
+    if (!gs)
+        return;
+    free(gs->buckets);
+    free(gs->staging);
+    free(gs);
+}
+
+void grad_sync_begin(grad_sync *gs)
+{
+    gs->next = 0;
+    gs->first_error.code = DTNN_OK;
+    for (int i = 0; i < gs->n_buckets; i++)
+        gs->buckets[i].started = 0;
+    if (gs->mode == DTNN_ALLREDUCE_OVERLAP)
+        dtnn_model_set_backward_hook(gs->model, on_backward, gs);
+}
+
+dtnn_status grad_sync_finish(grad_sync *gs, dtnn_error *err)
+{
+    dtnn_model_set_backward_hook(gs->model, NULL, NULL);
+    if (gs->first_error.code)
+        return dtnn_error_set(err, gs->first_error.code, "%s", gs->first_error.message);
+    double t0 = dtnn_now();
+    dtnn_status st = DTNN_OK;
+    for (int i = gs->next; i < gs->n_buckets && !st; i++)
+        st = start_bucket(gs, &gs->buckets[i], err);
+    gs->next = gs->n_buckets;
+    for (int i = 0; i < gs->n_buckets && !st; i++) {
+        bucket *b = &gs->buckets[i];
+        if (gs->mode != DTNN_ALLREDUCE_HIERARCHICAL)
+            st = comm_wait(gs->comm, b->request, err);
+        if (st || gs->dtype == DTNN_COMM_F32)
+            continue;
+        if (!from_half(gs, b)) {
+            /* fp16 overflow: redo this bucket in fp32 (identically on every rank). */
+            b->scale *= 1.0f / 256.0f;
+            st = dtnn_comm_allreduce_sum(gs->comm, dtnn_model_grads(gs->model) + b->begin,
+                                         b->end - b->begin, err);
+        }
+    }
+    gs->wait_seconds += dtnn_now() - t0;
+    return st;
+}
+
+double grad_sync_wait_seconds(const grad_sync *gs) { return gs->wait_seconds; }
+int grad_sync_bucket_count(const grad_sync *gs) { return gs->n_buckets; }
