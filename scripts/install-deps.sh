@@ -3,7 +3,8 @@
 # Idempotent and quiet when everything is there; needs root only when something is missing.
 set -euo pipefail
 
-packages=(cmake make gcc libc6-dev libopenblas-dev zlib1g-dev dataset-fashion-mnist)
+packages=(cmake make gcc libc6-dev libopenblas-dev zlib1g-dev dataset-fashion-mnist
+          libopenmpi-dev openmpi-bin)
 missing=()
 for p in "${packages[@]}"; do
     status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)

@@ -132,6 +132,28 @@ static dtnn_status check_agreement(dtnn_model *m, dtnn_optimizer *opt, const dtn
     return st;
 }
 
+/* Every rank must hold bitwise the same parameters and buffers: the all-reduce gives each the
+ * same sum and the optimizer is deterministic. A difference means a broken transport or a
+ * non-deterministic kernel, and is an error rather than silently diverging replicas. */
+static dtnn_status check_replicas(dtnn_model *m, dtnn_comm *comm, int64_t epoch, dtnn_error *err)
+{
+    uint64_t h[2] = {0xcbf29ce484222325ull, 0xcbf29ce484222325ull};
+    h[0] = fnv(h[0], dtnn_model_params(m), sizeof(float) * dtnn_model_params_padded(m));
+    h[1] = fnv(h[1], dtnn_model_buffers(m), dtnn_model_buffer_bytes(m));
+    int size = dtnn_comm_size(comm);
+    uint64_t *all = malloc(sizeof h * (size_t)size);
+    if (!all)
+        return dtnn_error_set(err, DTNN_ERR_NOMEM, "out of memory");
+    dtnn_status st = dtnn_comm_allgather(comm, h, sizeof h, all, err);
+    for (int r = 1; r < size && !st; r++)
+        if (all[2 * r] != all[0] || all[2 * r + 1] != all[1])
+            st = dtnn_error_set(err, DTNN_ERR_COMM, "after epoch %lld the %s of rank %d differ "
+                                "from rank 0's: the replicas diverged", (long long)epoch + 1,
+                                all[2 * r] != all[0] ? "parameters" : "buffers", r);
+    free(all);
+    return st;
+}
+
 /* Averages the float buffers (batch-norm running statistics) over the ranks. */
 static dtnn_status average_buffers(dtnn_model *m, dtnn_comm *comm, dtnn_error *err)
 {
@@ -341,7 +363,8 @@ dtnn_status dtnn_train(dtnn_model *m, dtnn_optimizer *opt, const dtnn_dataset *d
         pr.lr = lr;
         pr.epoch_end = 1;
         pr.has_test = 0;
-        if (size > 1 && (st = average_buffers(m, comm, err)))
+        if (size > 1 &&
+            ((st = average_buffers(m, comm, err)) || (st = check_replicas(m, comm, epoch, err))))
             goto done;
         if (p->eval_each_epoch && d->test.n > 0) {
             dtnn_metrics tm;

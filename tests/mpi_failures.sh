@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# A failure on one rank ends the whole job promptly, non-zero, with that rank's message; ranks
+# that disagree on the command are stopped at start. Both are bounded by `timeout`, so a hang
+# fails the test instead of the suite. Usage: mpi_failures.sh DTNN CKDIFF MPIRUN TMPDIR
+set -u
+dtnn=$1
+mpirun=$3
+tmp=$4
+rm -rf "$tmp" && mkdir -p "$tmp"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+failures=0
+args=(train --model lenet5 --dataset synthetic --synthetic-shape 1x28x28 --synthetic-samples 256
+      --batch-size 32 --epochs 1 --threads 1 --quiet)
+
+expect_failure() { # name pattern -- mpirun arguments (MPMD: different commands per rank)
+    local name=$1 pattern=$2
+    shift 3
+    local t0=$SECONDS
+    timeout 120 "$mpirun" --oversubscribe --bind-to none "$@" >"$tmp/out" 2>&1
+    local rc=$? dt=$((SECONDS - t0))
+    if [[ $rc -ne 0 && $rc -ne 124 ]] && grep -qE -e "$pattern" "$tmp/out"; then
+        echo "ok: $name: exit $rc after ${dt}s: $(grep -E -e "$pattern" "$tmp/out" | head -n1)"
+    else
+        echo "FAIL: $name: exit $rc after ${dt}s; output:"
+        sed 's/^/    /' "$tmp/out" | head -20
+        failures=$((failures + 1))
+    fi
+}
+
+# Rank 1 cannot read its data: rank 0 is already waiting in a collective, and must not hang.
+expect_failure "one rank fails" "rank 1.*missing-dir|missing-dir" -- \
+    -np 1 "$dtnn" "${args[@]}" : \
+    -np 1 "$dtnn" train --model lenet5 --dataset npy --data-dir "$tmp/missing-dir" --batch-size 32 \
+        --epochs 1 --threads 1
+# Rank 1 runs another seed: caught by the start-up agreement check.
+expect_failure "ranks disagree" "rank 1 disagrees with rank 0 on the training options" -- \
+    -np 1 "$dtnn" "${args[@]}" --seed 1 : -np 1 "$dtnn" "${args[@]}" --seed 2
+# A non-finite loss on every rank stops the job with the step.
+expect_failure "non-finite loss" "NaN|infinite" -- -np 2 "$dtnn" "${args[@]}" --lr 1e30
+# The global batch must divide by the ranks.
+expect_failure "batch not divisible" "does not divide by 3 ranks" -- -np 3 "$dtnn" "${args[@]}"
+
+[[ $failures -eq 0 ]] && echo "mpi_failures: all passed" || echo "mpi_failures: $failures failed"
+[[ $failures -eq 0 ]]
