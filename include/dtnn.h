@@ -413,6 +413,8 @@ typedef struct {
     int epoch_end;                  /* 1 on the call after an epoch finished */
     double test_loss, test_acc;     /* valid when epoch_end and a test split was evaluated */
     int has_test;
+    double comm_wait;               /* seconds this epoch spent completing gradient all-reduces
+                                     * after backward (the communication not hidden) */
 } dtnn_progress;
 
 typedef void (*dtnn_progress_fn)(const dtnn_progress *p, void *user);

@@ -194,8 +194,8 @@ static void log_epoch(FILE *log, const dtnn_progress *pr, double train_loss, dou
         fprintf(log, ", \"test_loss\": %.6f, \"test_acc\": %.6f", pr->test_loss, pr->test_acc);
     else
         fprintf(log, ", \"test_loss\": null, \"test_acc\": null");
-    fprintf(log, ", \"images_per_sec\": %.1f, \"seconds\": %.3f, \"lr\": %.8g}\n",
-            pr->images_per_sec, pr->elapsed, pr->lr);
+    fprintf(log, ", \"images_per_sec\": %.1f, \"seconds\": %.3f, \"comm_wait_seconds\": %.3f, "
+            "\"lr\": %.8g}\n", pr->images_per_sec, pr->elapsed, pr->comm_wait, pr->lr);
     fflush(log);
 }
 
@@ -281,7 +281,7 @@ dtnn_status dtnn_train(dtnn_model *m, dtnn_optimizer *opt, const dtnn_dataset *d
     for (int64_t epoch = ts->epoch; epoch < epochs && ts->step < total_steps; epoch++) {
         dtnn_epoch_permutation(perm, tr->n, p->seed, epoch, p->shuffle);
         dtnn_metrics met = {0};
-        double t0 = dtnn_now();
+        double t0 = dtnn_now(), wait0 = gs ? grad_sync_wait_seconds(gs) : 0.0;
         int64_t images = 0;
         float lr = 0.0f;
         dtnn_progress pr;
@@ -363,6 +363,7 @@ dtnn_status dtnn_train(dtnn_model *m, dtnn_optimizer *opt, const dtnn_dataset *d
         pr.lr = lr;
         pr.epoch_end = 1;
         pr.has_test = 0;
+        pr.comm_wait = gs ? grad_sync_wait_seconds(gs) - wait0 : 0.0;
         if (size > 1 &&
             ((st = average_buffers(m, comm, err)) || (st = check_replicas(m, comm, epoch, err))))
             goto done;
