@@ -68,6 +68,7 @@ dtnn_status dtnn_error_set(dtnn_error *err, dtnn_status code, const char *fmt, .
 /* ---- models ------------------------------------------------------------------------------ */
 
 typedef struct dtnn_model dtnn_model;
+typedef struct dtnn_comm dtnn_comm;     /* see "communicator" below */
 
 typedef enum { DTNN_INIT_DEFAULT = 0, DTNN_INIT_HE, DTNN_INIT_XAVIER } dtnn_init_scheme;
 
@@ -162,6 +163,9 @@ void dtnn_model_set_step(dtnn_model *m, int64_t step);
  * backward through this. NULL removes the hook. */
 typedef void (*dtnn_backward_hook)(size_t ready_from, void *user);
 void dtnn_model_set_backward_hook(dtnn_model *m, dtnn_backward_hook fn, void *user);
+/* Synchronised batch norm: with a communicator, training-mode batch statistics (and their
+ * gradients) are summed over its ranks, as torch.nn.SyncBatchNorm; NULL: per rank. */
+void dtnn_model_set_sync_bn(dtnn_model *m, dtnn_comm *comm);
 /* Length of params / grads including alignment padding (>= dtnn_model_param_count). */
 size_t dtnn_model_params_padded(const dtnn_model *m);
 
@@ -322,7 +326,6 @@ void dtnn_epoch_permutation(int64_t *perm, int64_t n, uint64_t seed, int64_t epo
 /* A communicator: rank r of size. The single-process one is rank 0 of 1; the MPI one (when the
  * build has MPI and the process was started by mpirun/mpiexec/srun) spans MPI_COMM_WORLD. Only
  * src/dist/comm_mpi.c includes mpi.h; everything else talks to these calls. */
-typedef struct dtnn_comm dtnn_comm;
 typedef enum { DTNN_COMM_F32 = 0, DTNN_COMM_F16, DTNN_COMM_BF16 } dtnn_comm_dtype;
 
 /* A communicator for a single process (rank 0 of 1). */

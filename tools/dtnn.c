@@ -115,6 +115,7 @@ static cli_opt train_opts[] = {
      NULL, 0},
     {"comm-dtype", OPT_STRING, "fp32", "gradients travel as fp32 | fp16 | bf16", 0, NULL, 0},
     {"accumulate", OPT_INT, "1", "micro-batches per step (gradient accumulation)", 0, NULL, 0},
+    {"sync-bn", OPT_FLAG, NULL, "batch-norm statistics over all ranks' samples", 0, NULL, 0},
     {"lr-scaling", OPT_STRING, "none", "none | linear: lr x global batch / --base-batch "
      "(Goyal et al. 2017)", 0, NULL, 0},
     {"base-batch", OPT_INT, "256", "the batch --lr is meant for, with --lr-scaling linear", 0,
@@ -189,6 +190,7 @@ static int cmd_train(int argc, char **argv, dtnn_comm *comm)
         return fprintf(stderr, "dtnn %s: %s\n", cmd, err.message), 2;
     tp.bucket_mb = cli_float(o, n, "bucket-mb");
     tp.accumulate = (int)cli_int(o, n, "accumulate");
+    tp.sync_bn = cli_flag(o, n, "sync-bn");
     if (tp.bucket_mb <= 0 || tp.accumulate < 1 || tp.accumulate > tp.batch_size)
         return usage_error(cmd, "%s", "--bucket-mb must be positive and --accumulate in "
                            "[1, batch size]");

@@ -56,6 +56,10 @@ typedef struct {
     int training;
     uint64_t seed;          /* with layer->index and step: the dropout stream */
     int64_t step;
+    /* Sum over the ranks of data-parallel training, for layers whose statistics span the global
+     * batch (synchronised batch norm); NULL when statistics are per rank. */
+    dtnn_status (*reduce_sum)(void *user, double *buf, size_t n);
+    void *reduce_user;
 } layer_ctx;
 
 typedef struct layer layer;

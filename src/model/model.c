@@ -437,10 +437,18 @@ dtnn_status dtnn_model_build(dtnn_model *m, const dtnn_build_params *p, dtnn_err
     return DTNN_OK;
 }
 
+static dtnn_status reduce_over_ranks(void *user, double *buf, size_t n)
+{
+    dtnn_error err;
+    return dtnn_comm_allreduce_sum_f64(user, buf, n, &err);
+}
+
+void dtnn_model_set_sync_bn(dtnn_model *m, dtnn_comm *comm) { m->sync_comm = comm; }
+
 static void layer_time(dtnn_model *m, layer *l, int backward)
 {
     const layer_ctx ctx = {m->be, m->workspace, m->workspace_bytes, m->training, m->seed,
-                           m->step};
+                           m->step, m->sync_comm ? reduce_over_ranks : NULL, m->sync_comm};
     if (!m->profiling) {
         if (backward)
             l->ops->backward(l, &ctx);

@@ -277,6 +277,7 @@ dtnn_status dtnn_train(dtnn_model *m, dtnn_optimizer *opt, const dtnn_dataset *d
         }
     }
     dtnn_model_set_step(m, ts->step);
+    dtnn_model_set_sync_bn(m, p->sync_bn && size > 1 ? comm : NULL);
 
     for (int64_t epoch = ts->epoch; epoch < epochs && ts->step < total_steps; epoch++) {
         dtnn_epoch_permutation(perm, tr->n, p->seed, epoch, p->shuffle);
@@ -388,6 +389,7 @@ dtnn_status dtnn_train(dtnn_model *m, dtnn_optimizer *opt, const dtnn_dataset *d
             progress(&pr, user);
     }
 done:
+    dtnn_model_set_sync_bn(m, NULL);
     grad_sync_free(gs);
     if (log)
         fclose(log);
