@@ -74,7 +74,6 @@ static void train_some(const char *spec, const char *save, float **out_params, s
     }
 
     /* save -> load -> predict: identical outputs in eval mode. */
-    size_t sample = 3 * 32 * 32;
     CHECK_OK(dtnn_model_forward(m, d.test.x, 16, 0, &err), &err);
     float want[160];
     memcpy(want, dtnn_model_output(m, NULL, NULL), sizeof want);
@@ -86,7 +85,6 @@ static void train_some(const char *spec, const char *save, float **out_params, s
     printf("%s: loss %.4f -> %.4f; reload gives identical outputs: %s\n", spec, *first_loss,
            *last_loss,
            memcmp(want, dtnn_model_output(fresh, NULL, NULL), sizeof want) ? "no" : "yes");
-    (void)sample;
     dtnn_model_free(fresh);
     dtnn_optimizer_free(opt);
     dtnn_model_free(m);

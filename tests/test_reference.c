@@ -75,6 +75,22 @@ static void *ref_load(const st_file *f, const char *name, const char *dtype, siz
     return p;
 }
 
+/* Copies the reference tensor `name` into model tensor t; 0 (with a message) if missing. */
+static int load_tensor(dtnn_model *m, const dtnn_tensor_info *t, const st_file *f,
+                       const char *name)
+{
+    const char *dtype = t->dtype == DTNN_I64 ? "I64" : "F32";
+    void *v = ref_load(f, name, dtype, t->count, NULL);
+    if (!v)
+        return 0;
+    if (t->kind == DTNN_TENSOR_PARAM)
+        memcpy(dtnn_model_params(m) + t->offset, v, t->count * sizeof(float));
+    else
+        memcpy(dtnn_model_buffers(m) + t->offset, v, t->count * (t->dtype ? 8 : 4));
+    free(v);
+    return 1;
+}
+
 /* Reference name for a dtnn tensor of a case: "<case>[.<part>].<rest>" where rest is the dtnn
  * tensor name below the case name, e.g. ("conv_k1", "grad", "conv_k1.weight") ->
  * "conv_k1.grad.weight". */
@@ -283,15 +299,8 @@ static int load_case_tensors(dtnn_model *m, const st_file *f, const char *case_n
         ref_name(name, sizeof name, case_name, NULL, t->name);
         if (t->kind == DTNN_TENSOR_BUFFER && !st_find(f, name))
             continue;
-        const char *dtype = t->dtype == DTNN_I64 ? "I64" : "F32";
-        void *v = ref_load(f, name, dtype, t->count, NULL);
-        if (!v)
+        if (!load_tensor(m, t, f, name))
             return 0;
-        if (t->kind == DTNN_TENSOR_PARAM)
-            memcpy(dtnn_model_params(m) + t->offset, v, t->count * sizeof(float));
-        else
-            memcpy(dtnn_model_buffers(m) + t->offset, v, t->count * (t->dtype ? 8 : 4));
-        free(v);
     }
     return 1;
 }
@@ -581,15 +590,8 @@ static int load_state(dtnn_model *m, const st_file *f, const char *prefix)
         const dtnn_tensor_info *t = dtnn_model_tensor(m, i);
         char name[256];
         snprintf(name, sizeof name, "%s.%s", prefix, t->name);
-        const char *dtype = t->dtype == DTNN_I64 ? "I64" : "F32";
-        void *v = ref_load(f, name, dtype, t->count, NULL);
-        if (!v)
+        if (!load_tensor(m, t, f, name))
             return 0;
-        if (t->kind == DTNN_TENSOR_PARAM)
-            memcpy(dtnn_model_params(m) + t->offset, v, t->count * sizeof(float));
-        else
-            memcpy(dtnn_model_buffers(m) + t->offset, v, t->count * (t->dtype ? 8 : 4));
-        free(v);
         loaded++;
     }
     char dotted[64];

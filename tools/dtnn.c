@@ -9,7 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "cli_options.h"
@@ -547,9 +546,7 @@ static int cmd_bench(int argc, char **argv)
     for (int64_t i = 0; i < warmup + steps; i++) {
         if (i == warmup) {
             dtnn_model_set_profiling(m, cli_flag(o, n, "profile"));
-            struct timespec ts;
-            clock_gettime(CLOCK_MONOTONIC, &ts);
-            t0 = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+            t0 = progress_now();
         }
         dtnn_model_zero_grad(m);
         if (dtnn_model_forward(m, x, batch, 1, &err) ||
@@ -557,9 +554,7 @@ static int cmd_bench(int argc, char **argv)
             dtnn_model_backward(m, &err) || dtnn_optimizer_step(opt, 0.01f, &err))
             goto out;
     }
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    double seconds = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec - t0;
+    double seconds = progress_now() - t0;
     double flops = 0;
     for (int i = 0; i < dtnn_model_layer_count(m); i++) {
         dtnn_layer_info li;

@@ -7,7 +7,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static double now(void)
+double progress_now(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -57,7 +57,7 @@ void progress_update(const dtnn_progress *p, void *user)
     char eta[32];
     format_time(eta, sizeof eta, left);
     if (s->tty) {
-        double t = now();
+        double t = progress_now();
         if (t - s->last_draw < 0.1 && p->step_in_epoch < p->steps_per_epoch)
             return;
         s->last_draw = t;

@@ -20,5 +20,7 @@ typedef struct {
 
 void progress_init(progress_state *s, FILE *out, int quiet);
 void progress_update(const dtnn_progress *p, void *user);
+/* Monotonic seconds (also the bench command's clock). */
+double progress_now(void);
 
 #endif

@@ -55,20 +55,32 @@ typedef struct dtnn_backend {
     void (*act_backward)(act_kind kind, float param, size_t count, const float *x,
                          const float *y, const float *dy, float *dx, int accumulate);
 
-    /* Batch norm over [n, C, hw]. Training: batch statistics (biased variance to normalise,
-     * unbiased to update running_var, as PyTorch), saves mean and 1/sqrt(var + eps) per channel.
-     * momentum as PyTorch: running = (1 - momentum) * running + momentum * batch. */
-    void (*bn_forward_train)(int n, int C, int hw, const float *x, const float *gamma,
-                             const float *beta, float eps, float momentum, float *y,
-                             float *save_mean, float *save_invstd, float *running_mean,
-                             float *running_var);
+    /* Batch norm over [n, C, hw], training mode in phases, so synchronised batch norm can sum
+     * the per-channel statistics over the ranks between them (one process just goes on):
+     *   bn_channel_sums   sum of x per channel (mean == NULL), or of (x - mean)^2
+     *   bn_apply_train    normalise with mean = sum / count and the biased variance
+     *                     sqdev / count; save mean and 1/sqrt(var + eps); update the running
+     *                     estimates as PyTorch (unbiased variance, running = (1 - momentum) *
+     *                     running + momentum * batch)
+     *   bn_backward_sums  per channel: sum(dy) and sum(dy * xhat)
+     *   bn_backward_apply dx = gamma * invstd * (dy - sdy / count - xhat * sdyx / count)
+     * Sums are in double, serially per channel: results do not depend on the thread count. */
+    void (*bn_channel_sums)(int n, int C, int hw, const float *x, const double *mean,
+                            double *out);
+    void (*bn_apply_train)(int n, int C, int hw, const float *x, const float *gamma,
+                           const float *beta, const double *sum, const double *sqdev,
+                           double count, float eps, float momentum, float *y, float *save_mean,
+                           float *save_invstd, float *running_mean, float *running_var);
+    void (*bn_backward_sums)(int n, int C, int hw, const float *x, const float *dy,
+                             const float *save_mean, const float *save_invstd, double *sdy,
+                             double *sdyx);
+    void (*bn_backward_apply)(int n, int C, int hw, const float *x, const float *dy,
+                              const float *gamma, const float *save_mean,
+                              const float *save_invstd, const double *sdy, const double *sdyx,
+                              double count, float *dx, int accumulate);
     void (*bn_forward_eval)(int n, int C, int hw, const float *x, const float *gamma,
                             const float *beta, const float *running_mean,
                             const float *running_var, float eps, float *y);
-    /* Training-mode backward; dgamma/dbeta accumulate; dx may be NULL. */
-    void (*bn_backward)(int n, int C, int hw, const float *x, const float *dy,
-                        const float *gamma, const float *save_mean, const float *save_invstd,
-                        float *dgamma, float *dbeta, float *dx, int accumulate);
 
     /* Row-wise softmax of [rows, cols]; backward: dx = y * (dy - sum(dy * y)). */
     void (*softmax_forward)(int rows, int cols, const float *x, float *y);

@@ -1,48 +1,57 @@
 /*
- * batchnorm.c — batch normalisation over [n, C, hw] as torch.nn.BatchNorm2d/1d: training
- * normalises with the batch mean and biased variance and updates the running estimates with the
- * unbiased variance; evaluation uses the running estimates. Per-channel sums are accumulated in
- * double, serially per channel, so results do not depend on the thread count.
- * Backward: dx = gamma * invstd / m * (m * dy - sum(dy) - xhat * sum(dy * xhat)), m = n * hw.
+ * batchnorm.c — batch normalisation over [n, C, hw] as torch.nn.BatchNorm2d/1d, in the phases
+ * backend.h describes: training normalises with the batch mean and biased variance and updates
+ * the running estimates with the unbiased variance; evaluation uses the running estimates.
+ * Per-channel sums are accumulated in double, serially per channel, so results do not depend
+ * on the thread count. Backward: dx = gamma * invstd / m * (m * dy - sum(dy) - xhat *
+ * sum(dy * xhat)), m = the number of values per channel (over all ranks when synchronised).
  */
 #include <math.h>
 
 #include "cpu_kernels.h"
 
-void cpu_bn_forward_train(int n, int C, int hw, const float *x, const float *gamma,
-                          const float *beta, float eps, float momentum, float *y,
-                          float *save_mean, float *save_invstd, float *running_mean,
-                          float *running_var)
+#define AT(base, i, c) ((base) + ((size_t)(i) * C + (c)) * hw)
+
+void cpu_bn_channel_sums(int n, int C, int hw, const float *x, const double *mean, double *out)
 {
-    const double m = (double)n * hw;
 #pragma omp parallel for schedule(static)
     for (int c = 0; c < C; c++) {
         double sum = 0.0;
         for (int i = 0; i < n; i++) {
-            const float *xc = x + ((size_t)i * C + c) * hw;
-            for (int j = 0; j < hw; j++)
-                sum += xc[j];
-        }
-        double mean = sum / m, sq = 0.0;
-        for (int i = 0; i < n; i++) {
-            const float *xc = x + ((size_t)i * C + c) * hw;
-            for (int j = 0; j < hw; j++) {
-                double d = xc[j] - mean;
-                sq += d * d;
+            const float *xc = AT(x, i, c);
+            if (!mean) {
+                for (int j = 0; j < hw; j++)
+                    sum += xc[j];
+            } else {
+                for (int j = 0; j < hw; j++) {
+                    double d = xc[j] - mean[c];
+                    sum += d * d;
+                }
             }
         }
-        double var = sq / m;
+        out[c] = sum;
+    }
+}
+
+void cpu_bn_apply_train(int n, int C, int hw, const float *x, const float *gamma,
+                        const float *beta, const double *sum, const double *sqdev, double count,
+                        float eps, float momentum, float *y, float *save_mean,
+                        float *save_invstd, float *running_mean, float *running_var)
+{
+#pragma omp parallel for schedule(static)
+    for (int c = 0; c < C; c++) {
+        double mean = sum[c] / count, var = sqdev[c] / count;
         float invstd = (float)(1.0 / sqrt(var + eps));
         float fmean = (float)mean, scale = gamma[c] * invstd, shift = beta[c];
         for (int i = 0; i < n; i++) {
-            const float *xc = x + ((size_t)i * C + c) * hw;
-            float *yc = y + ((size_t)i * C + c) * hw;
+            const float *xc = AT(x, i, c);
+            float *yc = AT(y, i, c);
             for (int j = 0; j < hw; j++)
                 yc[j] = (xc[j] - fmean) * scale + shift;
         }
         save_mean[c] = fmean;
         save_invstd[c] = invstd;
-        double unbiased = m > 1 ? sq / (m - 1) : var;
+        double unbiased = count > 1 ? sqdev[c] / (count - 1) : var;
         running_mean[c] = (float)((1.0 - momentum) * running_mean[c] + momentum * mean);
         running_var[c] = (float)((1.0 - momentum) * running_var[c] + momentum * unbiased);
     }
@@ -57,41 +66,47 @@ void cpu_bn_forward_eval(int n, int C, int hw, const float *x, const float *gamm
         float invstd = (float)(1.0 / sqrt((double)running_var[c] + eps));
         float scale = gamma[c] * invstd, shift = beta[c] - running_mean[c] * scale;
         for (int i = 0; i < n; i++) {
-            const float *xc = x + ((size_t)i * C + c) * hw;
-            float *yc = y + ((size_t)i * C + c) * hw;
+            const float *xc = AT(x, i, c);
+            float *yc = AT(y, i, c);
             for (int j = 0; j < hw; j++)
                 yc[j] = xc[j] * scale + shift;
         }
     }
 }
 
-void cpu_bn_backward(int n, int C, int hw, const float *x, const float *dy, const float *gamma,
-                     const float *save_mean, const float *save_invstd, float *dgamma,
-                     float *dbeta, float *dx, int accumulate)
+void cpu_bn_backward_sums(int n, int C, int hw, const float *x, const float *dy,
+                          const float *save_mean, const float *save_invstd, double *sdy,
+                          double *sdyx)
 {
-    const double m = (double)n * hw;
 #pragma omp parallel for schedule(static)
     for (int c = 0; c < C; c++) {
         const float mean = save_mean[c], invstd = save_invstd[c];
-        double sdy = 0.0, sdyx = 0.0;
+        double a = 0.0, b = 0.0;
         for (int i = 0; i < n; i++) {
-            const float *xc = x + ((size_t)i * C + c) * hw;
-            const float *dyc = dy + ((size_t)i * C + c) * hw;
+            const float *xc = AT(x, i, c), *dyc = AT(dy, i, c);
             for (int j = 0; j < hw; j++) {
-                sdy += dyc[j];
-                sdyx += dyc[j] * (double)((xc[j] - mean) * invstd);
+                a += dyc[j];
+                b += dyc[j] * (double)((xc[j] - mean) * invstd);
             }
         }
-        dgamma[c] += (float)sdyx;
-        dbeta[c] += (float)sdy;
-        if (!dx)
-            continue;
+        sdy[c] = a;
+        sdyx[c] = b;
+    }
+}
+
+void cpu_bn_backward_apply(int n, int C, int hw, const float *x, const float *dy,
+                           const float *gamma, const float *save_mean, const float *save_invstd,
+                           const double *sdy, const double *sdyx, double count, float *dx,
+                           int accumulate)
+{
+#pragma omp parallel for schedule(static)
+    for (int c = 0; c < C; c++) {
+        const float mean = save_mean[c], invstd = save_invstd[c];
         const float k = gamma[c] * invstd;
-        const float mdy = (float)(sdy / m), mdyx = (float)(sdyx / m);
+        const float mdy = (float)(sdy[c] / count), mdyx = (float)(sdyx[c] / count);
         for (int i = 0; i < n; i++) {
-            const float *xc = x + ((size_t)i * C + c) * hw;
-            const float *dyc = dy + ((size_t)i * C + c) * hw;
-            float *dxc = dx + ((size_t)i * C + c) * hw;
+            const float *xc = AT(x, i, c), *dyc = AT(dy, i, c);
+            float *dxc = AT(dx, i, c);
             for (int j = 0; j < hw; j++) {
                 float xhat = (xc[j] - mean) * invstd;
                 float g = k * (dyc[j] - mdy - xhat * mdyx);

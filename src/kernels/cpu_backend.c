@@ -15,9 +15,11 @@ static const dtnn_backend cpu_backend = {
     .avgpool_backward = cpu_avgpool_backward,
     .act_forward = cpu_act_forward,
     .act_backward = cpu_act_backward,
-    .bn_forward_train = cpu_bn_forward_train,
+    .bn_channel_sums = cpu_bn_channel_sums,
+    .bn_apply_train = cpu_bn_apply_train,
+    .bn_backward_sums = cpu_bn_backward_sums,
+    .bn_backward_apply = cpu_bn_backward_apply,
     .bn_forward_eval = cpu_bn_forward_eval,
-    .bn_backward = cpu_bn_backward,
     .softmax_forward = cpu_softmax_forward,
     .softmax_backward = cpu_softmax_backward,
 };

@@ -5,9 +5,8 @@
  */
 #include <string.h>
 
+#include "../core/internal.h"
 #include "cpu_kernels.h"
-
-#define DTNN_MIN_INT(a, b) ((a) < (b) ? (a) : (b))
 
 /* Clamps a pooling window [start, start + k) to [0, size). */
 static void window(int start, int k, int size, int *lo, int *hi)
@@ -72,8 +71,8 @@ static int pool_divisor(const pool_geom *g, int p, int q)
     int h0 = p * g->stride_h - g->pad_h, w0 = q * g->stride_w - g->pad_w, h1, w1;
     if (g->count_include_pad) {
         /* The window clipped to the padded input, as PyTorch counts it. */
-        h1 = DTNN_MIN_INT(h0 + g->kh, g->H + g->pad_h);
-        w1 = DTNN_MIN_INT(w0 + g->kw, g->W + g->pad_w);
+        h1 = DTNN_MIN(h0 + g->kh, g->H + g->pad_h);
+        w1 = DTNN_MIN(w0 + g->kw, g->W + g->pad_w);
         return (h1 - h0) * (w1 - w0);
     }
     window(h0, g->kh, g->H, &h0, &h1);

@@ -8,7 +8,9 @@
  * 1/sqrt(var + eps) of the last training forward are kept in aux for backward. Backward is
  * defined for training-mode forwards only (the model never runs backward after an eval forward).
  * Not supported: affine=False, track_running_stats=False, momentum=None (cumulative average).
- * The arithmetic lives in the backend's bn_* kernels.
+ * The arithmetic lives in the backend's bn_* kernels. With synchronised batch norm (the
+ * layer context carries a reduction) the per-channel sums are added over the ranks between
+ * the kernel phases, as torch.nn.SyncBatchNorm; otherwise the same phases run locally.
  */
 #include <math.h>
 #include <string.h>
@@ -18,7 +20,7 @@
 typedef struct {
     float eps, momentum;
     int channels, hw;
-    double global_count;    /* values per channel over all ranks in the last synced forward */
+    double count;           /* values per channel (over all ranks) in the last forward */
 } batchnorm_cfg;
 
 enum { BN_WEIGHT = 0, BN_BIAS, BN_RUNNING_MEAN, BN_RUNNING_VAR, BN_NUM_BATCHES };
@@ -66,144 +68,71 @@ static dtnn_status batchnorm_infer(layer *l, dtnn_error *err)
     /* save_mean [C] then save_invstd [C]: per channel, so independent of the batch. */
     l->aux_bytes = 0;
     l->aux_fixed_bytes = 2 * sizeof(float) * (size_t)in.c;
-    /* Synchronised statistics: per-channel double sums plus the global count. */
-    l->workspace_bytes = sizeof(double) * (2 * (size_t)in.c + 1);
+    /* Per-channel double sums plus the count (see batchnorm_forward). */
+    l->workspace_bytes = sizeof(double) * (3 * (size_t)in.c + 1);
     return DTNN_OK;
 }
 
-/* The value of x[i, ch, j] for the per-channel loops below. */
-#define BN_AT(base, i, ch) ((base) + ((size_t)(i) * c->channels + (ch)) * c->hw)
-
-/* Training forward with statistics over every rank's batch (torch.nn.SyncBatchNorm): the
- * per-channel sum and count are all-reduced for the mean, then the squared deviations for the
- * biased variance, as the single-process kernel computes them, in double. */
-static void batchnorm_forward_sync(layer *l, const layer_ctx *ctx)
+/* Sums per-channel statistics over the ranks when batch norm is synchronised; returns 0 when
+ * that failed, in which case the caller poisons its output so the loss check stops training. */
+static int reduce(const layer_ctx *ctx, double *buf, size_t n)
 {
-    batchnorm_cfg *c = l->cfg;
-    const int C = c->channels, hw = c->hw, n = l->n;
-    const float *x = l->x[0], *gamma = l->p[BN_WEIGHT], *beta = l->p[BN_BIAS];
-    float *running_mean = l->p[BN_RUNNING_MEAN], *running_var = l->p[BN_RUNNING_VAR];
-    float *save_mean = l->aux, *save_invstd = save_mean + C;
-    double *acc = ctx->workspace;
-#pragma omp parallel for schedule(static)
-    for (int ch = 0; ch < C; ch++) {
-        double sum = 0.0;
-        for (int i = 0; i < n; i++)
-            for (int j = 0; j < hw; j++)
-                sum += BN_AT(x, i, ch)[j];
-        acc[ch] = sum;
-    }
-    acc[C] = (double)n * hw;
-    int failed = ctx->reduce_sum(ctx->reduce_user, acc, (size_t)C + 1) != DTNN_OK;
-    const double m = acc[C];
-    for (int ch = 0; ch < C; ch++)
-        acc[C + 1 + ch] = acc[ch] / m;        /* the means, kept past the next reduction */
-#pragma omp parallel for schedule(static)
-    for (int ch = 0; ch < C; ch++) {
-        double mean = acc[C + 1 + ch], sq = 0.0;
-        for (int i = 0; i < n; i++)
-            for (int j = 0; j < hw; j++) {
-                double d = BN_AT(x, i, ch)[j] - mean;
-                sq += d * d;
-            }
-        acc[ch] = sq;
-    }
-    failed |= ctx->reduce_sum(ctx->reduce_user, acc, (size_t)C) != DTNN_OK;
-#pragma omp parallel for schedule(static)
-    for (int ch = 0; ch < C; ch++) {
-        double mean = acc[C + 1 + ch], var = acc[ch] / m;
-        float invstd = (float)(1.0 / sqrt(var + c->eps));
-        float fmean = (float)mean, scale = gamma[ch] * invstd, shift = beta[ch];
-        /* A failed reduction poisons the output, so the loss check stops training. */
-        if (failed)
-            scale = shift = NAN;
-        for (int i = 0; i < n; i++)
-            for (int j = 0; j < hw; j++)
-                BN_AT(l->y, i, ch)[j] = (BN_AT(x, i, ch)[j] - fmean) * scale + shift;
-        save_mean[ch] = fmean;
-        save_invstd[ch] = invstd;
-        double unbiased = m > 1 ? acc[ch] / (m - 1) : var;
-        running_mean[ch] = (float)((1.0 - c->momentum) * running_mean[ch] + c->momentum * mean);
-        running_var[ch] = (float)((1.0 - c->momentum) * running_var[ch] + c->momentum * unbiased);
-    }
-    c->global_count = m;
+    return !ctx->reduce_sum || ctx->reduce_sum(ctx->reduce_user, buf, n) == DTNN_OK;
 }
 
-/* Backward of the synchronised forward: gamma and beta get this rank's sums (the gradient
- * all-reduce adds the ranks), dx needs the global sums. */
-static void batchnorm_backward_sync(layer *l, const layer_ctx *ctx)
-{
-    batchnorm_cfg *c = l->cfg;
-    const int C = c->channels, hw = c->hw, n = l->n;
-    const float *x = l->x[0], *gamma = l->p[BN_WEIGHT];
-    const float *save_mean = l->aux, *save_invstd = save_mean + C;
-    double *acc = ctx->workspace;
-#pragma omp parallel for schedule(static)
-    for (int ch = 0; ch < C; ch++) {
-        double sdy = 0.0, sdyx = 0.0;
-        for (int i = 0; i < n; i++)
-            for (int j = 0; j < hw; j++) {
-                float dy = BN_AT(l->dy, i, ch)[j];
-                sdy += dy;
-                sdyx += dy * (double)((BN_AT(x, i, ch)[j] - save_mean[ch]) * save_invstd[ch]);
-            }
-        l->g[BN_WEIGHT][ch] += (float)sdyx;
-        l->g[BN_BIAS][ch] += (float)sdy;
-        acc[ch] = sdy;
-        acc[C + ch] = sdyx;
-    }
-    int failed = ctx->reduce_sum(ctx->reduce_user, acc, 2 * (size_t)C) != DTNN_OK;
-    if (!l->dx[0])
-        return;
-    const double m = c->global_count;
-#pragma omp parallel for schedule(static)
-    for (int ch = 0; ch < C; ch++) {
-        const float k = failed ? NAN : gamma[ch] * save_invstd[ch];
-        const float mdy = (float)(acc[ch] / m), mdyx = (float)(acc[C + ch] / m);
-        for (int i = 0; i < n; i++)
-            for (int j = 0; j < hw; j++) {
-                float xhat = (BN_AT(x, i, ch)[j] - save_mean[ch]) * save_invstd[ch];
-                float g = k * (BN_AT(l->dy, i, ch)[j] - mdy - xhat * mdyx);
-                float *dx = &BN_AT(l->dx[0], i, ch)[j];
-                *dx = l->dx_accumulate[0] ? *dx + g : g;
-            }
-    }
-}
-
+/* Workspace: sum [C], count, mean [C], sqdev [C]; backward: sdy [C], sdyx [C]. */
 static void batchnorm_forward(layer *l, const layer_ctx *ctx)
 {
     batchnorm_cfg *c = l->cfg;
+    const int C = c->channels;
     const float *gamma = l->p[BN_WEIGHT], *beta = l->p[BN_BIAS];
     float *running_mean = l->p[BN_RUNNING_MEAN], *running_var = l->p[BN_RUNNING_VAR];
     if (!ctx->training) {
-        ctx->be->bn_forward_eval(l->n, c->channels, c->hw, l->x[0], gamma, beta, running_mean,
+        ctx->be->bn_forward_eval(l->n, C, c->hw, l->x[0], gamma, beta, running_mean,
                                  running_var, c->eps, l->y);
         return;
     }
+    double *sum = ctx->workspace, *count = sum + C, *mean = count + 1, *sqdev = mean + C;
+    ctx->be->bn_channel_sums(l->n, C, c->hw, l->x[0], NULL, sum);
+    *count = (double)l->n * c->hw;
+    int ok = reduce(ctx, sum, (size_t)C + 1); /* the sums and the count, in one message */
+    for (int ch = 0; ch < C; ch++)
+        mean[ch] = sum[ch] / *count;
+    ctx->be->bn_channel_sums(l->n, C, c->hw, l->x[0], mean, sqdev);
+    ok &= reduce(ctx, sqdev, (size_t)C);
+    float *save_mean = l->aux, *save_invstd = save_mean + C;
+    ctx->be->bn_apply_train(l->n, C, c->hw, l->x[0], gamma, beta, sum, sqdev, *count, c->eps,
+                            c->momentum, l->y, save_mean, save_invstd, running_mean,
+                            running_var);
+    if (!ok)
+        for (size_t i = 0; i < shape_size(l->out) * l->n; i++)
+            l->y[i] = NAN;
+    c->count = *count;
     int64_t *tracked = l->p[BN_NUM_BATCHES];
-    if (ctx->reduce_sum) {
-        batchnorm_forward_sync(l, ctx);
-        (*tracked)++;
-        return;
-    }
-    float *save_mean = l->aux, *save_invstd = save_mean + c->channels;
-    ctx->be->bn_forward_train(l->n, c->channels, c->hw, l->x[0], gamma, beta, c->eps,
-                              c->momentum, l->y, save_mean, save_invstd, running_mean,
-                              running_var);
     (*tracked)++;
 }
 
 static void batchnorm_backward(layer *l, const layer_ctx *ctx)
 {
     batchnorm_cfg *c = l->cfg;
-    if (ctx->reduce_sum) {
-        batchnorm_backward_sync(l, ctx);
-        return;
+    const int C = c->channels;
+    const float *save_mean = l->aux, *save_invstd = save_mean + C;
+    double *sdy = ctx->workspace, *sdyx = sdy + C;
+    ctx->be->bn_backward_sums(l->n, C, c->hw, l->x[0], l->dy, save_mean, save_invstd, sdy,
+                              sdyx);
+    /* This rank's sums: when synchronised, the gradient all-reduce adds the ranks'. */
+    for (int ch = 0; ch < C; ch++) {
+        l->g[BN_WEIGHT][ch] += (float)sdyx[ch];
+        l->g[BN_BIAS][ch] += (float)sdy[ch];
     }
-    const float *save_mean = l->aux, *save_invstd = save_mean + c->channels;
-    ctx->be->bn_backward(l->n, c->channels, c->hw, l->x[0], l->dy, l->p[BN_WEIGHT], save_mean,
-                         save_invstd, l->g[BN_WEIGHT], l->g[BN_BIAS], l->dx[0],
-                         l->dx_accumulate[0]);
+    int ok = reduce(ctx, sdy, 2 * (size_t)C);
+    if (!l->dx[0])
+        return;
+    ctx->be->bn_backward_apply(l->n, C, c->hw, l->x[0], l->dy, l->p[BN_WEIGHT], save_mean,
+                               save_invstd, sdy, sdyx, c->count, l->dx[0], l->dx_accumulate[0]);
+    if (!ok)
+        for (size_t i = 0; i < shape_size(l->in[0]) * l->n; i++)
+            l->dx[0][i] = NAN;
 }
 
 static double batchnorm_flops(const layer *l)

@@ -186,10 +186,23 @@ static dtnn_status check_writable(const char *path, const char *what, dtnn_error
     return DTNN_OK;
 }
 
-static void log_epoch(FILE *log, const dtnn_progress *pr, double train_loss, double train_acc)
+/* The fields of a progress report that change during an epoch. */
+static void progress_set(dtnn_progress *pr, const dtnn_train_state *ts, double loss_sum,
+                         double correct, double count, double seconds, int64_t images, float lr)
+{
+    pr->step = ts->step;
+    pr->step_in_epoch = ts->step_in_epoch;
+    pr->loss = count > 0 ? loss_sum / count : 0.0;
+    pr->acc = count > 0 ? correct / count : 0.0;
+    pr->elapsed = seconds;
+    pr->images_per_sec = seconds > 0 ? (double)images / seconds : 0.0;
+    pr->lr = lr;
+}
+
+static void log_epoch(FILE *log, const dtnn_progress *pr)
 {
     fprintf(log, "{\"epoch\": %lld, \"step\": %lld, \"train_loss\": %.6f, \"train_acc\": %.6f",
-            (long long)pr->epoch + 1, (long long)pr->step, train_loss, train_acc);
+            (long long)pr->epoch + 1, (long long)pr->step, pr->loss, pr->acc);
     if (pr->has_test)
         fprintf(log, ", \"test_loss\": %.6f, \"test_acc\": %.6f", pr->test_loss, pr->test_acc);
     else
@@ -287,6 +300,10 @@ dtnn_status dtnn_train(dtnn_model *m, dtnn_optimizer *opt, const dtnn_dataset *d
         float lr = 0.0f;
         dtnn_progress pr;
         memset(&pr, 0, sizeof pr);
+        pr.epoch = epoch;
+        pr.epochs = epochs;
+        pr.total_steps = total_steps;
+        pr.steps_per_epoch = steps_per_epoch;
         for (int64_t s = ts->step_in_epoch; s < steps_per_epoch && ts->step < total_steps; s++) {
             int64_t start = s * B, len = DTNN_MIN(B, tr->n - start), lo, hi;
             rank_slice(start, len, rank, size, &lo, &hi);
@@ -330,18 +347,8 @@ dtnn_status dtnn_train(dtnn_model *m, dtnn_optimizer *opt, const dtnn_dataset *d
             ts->step++;
             ts->step_in_epoch = s + 1;
             if (progress) {
-                pr.step = ts->step;
-                pr.total_steps = total_steps;
-                pr.epoch = epoch;
-                pr.epochs = epochs;
-                pr.step_in_epoch = s + 1;
-                pr.steps_per_epoch = steps_per_epoch;
-                pr.loss = met.count ? met.loss_sum / (double)met.count : 0.0;
-                pr.acc = met.count ? (double)met.top1 / (double)met.count : 0.0;
-                pr.elapsed = dtnn_now() - t0;
-                pr.images_per_sec = pr.elapsed > 0 ? (double)images / pr.elapsed : 0.0;
-                pr.lr = lr;
-                pr.epoch_end = 0;
+                progress_set(&pr, ts, met.loss_sum, (double)met.top1, (double)met.count,
+                             dtnn_now() - t0, images, lr);
                 progress(&pr, user);
             }
         }
@@ -351,19 +358,8 @@ dtnn_status dtnn_train(dtnn_model *m, dtnn_optimizer *opt, const dtnn_dataset *d
         double sums[3] = {met.loss_sum, (double)met.top1, (double)met.count};
         if ((st = dtnn_comm_allreduce_sum_f64(comm, sums, 3, err)))
             goto done;
-        pr.step = ts->step;
-        pr.total_steps = total_steps;
-        pr.epoch = epoch;
-        pr.epochs = epochs;
-        pr.step_in_epoch = ts->step_in_epoch;
-        pr.steps_per_epoch = steps_per_epoch;
-        pr.loss = sums[2] > 0 ? sums[0] / sums[2] : 0.0;
-        pr.acc = sums[2] > 0 ? sums[1] / sums[2] : 0.0;
-        pr.elapsed = seconds;
-        pr.images_per_sec = seconds > 0 ? (double)images / seconds : 0.0;
-        pr.lr = lr;
+        progress_set(&pr, ts, sums[0], sums[1], sums[2], seconds, images, lr);
         pr.epoch_end = 1;
-        pr.has_test = 0;
         pr.comm_wait = gs ? grad_sync_wait_seconds(gs) - wait0 : 0.0;
         if (size > 1 &&
             ((st = average_buffers(m, comm, err)) || (st = check_replicas(m, comm, epoch, err))))
@@ -381,7 +377,7 @@ dtnn_status dtnn_train(dtnn_model *m, dtnn_optimizer *opt, const dtnn_dataset *d
             ts->step_in_epoch = 0;
         }
         if (log)
-            log_epoch(log, &pr, pr.loss, pr.acc);
+            log_epoch(log, &pr);
         if (rank == 0 && p->save_path &&
             (st = dtnn_checkpoint_save(p->save_path, m, opt, ts, d, err)))
             goto done;
