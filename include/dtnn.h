@@ -341,6 +341,14 @@ int dtnn_comm_local_size(const dtnn_comm *c);
 int dtnn_comm_local_rank(const dtnn_comm *c);
 int dtnn_comm_node_count(const dtnn_comm *c);
 const char *dtnn_comm_name(const dtnn_comm *c);   /* "single", "Open MPI 4.1.4", ... */
+/* CPU cores given to this rank: its affinity mask (taskset, cpuset, the launcher's binding),
+ * shared evenly among the ranks on its node whose masks overlap it. Kernel threads beyond this
+ * oversubscribe the cores. */
+int dtnn_comm_cores(const dtnn_comm *c);
+/* A rank that waits longer than `seconds` in a collective finds out which ranks have not
+ * reached it and fails with a message naming them (DTNN_ERR_COMM), instead of hanging. 0
+ * (the default) waits forever. Every rank must set the same value. */
+void dtnn_comm_set_stall_timeout(dtnn_comm *c, double seconds);
 dtnn_status dtnn_comm_allreduce_sum(dtnn_comm *c, float *buf, size_t n, dtnn_error *err);
 dtnn_status dtnn_comm_allreduce_sum_f64(dtnn_comm *c, double *buf, size_t n, dtnn_error *err);
 dtnn_status dtnn_comm_broadcast(dtnn_comm *c, void *buf, size_t bytes, int root,
@@ -360,6 +368,20 @@ typedef enum {
 } dtnn_allreduce_mode;
 dtnn_status dtnn_allreduce_parse(const char *name, dtnn_allreduce_mode *mode, dtnn_error *err);
 dtnn_status dtnn_comm_dtype_parse(const char *name, dtnn_comm_dtype *dtype, dtnn_error *err);
+
+/* Gradient all-reduce for a custom training loop (dtnn_train uses it): call begin before the
+ * backward that completes a step's gradient and finish after it; the model's gradient is then
+ * the sum over the ranks (scale the loss by 1 / global batch for the mean). bucket_mb <= 0
+ * picks the default. */
+typedef struct dtnn_grad_sync dtnn_grad_sync;
+dtnn_grad_sync *dtnn_grad_sync_create(dtnn_comm *comm, dtnn_model *m, dtnn_allreduce_mode mode,
+                                      double bucket_mb, dtnn_comm_dtype dtype, dtnn_error *err);
+void dtnn_grad_sync_free(dtnn_grad_sync *gs);
+void dtnn_grad_sync_begin(dtnn_grad_sync *gs);
+dtnn_status dtnn_grad_sync_finish(dtnn_grad_sync *gs, dtnn_error *err);
+/* Seconds spent completing all-reduces after backward (the exposed communication). */
+double dtnn_grad_sync_wait_seconds(const dtnn_grad_sync *gs);
+int dtnn_grad_sync_bucket_count(const dtnn_grad_sync *gs);
 
 /* ---- checkpoints --------------------------------------------------------------------------- */
 

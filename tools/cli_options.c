@@ -153,3 +153,58 @@ int cli_flag(const cli_opt *opts, int n, const char *name)
     return v && !strcmp(v, "1");
 }
 int cli_given(const cli_opt *opts, int n, const char *name) { return get(opts, n, name)->given; }
+
+int cli_usage_error(const char *command, const char *fmt, const char *value)
+{
+    fprintf(stderr, "dtnn %s: ", command);
+    fprintf(stderr, fmt, value);
+    fprintf(stderr, "\n");
+    return 2;
+}
+
+int cli_fail(const char *command, const dtnn_error *err)
+{
+    fprintf(stderr, "dtnn %s: %s\n", command, err->message);
+    return 1;
+}
+
+int cli_parse_chw(const char *s, int *c, int *h, int *w)
+{
+    char extra;
+    return !(s && sscanf(s, "%dx%dx%d%c", c, h, w, &extra) == 3 && *c > 0 && *h > 0 && *w > 0);
+}
+
+int cli_threads(const char *command, const cli_opt *opts, int n_opts, const dtnn_comm *comm)
+{
+    dtnn_comm *own = comm ? NULL : dtnn_comm_create_single();
+    const dtnn_comm *c = comm ? comm : own;
+    int cores = c ? dtnn_comm_cores(c) : 1;
+    int sharing = c ? dtnn_comm_local_size(c) : 1;
+    dtnn_comm_free(own);
+    int64_t t = cli_int(opts, n_opts, "threads");
+    if (t < 0)
+        return cli_usage_error(command, "--threads must be 0 (the cores given) or positive, "
+                               "not %s", cli_str(opts, n_opts, "threads")), -2;
+    if (t == 0)
+        return cores;
+    if (t > 1 && t > cores) {
+        fprintf(stderr, "dtnn %s: --threads %lld would oversubscribe the %d core%s given to this "
+                "process (its CPU affinity%s); use --threads %d or fewer%s\n", command,
+                (long long)t, cores, cores == 1 ? "" : "s",
+                sharing > 1 ? ", shared with the other ranks on this node" : "", cores,
+                sharing > 1 ? ", or fewer ranks per node" : "");
+        return -2;
+    }
+    return (int)t;
+}
+
+int cli_all_ok(dtnn_comm *comm, int ok)
+{
+    if (!comm || dtnn_comm_size(comm) == 1)
+        return ok;
+    double failed = ok ? 0.0 : 1.0;
+    dtnn_error err = {0};
+    if (dtnn_comm_allreduce_sum_f64(comm, &failed, 1, &err))
+        dtnn_comm_abort(comm, 2, err.message);
+    return failed == 0.0;
+}

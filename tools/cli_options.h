@@ -8,6 +8,8 @@
 
 #include <stdint.h>
 
+#include "dtnn.h"
+
 typedef enum { OPT_STRING, OPT_INT, OPT_FLOAT, OPT_FLAG } cli_opt_kind;
 
 typedef struct {
@@ -34,5 +36,26 @@ int64_t cli_int(const cli_opt *opts, int n_opts, const char *name);
 double cli_float(const cli_opt *opts, int n_opts, const char *name);
 int cli_flag(const cli_opt *opts, int n_opts, const char *name);
 int cli_given(const cli_opt *opts, int n_opts, const char *name);
+
+/* ---- helpers shared by the commands ---- */
+
+/* Prints "dtnn COMMAND: <fmt with value>" and returns 2 (a usage error). */
+int cli_usage_error(const char *command, const char *fmt, const char *value);
+/* Prints "dtnn COMMAND: <message>" and returns 1 (a runtime error). */
+int cli_fail(const char *command, const dtnn_error *err);
+/* Parses "CxHxW" into positive c, h, w; 0 on success. */
+int cli_parse_chw(const char *s, int *c, int *h, int *w);
+/* The --threads option: 0 takes the cores given to this rank (dtnn_comm_cores of comm, or of
+ * this process when comm is NULL); more than that is refused, because threads that
+ * oversubscribe cores cost far more than they gain. Returns the count, or -2 after printing a
+ * usage error. */
+int cli_threads(const char *command, const cli_opt *opts, int n_opts, const dtnn_comm *comm);
+
+/* Whether ok holds on every rank (a collective: all ranks call it), so a usage error seen by
+ * some ranks only ends them all instead of leaving the others waiting. */
+int cli_all_ok(dtnn_comm *comm, int ok);
+
+/* Commands that live in their own files. */
+int cmd_bench(int argc, char **argv, dtnn_comm *comm);
 
 #endif

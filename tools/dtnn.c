@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include "cli_options.h"
@@ -16,39 +15,6 @@
 #include "progress.h"
 
 #define N_OPTS(a) ((int)(sizeof(a) / sizeof((a)[0])))
-
-static int fail(const char *command, const dtnn_error *err)
-{
-    fprintf(stderr, "dtnn %s: %s\n", command, err->message);
-    return 1;
-}
-
-static int default_threads(void)
-{
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n > 0 ? (int)n : 1;
-}
-
-static int threads_option(const cli_opt *o, int n)
-{
-    int64_t t = cli_int(o, n, "threads");
-    return t > 0 ? (int)t : default_threads();
-}
-
-static int usage_error(const char *command, const char *fmt, const char *value)
-{
-    fprintf(stderr, "dtnn %s: ", command);
-    fprintf(stderr, fmt, value);
-    fprintf(stderr, "\n");
-    return 2;
-}
-
-/* Parses "CxHxW"; 0 on success. */
-static int parse_chw(const char *s, int *c, int *h, int *w)
-{
-    char extra;
-    return !(s && sscanf(s, "%dx%dx%d%c", c, h, w, &extra) == 3 && *c > 0 && *h > 0 && *w > 0);
-}
 
 static dtnn_status load_data(const cli_opt *o, int n, dtnn_dataset *d, int with_synthetic_size,
                              dtnn_error *err)
@@ -59,7 +25,7 @@ static dtnn_status load_data(const cli_opt *o, int n, dtnn_dataset *d, int with_
     dp.dir = cli_str(o, n, "data-dir");
     if (with_synthetic_size) {
         dp.synthetic_n = cli_int(o, n, "synthetic-samples");
-        if (parse_chw(cli_str(o, n, "synthetic-shape"), &dp.c, &dp.h, &dp.w))
+        if (cli_parse_chw(cli_str(o, n, "synthetic-shape"), &dp.c, &dp.h, &dp.w))
             return dtnn_error_set(err, DTNN_ERR_ARG, "--synthetic-shape must be CxHxW, not '%s'",
                                   cli_str(o, n, "synthetic-shape"));
     }
@@ -103,7 +69,7 @@ static cli_opt train_opts[] = {
     {"classes", OPT_INT, "0", "output classes of a zoo model (0: the dataset's)", 0, NULL, 0},
     {"seed", OPT_INT, "42", "seed of initialisation, shuffling and dropout", 0, NULL, 0},
     {"no-shuffle", OPT_FLAG, NULL, "keep the file order", 0, NULL, 0},
-    {"threads", OPT_INT, "0", "kernel threads (0: all cores)", 0, NULL, 0},
+    {"threads", OPT_INT, "0", "kernel threads (0: the cores given to this process)", 0, NULL, 0},
     {"init", OPT_STRING, NULL, "checkpoint to take starting weights from", 0, NULL, 0},
     {"save", OPT_STRING, NULL, "checkpoint written at every epoch end", 0, NULL, 0},
     {"resume", OPT_STRING, NULL, "checkpoint to continue a run from", 0, NULL, 0},
@@ -115,6 +81,8 @@ static cli_opt train_opts[] = {
     {"comm-dtype", OPT_STRING, "fp32", "gradients travel as fp32 | fp16 | bf16", 0, NULL, 0},
     {"accumulate", OPT_INT, "1", "micro-batches per step (gradient accumulation)", 0, NULL, 0},
     {"sync-bn", OPT_FLAG, NULL, "batch-norm statistics over all ranks' samples", 0, NULL, 0},
+    {"stall-timeout", OPT_FLOAT, "0", "seconds a rank may wait in a collective before it "
+     "reports the missing ranks and ends the job (0: wait forever)", 0, NULL, 0},
     {"lr-scaling", OPT_STRING, "none", "none | linear: lr x global batch / --base-batch "
      "(Goyal et al. 2017)", 0, NULL, 0},
     {"base-batch", OPT_INT, "256", "the batch --lr is meant for, with --lr-scaling linear", 0,
@@ -157,22 +125,22 @@ static int cmd_train(int argc, char **argv, dtnn_comm *comm)
     tp.log_path = cli_str(o, n, "log");
     tp.save_path = cli_str(o, n, "save");
     if (tp.batch_size <= 0 || tp.batch_size > 1 << 20)
-        return usage_error(cmd, "--batch-size must be in [1, 1048576], got %s",
+        return cli_usage_error(cmd, "--batch-size must be in [1, 1048576], got %s",
                            cli_str(o, n, "batch-size"));
     if (tp.epochs < 0 || tp.steps < 0 || (tp.epochs == 0 && tp.steps == 0))
-        return usage_error(cmd, "%s", "give a positive --epochs or --steps");
+        return cli_usage_error(cmd, "%s", "give a positive --epochs or --steps");
     if (dtnn_loss_parse(cli_str(o, n, "loss"), &tp.loss.kind, &err))
         return fprintf(stderr, "dtnn %s: %s\n", cmd, err.message), 2;
     tp.loss.label_smoothing = (float)cli_float(o, n, "label-smoothing");
     if (tp.loss.label_smoothing < 0 || tp.loss.label_smoothing > 1)
-        return usage_error(cmd, "--label-smoothing must be in [0, 1], got %s",
+        return cli_usage_error(cmd, "--label-smoothing must be in [0, 1], got %s",
                            cli_str(o, n, "label-smoothing"));
     if (dtnn_sched_parse(cli_str(o, n, "lr-schedule"), &tp.sched, &err))
         return fprintf(stderr, "dtnn %s: %s\n", cmd, err.message), 2;
     tp.sched.base_lr = (float)cli_float(o, n, "lr");
     tp.sched.warmup_epochs = (float)cli_float(o, n, "warmup-epochs");
     if (!(tp.sched.base_lr > 0) || tp.sched.warmup_epochs < 0)
-        return usage_error(cmd, "%s", "--lr must be positive and --warmup-epochs >= 0");
+        return cli_usage_error(cmd, "%s", "--lr must be positive and --warmup-epochs >= 0");
     dtnn_build_params bp;
     dtnn_build_params_default(&bp);
     const char *scheme = cli_str(o, n, "init-scheme");
@@ -181,27 +149,30 @@ static int cmd_train(int argc, char **argv, dtnn_comm *comm)
     else if (!strcmp(scheme, "xavier"))
         bp.init = DTNN_INIT_XAVIER;
     else if (strcmp(scheme, "default"))
-        return usage_error(cmd, "--init-scheme must be default, he or xavier, not '%s'", scheme);
+        return cli_usage_error(cmd, "--init-scheme must be default, he or xavier, not '%s'", scheme);
     if (cli_given(o, n, "init") && cli_given(o, n, "resume"))
-        return usage_error(cmd, "%s", "--init and --resume exclude each other");
+        return cli_usage_error(cmd, "%s", "--init and --resume exclude each other");
     if (dtnn_allreduce_parse(cli_str(o, n, "allreduce"), &tp.allreduce, &err) ||
         dtnn_comm_dtype_parse(cli_str(o, n, "comm-dtype"), &tp.comm_dtype, &err))
         return fprintf(stderr, "dtnn %s: %s\n", cmd, err.message), 2;
     tp.bucket_mb = cli_float(o, n, "bucket-mb");
     tp.accumulate = (int)cli_int(o, n, "accumulate");
     tp.sync_bn = cli_flag(o, n, "sync-bn");
+    if (cli_float(o, n, "stall-timeout") < 0)
+        return cli_usage_error(cmd, "--stall-timeout must be 0 (off) or positive seconds, not "
+                               "%s", cli_str(o, n, "stall-timeout"));
     if (tp.bucket_mb <= 0 || tp.accumulate < 1 || tp.accumulate > tp.batch_size)
-        return usage_error(cmd, "%s", "--bucket-mb must be positive and --accumulate in "
+        return cli_usage_error(cmd, "%s", "--bucket-mb must be positive and --accumulate in "
                            "[1, batch size]");
     const char *scaling = cli_str(o, n, "lr-scaling");
     if (!strcmp(scaling, "linear")) {
         int64_t base = cli_int(o, n, "base-batch");
         if (base <= 0)
-            return usage_error(cmd, "--base-batch must be positive, got %s",
+            return cli_usage_error(cmd, "--base-batch must be positive, got %s",
                                cli_str(o, n, "base-batch"));
         tp.sched.base_lr *= (float)tp.batch_size / (float)base;
     } else if (strcmp(scaling, "none")) {
-        return usage_error(cmd, "--lr-scaling must be none or linear, not '%s'", scaling);
+        return cli_usage_error(cmd, "--lr-scaling must be none or linear, not '%s'", scaling);
     }
     const int rank = dtnn_comm_rank(comm), ranks = dtnn_comm_size(comm);
     if (tp.batch_size % (ranks * tp.accumulate)) {
@@ -213,8 +184,11 @@ static int cmd_train(int argc, char **argv, dtnn_comm *comm)
         tp.log_path = NULL;
         tp.save_path = NULL;
     }
-    int threads = threads_option(o, n);
+    int threads = cli_threads(cmd, o, n, comm);
+    if (!cli_all_ok(comm, threads > 0))
+        return 2;
     dtnn_set_threads(threads);
+    dtnn_comm_set_stall_timeout(comm, cli_float(o, n, "stall-timeout"));
     dtnn_dataset d;
     memset(&d, 0, sizeof d);
     dtnn_model *m = NULL;
@@ -270,6 +244,10 @@ static int cmd_train(int argc, char **argv, dtnn_comm *comm)
     }
     progress_state ps;
     progress_init(&ps, stdout, cli_flag(o, n, "quiet"));
+    /* Open MPI gives its ranks a pseudo-terminal for stdout whether or not mpirun's own output
+     * is one, so a redrawn bar would fill a redirected log with escape codes: plain lines. */
+    if (ranks > 1)
+        ps.tty = 0;
     if (dtnn_train(m, opt, &d, comm, &tp, &ts, rank == 0 ? progress_update : NULL, &ps, &err))
         goto out;
     if (d.test.n > 0) {
@@ -293,7 +271,7 @@ out:
         dtnn_comm_abort(comm, 1, line);
     }
     if (rc == 1)
-        fail(cmd, &err);
+        cli_fail(cmd, &err);
     dtnn_optimizer_free(opt);
     dtnn_model_free(m);
     dtnn_dataset_free(&d);
@@ -311,7 +289,7 @@ static cli_opt eval_opts[] = {
     {"batch-size", OPT_INT, "256", "evaluation batch size", 0, NULL, 0},
     {"loss", OPT_STRING, "cross-entropy", "cross-entropy | bce | mse", 0, NULL, 0},
     {"classes", OPT_INT, "0", "output classes of a zoo model (0: the dataset's)", 0, NULL, 0},
-    {"threads", OPT_INT, "0", "kernel threads (0: all cores)", 0, NULL, 0},
+    {"threads", OPT_INT, "0", "kernel threads (0: the cores given to this process)", 0, NULL, 0},
     {"help", OPT_FLAG, NULL, "show this help", 0, NULL, 0},
 };
 
@@ -326,17 +304,20 @@ static int cmd_eval(int argc, char **argv)
         return early;
     const char *split_name = cli_str(o, n, "split");
     if (strcmp(split_name, "test") && strcmp(split_name, "train"))
-        return usage_error(cmd, "--split must be test or train, not '%s'", split_name);
+        return cli_usage_error(cmd, "--split must be test or train, not '%s'", split_name);
     int batch = (int)cli_int(o, n, "batch-size");
     if (batch <= 0 || batch > 1 << 20)
-        return usage_error(cmd, "--batch-size must be in [1, 1048576], got %s",
+        return cli_usage_error(cmd, "--batch-size must be in [1, 1048576], got %s",
                            cli_str(o, n, "batch-size"));
     dtnn_error err = {0};
     dtnn_loss_params lp;
     dtnn_loss_params_default(&lp);
     if (dtnn_loss_parse(cli_str(o, n, "loss"), &lp.kind, &err))
         return fprintf(stderr, "dtnn %s: %s\n", cmd, err.message), 2;
-    dtnn_set_threads(threads_option(o, n));
+    int threads = cli_threads(cmd, o, n, NULL);
+    if (threads < 0)
+        return 2;
+    dtnn_set_threads(threads);
     dtnn_dataset d;
     memset(&d, 0, sizeof d);
     dtnn_model *m = NULL;
@@ -367,7 +348,7 @@ static int cmd_eval(int argc, char **argv)
     rc = 0;
 out:
     if (rc == 1)
-        fail(cmd, &err);
+        cli_fail(cmd, &err);
     dtnn_model_free(m);
     dtnn_dataset_free(&d);
     return rc;
@@ -383,7 +364,7 @@ static cli_opt predict_opts[] = {
     {"output", OPT_STRING, NULL, "float32 .npy of logits [N, classes]", 1, NULL, 0},
     {"classes", OPT_INT, "10", "output classes of a zoo model", 0, NULL, 0},
     {"batch-size", OPT_INT, "256", "inference batch size", 0, NULL, 0},
-    {"threads", OPT_INT, "0", "kernel threads (0: all cores)", 0, NULL, 0},
+    {"threads", OPT_INT, "0", "kernel threads (0: the cores given to this process)", 0, NULL, 0},
     {"help", OPT_FLAG, NULL, "show this help", 0, NULL, 0},
 };
 
@@ -398,9 +379,12 @@ static int cmd_predict(int argc, char **argv)
         return early;
     int batch = (int)cli_int(o, n, "batch-size");
     if (batch <= 0 || batch > 1 << 20)
-        return usage_error(cmd, "--batch-size must be in [1, 1048576], got %s",
+        return cli_usage_error(cmd, "--batch-size must be in [1, 1048576], got %s",
                            cli_str(o, n, "batch-size"));
-    dtnn_set_threads(threads_option(o, n));
+    int threads = cli_threads(cmd, o, n, NULL);
+    if (threads < 0)
+        return 2;
+    dtnn_set_threads(threads);
     dtnn_error err = {0};
     float *x = NULL, *logits = NULL;
     dtnn_model *m = NULL;
@@ -466,134 +450,9 @@ static int cmd_predict(int argc, char **argv)
     rc = 0;
 out:
     if (rc)
-        fail(cmd, &err);
+        cli_fail(cmd, &err);
     free(x);
     free(logits);
-    dtnn_model_free(m);
-    return rc;
-}
-
-/* ---- bench ----------------------------------------------------------------------------- */
-
-static cli_opt bench_opts[] = {
-    {"model", OPT_STRING, NULL, "zoo model name or model file", 1, NULL, 0},
-    {"batch-size", OPT_INT, "64", "batch size", 0, NULL, 0},
-    {"steps", OPT_INT, "20", "timed training steps", 0, NULL, 0},
-    {"warmup", OPT_INT, "3", "untimed steps first", 0, NULL, 0},
-    {"input", OPT_STRING, NULL, "CxHxW of a zoo model's input (default: the model's)", 0, NULL, 0},
-    {"classes", OPT_INT, "10", "output classes of a zoo model", 0, NULL, 0},
-    {"threads", OPT_INT, "0", "kernel threads (0: all cores)", 0, NULL, 0},
-    {"profile", OPT_FLAG, NULL, "print per-layer forward/backward time", 0, NULL, 0},
-    {"help", OPT_FLAG, NULL, "show this help", 0, NULL, 0},
-};
-
-static int cmd_bench(int argc, char **argv)
-{
-    cli_opt *o = bench_opts;
-    const int n = N_OPTS(bench_opts);
-    const char *cmd = "bench";
-    int early = cli_start(cmd, "Measures training throughput (SGD with momentum, synthetic "
-                          "data); prints one JSON line.", o, n, argc, argv);
-    if (early >= 0)
-        return early;
-    int batch = (int)cli_int(o, n, "batch-size");
-    int64_t steps = cli_int(o, n, "steps"), warmup = cli_int(o, n, "warmup");
-    if (batch <= 0 || batch > 1 << 16 || steps <= 0 || warmup < 0)
-        return usage_error(cmd, "%s", "--batch-size (1..65536) and --steps must be positive");
-    int c = 0, h = 0, w = 0;
-    if (cli_given(o, n, "input") && parse_chw(cli_str(o, n, "input"), &c, &h, &w))
-        return usage_error(cmd, "--input must be CxHxW, not '%s'", cli_str(o, n, "input"));
-    int threads = threads_option(o, n);
-    dtnn_set_threads(threads);
-    dtnn_error err = {0};
-    dtnn_optimizer *opt = NULL;
-    float *x = NULL;
-    int32_t *y = NULL;
-    int rc = 1;
-    dtnn_model *m = dtnn_model_from_spec(cli_str(o, n, "model"), (int)cli_int(o, n, "classes"),
-                                         c, h, w, &err);
-    if (!m)
-        goto out;
-    dtnn_build_params bp;
-    dtnn_build_params_default(&bp);
-    bp.max_batch = batch;
-    bp.threads = threads;
-    dtnn_opt_params op;
-    dtnn_opt_params_default(&op, DTNN_OPT_SGD);
-    op.momentum = 0.9f;
-    if (dtnn_model_build(m, &bp, &err) || !(opt = dtnn_optimizer_create(m, &op, &err)))
-        goto out;
-    dtnn_model_input_shape(m, &c, &h, &w);
-    int classes;
-    dtnn_model_output(m, NULL, &classes);
-    size_t sample = (size_t)c * h * w;
-    x = malloc(sizeof(float) * sample * batch);
-    y = malloc(sizeof(int32_t) * batch);
-    if (!x || !y) {
-        dtnn_error_set(&err, DTNN_ERR_NOMEM, "out of memory for the batch");
-        goto out;
-    }
-    uint64_t s = 12345;
-    for (size_t i = 0; i < sample * batch; i++) {
-        s = s * 6364136223846793005ull + 1442695040888963407ull;
-        x[i] = (float)((s >> 40) * (1.0 / 16777216.0) * 2.0 - 1.0);
-    }
-    for (int i = 0; i < batch; i++)
-        y[i] = i % classes;
-    dtnn_loss_params lp;
-    dtnn_loss_params_default(&lp);
-    double t0 = 0;
-    for (int64_t i = 0; i < warmup + steps; i++) {
-        if (i == warmup) {
-            dtnn_model_set_profiling(m, cli_flag(o, n, "profile"));
-            t0 = progress_now();
-        }
-        dtnn_model_zero_grad(m);
-        if (dtnn_model_forward(m, x, batch, 1, &err) ||
-            dtnn_model_loss(m, y, batch, &lp, 1.0f / (float)batch, NULL, &err) ||
-            dtnn_model_backward(m, &err) || dtnn_optimizer_step(opt, 0.01f, &err))
-            goto out;
-    }
-    double seconds = progress_now() - t0;
-    double flops = 0;
-    for (int i = 0; i < dtnn_model_layer_count(m); i++) {
-        dtnn_layer_info li;
-        dtnn_model_layer_info(m, i, &li);
-        flops += li.flops;
-    }
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    double ips = (double)batch * (double)steps / seconds;
-    if (cli_flag(o, n, "profile")) {
-        double total = 0;
-        for (int i = 0; i < dtnn_model_layer_count(m); i++) {
-            dtnn_layer_info li;
-            dtnn_model_layer_info(m, i, &li);
-            total += li.seconds_fwd + li.seconds_bwd;
-        }
-        printf("%-24s %-14s %10s %10s %7s\n", "layer", "type", "fwd ms", "bwd ms", "share");
-        for (int i = 0; i < dtnn_model_layer_count(m); i++) {
-            dtnn_layer_info li;
-            dtnn_model_layer_info(m, i, &li);
-            printf("%-24s %-14s %10.3f %10.3f %6.1f%%\n", li.name, li.type,
-                   1e3 * li.seconds_fwd / (double)steps, 1e3 * li.seconds_bwd / (double)steps,
-                   total > 0 ? 100.0 * (li.seconds_fwd + li.seconds_bwd) / total : 0.0);
-        }
-    }
-    char blas[128];
-    printf("{\"model\": \"%s\", \"batch_size\": %d, \"threads\": %d, \"steps\": %lld, "
-           "\"images_per_sec\": %.1f, \"step_ms\": %.3f, \"gflops\": %.2f, "
-           "\"peak_rss_mb\": %.1f, \"blas\": \"%s\"}\n",
-           cli_str(o, n, "model"), batch, threads, (long long)steps, ips,
-           1e3 * seconds / (double)steps, 3.0 * flops * ips / 1e9, ru.ru_maxrss / 1024.0,
-           dtnn_blas_name(blas, sizeof blas));
-    rc = 0;
-out:
-    if (rc)
-        fail(cmd, &err);
-    free(x);
-    free(y);
-    dtnn_optimizer_free(opt);
     dtnn_model_free(m);
     return rc;
 }
@@ -608,7 +467,7 @@ static int cmd_models(int argc, char **argv)
             printf("usage: dtnn models [--layers]\nLists the model zoo, or the layer types.\n");
             return 0;
         }
-        return usage_error("models", "unexpected argument '%s' (only --layers)", argv[2]);
+        return cli_usage_error("models", "unexpected argument '%s' (only --layers)", argv[2]);
     }
     if (layers) {
         for (int i = 0; dtnn_layer_type_name(i); i++)
@@ -637,8 +496,8 @@ static int cmd_info(int argc, char **argv)
     if (early >= 0)
         return early;
     int c = 0, h = 0, w = 0;
-    if (cli_given(o, n, "input") && parse_chw(cli_str(o, n, "input"), &c, &h, &w))
-        return usage_error("info", "--input must be CxHxW, not '%s'", cli_str(o, n, "input"));
+    if (cli_given(o, n, "input") && cli_parse_chw(cli_str(o, n, "input"), &c, &h, &w))
+        return cli_usage_error("info", "--input must be CxHxW, not '%s'", cli_str(o, n, "input"));
     dtnn_error err = {0};
     dtnn_model *m = dtnn_model_from_spec(cli_str(o, n, "model"), (int)cli_int(o, n, "classes"),
                                          c, h, w, &err);
@@ -648,7 +507,7 @@ static int cmd_info(int argc, char **argv)
     bp.training = 0;
     if (!m || dtnn_model_build(m, &bp, &err)) {
         dtnn_model_free(m);
-        return fail("info", &err);
+        return cli_fail("info", &err);
     }
     dtnn_model_input_shape(m, &c, &h, &w);
     printf("%-28s %-14s %-14s %12s %14s\n", "layer", "type", "output", "params", "fwd FLOPs");
@@ -680,6 +539,19 @@ static void main_usage(void)
            "  info     show a model's layers, shapes, parameters and FLOPs\n");
 }
 
+/* Runs a command that may be data parallel: under an MPI launcher it gets the MPI
+ * communicator, otherwise a single process. */
+static int with_comm(int (*command)(int, char **, dtnn_comm *), int argc, char **argv)
+{
+    dtnn_error err = {0};
+    dtnn_comm *comm = dtnn_comm_create_auto(&argc, &argv, &err);
+    if (!comm)
+        return cli_fail(argv[1], &err);
+    int rc = command(argc, argv, comm);
+    dtnn_comm_free(comm);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") ||
@@ -688,23 +560,14 @@ int main(int argc, char **argv)
         return argc < 2 ? 2 : 0;
     }
     const char *c = argv[1];
-    if (!strcmp(c, "train")) {
-        dtnn_error err = {0};
-        dtnn_comm *comm = dtnn_comm_create_auto(&argc, &argv, &err);
-        if (!comm) {
-            fprintf(stderr, "dtnn train: %s\n", err.message);
-            return 1;
-        }
-        int rc = cmd_train(argc, argv, comm);
-        dtnn_comm_free(comm);
-        return rc;
-    }
+    if (!strcmp(c, "train"))
+        return with_comm(cmd_train, argc, argv);
     if (!strcmp(c, "eval"))
         return cmd_eval(argc, argv);
     if (!strcmp(c, "predict"))
         return cmd_predict(argc, argv);
     if (!strcmp(c, "bench"))
-        return cmd_bench(argc, argv);
+        return with_comm(cmd_bench, argc, argv);
     if (!strcmp(c, "models"))
         return cmd_models(argc, argv);
     if (!strcmp(c, "info"))

@@ -40,4 +40,8 @@ int dtnn_parse_float(const char *s, double *out);
 /* Monotonic seconds. */
 double dtnn_now(void);
 
+/* This process's CPU affinity as a bit mask of up to 1024 CPUs; returns how many are set. */
+#define DTNN_CPU_MASK_WORDS 16
+int dtnn_cpu_affinity(uint64_t mask[DTNN_CPU_MASK_WORDS]);
+
 #endif

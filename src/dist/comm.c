@@ -34,6 +34,12 @@ int dtnn_comm_local_rank(const dtnn_comm *c) { return c->local_rank; }
 int dtnn_comm_local_size(const dtnn_comm *c) { return c->local_size; }
 int dtnn_comm_node_count(const dtnn_comm *c) { return c->nodes; }
 const char *dtnn_comm_name(const dtnn_comm *c) { return c->name; }
+int dtnn_comm_cores(const dtnn_comm *c) { return c->cores; }
+
+void dtnn_comm_set_stall_timeout(dtnn_comm *c, double seconds)
+{
+    c->stall_timeout = seconds > 0 ? seconds : 0;
+}
 
 dtnn_status dtnn_comm_allreduce_sum(dtnn_comm *c, float *buf, size_t n, dtnn_error *err)
 {

@@ -34,6 +34,8 @@ struct dtnn_comm {
     const dtnn_comm_ops *ops;
     int rank, size;
     int local_rank, local_size, nodes;
+    int cores;                  /* see dtnn_comm_cores */
+    double stall_timeout;       /* seconds; 0 = wait forever */
     char name[96];
     void *impl;
 };

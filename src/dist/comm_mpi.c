@@ -29,11 +29,22 @@ dtnn_comm *comm_mpi_create(int *argc, char ***argv, dtnn_error *err)
 
 #include "half.h"
 
+/* What a rank answers a stall query: how many collectives it has started, and the one it is
+ * waiting in (-1: none, it is computing between progress calls). */
+typedef struct {
+    long started, waiting;
+} stall_answer;
+
 typedef struct {
     MPI_Comm world, node, leaders;      /* leaders: MPI_COMM_NULL on non-leaders */
+    MPI_Comm stall;                     /* the stall queries and answers, apart from the data */
     MPI_Op sum_f16, sum_bf16;
     MPI_Request requests[COMM_MAX_REQUESTS];
+    long request_seq[COMM_MAX_REQUESTS];
     int next_request;
+    long started;                       /* collectives on world this rank has started */
+    long waiting;                       /* the collective it waits in, or -1 */
+    long query[2];                      /* the buffer of this rank's stall queries */
     int initialised_here;
 } mpi_impl;
 
@@ -46,6 +57,155 @@ static dtnn_status mpi_check(int rc, const char *what, dtnn_comm *c, dtnn_error 
     MPI_Error_string(rc, text, &len);
     return dtnn_error_set(err, DTNN_ERR_COMM, "rank %d: %s failed: %s", c->rank, what, text);
 }
+
+/*
+ * Stall detection (--stall-timeout). Every collective on world gets a sequence number, the
+ * same on every rank because all ranks run the same program. With a timeout set, collectives
+ * are started non-blocking and polled; while polling, a rank answers the stall queries of
+ * others with how many collectives it has started. A rank whose wait passes the timeout asks
+ * every other rank, collects answers for a short grace period, and names the ranks that have
+ * not started the collective it waits in, or that did not answer at all (stopped, dead, or
+ * computing outside MPI). Queries are only ever sent on that failure path, so a healthy run
+ * exchanges no extra messages.
+ */
+enum { TAG_STALL_QUERY = 1, TAG_STALL_ANSWER = 2 };
+
+/* Answers pending stall queries; with drain, also discards answers that arrived after their
+ * asker's collective completed after all (never while that asker is still collecting them). */
+static void answer_stall_queries(mpi_impl *im, int drain)
+{
+    for (;;) {
+        int flag = 0;
+        MPI_Status status;
+        if (MPI_Iprobe(MPI_ANY_SOURCE, drain ? MPI_ANY_TAG : TAG_STALL_QUERY, im->stall, &flag,
+                       &status) != MPI_SUCCESS || !flag)
+            return;
+        stall_answer msg;
+        MPI_Recv(&msg, 2, MPI_LONG, status.MPI_SOURCE, status.MPI_TAG, im->stall,
+                 MPI_STATUS_IGNORE);
+        if (status.MPI_TAG == TAG_STALL_QUERY) {
+            /* 16 bytes go eagerly: this send does not wait for the asker. */
+            stall_answer a = {im->started, im->waiting};
+            MPI_Send(&a, 2, MPI_LONG, status.MPI_SOURCE, TAG_STALL_ANSWER, im->stall);
+        }
+    }
+}
+
+/* Appends rank r to a space-separated list, ending it with "..." when full. */
+static void list_rank(char *list, size_t size, int r)
+{
+    size_t len = strlen(list);
+    if (len + 16 < size)
+        snprintf(list + len, size - len, "%s%d", len ? " " : "", r);
+    else if (!strstr(list, "..."))
+        snprintf(list + len, size - len, " ...");
+}
+
+static dtnn_status report_stall(dtnn_comm *c, MPI_Request *req, long seq, const char *what,
+                                double waited, dtnn_error *err)
+{
+    mpi_impl *im = c->impl;
+    stall_answer *answers = malloc(sizeof *answers * (size_t)c->size);
+    if (!answers)
+        return dtnn_error_set(err, DTNN_ERR_COMM, "rank %d: stalled %.1f s in %s", c->rank,
+                              waited, what);
+    im->query[0] = im->query[1] = seq;
+    for (int r = 0; r < c->size; r++) {
+        answers[r].started = r == c->rank ? im->started : -1;
+        answers[r].waiting = seq;
+        if (r != c->rank) {
+            MPI_Request q;
+            MPI_Isend(im->query, 2, MPI_LONG, r, TAG_STALL_QUERY, im->stall, &q);
+            MPI_Request_free(&q);
+        }
+    }
+    double grace = DTNN_MIN(2.0, c->stall_timeout), t0 = MPI_Wtime();
+    int pending = c->size - 1, done = 0;
+    while (pending > 0 && !done && MPI_Wtime() - t0 < grace) {
+        int flag = 0;
+        MPI_Status status;
+        MPI_Iprobe(MPI_ANY_SOURCE, TAG_STALL_ANSWER, im->stall, &flag, &status);
+        if (flag) {
+            stall_answer a;
+            MPI_Recv(&a, 2, MPI_LONG, status.MPI_SOURCE, TAG_STALL_ANSWER, im->stall,
+                     MPI_STATUS_IGNORE);
+            if (answers[status.MPI_SOURCE].started < 0)
+                pending--;
+            answers[status.MPI_SOURCE] = a;
+        }
+        answer_stall_queries(im, 0);
+        MPI_Test(req, &done, MPI_STATUS_IGNORE);
+    }
+    if (done) {
+        /* It completed after all: slow, not stalled. Late answers are drained later. */
+        free(answers);
+        return DTNN_OK;
+    }
+    /* Silent ranks are the likely cause; ranks that answered but have not started this
+     * collective are either held up in an earlier one (by the silent ranks) or computing. */
+    char silent[160] = "", earlier[160] = "", computing[160] = "";
+    for (int r = 0; r < c->size; r++) {
+        if (answers[r].started < 0)
+            list_rank(silent, sizeof silent, r);
+        else if (answers[r].started <= seq && answers[r].waiting >= 0)
+            list_rank(earlier, sizeof earlier, r);
+        else if (answers[r].started <= seq)
+            list_rank(computing, sizeof computing, r);
+    }
+    free(answers);
+    char detail[440] = "";
+    if (*silent)
+        snprintf(detail, sizeof detail, "; rank(s) %s did not answer (stopped, dead or busy "
+                 "outside MPI)", silent);
+    if (*earlier)
+        snprintf(detail + strlen(detail), sizeof detail - strlen(detail), "; rank(s) %s are "
+                 "still waiting in an earlier collective", earlier);
+    if (*computing)
+        snprintf(detail + strlen(detail), sizeof detail - strlen(detail), "; rank(s) %s have not "
+                 "reached it (still computing)", computing);
+    if (!*detail)
+        snprintf(detail, sizeof detail, "; every rank reached it, yet it did not complete");
+    return dtnn_error_set(err, DTNN_ERR_COMM, "rank %d stalled %.1f s in %s (collective #%ld, "
+                          "--stall-timeout %g)%s", c->rank, waited, what, seq,
+                          c->stall_timeout, detail);
+}
+
+/* Completes a request of collective number seq: MPI_Wait, or with a stall timeout a polling
+ * loop that answers stall queries and gives up with a report after the timeout. */
+static dtnn_status wait_request(dtnn_comm *c, MPI_Request *req, long seq, const char *what,
+                                dtnn_error *err)
+{
+    mpi_impl *im = c->impl;
+    if (c->stall_timeout <= 0)
+        return mpi_check(MPI_Wait(req, MPI_STATUS_IGNORE), what, c, err);
+    double t0 = MPI_Wtime();
+    im->waiting = seq;
+    for (;;) {
+        int done = 0;
+        dtnn_status st = mpi_check(MPI_Test(req, &done, MPI_STATUS_IGNORE), what, c, err);
+        if (st || done) {
+            im->waiting = -1;
+            return st;
+        }
+        answer_stall_queries(im, 1);
+        double waited = MPI_Wtime() - t0;
+        if (waited > c->stall_timeout)
+            return report_stall(c, req, seq, what, waited, err);
+    }
+}
+
+/* A blocking collective: the blocking MPI call itself, or with a stall timeout its
+ * non-blocking twin (started by `start` into *req) and wait_request. */
+#define COLLECTIVE(c, what, blocking_call, nonblocking_call)                                  \
+    do {                                                                                       \
+        mpi_impl *im_ = (c)->impl;                                                             \
+        long seq_ = im_->started++;                                                            \
+        if ((c)->stall_timeout <= 0)                                                           \
+            return mpi_check(blocking_call, what, c, err);                                     \
+        MPI_Request req_;                                                                      \
+        dtnn_status st_ = mpi_check(nonblocking_call, what, c, err);                           \
+        return st_ ? st_ : wait_request(c, &req_, seq_, what, err);                            \
+    } while (0)
 
 static void sum_f16(void *in, void *inout, int *len, MPI_Datatype *type)
 {
@@ -86,13 +246,19 @@ static void type_and_op(mpi_impl *im, dtnn_comm_dtype dtype, MPI_Datatype *t, MP
 /* MPI counts are int: larger buffers go in pieces. */
 enum { MPI_CHUNK = 1 << 30 };
 
+static dtnn_status allreduce_piece(dtnn_comm *c, void *buf, int cnt, MPI_Datatype t, MPI_Op op,
+                                   MPI_Comm comm, dtnn_error *err)
+{
+    COLLECTIVE(c, "MPI_Allreduce", MPI_Allreduce(MPI_IN_PLACE, buf, cnt, t, op, comm),
+               MPI_Iallreduce(MPI_IN_PLACE, buf, cnt, t, op, comm, &req_));
+}
+
 static dtnn_status mpi_allreduce_sum(dtnn_comm *c, float *buf, size_t n, dtnn_error *err)
 {
     mpi_impl *im = c->impl;
     for (size_t i = 0; i < n; i += MPI_CHUNK) {
         int cnt = (int)DTNN_MIN((size_t)MPI_CHUNK, n - i);
-        dtnn_status st = mpi_check(MPI_Allreduce(MPI_IN_PLACE, buf + i, cnt, MPI_FLOAT, MPI_SUM,
-                                                 im->world), "MPI_Allreduce", c, err);
+        dtnn_status st = allreduce_piece(c, buf + i, cnt, MPI_FLOAT, MPI_SUM, im->world, err);
         if (st)
             return st;
     }
@@ -102,8 +268,14 @@ static dtnn_status mpi_allreduce_sum(dtnn_comm *c, float *buf, size_t n, dtnn_er
 static dtnn_status mpi_allreduce_sum_f64(dtnn_comm *c, double *buf, size_t n, dtnn_error *err)
 {
     mpi_impl *im = c->impl;
-    return mpi_check(MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_DOUBLE, MPI_SUM, im->world),
-                     "MPI_Allreduce", c, err);
+    return allreduce_piece(c, buf, (int)n, MPI_DOUBLE, MPI_SUM, im->world, err);
+}
+
+static dtnn_status bcast_piece(dtnn_comm *c, void *buf, int cnt, MPI_Datatype t, int root,
+                               MPI_Comm comm, dtnn_error *err)
+{
+    COLLECTIVE(c, "MPI_Bcast", MPI_Bcast(buf, cnt, t, root, comm),
+               MPI_Ibcast(buf, cnt, t, root, comm, &req_));
 }
 
 static dtnn_status mpi_broadcast(dtnn_comm *c, void *buf, size_t bytes, int root,
@@ -112,8 +284,7 @@ static dtnn_status mpi_broadcast(dtnn_comm *c, void *buf, size_t bytes, int root
     mpi_impl *im = c->impl;
     for (size_t i = 0; i < bytes; i += MPI_CHUNK) {
         int cnt = (int)DTNN_MIN((size_t)MPI_CHUNK, bytes - i);
-        dtnn_status st = mpi_check(MPI_Bcast((char *)buf + i, cnt, MPI_BYTE, root, im->world),
-                                   "MPI_Bcast", c, err);
+        dtnn_status st = bcast_piece(c, (char *)buf + i, cnt, MPI_BYTE, root, im->world, err);
         if (st)
             return st;
     }
@@ -124,8 +295,10 @@ static dtnn_status mpi_allgather(dtnn_comm *c, const void *send, size_t bytes, v
                                  dtnn_error *err)
 {
     mpi_impl *im = c->impl;
-    return mpi_check(MPI_Allgather(send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE,
-                                   im->world), "MPI_Allgather", c, err);
+    COLLECTIVE(c, "MPI_Allgather",
+               MPI_Allgather(send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE, im->world),
+               MPI_Iallgather(send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE, im->world,
+                              &req_));
 }
 
 static dtnn_status mpi_iallreduce(dtnn_comm *c, void *buf, size_t n, dtnn_comm_dtype dtype,
@@ -143,6 +316,7 @@ static dtnn_status mpi_iallreduce(dtnn_comm *c, void *buf, size_t n, dtnn_comm_d
     type_and_op(im, dtype, &t, &op);
     int r = im->next_request++;
     *request = r;
+    im->request_seq[r] = im->started++;
     return mpi_check(MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, t, op, im->world,
                                     &im->requests[r]), "MPI_Iallreduce", c, err);
 }
@@ -150,6 +324,8 @@ static dtnn_status mpi_iallreduce(dtnn_comm *c, void *buf, size_t n, dtnn_comm_d
 static dtnn_status mpi_test(dtnn_comm *c, int request, int *done, dtnn_error *err)
 {
     mpi_impl *im = c->impl;
+    if (c->stall_timeout > 0)
+        answer_stall_queries(im, 1);
     return mpi_check(MPI_Test(&im->requests[request], done, MPI_STATUS_IGNORE), "MPI_Test", c,
                      err);
 }
@@ -157,14 +333,26 @@ static dtnn_status mpi_test(dtnn_comm *c, int request, int *done, dtnn_error *er
 static dtnn_status mpi_wait(dtnn_comm *c, int request, dtnn_error *err)
 {
     mpi_impl *im = c->impl;
-    dtnn_status st = mpi_check(MPI_Wait(&im->requests[request], MPI_STATUS_IGNORE), "MPI_Wait",
-                               c, err);
+    dtnn_status st = wait_request(c, &im->requests[request], im->request_seq[request],
+                                  "MPI_Iallreduce (gradient bucket)", err);
     /* Request slots are reused once the last one in flight has completed. */
     if (request == im->next_request - 1)
         im->next_request = 0;
     return st;
 }
 
+static dtnn_status reduce_in_node(dtnn_comm *c, void *buf, int cnt, MPI_Datatype t, MPI_Op op,
+                                  dtnn_error *err)
+{
+    mpi_impl *im = c->impl;
+    void *send = c->local_rank == 0 ? MPI_IN_PLACE : buf;
+    void *recv = c->local_rank == 0 ? buf : NULL;
+    COLLECTIVE(c, "MPI_Reduce (node)", MPI_Reduce(send, recv, cnt, t, op, 0, im->node),
+               MPI_Ireduce(send, recv, cnt, t, op, 0, im->node, &req_));
+}
+
+/* The three phases count as three collectives: every rank runs the first and the last, and
+ * the middle is numbered on non-leaders too so that the numbers stay equal on all ranks. */
 static dtnn_status mpi_hierarchical(dtnn_comm *c, void *buf, size_t n, dtnn_comm_dtype dtype,
                                     dtnn_error *err)
 {
@@ -174,19 +362,16 @@ static dtnn_status mpi_hierarchical(dtnn_comm *c, void *buf, size_t n, dtnn_comm
     type_and_op(im, dtype, &t, &op);
     int cnt = (int)n;
     dtnn_status st;
-    if (c->local_size > 1) {
-        void *send = c->local_rank == 0 ? MPI_IN_PLACE : buf;
-        void *recv = c->local_rank == 0 ? buf : NULL;
-        if ((st = mpi_check(MPI_Reduce(send, recv, cnt, t, op, 0, im->node), "MPI_Reduce "
-                            "(node)", c, err)))
-            return st;
-    }
-    if (im->leaders != MPI_COMM_NULL && c->nodes > 1 &&
-        (st = mpi_check(MPI_Allreduce(MPI_IN_PLACE, buf, cnt, t, op, im->leaders),
-                        "MPI_Allreduce (leaders)", c, err)))
+    if (c->local_size > 1 && (st = reduce_in_node(c, buf, cnt, t, op, err)))
         return st;
+    if (im->leaders != MPI_COMM_NULL && c->nodes > 1) {
+        if ((st = allreduce_piece(c, buf, cnt, t, op, im->leaders, err)))
+            return st;
+    } else {
+        im->started++;
+    }
     if (c->local_size > 1)
-        return mpi_check(MPI_Bcast(buf, cnt, t, 0, im->node), "MPI_Bcast (node)", c, err);
+        return bcast_piece(c, buf, cnt, t, 0, im->node, err);
     return DTNN_OK;
 }
 
@@ -209,6 +394,7 @@ static void mpi_destroy(dtnn_comm *c)
         if (im->leaders != MPI_COMM_NULL)
             MPI_Comm_free(&im->leaders);
         MPI_Comm_free(&im->node);
+        MPI_Comm_free(&im->stall);
         MPI_Comm_free(&im->world);
         if (im->initialised_here)
             MPI_Finalize();
@@ -230,6 +416,30 @@ static const dtnn_comm_ops mpi_ops = {
     .abort = mpi_abort,
     .destroy = mpi_destroy,
 };
+
+/* The cores of this rank's affinity mask, shared evenly among the ranks of the node whose
+ * masks overlap it: 2 unbound ranks on 2 cores get 1 core each, a rank bound to 1 core gets 1. */
+static int cores_given(dtnn_comm *c)
+{
+    mpi_impl *im = c->impl;
+    uint64_t mine[DTNN_CPU_MASK_WORDS];
+    int count = dtnn_cpu_affinity(mine);
+    uint64_t *all = malloc(sizeof mine * (size_t)c->local_size);
+    if (!all || MPI_Allgather(mine, (int)sizeof mine, MPI_BYTE, all, (int)sizeof mine, MPI_BYTE,
+                              im->node) != MPI_SUCCESS) {
+        free(all);
+        return DTNN_MAX(1, count / c->local_size);
+    }
+    int sharing = 0;
+    for (int r = 0; r < c->local_size; r++) {
+        int overlap = 0;
+        for (int w = 0; w < DTNN_CPU_MASK_WORDS; w++)
+            overlap |= (all[r * DTNN_CPU_MASK_WORDS + w] & mine[w]) != 0;
+        sharing += overlap;
+    }
+    free(all);
+    return DTNN_MAX(1, count / DTNN_MAX(1, sharing));
+}
 
 static int launched_by_mpi(void)
 {
@@ -269,6 +479,8 @@ dtnn_comm *comm_mpi_create(int *argc, char ***argv, dtnn_error *err)
     c->impl = im;
     MPI_Comm_dup(MPI_COMM_WORLD, &im->world);
     MPI_Comm_set_errhandler(im->world, MPI_ERRORS_RETURN);
+    MPI_Comm_dup(im->world, &im->stall);
+    im->waiting = -1;
     MPI_Comm_rank(im->world, &c->rank);
     MPI_Comm_size(im->world, &c->size);
     MPI_Comm_split_type(im->world, MPI_COMM_TYPE_SHARED, c->rank, MPI_INFO_NULL, &im->node);
@@ -280,6 +492,7 @@ dtnn_comm *comm_mpi_create(int *argc, char ***argv, dtnn_error *err)
         MPI_Comm_set_errhandler(im->leaders, MPI_ERRORS_RETURN);
     int leader = c->local_rank == 0;
     MPI_Allreduce(&leader, &c->nodes, 1, MPI_INT, MPI_SUM, im->world);
+    c->cores = cores_given(c);
     MPI_Op_create(sum_f16, 1, &im->sum_f16);
     MPI_Op_create(sum_bf16, 1, &im->sum_bf16);
     char version[MPI_MAX_LIBRARY_VERSION_STRING];

@@ -96,6 +96,8 @@ dtnn_comm *dtnn_comm_create_single(void)
     c->local_rank = 0;
     c->local_size = 1;
     c->nodes = 1;
+    uint64_t mask[DTNN_CPU_MASK_WORDS];
+    c->cores = dtnn_cpu_affinity(mask);
     snprintf(c->name, sizeof c->name, "single process");
     return c;
 }

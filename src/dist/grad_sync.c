@@ -32,7 +32,7 @@ typedef struct {
     float scale;                /* fp16 only */
 } bucket;
 
-struct grad_sync {
+struct dtnn_grad_sync {
     dtnn_comm *comm;
     dtnn_model *model;
     dtnn_allreduce_mode mode;
@@ -46,7 +46,7 @@ struct grad_sync {
     double wait_seconds;        /* time spent waiting after backward */
 };
 
-static void to_half(grad_sync *gs, bucket *b)
+static void to_half(dtnn_grad_sync *gs, bucket *b)
 {
     const float *g = dtnn_model_grads(gs->model);
     if (gs->dtype == DTNN_COMM_F16)
@@ -58,7 +58,7 @@ static void to_half(grad_sync *gs, bucket *b)
 }
 
 /* Widens a reduced bucket back into the gradient; returns 0 if it overflowed (fp16). */
-static int from_half(grad_sync *gs, bucket *b)
+static int from_half(dtnn_grad_sync *gs, bucket *b)
 {
     float *g = dtnn_model_grads(gs->model);
     if (gs->dtype == DTNN_COMM_BF16) {
@@ -80,14 +80,14 @@ static int from_half(grad_sync *gs, bucket *b)
     return 1;
 }
 
-static void *bucket_data(grad_sync *gs, bucket *b)
+static void *bucket_data(dtnn_grad_sync *gs, bucket *b)
 {
     if (gs->dtype == DTNN_COMM_F32)
         return dtnn_model_grads(gs->model) + b->begin;
     return gs->staging + b->begin;
 }
 
-static dtnn_status start_bucket(grad_sync *gs, bucket *b, dtnn_error *err)
+static dtnn_status start_bucket(dtnn_grad_sync *gs, bucket *b, dtnn_error *err)
 {
     if (gs->dtype != DTNN_COMM_F32)
         to_half(gs, b);
@@ -101,7 +101,7 @@ static dtnn_status start_bucket(grad_sync *gs, bucket *b, dtnn_error *err)
 
 static void on_backward(size_t ready_from, void *user)
 {
-    grad_sync *gs = user;
+    dtnn_grad_sync *gs = user;
     if (gs->first_error.code)
         return;
     while (gs->next < gs->n_buckets && gs->buckets[gs->next].begin >= ready_from) {
@@ -117,10 +117,10 @@ static void on_backward(size_t ready_from, void *user)
     }
 }
 
-grad_sync *grad_sync_create(dtnn_comm *comm, dtnn_model *m, dtnn_allreduce_mode mode,
+dtnn_grad_sync *dtnn_grad_sync_create(dtnn_comm *comm, dtnn_model *m, dtnn_allreduce_mode mode,
                             double bucket_mb, dtnn_comm_dtype dtype, dtnn_error *err)
 {
-    grad_sync *gs = calloc(1, sizeof *gs);
+    dtnn_grad_sync *gs = calloc(1, sizeof *gs);
     if (!gs) {
         dtnn_error_set(err, DTNN_ERR_NOMEM, "out of memory");
         return NULL;
@@ -146,7 +146,7 @@ grad_sync *grad_sync_create(dtnn_comm *comm, dtnn_model *m, dtnn_allreduce_mode 
     if (dtype != DTNN_COMM_F32)
         gs->staging = malloc(sizeof(uint16_t) * (gs->n ? gs->n : 1));
     if (!gs->buckets || (dtype != DTNN_COMM_F32 && !gs->staging)) {
-        grad_sync_free(gs);
+        dtnn_grad_sync_free(gs);
         dtnn_error_set(err, DTNN_ERR_NOMEM, "out of memory for gradient buckets");
         return NULL;
     }
@@ -158,7 +158,7 @@ grad_sync *grad_sync_create(dtnn_comm *comm, dtnn_model *m, dtnn_allreduce_mode 
     return gs;
 }
 
-void grad_sync_free(grad_sync *gs)
+void dtnn_grad_sync_free(dtnn_grad_sync *gs)
 {
     if (!gs)
         return;
@@ -167,7 +167,7 @@ void grad_sync_free(grad_sync *gs)
     free(gs);
 }
 
-void grad_sync_begin(grad_sync *gs)
+void dtnn_grad_sync_begin(dtnn_grad_sync *gs)
 {
     gs->next = 0;
     gs->first_error.code = DTNN_OK;
@@ -177,7 +177,7 @@ void grad_sync_begin(grad_sync *gs)
         dtnn_model_set_backward_hook(gs->model, on_backward, gs);
 }
 
-dtnn_status grad_sync_finish(grad_sync *gs, dtnn_error *err)
+dtnn_status dtnn_grad_sync_finish(dtnn_grad_sync *gs, dtnn_error *err)
 {
     dtnn_model_set_backward_hook(gs->model, NULL, NULL);
     if (gs->first_error.code)
@@ -204,5 +204,5 @@ dtnn_status grad_sync_finish(grad_sync *gs, dtnn_error *err)
     return st;
 }
 
-double grad_sync_wait_seconds(const grad_sync *gs) { return gs->wait_seconds; }
-int grad_sync_bucket_count(const grad_sync *gs) { return gs->n_buckets; }
+double dtnn_grad_sync_wait_seconds(const dtnn_grad_sync *gs) { return gs->wait_seconds; }
+int dtnn_grad_sync_bucket_count(const dtnn_grad_sync *gs) { return gs->n_buckets; }

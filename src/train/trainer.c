@@ -270,7 +270,7 @@ dtnn_status dtnn_train(dtnn_model *m, dtnn_optimizer *opt, const dtnn_dataset *d
     int64_t *perm = malloc(sizeof(int64_t) * tr->n);
     float *xb = dtnn_alloc_aligned(sizeof(float) * sample * local_max);
     int32_t *yb = malloc(sizeof(int32_t) * local_max);
-    grad_sync *gs = NULL;
+    dtnn_grad_sync *gs = NULL;
     if (!perm || !xb || !yb) {
         st = dtnn_error_set(err, DTNN_ERR_NOMEM, "out of memory for a batch of %d samples",
                             local_max);
@@ -283,7 +283,7 @@ dtnn_status dtnn_train(dtnn_model *m, dtnn_optimizer *opt, const dtnn_dataset *d
             (st = dtnn_comm_broadcast(comm, dtnn_model_buffers(m), dtnn_model_buffer_bytes(m), 0,
                                       err)))
             goto done;
-        gs = grad_sync_create(comm, m, p->allreduce, p->bucket_mb, p->comm_dtype, err);
+        gs = dtnn_grad_sync_create(comm, m, p->allreduce, p->bucket_mb, p->comm_dtype, err);
         if (!gs) {
             st = err->code;
             goto done;
@@ -295,7 +295,7 @@ dtnn_status dtnn_train(dtnn_model *m, dtnn_optimizer *opt, const dtnn_dataset *d
     for (int64_t epoch = ts->epoch; epoch < epochs && ts->step < total_steps; epoch++) {
         dtnn_epoch_permutation(perm, tr->n, p->seed, epoch, p->shuffle);
         dtnn_metrics met = {0};
-        double t0 = dtnn_now(), wait0 = gs ? grad_sync_wait_seconds(gs) : 0.0;
+        double t0 = dtnn_now(), wait0 = gs ? dtnn_grad_sync_wait_seconds(gs) : 0.0;
         int64_t images = 0;
         float lr = 0.0f;
         dtnn_progress pr;
@@ -319,7 +319,7 @@ dtnn_status dtnn_train(dtnn_model *m, dtnn_optimizer *opt, const dtnn_dataset *d
             for (int k = 0; k < K; k++) {
                 int m0 = n * k / K, m1 = n * (k + 1) / K;
                 if (k == K - 1 && gs)
-                    grad_sync_begin(gs);
+                    dtnn_grad_sync_begin(gs);
                 if (m1 > m0 &&
                     ((st = dtnn_model_forward(m, xb + (size_t)m0 * sample, m1 - m0, 1, err)) ||
                      (st = dtnn_model_loss(m, yb + m0, m1 - m0, &p->loss, 1.0f / (float)len,
@@ -327,7 +327,7 @@ dtnn_status dtnn_train(dtnn_model *m, dtnn_optimizer *opt, const dtnn_dataset *d
                      (st = dtnn_model_backward(m, err))))
                     goto done;
             }
-            if (gs && (st = grad_sync_finish(gs, err)))
+            if (gs && (st = dtnn_grad_sync_finish(gs, err)))
                 goto done;
             if (!isfinite(step_met.loss_sum)) {
                 st = dtnn_error_set(err, DTNN_ERR_NONFINITE, "the loss became %s at step %lld "
@@ -360,7 +360,7 @@ dtnn_status dtnn_train(dtnn_model *m, dtnn_optimizer *opt, const dtnn_dataset *d
             goto done;
         progress_set(&pr, ts, sums[0], sums[1], sums[2], seconds, images, lr);
         pr.epoch_end = 1;
-        pr.comm_wait = gs ? grad_sync_wait_seconds(gs) - wait0 : 0.0;
+        pr.comm_wait = gs ? dtnn_grad_sync_wait_seconds(gs) - wait0 : 0.0;
         if (size > 1 &&
             ((st = average_buffers(m, comm, err)) || (st = check_replicas(m, comm, epoch, err))))
             goto done;
@@ -386,7 +386,7 @@ dtnn_status dtnn_train(dtnn_model *m, dtnn_optimizer *opt, const dtnn_dataset *d
     }
 done:
     dtnn_model_set_sync_bn(m, NULL);
-    grad_sync_free(gs);
+    dtnn_grad_sync_free(gs);
     if (log)
         fclose(log);
     free(perm);

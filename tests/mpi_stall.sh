@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# --stall-timeout: a rank that stops answering (here: SIGSTOP, as a hung file system or a
+# swapping node would) makes the others report, after the timeout, which rank never reached the
+# collective, and the job ends non-zero instead of hanging. 2 ranks (rank 1 stopped) and 4
+# ranks (rank 2 stopped; the message must name rank 2 and no other). `timeout` bounds every run
+# so a hang fails the test. Usage: mpi_stall.sh DTNN CKDIFF MPIRUN TMPDIR
+set -u
+dtnn=$1
+mpirun=$3
+tmp=$4
+rm -rf "$tmp" && mkdir -p "$tmp"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+failures=0
+stopped=()
+cleanup() { for p in "${stopped[@]}"; do kill -CONT "$p" 2>/dev/null; kill -KILL "$p" 2>/dev/null; done; }
+trap cleanup EXIT
+
+# The pid of the dtnn process of MPI rank $2 among those whose command line contains $1.
+rank_pid() {
+    local p
+    for p in $(pgrep -f -- "$1"); do
+        [[ $(cat "/proc/$p/comm" 2>/dev/null) == dtnn ]] || continue
+        if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null |
+            grep -qE "^(OMPI_COMM_WORLD_RANK|PMI_RANK|PMIX_RANK)=$2\$"; then
+            echo "$p"
+            return
+        fi
+    done
+}
+
+stall_case() { # ranks rank_to_stop
+    local ranks=$1 victim=$2 log="$tmp/stall-$1.jsonl" out="$tmp/stall-$1.out"
+    timeout 180 "$mpirun" -np "$ranks" --oversubscribe --bind-to none "$dtnn" train \
+        --model lenet5 --dataset synthetic --synthetic-shape 1x28x28 --synthetic-samples 512 \
+        --batch-size 64 --epochs 1000000 --threads 1 --quiet --stall-timeout 4 --log "$log" \
+        >"$out" 2>&1 &
+    local job=$!
+    # Training has passed start-up once the first epoch is logged.
+    for _ in $(seq 600); do [[ -s $log ]] && break; sleep 0.1; done
+    local pid
+    pid=$(rank_pid "$log" "$victim")
+    if [[ -z $pid ]]; then
+        echo "FAIL: $ranks ranks: rank $victim never started or was not found"
+        kill "$job" 2>/dev/null
+        failures=$((failures + 1))
+        return
+    fi
+    kill -STOP "$pid"
+    stopped+=("$pid")
+    local t0=$SECONDS
+    wait "$job"
+    local rc=$? dt=$((SECONDS - t0))
+    local line
+    line=$(grep -m1 "stalled" "$out")
+    # The ranks any report calls silent: exactly the stopped one (the others may be reported
+    # as held up in an earlier collective, which is what they are).
+    local others
+    others=$(grep -o "rank(s) [0-9 .]* did not answer" "$out" | grep -oE "[0-9]+" | sort -u |
+             tr '\n' ' ')
+    if [[ $rc -ne 0 && $rc -ne 124 && -n $line && $others == "$victim " ]]; then
+        echo "ok: $ranks ranks, rank $victim stopped: exit $rc ${dt}s later: $line"
+    else
+        echo "FAIL: $ranks ranks, rank $victim stopped: exit $rc after ${dt}s, named [$others]:"
+        sed 's/^/    /' "$out" | head -20
+        failures=$((failures + 1))
+    fi
+}
+
+stall_case 2 1
+stall_case 4 2
+
+[[ $failures -eq 0 ]] && echo "mpi_stall: all passed" || echo "mpi_stall: $failures failed"
+[[ $failures -eq 0 ]]

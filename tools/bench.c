@@ -1,0 +1,398 @@
+/*
+ * bench.c — `dtnn bench`: training throughput on synthetic data (SGD with momentum, forward +
+ * backward + update after warm-up), with a per-layer profile. Under an MPI launcher each rank
+ * trains --batch-size samples per step with the real gradient all-reduce (weak scaling), and
+ * the all-reduce's bandwidth is measured next to a plain MPI_Allreduce of the same gradient.
+ * --sweep runs every ranks x threads combination that fits the cores given to this process,
+ * each as a child `dtnn bench` (under the launcher for more than one rank), and prints one
+ * table, so the best split between MPI ranks and threads is measured, not guessed.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "cli_options.h"
+#include "dtnn.h"
+#include "progress.h"
+
+#define N_OPTS(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+static cli_opt bench_opts[] = {
+    {"model", OPT_STRING, NULL, "zoo model name or model file", 1, NULL, 0},
+    {"batch-size", OPT_INT, "64", "batch size (per rank under MPI)", 0, NULL, 0},
+    {"steps", OPT_INT, "20", "timed training steps", 0, NULL, 0},
+    {"warmup", OPT_INT, "3", "untimed steps first", 0, NULL, 0},
+    {"input", OPT_STRING, NULL, "CxHxW of a zoo model's input (default: the model's)", 0, NULL, 0},
+    {"classes", OPT_INT, "10", "output classes of a zoo model", 0, NULL, 0},
+    {"threads", OPT_INT, "0", "kernel threads (0: the cores given to this process)", 0, NULL, 0},
+    {"profile", OPT_FLAG, NULL, "print per-layer forward/backward time", 0, NULL, 0},
+    {"allreduce", OPT_STRING, "overlap", "under MPI: overlap | blocking | hierarchical", 0, NULL,
+     0},
+    {"bucket-mb", OPT_FLOAT, "4", "under MPI: all-reduce bucket size in MiB", 0, NULL, 0},
+    {"comm-dtype", OPT_STRING, "fp32", "under MPI: gradients travel as fp32 | fp16 | bf16", 0,
+     NULL, 0},
+    {"sweep", OPT_FLAG, NULL, "run every ranks x threads combination that fits the cores and "
+     "print a table", 0, NULL, 0},
+    {"launcher", OPT_STRING, "mpirun --bind-to none", "--sweep: command that starts N ranks "
+     "with '-np N' appended", 0, NULL, 0},
+    {"help", OPT_FLAG, NULL, "show this help", 0, NULL, 0},
+};
+
+typedef struct {
+    double images_per_sec, step_ms, gflops, peak_rss_mb;
+    double exposed_comm;          /* share of step time waiting for gradients after backward */
+    double sync_ms, mpi_ms;       /* one full-gradient all-reduce: dtnn's, plain MPI_Allreduce */
+} bench_result;
+
+/* Seconds for `reps` full-gradient all-reduces: through dtnn's gradient sync (buckets) and as
+ * one plain MPI_Allreduce of the same buffer, interleaved so both see the same machine. */
+static dtnn_status time_allreduce(dtnn_comm *comm, dtnn_model *m, dtnn_grad_sync *gs,
+                                  bench_result *r, dtnn_error *err)
+{
+    const int reps = 10;
+    double sync = 0, plain = 0;
+    dtnn_model_zero_grad(m);
+    for (int i = 0; i < reps; i++) {
+        double t0 = progress_now();
+        dtnn_grad_sync_begin(gs);
+        dtnn_status st = dtnn_grad_sync_finish(gs, err);
+        double t1 = progress_now();
+        if (st || (st = dtnn_comm_allreduce_sum(comm, dtnn_model_grads(m),
+                                                dtnn_model_params_padded(m), err)))
+            return st;
+        sync += t1 - t0;
+        plain += progress_now() - t1;
+    }
+    double t[2] = {sync, plain}, all[2 * 1024];
+    int ranks = dtnn_comm_size(comm);
+    if (ranks <= 1024 && dtnn_comm_allgather(comm, t, sizeof t, all, err))
+        return err->code;
+    for (int q = 0; q < ranks && q < 1024; q++) {
+        sync = all[2 * q] > sync ? all[2 * q] : sync;
+        plain = all[2 * q + 1] > plain ? all[2 * q + 1] : plain;
+    }
+    r->sync_ms = 1e3 * sync / reps;
+    r->mpi_ms = 1e3 * plain / reps;
+    return DTNN_OK;
+}
+
+static void print_profile(dtnn_model *m, int64_t steps)
+{
+    double total = 0;
+    for (int i = 0; i < dtnn_model_layer_count(m); i++) {
+        dtnn_layer_info li;
+        dtnn_model_layer_info(m, i, &li);
+        total += li.seconds_fwd + li.seconds_bwd;
+    }
+    printf("%-24s %-14s %10s %10s %7s\n", "layer", "type", "fwd ms", "bwd ms", "share");
+    for (int i = 0; i < dtnn_model_layer_count(m); i++) {
+        dtnn_layer_info li;
+        dtnn_model_layer_info(m, i, &li);
+        printf("%-24s %-14s %10.3f %10.3f %6.1f%%\n", li.name, li.type,
+               1e3 * li.seconds_fwd / (double)steps, 1e3 * li.seconds_bwd / (double)steps,
+               total > 0 ? 100.0 * (li.seconds_fwd + li.seconds_bwd) / total : 0.0);
+    }
+}
+
+/* One benchmark run in this process (one rank of it under MPI). */
+static int run_bench(const cli_opt *o, int n, dtnn_comm *comm, int threads)
+{
+    const char *cmd = "bench";
+    const int rank = dtnn_comm_rank(comm), ranks = dtnn_comm_size(comm);
+    int batch = (int)cli_int(o, n, "batch-size");
+    int64_t steps = cli_int(o, n, "steps"), warmup = cli_int(o, n, "warmup");
+    int c = 0, h = 0, w = 0;
+    if (cli_given(o, n, "input") && cli_parse_chw(cli_str(o, n, "input"), &c, &h, &w))
+        return cli_usage_error(cmd, "--input must be CxHxW, not '%s'", cli_str(o, n, "input"));
+    dtnn_error err = {0};
+    dtnn_allreduce_mode mode;
+    dtnn_comm_dtype dtype;
+    if (dtnn_allreduce_parse(cli_str(o, n, "allreduce"), &mode, &err) ||
+        dtnn_comm_dtype_parse(cli_str(o, n, "comm-dtype"), &dtype, &err))
+        return fprintf(stderr, "dtnn %s: %s\n", cmd, err.message), 2;
+    dtnn_set_threads(threads);
+    dtnn_optimizer *opt = NULL;
+    dtnn_grad_sync *gs = NULL;
+    float *x = NULL;
+    int32_t *y = NULL;
+    int rc = 1;
+    dtnn_model *m = dtnn_model_from_spec(cli_str(o, n, "model"), (int)cli_int(o, n, "classes"),
+                                         c, h, w, &err);
+    if (!m)
+        goto out;
+    dtnn_build_params bp;
+    dtnn_build_params_default(&bp);
+    bp.max_batch = batch;
+    bp.threads = threads;
+    dtnn_opt_params op;
+    dtnn_opt_params_default(&op, DTNN_OPT_SGD);
+    op.momentum = 0.9f;
+    if (dtnn_model_build(m, &bp, &err) || !(opt = dtnn_optimizer_create(m, &op, &err)))
+        goto out;
+    if (ranks > 1 &&
+        !(gs = dtnn_grad_sync_create(comm, m, mode, cli_float(o, n, "bucket-mb"), dtype, &err)))
+        goto out;
+    dtnn_model_input_shape(m, &c, &h, &w);
+    int classes;
+    dtnn_model_output(m, NULL, &classes);
+    size_t sample = (size_t)c * h * w;
+    x = malloc(sizeof(float) * sample * batch);
+    y = malloc(sizeof(int32_t) * batch);
+    if (!x || !y) {
+        dtnn_error_set(&err, DTNN_ERR_NOMEM, "out of memory for the batch");
+        goto out;
+    }
+    uint64_t s = 12345 + (uint64_t)rank;
+    for (size_t i = 0; i < sample * batch; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        x[i] = (float)((s >> 40) * (1.0 / 16777216.0) * 2.0 - 1.0);
+    }
+    for (int i = 0; i < batch; i++)
+        y[i] = i % classes;
+    dtnn_loss_params lp;
+    dtnn_loss_params_default(&lp);
+    double t0 = 0, wait0 = 0;
+    for (int64_t i = 0; i < warmup + steps; i++) {
+        if (i == warmup) {
+            dtnn_model_set_profiling(m, cli_flag(o, n, "profile"));
+            t0 = progress_now();
+            wait0 = gs ? dtnn_grad_sync_wait_seconds(gs) : 0.0;
+        }
+        dtnn_model_zero_grad(m);
+        if (gs)
+            dtnn_grad_sync_begin(gs);
+        if (dtnn_model_forward(m, x, batch, 1, &err) ||
+            dtnn_model_loss(m, y, batch, &lp, 1.0f / (float)(batch * ranks), NULL, &err) ||
+            dtnn_model_backward(m, &err) || (gs && dtnn_grad_sync_finish(gs, &err)) ||
+            dtnn_optimizer_step(opt, 0.01f, &err))
+            goto out;
+    }
+    double seconds = progress_now() - t0;
+    bench_result r = {0};
+    r.exposed_comm = gs ? (dtnn_grad_sync_wait_seconds(gs) - wait0) / seconds : 0.0;
+    if (ranks > 1) {
+        /* The slowest rank sets the pace of the job. */
+        double all[1024];
+        if (ranks <= 1024 && dtnn_comm_allgather(comm, &seconds, sizeof seconds, all, &err))
+            goto out;
+        for (int q = 0; q < ranks && q < 1024; q++)
+            seconds = all[q] > seconds ? all[q] : seconds;
+        if (time_allreduce(comm, m, gs, &r, &err))
+            goto out;
+    }
+    double flops = 0;
+    for (int i = 0; i < dtnn_model_layer_count(m); i++) {
+        dtnn_layer_info li;
+        dtnn_model_layer_info(m, i, &li);
+        flops += li.flops;
+    }
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    r.images_per_sec = (double)batch * ranks * (double)steps / seconds;
+    r.step_ms = 1e3 * seconds / (double)steps;
+    r.gflops = 3.0 * flops * r.images_per_sec / 1e9;
+    r.peak_rss_mb = ru.ru_maxrss / 1024.0;
+    if (rank == 0) {
+        if (cli_flag(o, n, "profile"))
+            print_profile(m, steps);
+        char blas[128];
+        printf("{\"model\": \"%s\", \"batch_size\": %d, \"ranks\": %d, \"threads\": %d, "
+               "\"steps\": %lld, \"images_per_sec\": %.1f, \"step_ms\": %.3f, \"gflops\": %.2f, "
+               "\"peak_rss_mb\": %.1f, \"blas\": \"%s\"", cli_str(o, n, "model"), batch, ranks,
+               threads, (long long)steps, r.images_per_sec, r.step_ms, r.gflops, r.peak_rss_mb,
+               dtnn_blas_name(blas, sizeof blas));
+        if (ranks > 1) {
+            /* Bus bandwidth as NCCL's tests define it: a ring all-reduce moves 2 (p-1)/p of the
+             * buffer through every rank's link, so the figure is comparable across rank counts. */
+            double bytes = 4.0 * (double)dtnn_model_params_padded(m);
+            double bus = 2.0 * (ranks - 1) / ranks * bytes / 1e9;
+            printf(", \"allreduce\": \"%s\", \"comm_dtype\": \"%s\", \"buckets\": %d, "
+                   "\"exposed_comm\": %.4f, \"gradient_mb\": %.2f, \"allreduce_ms\": %.3f, "
+                   "\"allreduce_busbw_gbs\": %.2f, \"mpi_allreduce_ms\": %.3f, "
+                   "\"mpi_allreduce_busbw_gbs\": %.2f", cli_str(o, n, "allreduce"),
+                   cli_str(o, n, "comm-dtype"), dtnn_grad_sync_bucket_count(gs), r.exposed_comm,
+                   bytes / 1048576.0, r.sync_ms, bus / (r.sync_ms / 1e3), r.mpi_ms,
+                   bus / (r.mpi_ms / 1e3));
+        }
+        printf("}\n");
+    }
+    rc = 0;
+out:
+    if (rc && ranks > 1) {
+        char line[600];
+        snprintf(line, sizeof line, "dtnn %s: %s", cmd, err.message);
+        dtnn_comm_abort(comm, 1, line);
+    }
+    if (rc)
+        cli_fail(cmd, &err);
+    free(x);
+    free(y);
+    dtnn_grad_sync_free(gs);
+    dtnn_optimizer_free(opt);
+    dtnn_model_free(m);
+    return rc;
+}
+
+/* ---- --sweep ----------------------------------------------------------------------------- */
+
+/* Appends s to the command line in single quotes (so model paths with spaces survive). */
+static int append_quoted(char *line, size_t size, const char *s)
+{
+    size_t len = strlen(line);
+    if (len + 4 >= size)
+        return -1;
+    line[len++] = ' ';
+    line[len++] = '\'';
+    for (; *s; s++) {
+        const char *piece = *s == '\'' ? "'\\''" : NULL;
+        size_t add = piece ? 4 : 1;
+        if (len + add + 2 >= size)
+            return -1;
+        if (piece)
+            memcpy(line + len, piece, add);
+        else
+            line[len] = *s;
+        len += add;
+    }
+    line[len++] = '\'';
+    line[len] = '\0';
+    return 0;
+}
+
+static double json_number(const char *line, const char *key)
+{
+    char pattern[64];
+    snprintf(pattern, sizeof pattern, "\"%s\": ", key);
+    const char *p = strstr(line, pattern);
+    return p ? strtod(p + strlen(pattern), NULL) : -1.0;
+}
+
+/* Runs one configuration as a child process; fills ips and the exposed communication share. */
+static int run_child(const cli_opt *o, int n, const char *self, int ranks, int threads,
+                     double *ips, double *comm_share)
+{
+    char line[4096] = "";
+    if (ranks > 1)
+        snprintf(line, sizeof line, "%s -np %d", cli_str(o, n, "launcher"), ranks);
+    static const char *const passed[] = {"model", "batch-size", "steps", "warmup", "input",
+                                         "classes", "allreduce", "bucket-mb", "comm-dtype"};
+    int bad = append_quoted(line, sizeof line, self) || append_quoted(line, sizeof line, "bench");
+    for (size_t i = 0; i < sizeof passed / sizeof passed[0] && !bad; i++) {
+        if (!cli_str(o, n, passed[i]))
+            continue;
+        char flag[64];
+        snprintf(flag, sizeof flag, "--%s", passed[i]);
+        bad = append_quoted(line, sizeof line, flag) ||
+              append_quoted(line, sizeof line, cli_str(o, n, passed[i]));
+    }
+    char t[16];
+    snprintf(t, sizeof t, "%d", threads);
+    bad = bad || append_quoted(line, sizeof line, "--threads") ||
+          append_quoted(line, sizeof line, t);
+    if (bad || strlen(line) + 8 >= sizeof line) {
+        fprintf(stderr, "dtnn bench: the command line of a sweep run is too long\n");
+        return 1;
+    }
+    strcat(line, " 2>&1");
+    fflush(stdout);
+    FILE *p = popen(line, "r");
+    if (!p) {
+        fprintf(stderr, "dtnn bench: cannot run '%s'\n", line);
+        return 1;
+    }
+    char out[2048], last_error[2048] = "";
+    *ips = -1.0;
+    while (fgets(out, sizeof out, p)) {
+        if (strstr(out, "\"images_per_sec\"")) {
+            *ips = json_number(out, "images_per_sec");
+            *comm_share = json_number(out, "exposed_comm");
+        } else {
+            memcpy(last_error, out, sizeof out);
+        }
+    }
+    int status = pclose(p);
+    if (status != 0 || *ips <= 0) {
+        fprintf(stderr, "dtnn bench: %d rank%s x %d thread%s failed: %s\n  command: %s\n", ranks,
+                ranks == 1 ? "" : "s", threads, threads == 1 ? "" : "s",
+                *last_error ? last_error : "no result\n", line);
+        return 1;
+    }
+    return 0;
+}
+
+static int run_sweep(const cli_opt *o, int n, dtnn_comm *comm)
+{
+    if (dtnn_comm_size(comm) > 1)
+        return cli_usage_error("bench", "%s", "--sweep starts its own ranks: run it as one "
+                               "process, not under mpirun"), 2;
+    char self[4096];
+    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (len <= 0) {
+        fprintf(stderr, "dtnn bench: cannot find this program's path for --sweep\n");
+        return 1;
+    }
+    self[len] = '\0';
+    int cores = dtnn_comm_cores(comm);
+    printf("dtnn bench --sweep: %s, batch %s per rank, %d core%s given; efficiency = images/s "
+           "/ (cores used x images/s of 1 rank x 1 thread)\n", cli_str(o, n, "model"),
+           cli_str(o, n, "batch-size"), cores, cores == 1 ? "" : "s");
+    printf("%6s %8s %6s %11s %9s %11s %13s\n", "ranks", "threads", "cores", "images/s",
+           "speedup", "efficiency", "exposed-comm");
+    double base = 0, best = 0;
+    int best_r = 0, best_t = 0, failures = 0;
+    for (int ranks = 1; ranks <= cores; ranks++)
+        for (int threads = 1; ranks * threads <= cores; threads++) {
+            double ips = 0, share = -1;
+            if (run_child(o, n, self, ranks, threads, &ips, &share)) {
+                failures++;
+                continue;
+            }
+            if (ranks == 1 && threads == 1)
+                base = ips;
+            char comm_text[16] = "-";
+            if (ranks > 1)
+                snprintf(comm_text, sizeof comm_text, "%.1f%%", 100.0 * share);
+            printf("%6d %8d %6d %11.1f %9.2f %10.1f%% %13s\n", ranks, threads, ranks * threads,
+                   ips, base > 0 ? ips / base : 0.0,
+                   base > 0 ? 100.0 * ips / (base * ranks * threads) : 0.0, comm_text);
+            fflush(stdout);
+            if (ips > best) {
+                best = ips;
+                best_r = ranks;
+                best_t = threads;
+            }
+        }
+    if (best > 0)
+        printf("fastest: %d rank%s x %d thread%s, %.1f images/s\n", best_r,
+               best_r == 1 ? "" : "s", best_t, best_t == 1 ? "" : "s", best);
+    return failures ? 1 : 0;
+}
+
+int cmd_bench(int argc, char **argv, dtnn_comm *comm)
+{
+    cli_opt *o = bench_opts;
+    const int n = N_OPTS(bench_opts);
+    const char *cmd = "bench";
+    int early = cli_start(cmd, "Measures training throughput (SGD with momentum, synthetic "
+                          "data); prints one JSON line. Under mpirun: data parallel, batch per "
+                          "rank, with the all-reduce bandwidth.", o, n, argc, argv);
+    if (early >= 0)
+        return early;
+    int64_t batch = cli_int(o, n, "batch-size");
+    if (batch <= 0 || batch > 1 << 16 || cli_int(o, n, "steps") <= 0 ||
+        cli_int(o, n, "warmup") < 0)
+        return cli_usage_error(cmd, "%s", "--batch-size (1..65536) and --steps must be "
+                               "positive, --warmup not negative");
+    if (cli_float(o, n, "bucket-mb") <= 0)
+        return cli_usage_error(cmd, "--bucket-mb must be positive, not %s",
+                               cli_str(o, n, "bucket-mb"));
+    if (cli_flag(o, n, "sweep"))
+        return run_sweep(o, n, comm);
+    int threads = cli_threads(cmd, o, n, comm);
+    if (!cli_all_ok(comm, threads > 0))
+        return 2;
+    return run_bench(o, n, comm, threads);
+}
