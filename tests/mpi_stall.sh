@@ -12,7 +12,9 @@ rm -rf "$tmp" && mkdir -p "$tmp"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 failures=0
 stopped=()
-cleanup() { for p in "${stopped[@]}"; do kill -CONT "$p" 2>/dev/null; kill -KILL "$p" 2>/dev/null; done; }
+cleanup() {
+    for p in "${stopped[@]}"; do kill -CONT "$p" 2>/dev/null; kill -KILL "$p" 2>/dev/null; done
+}
 trap cleanup EXIT
 
 # The pid of the dtnn process of MPI rank $2 among those whose command line contains $1.

@@ -28,6 +28,8 @@ static cli_opt bench_opts[] = {
     {"input", OPT_STRING, NULL, "CxHxW of a zoo model's input (default: the model's)", 0, NULL, 0},
     {"classes", OPT_INT, "10", "output classes of a zoo model", 0, NULL, 0},
     {"threads", OPT_INT, "0", "kernel threads (0: the cores given to this process)", 0, NULL, 0},
+    {"workspace-mb", OPT_FLOAT, "0", "scratch the convolutions may use, MiB (0: the library's "
+     "default)", 0, NULL, 0},
     {"profile", OPT_FLAG, NULL, "print per-layer forward/backward time", 0, NULL, 0},
     {"allreduce", OPT_STRING, "overlap", "under MPI: overlap | blocking | hierarchical", 0, NULL,
      0},
@@ -127,6 +129,7 @@ static int run_bench(const cli_opt *o, int n, dtnn_comm *comm, int threads)
     dtnn_build_params_default(&bp);
     bp.max_batch = batch;
     bp.threads = threads;
+    bp.workspace_limit = (size_t)(cli_float(o, n, "workspace-mb") * 1048576.0);
     dtnn_opt_params op;
     dtnn_opt_params_default(&op, DTNN_OPT_SGD);
     op.momentum = 0.9f;

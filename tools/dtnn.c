@@ -149,7 +149,8 @@ static int cmd_train(int argc, char **argv, dtnn_comm *comm)
     else if (!strcmp(scheme, "xavier"))
         bp.init = DTNN_INIT_XAVIER;
     else if (strcmp(scheme, "default"))
-        return cli_usage_error(cmd, "--init-scheme must be default, he or xavier, not '%s'", scheme);
+        return cli_usage_error(cmd, "--init-scheme must be default, he or xavier, not '%s'",
+                               scheme);
     if (cli_given(o, n, "init") && cli_given(o, n, "resume"))
         return cli_usage_error(cmd, "%s", "--init and --resume exclude each other");
     if (dtnn_allreduce_parse(cli_str(o, n, "allreduce"), &tp.allreduce, &err) ||

@@ -118,7 +118,7 @@ static void on_backward(size_t ready_from, void *user)
 }
 
 dtnn_grad_sync *dtnn_grad_sync_create(dtnn_comm *comm, dtnn_model *m, dtnn_allreduce_mode mode,
-                            double bucket_mb, dtnn_comm_dtype dtype, dtnn_error *err)
+                                      double bucket_mb, dtnn_comm_dtype dtype, dtnn_error *err)
 {
     dtnn_grad_sync *gs = calloc(1, sizeof *gs);
     if (!gs) {
