@@ -5,9 +5,10 @@
  * Method: im2col + GEMM with the batch folded into the GEMM's N dimension. A chunk of nb images
  * is unfolded side by side into col [C*R*S, nb*P*Q]; per group one GEMM gives
  * [K/groups, nb*P*Q], which is scattered to NCHW with the bias. nb is the largest chunk whose
- * scratch (col + GEMM output) fits the workspace limit, so big layers stay within memory and
- * small layers get one large GEMM instead of many tiny ones. Faster algorithms (direct, Winograd,
- * implicit GEMM) belong to the kernel issue; this is the reference path they are tested against.
+ * scratch (col + GEMM output) fits a core's L2 cache (and the workspace limit), so the GEMM
+ * reads the columns from cache; a layer whose single image needs more goes one image at a
+ * time. Faster algorithms (direct, Winograd, implicit GEMM) belong to the kernel issue; this is
+ * the reference path they are tested against.
  */
 #include <string.h>
 
@@ -93,8 +94,13 @@ static dtnn_status conv2d_infer(layer *l, dtnn_error *err)
         int64_t bd[1] = {c->filters};
         layer_declare(l, "bias", DTNN_TENSOR_PARAM, DTNN_F32, 1, bd, INIT_BIAS, fan_in, fan_out);
     }
+    /* Chunks whose scratch fits the 1 MiB L2 cache of a core: the GEMM then reads the columns
+     * im2col has just written from cache instead of memory. Measured (dtnn bench, batch 64, 1
+     * thread, images/s with 0.5 / 1 / 64 MiB chunks): resnet20 96 / 93 / 69, cifarcnn 220 /
+     * 215 / 167; 2 threads: resnet20 155 / 160 / 129, cifarcnn 384 / 383 / 341. */
+    const size_t chunk_target = (size_t)1 << 20;
     size_t per_image = ((size_t)in.c * c->kh * c->kw + c->filters) * g->P * g->Q * sizeof(float);
-    size_t nb = l->workspace_limit / per_image;
+    size_t nb = DTNN_MIN(l->workspace_limit, chunk_target) / per_image;
     c->chunk = (int)DTNN_MAX(1, DTNN_MIN((size_t)l->max_batch, nb));
     l->workspace_bytes = per_image * c->chunk;
     return DTNN_OK;
