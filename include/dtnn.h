@@ -330,7 +330,9 @@ typedef enum { DTNN_COMM_F32 = 0, DTNN_COMM_F16, DTNN_COMM_BF16 } dtnn_comm_dtyp
 
 /* A communicator for a single process (rank 0 of 1). */
 dtnn_comm *dtnn_comm_create_single(void);
-/* MPI when launched by an MPI launcher (and the build has MPI), else single. Initialises MPI. */
+/* MPI when launched by an MPI launcher (and the build has MPI), else single. Initialises MPI.
+ * NULL with DTNN_ERR_COMM when the launcher's rank count is not the one this build's MPI sees
+ * (a launcher of another MPI). */
 dtnn_comm *dtnn_comm_create_auto(int *argc, char ***argv, dtnn_error *err);
 /* Finalises MPI (if it was initialised here) and frees. */
 void dtnn_comm_free(dtnn_comm *c);
@@ -340,7 +342,7 @@ int dtnn_comm_size(const dtnn_comm *c);
 int dtnn_comm_local_size(const dtnn_comm *c);
 int dtnn_comm_local_rank(const dtnn_comm *c);
 int dtnn_comm_node_count(const dtnn_comm *c);
-const char *dtnn_comm_name(const dtnn_comm *c);   /* "single", "Open MPI 4.1.4", ... */
+const char *dtnn_comm_name(const dtnn_comm *c);   /* "single process", "MPICH 4.0.2", ... */
 /* CPU cores given to this rank: its affinity mask (taskset, cpuset, the launcher's binding),
  * shared evenly among the ranks on its node whose masks overlap it. Kernel threads beyond this
  * oversubscribe the cores. */

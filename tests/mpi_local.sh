@@ -2,14 +2,14 @@
 # Local parallelism: kernel threads are fitted to the cores given to each rank and never
 # oversubscribe them; `dtnn bench` runs data parallel under mpirun and measures the all-reduce;
 # `dtnn bench --sweep` runs every ranks x threads combination that fits and prints the table.
-# Usage: mpi_local.sh DTNN CKDIFF MPIRUN TMPDIR
+# Usage: mpi_local.sh DTNN CKDIFF MPIRUN TMPDIR, where MPIRUN is the build's launcher
+# (build/tests/mpirun, written by tests/CMakeLists.txt) that holds the vendor's options.
 set -u
 dtnn=$1
 mpirun=$3
 tmp=$4
 rm -rf "$tmp" && mkdir -p "$tmp"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-launch=("$mpirun" --oversubscribe --bind-to none)
+launch=("$mpirun")
 cores=$(nproc)
 failures=0
 check() { # name command-status grep-pattern file

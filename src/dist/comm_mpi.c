@@ -441,6 +441,11 @@ static int cores_given(dtnn_comm *c)
     return DTNN_MAX(1, count / DTNN_MAX(1, sharing));
 }
 
+/* Whether a launcher started this process, told by what it puts in every rank's environment.
+ * Checked: Open MPI 4.1's mpirun sets OMPI_COMM_WORLD_SIZE and PMIX_RANK; MPICH 4.0's Hydra
+ * mpiexec sets PMI_RANK, PMI_SIZE, PMI_FD, MPI_LOCALNRANKS and MPI_LOCALRANKID. PMI_SIZE and
+ * PMIX_RANK also stand for other PMI-2 and PMIx launchers (srun), HYDRA_CONTROL_FD for older
+ * Hydra. */
 static int launched_by_mpi(void)
 {
     static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK",
@@ -449,6 +454,40 @@ static int launched_by_mpi(void)
         if (getenv(vars[i]))
             return 1;
     return 0;
+}
+
+/* The number of ranks the launcher started, where it says; 0 where it does not. */
+static int launcher_size(void)
+{
+    static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *v = getenv(vars[i]);
+        if (v)
+            return atoi(v);
+    }
+    return 0;
+}
+
+/* c->name from MPI_Get_library_version: its first line up to a comma, without MPICH's label,
+ * so "Open MPI v4.1.4, package: ..." gives "Open MPI v4.1.4" and "MPICH Version:\t4.0.2\n..."
+ * gives "MPICH 4.0.2". */
+static void library_name(char *name, size_t cap, const char *version)
+{
+    static const char label[] = "Version:";
+    size_t n = 0;
+    for (const char *p = version; *p && *p != ',' && *p != '\n' && n + 1 < cap; p++) {
+        if (!strncmp(p, label, sizeof label - 1)) {
+            p += sizeof label - 2;
+            continue;
+        }
+        int space = *p == ' ' || *p == '\t';
+        if (space && (n == 0 || name[n - 1] == ' '))
+            continue;
+        name[n++] = space ? ' ' : *p;
+    }
+    while (n > 0 && name[n - 1] == ' ')
+        n--;
+    name[n] = '\0';
 }
 
 dtnn_comm *comm_mpi_create(int *argc, char ***argv, dtnn_error *err)
@@ -483,6 +522,26 @@ dtnn_comm *comm_mpi_create(int *argc, char ***argv, dtnn_error *err)
     im->waiting = -1;
     MPI_Comm_rank(im->world, &c->rank);
     MPI_Comm_size(im->world, &c->size);
+    char version[MPI_MAX_LIBRARY_VERSION_STRING];
+    int len = 0;
+    MPI_Get_library_version(version, &len);
+    library_name(c->name, sizeof c->name, version);
+    /* A build's MPI started by another MPI's launcher (an MPICH build under Debian's default
+     * mpirun, which is Open MPI's) initialises as that many singletons, each of which would
+     * train alone and write the same files: stop instead. */
+    int launched = launcher_size();
+    if (launched > 0 && launched != c->size) {
+        dtnn_error_set(err, DTNN_ERR_COMM, "the launcher started %d ranks, but this build's MPI "
+                       "(%s) sees %d: start dtnn with that MPI's own mpiexec", launched, c->name,
+                       c->size);
+        MPI_Comm_free(&im->stall);
+        MPI_Comm_free(&im->world);
+        if (im->initialised_here)
+            MPI_Finalize();
+        free(im);
+        free(c);
+        return NULL;
+    }
     MPI_Comm_split_type(im->world, MPI_COMM_TYPE_SHARED, c->rank, MPI_INFO_NULL, &im->node);
     MPI_Comm_set_errhandler(im->node, MPI_ERRORS_RETURN);
     MPI_Comm_rank(im->node, &c->local_rank);
@@ -495,12 +554,6 @@ dtnn_comm *comm_mpi_create(int *argc, char ***argv, dtnn_error *err)
     c->cores = cores_given(c);
     MPI_Op_create(sum_f16, 1, &im->sum_f16);
     MPI_Op_create(sum_bf16, 1, &im->sum_bf16);
-    char version[MPI_MAX_LIBRARY_VERSION_STRING];
-    int len = 0;
-    MPI_Get_library_version(version, &len);
-    version[strcspn(version, ",\n")] = '\0';
-    version[sizeof c->name - 1] = '\0';
-    memcpy(c->name, version, strlen(version) + 1);
     return c;
 }
 
