@@ -27,6 +27,7 @@
 #define DTNN_H
 
 #include <stddef.h>
+#include <signal.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -44,7 +45,8 @@ extern "C" {
     X(DTNN_ERR_NOMEM, "out of memory")                                                        \
     X(DTNN_ERR_NONFINITE, "non-finite value")                                                 \
     X(DTNN_ERR_UNSUPPORTED, "unsupported")                                                    \
-    X(DTNN_ERR_COMM, "communication error")
+    X(DTNN_ERR_COMM, "communication error")                                                   \
+    X(DTNN_ERR_INTERRUPTED, "interrupted")
 
 typedef enum {
 #define DTNN_X_ENUM(name, text) name,
@@ -188,6 +190,12 @@ typedef struct {
     size_t count;               /* elements */
 } dtnn_tensor_info;
 
+/* Whether every gradient value is finite. */
+int dtnn_model_grads_finite(const dtnn_model *m);
+/* After a step went non-finite: describes where it first shows (the first layer, in forward
+ * order, whose output has a NaN or Inf; else the first in backward order whose gradient does;
+ * else a parameter's gradient) and returns 1, or returns 0 when everything is finite. */
+int dtnn_model_find_nonfinite(const dtnn_model *m, char *where, size_t len);
 int dtnn_model_tensor_count(const dtnn_model *m);
 const dtnn_tensor_info *dtnn_model_tensor(const dtnn_model *m, int i);
 const dtnn_tensor_info *dtnn_model_tensor_by_name(const dtnn_model *m, const char *name);
@@ -393,6 +401,7 @@ typedef struct {
     int64_t step_in_epoch;  /* steps into the current epoch */
     uint64_t seed;
     int64_t global_batch;
+    int64_t skipped;        /* steps skipped as non-finite in this run (not saved) */
 } dtnn_train_state;
 
 /* Writes parameters and buffers with PyTorch state_dict names, plus (when opt is not NULL) the
@@ -425,6 +434,16 @@ typedef struct {
     dtnn_comm_dtype comm_dtype; /* gradients travel in this type; weights stay fp32 */
     int accumulate;             /* micro-batches per optimizer step (>= 1) */
     int sync_bn;                /* all-reduce batch-norm statistics */
+    /* progress is never lost */
+    int64_t checkpoint_every;   /* also save every N steps (0 = at epoch ends only) */
+    int keep;                   /* also keep the K newest checkpoints as <save>.step<N> files */
+    /* Set (to a signal number, say) by a signal handler to stop: the current step finishes,
+     * every rank stops after the same step, a checkpoint is saved, and dtnn_train returns
+     * DTNN_ERR_INTERRUPTED with the resume hint. NULL: never. */
+    const volatile sig_atomic_t *stop;
+    /* A step whose loss or gradient is NaN or Inf (on any rank) is skipped, weights and
+     * running statistics as before it, and counted, instead of stopping the run. */
+    int skip_nonfinite;
 } dtnn_train_params;
 
 void dtnn_train_params_default(dtnn_train_params *p);
@@ -442,6 +461,7 @@ typedef struct {
     int has_test;
     double comm_wait;               /* seconds this epoch spent completing gradient all-reduces
                                      * after backward (the communication not hidden) */
+    int64_t skipped;                /* steps skipped as non-finite so far (--skip-nonfinite) */
 } dtnn_progress;
 
 typedef void (*dtnn_progress_fn)(const dtnn_progress *p, void *user);

@@ -3,7 +3,9 @@
 # swapping node would) makes the others report, after the timeout, which rank never reached the
 # collective, and the job ends non-zero instead of hanging. 2 ranks (rank 1 stopped) and 4
 # ranks (rank 2 stopped; the message must name rank 2 and no other). `timeout` bounds every run
-# so a hang fails the test. Usage: mpi_stall.sh DTNN CKDIFF MPIRUN TMPDIR, where MPIRUN is the
+# so a hang fails the test. Also signals: SIGTERM delivered to one rank only (a scheduler
+# signals them one by one) stops every rank after the same step with one checkpoint, and
+# resuming on 2 ranks ends bit for bit where an uninterrupted 2-rank run ends. Usage: mpi_stall.sh DTNN CKDIFF MPIRUN TMPDIR, where MPIRUN is the
 # build's launcher (build/tests/mpirun, written by tests/CMakeLists.txt) that holds the vendor's
 # options.
 set -u
@@ -71,6 +73,36 @@ stall_case() { # ranks rank_to_stop
 
 stall_case 2 1
 stall_case 4 2
+
+common=(train --model lenet5 --dataset synthetic --synthetic-shape 1x28x28 --synthetic-samples 512
+        --batch-size 64 --steps 2000 --threads 1 --quiet --seed 5 --optimizer sgd --momentum 0.9)
+timeout 300 "$mpirun" -np 2 "$dtnn" "${common[@]}" --save "$tmp/full.safetensors" >/dev/null 2>&1 ||
+    { echo "FAIL: uninterrupted 2-rank run"; failures=$((failures + 1)); }
+timeout 300 "$mpirun" -np 2 "$dtnn" "${common[@]}" --save "$tmp/sig.safetensors" \
+    --log "$tmp/sig.jsonl" >"$tmp/sig.out" 2>&1 &
+job=$!
+for _ in $(seq 600); do [[ -s $tmp/sig.jsonl ]] && break; sleep 0.1; done
+pid=$(rank_pid "$tmp/sig.jsonl" 1)
+[[ -n $pid ]] && kill -TERM "$pid"
+wait "$job"
+rc=$?
+line=$(grep -m1 "stopped by a signal after step" "$tmp/sig.out")
+if [[ $rc -ne 0 && $rc -ne 124 && -n $line && -e $tmp/sig.safetensors ]]; then
+    echo "ok: SIGTERM to rank 1: exit $rc: $line"
+else
+    echo "FAIL: SIGTERM to rank 1: exit $rc:"
+    sed 's/^/    /' "$tmp/sig.out" | head -20
+    failures=$((failures + 1))
+fi
+timeout 300 "$mpirun" -np 2 "$dtnn" "${common[@]}" --resume "$tmp/sig.safetensors" \
+    --save "$tmp/resumed.safetensors" >"$tmp/resume.out" 2>&1
+if cmp -s "$tmp/full.safetensors" "$tmp/resumed.safetensors"; then
+    echo "ok: resumed on 2 ranks: bitwise the uninterrupted run"
+else
+    echo "FAIL: the resumed run differs from the uninterrupted one:"
+    sed 's/^/    /' "$tmp/resume.out" | head -10
+    failures=$((failures + 1))
+fi
 
 [[ $failures -eq 0 ]] && echo "mpi_stall: all passed" || echo "mpi_stall: $failures failed"
 [[ $failures -eq 0 ]]

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/internal.h"
 #include "io/safetensors.h"
 #include "testutil.h"
 
@@ -161,7 +162,7 @@ static void test_round_trip(void)
     fill_buffers(a, 7);
     dtnn_optimizer *oa = stepped_adam(a, 3);
     dtnn_model_set_step(a, 77);
-    dtnn_train_state ts = {123, 4, 5, 0xFEDCBA9876543210ull, 256};
+    dtnn_train_state ts = {123, 4, 5, 0xFEDCBA9876543210ull, 256, 0};
     dtnn_dataset norm;
     memset(&norm, 0, sizeof norm);
     snprintf(norm.name, sizeof norm.name, "fashion-mnist");
@@ -234,7 +235,7 @@ static void test_round_trip(void)
         CHECK(t && !strcmp(t->dtype, "I64") && t->ndim == 0 && t->bytes == 8 && st_count(t) == 1);
         CHECK(st_find(&f, "optimizer.exp_avg.bn1.running_mean") == NULL);
     }
-    const char *meta[][2] = {{"format", "dtnn-checkpoint"}, {"version", "1"},
+    const char *meta[][2] = {{"format", "dtnn-checkpoint"}, {"version", "2"},
                              {"optimizer", "adam"}, {"opt_step", "3"}, {"step", "123"},
                              {"epoch", "4"}, {"step_in_epoch", "5"},
                              {"seed", "18364758544493064720"}, {"global_batch", "256"},
@@ -277,7 +278,7 @@ static void test_mismatches(void)
     dtnn_model *a = small_cnn(5, 1, 1, 1);
     fill_buffers(a, 3);
     dtnn_optimizer *oa = stepped_adam(a, 2);
-    dtnn_train_state ts = {10, 1, 2, 42, 64};
+    dtnn_train_state ts = {10, 1, 2, 42, 64, 0};
     CHECK_OK(dtnn_checkpoint_save(path, a, oa, &ts, NULL, &err), &err);
     CHECK_OK(dtnn_checkpoint_save(weights_only, a, NULL, NULL, NULL, &err), &err);
 
@@ -289,7 +290,7 @@ static void test_mismatches(void)
     snapshot sb = take(b);
     float *ob_state = malloc(sizeof(float) * 2 * sb.np);
     memcpy(ob_state, dtnn_optimizer_state(ob), sizeof(float) * 2 * sb.np);
-    dtnn_train_state ts_b = {1, 2, 3, 4, 5}, ts_copy = ts_b;
+    dtnn_train_state ts_b = {1, 2, 3, 4, 5, 0}, ts_copy = ts_b;
     dtnn_dataset nb;
     memset(&nb, 0, sizeof nb);
     nb.mean[0] = 0.5f;
@@ -443,11 +444,14 @@ static void raw_file(const char *path, const char *header, const void *data, siz
 
 static void test_corrupt_files(void)
 {
+    /* The checksum is the standard CRC-32C (its check value), so other tools can verify it. */
+    CHECK(dtnn_crc32c(0, "123456789", 9) == 0xe3069283u);
+    CHECK(dtnn_crc32c(dtnn_crc32c(0, "1234", 4), "56789", 5) == 0xe3069283u);
     dtnn_error err;
     const char *path = tmp_path("good.safetensors"), *bad = tmp_path("bad.safetensors");
     dtnn_model *m = small_cnn(5, 1, 1, 1);
     dtnn_optimizer *o = stepped_adam(m, 1);
-    dtnn_train_state ts = {1, 0, 1, 42, 2};
+    dtnn_train_state ts = {1, 0, 1, 42, 2, 0};
     CHECK_OK(dtnn_checkpoint_save(path, m, o, &ts, NULL, &err), &err);
     snapshot s = take(m);
     size_t n;
@@ -484,8 +488,8 @@ static void test_corrupt_files(void)
         expect_error(st, &err, "header length", NULL, "absurd header length");
     }
 
-    /* Every header byte flipped in a few bits: never a crash; the model changes only when the
-     * file still validates (a flip inside a metadata value, say); structural flips fail. */
+    /* Every header byte flipped in a few bits: never a crash, and with the file checksum
+     * every flip is refused (a flip inside a metadata value included) and the model kept. */
     int refused = 0, flips = 0;
     for (size_t i = 8; i < 8 + hlen; i++) {
         const unsigned char masks[] = {0x01, 0x20, 0x80};
@@ -501,7 +505,34 @@ static void test_corrupt_files(void)
         }
     }
     printf("header bit flips: %d of %d refused\n", refused, flips);
-    CHECK(refused > flips / 2);
+    CHECK(refused == flips);
+    /* Data bytes flipped (every 7th byte, one bit each): the checksum names the problem. */
+    int data_flips = 0, data_refused = 0;
+    for (size_t i = 8 + (size_t)hlen; i < n; i += 7) {
+        memcpy(b, good, n);
+        b[i] ^= (unsigned char)(1u << (i % 8));
+        spill(bad, b, n);
+        data_flips++;
+        dtnn_status st = dtnn_checkpoint_load(bad, m, o, NULL, NULL, &err);
+        data_refused += st == DTNN_ERR_FORMAT && strstr(err.message, "checksum mismatch");
+    }
+    printf("data bit flips: %d of %d refused\n", data_refused, data_flips);
+    CHECK(data_flips > 10 && data_refused == data_flips);
+    CHECK(same(m, &s));
+    /* The checksum entry removed (renamed, so the header stays valid JSON): a version 2
+     * checkpoint without its checksum is refused. */
+    {
+        memcpy(b, good, n);
+        char *hdr = (char *)b + 8;
+        char *key = strstr(hdr, "\"crc32c\"");
+        CHECK(key != NULL && (size_t)(key - hdr) < hlen);
+        if (key) {
+            key[1] = 'x';
+            spill(bad, b, n);
+            expect_error(dtnn_checkpoint_load(bad, m, o, NULL, NULL, &err), &err,
+                         "checksum is missing", NULL, "checksum entry removed");
+        }
+    }
     /* The first '{' and a data_offsets digit. */
     memcpy(b, good, n);
     b[8] ^= 0x01;
@@ -664,7 +695,10 @@ static void test_writes(void)
     for (int i = 7; raw && i >= 0; i--)
         hlen = (hlen << 8) | raw[i];
     CHECK(hlen % 8 == 0);
-    CHECK(raw && !memcmp(raw + 8, "{\"__metadata__\":{\"note\"", 23));
+    /* The writer's checksum comes first in the metadata, then the caller's entries in order. */
+    const char *start = "{\"__metadata__\":{\"crc32c\":\"";
+    CHECK(raw && !memcmp(raw + 8, start, strlen(start)));
+    CHECK(raw && !memcmp(raw + 8 + strlen(start) + 9, ",\"note\"", 7));
     free(raw);
 
     /* Refused before anything is written. */

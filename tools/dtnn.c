@@ -5,6 +5,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,6 +42,24 @@ static dtnn_model *make_model(const char *spec, const dtnn_split *s, int classes
 
 /* ---- train ----------------------------------------------------------------------------- */
 
+/* The one piece of global state in dtnn: a signal handler can only talk through it. SIGINT or
+ * SIGTERM sets it (to the signal number) and training stops after the current step with a
+ * checkpoint; the handler then reverts to the default, so a second signal ends at once. */
+static volatile sig_atomic_t stop_signal;
+
+static void on_stop_signal(int sig) { stop_signal = sig; }
+
+static void catch_stop_signals(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sa.sa_flags = SA_RESETHAND;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
 static cli_opt train_opts[] = {
     {"model", OPT_STRING, NULL, "zoo model name or model file", 1, NULL, 0},
     {"dataset", OPT_STRING, "fashion-mnist", "fashion-mnist | mnist | npy | synthetic", 0, NULL, 0},
@@ -72,6 +91,12 @@ static cli_opt train_opts[] = {
     {"threads", OPT_INT, "0", "kernel threads (0: the cores given to this process)", 0, NULL, 0},
     {"init", OPT_STRING, NULL, "checkpoint to take starting weights from", 0, NULL, 0},
     {"save", OPT_STRING, NULL, "checkpoint written at every epoch end", 0, NULL, 0},
+    {"checkpoint-every", OPT_INT, "0", "also save every N steps (0: epoch ends only)", 0, NULL,
+     0},
+    {"skip-nonfinite", OPT_FLAG, NULL, "skip (and count) a step whose loss or gradient is NaN "
+     "or Inf instead of stopping", 0, NULL, 0},
+    {"keep", OPT_INT, "0", "also keep the K newest checkpoints as <save>.step<N> copies", 0,
+     NULL, 0},
     {"resume", OPT_STRING, NULL, "checkpoint to continue a run from", 0, NULL, 0},
     {"log", OPT_STRING, NULL, "JSONL metrics log, one object per epoch", 0, NULL, 0},
     {"allreduce", OPT_STRING, "overlap", "MPI gradient all-reduce: overlap | blocking | "
@@ -124,6 +149,16 @@ static int cmd_train(int argc, char **argv, dtnn_comm *comm)
     tp.shuffle = !cli_flag(o, n, "no-shuffle");
     tp.log_path = cli_str(o, n, "log");
     tp.save_path = cli_str(o, n, "save");
+    tp.checkpoint_every = cli_int(o, n, "checkpoint-every");
+    int64_t keep = cli_int(o, n, "keep");
+    if (tp.checkpoint_every < 0 || keep < 0 || keep > 1000)
+        return cli_usage_error(cmd, "%s", "--checkpoint-every must be 0 or more steps, --keep "
+                               "0 to 1000");
+    if ((tp.checkpoint_every > 0 || keep > 0) && !tp.save_path)
+        return cli_usage_error(cmd, "%s", "--checkpoint-every and --keep need --save PATH");
+    tp.keep = (int)keep;
+    tp.skip_nonfinite = cli_flag(o, n, "skip-nonfinite");
+    tp.stop = &stop_signal;
     if (tp.batch_size <= 0 || tp.batch_size > 1 << 20)
         return cli_usage_error(cmd, "--batch-size must be in [1, 1048576], got %s",
                            cli_str(o, n, "batch-size"));
@@ -249,8 +284,17 @@ static int cmd_train(int argc, char **argv, dtnn_comm *comm)
      * is one, so a redrawn bar would fill a redirected log with escape codes: plain lines. */
     if (ranks > 1)
         ps.tty = 0;
-    if (dtnn_train(m, opt, &d, comm, &tp, &ts, rank == 0 ? progress_update : NULL, &ps, &err))
+    catch_stop_signals();
+    if (dtnn_train(m, opt, &d, comm, &tp, &ts, rank == 0 ? progress_update : NULL, &ps, &err)) {
+        if (err.code == DTNN_ERR_INTERRUPTED) {
+            /* Every rank stopped after the same step: no abort, exit as the signal asks. */
+            if (rank == 0)
+                fprintf(stderr, "dtnn %s: %s\n", cmd, err.message);
+            /* A rank stopped because another one was signalled exits as if it had been. */
+            rc = 128 + (stop_signal ? (int)stop_signal : SIGTERM);
+        }
         goto out;
+    }
     if (d.test.n > 0) {
         dtnn_metrics tm;
         if (dtnn_evaluate(m, &d.test, bp.max_batch, &tp.loss, comm, &tm, &err))

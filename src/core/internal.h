@@ -40,6 +40,9 @@ int dtnn_parse_float(const char *s, double *out);
 /* Monotonic seconds. */
 double dtnn_now(void);
 
+/* CRC-32C of n bytes, continuing from crc (0 to start). */
+uint32_t dtnn_crc32c(uint32_t crc, const void *data, size_t n);
+
 /* This process's CPU affinity as a bit mask of up to 1024 CPUs; returns how many are set. */
 #define DTNN_CPU_MASK_WORDS 16
 int dtnn_cpu_affinity(uint64_t mask[DTNN_CPU_MASK_WORDS]);

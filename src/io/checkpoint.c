@@ -5,7 +5,8 @@
  * F32, batch-norm buffers F32 or I64, num_batches_tracked a 0-d I64), so the file loads into
  * PyTorch with safetensors.torch.load_file + load_state_dict(strict=False); with an optimizer,
  * its state as "optimizer.<slot>.<tensor>" (slot = PyTorch's state key) for every parameter.
- * Metadata (strings): format "dtnn-checkpoint", version "1", model_input "CxHxW", model_step
+ * Metadata (strings): format "dtnn-checkpoint", version "2", crc32c (the whole file's checksum,
+ * added by the safetensors writer and required from version 2 on), model_input "CxHxW", model_step
  * (the dropout stream position); with an optimizer: optimizer (its name) and opt_step; with a
  * training state: step, epoch, step_in_epoch, seed, global_batch; with a dataset: dataset,
  * norm_mean and norm_std (per channel, comma-separated, %.9g so floats round-trip).
@@ -25,7 +26,8 @@
 #include "safetensors.h"
 
 #define CKPT_FORMAT "dtnn-checkpoint"
-#define CKPT_VERSION "1"
+/* Version 2 added the file checksum (safetensors.c); version 1 files still load. */
+#define CKPT_VERSION "2"
 #define OPT_PREFIX "optimizer."
 
 static const char *dtype_name(dtnn_dtype d) { return d == DTNN_I64 ? "I64" : "F32"; }
@@ -87,12 +89,35 @@ static void floats_csv(char *buf, size_t len, const float *v, int n)
 
 static int norm_channels(const dtnn_model *m) { return DTNN_MAX(1, DTNN_MIN(m->input.c, 4)); }
 
+/* A checkpoint never holds NaN or Inf: resuming from one would only repeat the failure. */
+static dtnn_status check_finite(const char *path, dtnn_model *m, const dtnn_optimizer *opt,
+                                dtnn_error *err)
+{
+    for (int i = 0; i < m->n_tensors; i++) {
+        const dtnn_tensor_info *ti = &m->tensors[i];
+        if (ti->dtype != DTNN_F32)
+            continue;
+        const float *v = tensor_data(m, ti);
+        for (int s = 0; s <= (opt && ti->kind == DTNN_TENSOR_PARAM ? opt->n_slots : 0); s++) {
+            const float *t = s == 0 ? v : opt->state + (size_t)(s - 1) * opt->n + ti->offset;
+            for (size_t k = 0; k < ti->count; k++)
+                if (!isfinite(t[k]))
+                    return dtnn_error_set(err, DTNN_ERR_NONFINITE, "checkpoint %s not written: "
+                                          "%s%s%s'%s' holds %s", path,
+                                          s ? "the optimizer's " : "",
+                                          s ? opt->slot_names[s - 1] : "", s ? " of " : "",
+                                          ti->name, isnan(t[k]) ? "NaN" : "Inf");
+        }
+    }
+    return DTNN_OK;
+}
+
 dtnn_status dtnn_checkpoint_save(const char *path, dtnn_model *m, dtnn_optimizer *opt,
                                  const dtnn_train_state *ts, const dtnn_dataset *norm,
                                  dtnn_error *err)
 {
     dtnn_status st = check_model(path, m, opt, "save", err);
-    if (st)
+    if (st || (st = check_finite(path, m, opt, err)))
         return st;
     int n_param_tensors = 0;
     for (int i = 0; i < m->n_tensors; i++)
@@ -345,10 +370,14 @@ static dtnn_status plan_load(const char *path, const st_file *f, dtnn_model *m,
                               "'%.64s', not '" CKPT_FORMAT "'", path, format);
     if (format) {
         const char *version = st_meta(f, "version");
-        if (!version || strcmp(version, CKPT_VERSION) != 0)
+        if (!version || (strcmp(version, CKPT_VERSION) != 0 && strcmp(version, "1") != 0))
             return dtnn_error_set(err, DTNN_ERR_FORMAT, "checkpoint %s: version '%.32s' is not "
-                                  "supported (this dtnn reads version " CKPT_VERSION ")", path,
-                                  version ? version : "(none)");
+                                  "supported (this dtnn reads versions 1 and " CKPT_VERSION ")",
+                                  path, version ? version : "(none)");
+        if (strcmp(version, "1") != 0 && !f->checksummed)
+            return dtnn_error_set(err, DTNN_ERR_FORMAT, "checkpoint %s: the checksum is missing "
+                                  "(version %s files carry one): the file was altered", path,
+                                  version);
     } else if (opt || want_ts) {
         return dtnn_error_set(err, DTNN_ERR_FORMAT, "checkpoint %s: no dtnn metadata (a plain "
                               "state_dict?), so it holds weights only and cannot resume "

@@ -16,6 +16,12 @@
  * with spaces to a multiple of 8 bytes, and writes PATH.tmp.<pid>, fsyncs it and renames it over
  * PATH, so a crash or a failed write never destroys the previous file. Data are converted to
  * little-endian on big-endian hosts (and back when reading).
+ *
+ * Integrity: the writer adds the metadata entry "crc32c": the CRC-32C of the whole file as
+ * written, computed with that entry's 8 hex digits read as "00000000". The reader recomputes it
+ * whenever the entry is present and refuses a file that does not match, so any flipped,
+ * truncated or edited byte (header or data) is caught; files from other writers (PyTorch's)
+ * have no such entry and are read as they are.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -28,6 +34,7 @@
 #include "safetensors.h"
 
 /* The reference implementation refuses headers above 100 MB. */
+#define ST_CRC_FIELD "\"" ST_CRC_KEY "\":\""
 #define ST_MAX_HEADER 100000000ull
 
 static const struct {
@@ -555,6 +562,60 @@ static dtnn_status check_layout(const st_file *f, const char *path, dtnn_error *
 
 /* ---- reading --------------------------------------------------------------------------------- */
 
+/* CRC-32C of n bytes of elements of size es as they are on disk (little-endian). */
+static uint32_t crc_le(uint32_t crc, const unsigned char *p, size_t n, size_t es)
+{
+    if (host_is_little_endian() || es == 1)
+        return dtnn_crc32c(crc, p, n);
+    unsigned char stage[1 << 16];
+    while (n) {
+        size_t k = DTNN_MIN(n, sizeof stage);
+        memcpy(stage, p, k);
+        swap_elements(stage, k, es);
+        crc = dtnn_crc32c(crc, stage, k);
+        p += k;
+        n -= k;
+    }
+    return crc;
+}
+
+/* The checksum of a file: length, header with the crc32c value zeroed, data. `digits` points
+ * at the 8 hex digits inside header. */
+static uint32_t file_crc(const unsigned char len8[8], char *header, size_t hlen, char *digits,
+                         const unsigned char *data, size_t data_bytes)
+{
+    char saved[8];
+    memcpy(saved, digits, 8);
+    memset(digits, '0', 8);
+    uint32_t crc = dtnn_crc32c(0, len8, 8);
+    crc = dtnn_crc32c(crc, header, hlen);
+    memcpy(digits, saved, 8);
+    return dtnn_crc32c(crc, data, data_bytes);
+}
+
+/* Checks the "crc32c" metadata entry when there is one (data still as on disk). */
+static dtnn_status verify_checksum(st_file *f, const char *path, const unsigned char len8[8],
+                                   char *header, size_t hlen, dtnn_error *err)
+{
+    const char *stored = st_meta(f, ST_CRC_KEY);
+    if (!stored)
+        return DTNN_OK;
+    char *digits = strstr(header, ST_CRC_FIELD);
+    if (strlen(stored) != 8 || strspn(stored, "0123456789abcdef") != 8 || !digits)
+        return dtnn_error_set(err, DTNN_ERR_FORMAT, "%s: checksum entry '%.16s' is not 8 hex "
+                              "digits: the file is corrupt", path, stored);
+    digits += strlen(ST_CRC_FIELD);
+    uint32_t crc = file_crc(len8, header, hlen, digits, f->data, f->data_bytes);
+    char computed[9];
+    snprintf(computed, sizeof computed, "%08x", (unsigned)crc);
+    if (strcmp(computed, stored) != 0)
+        return dtnn_error_set(err, DTNN_ERR_FORMAT, "%s: checksum mismatch (stored %s, computed "
+                              "%s): the file is corrupt or was altered, so it is not loaded",
+                              path, stored, computed);
+    f->checksummed = 1;
+    return DTNN_OK;
+}
+
 static dtnn_status read_exact(FILE *fp, void *buf, size_t n, const char *path, const char *what,
                               dtnn_error *err)
 {
@@ -626,7 +687,8 @@ static dtnn_status read_file(const char *path, st_file *f, dtnn_error *err)
         st = json_fail(&j, "unexpected data after the header object");
         goto done;
     }
-    st = check_layout(f, path, err);
+    if ((st = check_layout(f, path, err)) == DTNN_OK)
+        st = verify_checksum(f, path, len8, header, (size_t)hlen, err);
 done:
     free(header);
     fclose(fp);
@@ -781,6 +843,9 @@ static dtnn_status check_entries(const char *path, const st_entry *e, int n,
     for (int i = 0; i < n_meta; i++) {
         if (!mk[i] || !mv[i])
             return dtnn_error_set(err, DTNN_ERR_ARG, "%s: metadata entry %d is NULL", path, i);
+        if (!strcmp(mk[i], ST_CRC_KEY))
+            return dtnn_error_set(err, DTNN_ERR_ARG, "%s: metadata key '" ST_CRC_KEY "' is the "
+                                  "writer's own checksum", path);
         for (int k = 0; k < i; k++)
             if (!strcmp(mk[k], mk[i]))
                 return dtnn_error_set(err, DTNN_ERR_ARG, "%s: metadata key '%s' given twice",
@@ -792,22 +857,18 @@ static dtnn_status check_entries(const char *path, const st_entry *e, int n,
 static dtnn_status build_header(sbuf *b, const st_entry *e, int n, const char *const *mk,
                                 const char *const *mv, int n_meta)
 {
-    sb_str(b, "{");
-    if (n_meta > 0) {
-        sb_str(b, "\"__metadata__\":{");
-        for (int i = 0; i < n_meta; i++) {
-            if (i)
-                sb_str(b, ",");
-            sb_quoted(b, mk[i]);
-            sb_str(b, ":");
-            sb_quoted(b, mv[i]);
-        }
-        sb_str(b, "}");
+    /* The checksum entry goes first, its digits zero until the file's CRC is known. */
+    sb_str(b, "{\"__metadata__\":{" ST_CRC_FIELD "00000000\"");
+    for (int i = 0; i < n_meta; i++) {
+        sb_str(b, ",");
+        sb_quoted(b, mk[i]);
+        sb_str(b, ":");
+        sb_quoted(b, mv[i]);
     }
+    sb_str(b, "}");
     uint64_t off = 0;
     for (int i = 0; i < n; i++) {
-        if (i || n_meta > 0)
-            sb_str(b, ",");
+        sb_str(b, ",");
         sb_quoted(b, e[i].name);
         sb_str(b, ":{\"dtype\":");
         sb_quoted(b, e[i].dtype);
@@ -879,6 +940,17 @@ dtnn_status st_write(const char *path, const st_entry *entries, int n,
         return dtnn_error_set(err, DTNN_ERR_NOMEM, "%s: out of memory building the header",
                               path);
     }
+    unsigned char len8[8];
+    for (int i = 0; i < 8; i++)
+        len8[i] = (unsigned char)((uint64_t)hb.n >> (8 * i));
+    char *digits = hb.p + strlen("{\"__metadata__\":{" ST_CRC_FIELD);
+    uint32_t crc = dtnn_crc32c(0, len8, 8);
+    crc = dtnn_crc32c(crc, hb.p, hb.n);
+    for (int i = 0; i < n; i++)
+        crc = crc_le(crc, entries[i].data, entries[i].bytes, dtype_size(entries[i].dtype));
+    char hex[9];
+    snprintf(hex, sizeof hex, "%08x", (unsigned)crc);
+    memcpy(digits, hex, 8);
     size_t tlen = strlen(path) + 32;
     char *tmp = malloc(tlen);
     if (!tmp) {
@@ -894,9 +966,6 @@ dtnn_status st_write(const char *path, const st_entry *entries, int n,
         free(hb.p);
         return st;
     }
-    unsigned char len8[8];
-    for (int i = 0; i < 8; i++)
-        len8[i] = (unsigned char)((uint64_t)hb.n >> (8 * i));
     int bad = fwrite(len8, 1, 8, fp) != 8 || fwrite(hb.p, 1, hb.n, fp) != hb.n;
     for (int i = 0; i < n && !bad; i++)
         bad = write_le(fp, entries[i].data, entries[i].bytes, dtype_size(entries[i].dtype));

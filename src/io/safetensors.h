@@ -14,6 +14,8 @@
 #include "dtnn.h"
 
 #define ST_MAX_DIMS 8
+/* The metadata key of the file checksum the writer adds (see safetensors.c). */
+#define ST_CRC_KEY "crc32c"
 
 typedef struct {
     char *name;
@@ -31,6 +33,7 @@ typedef struct {
     size_t data_bytes;
     char **meta_keys, **meta_values;
     int n_meta;
+    int checksummed;        /* the file carried a "crc32c" entry and it matched */
 } st_file;
 
 dtnn_status st_read(const char *path, st_file *f, dtnn_error *err);
@@ -49,7 +52,8 @@ typedef struct {
     size_t bytes;
 } st_entry;
 
-/* Writes atomically: PATH.tmp.<pid> in the same folder, fsync, rename over PATH. */
+/* Writes atomically: PATH.tmp.<pid> in the same folder, fsync, rename over PATH. Adds the
+ * "crc32c" metadata entry (the caller may not use that key). */
 dtnn_status st_write(const char *path, const st_entry *entries, int n,
                      const char *const *meta_keys, const char *const *meta_values, int n_meta,
                      dtnn_error *err);

@@ -602,3 +602,45 @@ void dtnn_model_layer_info(const dtnn_model *m, int i, dtnn_layer_info *info)
     info->seconds_bwd = l->seconds_bwd;
 }
 
+
+static int all_finite(const float *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(v[i]))
+            return 0;
+    return 1;
+}
+
+int dtnn_model_grads_finite(const dtnn_model *m)
+{
+    return all_finite(m->grads, m->n_params_padded);
+}
+
+int dtnn_model_find_nonfinite(const dtnn_model *m, char *where, size_t len)
+{
+    /* Forward order for outputs: the first layer whose output went bad is where it began. */
+    for (int i = 0; m->forward_done && i < m->n_layers; i++) {
+        const layer *l = m->layers[i];
+        if (l->y && !all_finite(l->y, shape_size(l->out) * (size_t)m->n)) {
+            snprintf(where, len, "the output of layer '%s' (%s)", l->name, l->ops->type);
+            return 1;
+        }
+    }
+    /* Backward order for gradients: the output layer's comes first. */
+    for (int i = m->n_layers - 1; i >= 0; i--) {
+        const layer *l = m->layers[i];
+        if (l->dy && !all_finite(l->dy, shape_size(l->out) * (size_t)m->n)) {
+            snprintf(where, len, "the gradient at the output of layer '%s' (%s)", l->name,
+                     l->ops->type);
+            return 1;
+        }
+    }
+    for (int i = m->n_tensors - 1; i >= 0; i--) {
+        const dtnn_tensor_info *t = &m->tensors[i];
+        if (t->kind == DTNN_TENSOR_PARAM && !all_finite(m->grads + t->offset, t->count)) {
+            snprintf(where, len, "the gradient of '%s'", t->name);
+            return 1;
+        }
+    }
+    return 0;
+}

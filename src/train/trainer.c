@@ -18,7 +18,13 @@
  * batch is run as K micro-batches whose gradients add up; only the last one communicates.
  * Batch-norm running statistics are averaged over the ranks at every epoch end, so evaluation
  * and every checkpoint see one set of statistics.
+ *
+ * Progress is never lost: checkpoints at every epoch end and every --checkpoint-every steps
+ * (atomic writes, optionally kept as step-numbered copies), and a stop request (a signal, via
+ * p->stop) ends the run after the current step with a checkpoint, on every rank after the
+ * same step.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <string.h>
@@ -186,6 +192,112 @@ static dtnn_status check_writable(const char *path, const char *what, dtnn_error
     return DTNN_OK;
 }
 
+/* The name of the kept copy of checkpoint `path` at a step: "run/a.safetensors" gives
+ * "run/a.step00000120.safetensors"; without the extension ".step00000120" is appended. */
+static void kept_name(char *out, size_t len, const char *path, int64_t step)
+{
+    const char *ext = ".safetensors";
+    size_t n = strlen(path), e = strlen(ext);
+    int has_ext = n > e && !strcmp(path + n - e, ext);
+    snprintf(out, len, "%.*s.step%08lld%s", (int)(has_ext ? n - e : n), path, (long long)step,
+             has_ext ? ext : "");
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* --keep K: hard-links the checkpoint just written as its step's copy (the next atomic save
+ * replaces path's directory entry, not this file), then removes all but the K newest copies
+ * in the folder, including those of earlier runs of the same path. */
+static dtnn_status keep_copy(const char *path, int64_t step, int keep, dtnn_error *err)
+{
+    char name[4096];
+    kept_name(name, sizeof name, path, step);
+    remove(name);
+    if (link(path, name) != 0)
+        return dtnn_error_set(err, DTNN_ERR_IO, "cannot keep a copy of checkpoint '%s' as '%s': "
+                              "%s", path, name, strerror(errno));
+    char dir[4096], prefix[4096];
+    const char *slash = strrchr(path, '/');
+    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) + 1 : 1, slash ? path : ".");
+    kept_name(prefix, sizeof prefix, slash ? slash + 1 : path, 0);
+    char *marker = strstr(prefix, ".step00000000");
+    size_t stem = marker ? (size_t)(marker - prefix) + strlen(".step") : 0;
+    const char *suffix = marker ? marker + strlen(".step00000000") : "";
+    DIR *dp = opendir(dir);
+    if (!dp || !marker)
+        return DTNN_OK;
+    int64_t steps[4096];
+    int n = 0;
+    struct dirent *de;
+    while ((de = readdir(dp)) && n < 4096) {
+        const char *nm = de->d_name;
+        size_t len = strlen(nm), sl = strlen(suffix);
+        if (len <= stem + sl || strncmp(nm, prefix, stem) || strcmp(nm + len - sl, suffix))
+            continue;
+        char digits[32];
+        size_t nd = len - stem - sl;
+        if (nd >= sizeof digits)
+            continue;
+        memcpy(digits, nm + stem, nd);
+        digits[nd] = '\0';
+        long long v;
+        if (dtnn_parse_int(digits, &v) == 0 && v >= 0)
+            steps[n++] = v;
+    }
+    closedir(dp);
+    qsort(steps, (size_t)n, sizeof steps[0], cmp_i64);
+    for (int i = 0; i + keep < n; i++) {
+        kept_name(name, sizeof name, path, steps[i]);
+        remove(name);
+    }
+    return DTNN_OK;
+}
+
+/* Saves the run's position (rank 0 writes; every rank calls). Mid-epoch the batch-norm
+ * running statistics are averaged over the ranks first (averaged is what the epoch end would
+ * give too, as the running average is linear), so every checkpoint holds one agreed set. */
+static dtnn_status save_checkpoint(dtnn_model *m, dtnn_optimizer *opt, const dtnn_dataset *d,
+                                   dtnn_comm *comm, const dtnn_train_params *p,
+                                   const dtnn_train_state *ts, int average, dtnn_error *err)
+{
+    dtnn_status st;
+    if (!p->save_path)
+        return DTNN_OK;
+    if (average && dtnn_comm_size(comm) > 1 && (st = average_buffers(m, comm, err)))
+        return st;
+    if (dtnn_comm_rank(comm) != 0)
+        return DTNN_OK;
+    dtnn_error e = {0};
+    if (dtnn_checkpoint_save(p->save_path, m, opt, ts, d, &e))
+        return dtnn_error_set(err, e.code, "the checkpoint at step %lld could not be written, "
+                              "so training stops; the last good one is intact. %s",
+                              (long long)ts->step, e.message);
+    if (p->keep > 0 && (st = keep_copy(p->save_path, ts->step, p->keep, err)))
+        return st;
+    return DTNN_OK;
+}
+
+/* What the ranks decide together after each step's gradient: whether any rank was asked to
+ * stop, and whether any rank's loss or gradient is non-finite, so that all stop, or skip,
+ * after the same step. One tiny all-reduce per step. */
+static dtnn_status step_agreement(const dtnn_train_params *p, dtnn_comm *comm, int bad_local,
+                                  int *stop, int *bad, dtnn_error *err)
+{
+    double flags[2] = {p->stop && *p->stop ? 1.0 : 0.0, bad_local ? 1.0 : 0.0};
+    if (dtnn_comm_size(comm) > 1) {
+        dtnn_status st = dtnn_comm_allreduce_sum_f64(comm, flags, 2, err);
+        if (st)
+            return st;
+    }
+    *stop = flags[0] > 0;
+    *bad = flags[1] > 0;
+    return DTNN_OK;
+}
+
 /* The fields of a progress report that change during an epoch. */
 static void progress_set(dtnn_progress *pr, const dtnn_train_state *ts, double loss_sum,
                          double correct, double count, double seconds, int64_t images, float lr)
@@ -197,6 +309,7 @@ static void progress_set(dtnn_progress *pr, const dtnn_train_state *ts, double l
     pr->elapsed = seconds;
     pr->images_per_sec = seconds > 0 ? (double)images / seconds : 0.0;
     pr->lr = lr;
+    pr->skipped = ts->skipped;
 }
 
 static void log_epoch(FILE *log, const dtnn_progress *pr)
@@ -208,7 +321,8 @@ static void log_epoch(FILE *log, const dtnn_progress *pr)
     else
         fprintf(log, ", \"test_loss\": null, \"test_acc\": null");
     fprintf(log, ", \"images_per_sec\": %.1f, \"seconds\": %.3f, \"comm_wait_seconds\": %.3f, "
-            "\"lr\": %.8g}\n", pr->images_per_sec, pr->elapsed, pr->comm_wait, pr->lr);
+            "\"skipped_steps\": %lld, \"lr\": %.8g}\n", pr->images_per_sec, pr->elapsed,
+            pr->comm_wait, (long long)pr->skipped, pr->lr);
     fflush(log);
 }
 
@@ -271,7 +385,10 @@ dtnn_status dtnn_train(dtnn_model *m, dtnn_optimizer *opt, const dtnn_dataset *d
     float *xb = dtnn_alloc_aligned(sizeof(float) * sample * local_max);
     int32_t *yb = malloc(sizeof(int32_t) * local_max);
     dtnn_grad_sync *gs = NULL;
-    if (!perm || !xb || !yb) {
+    unsigned char *saved_buffers = p->skip_nonfinite
+                                       ? malloc(DTNN_MAX(dtnn_model_buffer_bytes(m), 1))
+                                       : NULL;
+    if (!perm || !xb || !yb || (p->skip_nonfinite && !saved_buffers)) {
         st = dtnn_error_set(err, DTNN_ERR_NOMEM, "out of memory for a batch of %d samples",
                             local_max);
         goto done;
@@ -315,6 +432,8 @@ dtnn_status dtnn_train(dtnn_model *m, dtnn_optimizer *opt, const dtnn_dataset *d
                 yb[i] = tr->y[k];
             }
             dtnn_model_zero_grad(m);
+            if (saved_buffers)
+                memcpy(saved_buffers, dtnn_model_buffers(m), dtnn_model_buffer_bytes(m));
             dtnn_metrics step_met = {0};
             for (int k = 0; k < K; k++) {
                 int m0 = n * k / K, m1 = n * (k + 1) / K;
@@ -329,20 +448,34 @@ dtnn_status dtnn_train(dtnn_model *m, dtnn_optimizer *opt, const dtnn_dataset *d
             }
             if (gs && (st = dtnn_grad_sync_finish(gs, err)))
                 goto done;
-            if (!isfinite(step_met.loss_sum)) {
-                st = dtnn_error_set(err, DTNN_ERR_NONFINITE, "the loss became %s at step %lld "
-                                    "(epoch %lld): lower the learning rate, or check the data",
-                                    isnan(step_met.loss_sum) ? "NaN" : "infinite",
-                                    (long long)ts->step + 1, (long long)epoch + 1);
+            int stop, bad;
+            if ((st = step_agreement(p, comm, !isfinite(step_met.loss_sum) ||
+                                     !dtnn_model_grads_finite(m), &stop, &bad, err)))
+                goto done;
+            if (bad && !p->skip_nonfinite) {
+                char where[200] = "another rank's loss or gradient";
+                if (!isfinite(step_met.loss_sum) || !dtnn_model_grads_finite(m))
+                    dtnn_model_find_nonfinite(m, where, sizeof where);
+                st = dtnn_error_set(err, DTNN_ERR_NONFINITE, "non-finite values at step %lld "
+                                    "(epoch %lld), first in %s; the loss is %g: lower the "
+                                    "learning rate or check the data (--skip-nonfinite skips "
+                                    "such steps)", (long long)ts->step + 1,
+                                    (long long)epoch + 1, where, step_met.loss_sum);
                 goto done;
             }
             lr = dtnn_sched_lr(&sched, ts->step, steps_per_epoch);
-            if ((st = dtnn_optimizer_step(opt, lr, err)))
-                goto done;
-            met.loss_sum += step_met.loss_sum;
-            met.top1 += step_met.top1;
-            met.top5 += step_met.top5;
-            met.count += step_met.count;
+            if (bad) {
+                /* Skipped: no update, and the running statistics from before the step. */
+                memcpy(dtnn_model_buffers(m), saved_buffers, dtnn_model_buffer_bytes(m));
+                ts->skipped++;
+            } else {
+                if ((st = dtnn_optimizer_step(opt, lr, err)))
+                    goto done;
+                met.loss_sum += step_met.loss_sum;
+                met.top1 += step_met.top1;
+                met.top5 += step_met.top5;
+                met.count += step_met.count;
+            }
             images += len;
             ts->step++;
             ts->step_in_epoch = s + 1;
@@ -350,6 +483,25 @@ dtnn_status dtnn_train(dtnn_model *m, dtnn_optimizer *opt, const dtnn_dataset *d
                 progress_set(&pr, ts, met.loss_sum, (double)met.top1, (double)met.count,
                              dtnn_now() - t0, images, lr);
                 progress(&pr, user);
+            }
+            int last = s + 1 == steps_per_epoch || ts->step == total_steps;
+            if (stop || (!last && p->checkpoint_every > 0 &&
+                         ts->step % p->checkpoint_every == 0)) {
+                if ((st = save_checkpoint(m, opt, d, comm, p, ts, 1, err)))
+                    goto done;
+            }
+            if (stop) {
+                if (p->save_path)
+                    st = dtnn_error_set(err, DTNN_ERR_INTERRUPTED, "stopped by a signal after "
+                                        "step %lld (epoch %lld); checkpoint saved: resume "
+                                        "with --resume %s", (long long)ts->step,
+                                        (long long)epoch + 1, p->save_path);
+                else
+                    st = dtnn_error_set(err, DTNN_ERR_INTERRUPTED, "stopped by a signal after "
+                                        "step %lld (epoch %lld); no --save was given, so this "
+                                        "run cannot be resumed", (long long)ts->step,
+                                        (long long)epoch + 1);
+                goto done;
             }
         }
         int finished_epoch = ts->step_in_epoch == steps_per_epoch;
@@ -378,8 +530,7 @@ dtnn_status dtnn_train(dtnn_model *m, dtnn_optimizer *opt, const dtnn_dataset *d
         }
         if (log)
             log_epoch(log, &pr);
-        if (rank == 0 && p->save_path &&
-            (st = dtnn_checkpoint_save(p->save_path, m, opt, ts, d, err)))
+        if ((st = save_checkpoint(m, opt, d, comm, p, ts, 0, err)))
             goto done;
         if (progress)
             progress(&pr, user);
@@ -390,6 +541,7 @@ done:
     if (log)
         fclose(log);
     free(perm);
+    free(saved_buffers);
     dtnn_free_aligned(xb);
     free(yb);
     return st;
