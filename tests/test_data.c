@@ -247,6 +247,12 @@ static void test_idx_errors(void)
     st = dtnn_idx_load_images(tmp_path("huge"), &x, &n, &h, &w, &err);
     expect_error("idx absurd dims", st, DTNN_ERR_FORMAT, &err, "huge", "absurd");
 
+    /* Found by fuzz/fuzz_idx: 2^34-ish after two dims times a third 32-bit one overflowed. */
+    uint32_t overflow[3] = {0xfbf8f70eu, 0xf4f6f30du, 0xf50f1011u};
+    write_idx(tmp_path("overflow"), 0, 0x803, overflow, 3, px, 18);
+    st = dtnn_idx_load_images(tmp_path("overflow"), &x, &n, &h, &w, &err);
+    expect_error("idx dims overflowing int64", st, DTNN_ERR_FORMAT, &err, "overflow", "absurd");
+
     uint32_t wide[3] = {1, 1u << 20, 1u << 10};
     write_idx(tmp_path("wide"), 0, 0x803, wide, 3, px, 18);
     st = dtnn_idx_load_images(tmp_path("wide"), &x, &n, &h, &w, &err);

@@ -127,14 +127,15 @@ static dtnn_status idx_read(const char *path, uint32_t magic_want, int ndims, co
                                 what);
             goto done;
         }
-        /* Every factor is < 2^32 and total stays <= 2^34 before each multiply: no overflow. */
-        total *= dims[i];
-        if (total > DTNN_DATA_MAX_ELEMENTS) {
+        /* Checked before multiplying: 2^34 x a 32-bit dimension would overflow int64 (found by
+         * fuzz/fuzz_idx; the input is kept in fuzz/regressions/fuzz_idx). */
+        if ((int64_t)dims[i] > DTNN_DATA_MAX_ELEMENTS / total) {
             st = dtnn_error_set(err, DTNN_ERR_FORMAT, "%s: absurd dimensions in the header "
                                 "(more than %lld %s)", path, (long long)DTNN_DATA_MAX_ELEMENTS,
                                 what);
             goto done;
         }
+        total *= dims[i];
     }
     if (ndims == 3 && (int64_t)dims[1] * dims[2] > IDX_MAX_IMAGE_PIXELS) {
         st = dtnn_error_set(err, DTNN_ERR_FORMAT, "%s: absurd image size %ux%u in the header",
