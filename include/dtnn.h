@@ -71,6 +71,7 @@ dtnn_status dtnn_error_set(dtnn_error *err, dtnn_status code, const char *fmt, .
 
 typedef struct dtnn_model dtnn_model;
 typedef struct dtnn_comm dtnn_comm;     /* see "communicator" below */
+typedef struct dtnn_opt_params dtnn_opt_params;
 
 typedef enum { DTNN_INIT_DEFAULT = 0, DTNN_INIT_HE, DTNN_INIT_XAVIER } dtnn_init_scheme;
 
@@ -82,7 +83,21 @@ typedef struct {
     int threads;                /* kernel threads; 0 = keep the current setting */
     size_t workspace_limit;     /* bytes of scratch the convolutions may use (0 = 64 MiB) */
     int input_grad;             /* also compute d(loss)/d(input) (gradient checks, saliency) */
+    /* The memory check: before allocating, the build adds up what the model will need
+     * (dtnn_model_memory) and refuses, with required vs available, what cannot fit. */
+    int optimizer_slots;        /* optimizer state to count (dtnn_opt_state_slots; it is
+                                 * allocated later, by dtnn_optimizer_create) */
+    size_t memory_limit;        /* bytes; 0 = dtnn_memory_available() at build time */
 } dtnn_build_params;
+
+/* Memory a built model needs, in bytes (the optimizer's as planned by optimizer_slots). */
+typedef struct {
+    size_t params, grads, optimizer, buffers, activations, workspace, total;
+} dtnn_memory;
+/* Filled by dtnn_model_build, also when it refuses for lack of memory. */
+void dtnn_model_memory(const dtnn_model *m, dtnn_memory *out);
+/* Memory this process can still get: MemAvailable, lowered by a cgroup limit if there is one. */
+size_t dtnn_memory_available(void);
 
 void dtnn_build_params_default(dtnn_build_params *p);
 
@@ -226,7 +241,7 @@ size_t dtnn_model_activation_bytes(const dtnn_model *m);
 
 typedef enum { DTNN_OPT_SGD = 0, DTNN_OPT_ADAM, DTNN_OPT_ADAMW, DTNN_OPT_RMSPROP } dtnn_opt_kind;
 
-typedef struct {
+struct dtnn_opt_params {
     dtnn_opt_kind kind;
     float momentum;      /* SGD, RMSProp */
     float dampening;     /* SGD */
@@ -236,10 +251,12 @@ typedef struct {
     float eps;           /* Adam(W), RMSProp */
     float alpha;         /* RMSProp smoothing */
     int centered;        /* RMSProp */
-} dtnn_opt_params;
+};
 
 /* PyTorch's defaults for kind (weight decay 0.01 for AdamW, 0 otherwise). */
 void dtnn_opt_params_default(dtnn_opt_params *p, dtnn_opt_kind kind);
+/* Parameter-sized state buffers the optimizer keeps (SGD with momentum 1, Adam 2, ...). */
+int dtnn_opt_state_slots(const dtnn_opt_params *p);
 dtnn_status dtnn_opt_parse(const char *name, dtnn_opt_kind *kind, dtnn_error *err);
 const char *dtnn_opt_name(dtnn_opt_kind kind);
 

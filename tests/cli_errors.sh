@@ -92,5 +92,18 @@ expect 1 "shape|expects" -- eval --model cifarcnn --load "$tmp/ok.safetensors" -
 expect 1 "cannot write|No such file" -- train --model lenet5 --dataset synthetic --synthetic-samples 64 --epochs 1 --save "$tmp/no/such/dir/x.safetensors"
 expect 1 "NaN|infinite|non-finite" -- train --model lenet5 --dataset synthetic --synthetic-samples 256 --epochs 1 --lr 1e30
 
+# Paths that cannot be written are reported before training starts.
+expect 1 "cannot write the log" -- train --model lenet5 --dataset synthetic --synthetic-samples 64 --epochs 1 --log "$tmp/no/such/dir/log.jsonl"
+expect 2 "need --save" -- train --model lenet5 --dataset synthetic --checkpoint-every 5
+# A model and batch that cannot fit: refused before allocating, with required vs available
+# (the same figure `dtnn info` prints).
+expect 1 "needs [0-9.]+ GiB at batch 400000 .* but [0-9.]+ GiB is available" -- \
+    train --model resnet20 --dataset synthetic --batch-size 400000
+expect 1 "needs [0-9.]+ GiB at batch 400000" -- info --model resnet20 --batch-size 400000
+"$dtnn" info --model resnet20 --batch-size 64 | grep -qE "memory to train at batch 64 .*: [0-9.]+ MiB" ||
+    { echo "FAIL: info prints no memory figure"; failures=$((failures + 1)); }
+# Too many threads for the cores given.
+expect 2 "oversubscribe" -- bench --model lenet5 --threads $(($(nproc) + 1))
+
 echo "cli_errors: $failures failed"
 [[ $failures -eq 0 ]]

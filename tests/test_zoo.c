@@ -36,8 +36,36 @@ static void check_model(const char *name, size_t want_params, const char *const 
     dtnn_model_free(m);
 }
 
+/* The memory check: the planned figure adds up, and a limit below it is refused before any
+ * allocation with required vs available. */
+static void check_memory_plan(void)
+{
+    dtnn_error err = {0};
+    dtnn_build_params bp;
+    dtnn_build_params_default(&bp);
+    bp.max_batch = 32;
+    bp.optimizer_slots = 2;
+    dtnn_model *m = dtnn_model_from_spec("lenet5", 10, 0, 0, 0, &err);
+    CHECK(m && dtnn_model_build(m, &bp, &err) == DTNN_OK);
+    dtnn_memory mem;
+    dtnn_model_memory(m, &mem);
+    CHECK(mem.params >= 61706 * sizeof(float) && mem.grads == mem.params &&
+          mem.optimizer == 2 * mem.params && mem.activations > 0);
+    CHECK(mem.total == mem.params + mem.grads + mem.optimizer + mem.buffers + mem.activations +
+                           mem.workspace);
+    size_t need = mem.total;
+    dtnn_model_free(m);
+    bp.memory_limit = need - 1;
+    m = dtnn_model_from_spec("lenet5", 10, 0, 0, 0, &err);
+    CHECK(m && dtnn_model_build(m, &bp, &err) == DTNN_ERR_NOMEM);
+    CHECK(strstr(err.message, "at batch 32") && strstr(err.message, "the memory limit given"));
+    dtnn_model_free(m);
+    CHECK(dtnn_memory_available() > 0);
+}
+
 int main(void)
 {
+    check_memory_plan();
     const char *lenet[] = {"conv1.weight", "conv1.bias", "conv2.weight", "fc1.weight",
                            "fc2.bias", "fc3.weight", "fc3.bias", NULL};
     check_model("lenet5", 61706, lenet, 0, 0, 0);

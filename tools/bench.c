@@ -133,6 +133,7 @@ static int run_bench(const cli_opt *o, int n, dtnn_comm *comm, int threads)
     dtnn_opt_params op;
     dtnn_opt_params_default(&op, DTNN_OPT_SGD);
     op.momentum = 0.9f;
+    bp.optimizer_slots = dtnn_opt_state_slots(&op);
     if (dtnn_model_build(m, &bp, &err) || !(opt = dtnn_optimizer_create(m, &op, &err)))
         goto out;
     if (ranks > 1 &&

@@ -236,6 +236,7 @@ static int cmd_train(int argc, char **argv, dtnn_comm *comm)
     if (!m)
         goto out;
     bp.max_batch = tp.batch_size / ranks / tp.accumulate;
+    bp.optimizer_slots = dtnn_opt_state_slots(&op);
     bp.seed = tp.seed;
     bp.threads = threads;
     if (dtnn_model_build(m, &bp, &err))
@@ -529,6 +530,9 @@ static cli_opt info_opts[] = {
     {"model", OPT_STRING, NULL, "zoo model name or model file", 1, NULL, 0},
     {"input", OPT_STRING, NULL, "CxHxW of a zoo model's input (default: the model's)", 0, NULL, 0},
     {"classes", OPT_INT, "10", "output classes of a zoo model", 0, NULL, 0},
+    {"batch-size", OPT_INT, "64", "batch size of the memory figure (per rank)", 0, NULL, 0},
+    {"optimizer-slots", OPT_INT, "1", "optimizer state buffers of the memory figure (SGD with "
+     "momentum 1, Adam 2)", 0, NULL, 0},
     {"help", OPT_FLAG, NULL, "show this help", 0, NULL, 0},
 };
 
@@ -537,19 +541,24 @@ static int cmd_info(int argc, char **argv)
     cli_opt *o = info_opts;
     const int n = N_OPTS(info_opts);
     int early = cli_start("info", "Prints every layer's output shape, parameters and forward "
-                          "FLOPs.", o, n, argc, argv);
+                          "FLOPs, and the memory training needs.", o, n, argc, argv);
     if (early >= 0)
         return early;
     int c = 0, h = 0, w = 0;
     if (cli_given(o, n, "input") && cli_parse_chw(cli_str(o, n, "input"), &c, &h, &w))
         return cli_usage_error("info", "--input must be CxHxW, not '%s'", cli_str(o, n, "input"));
+    int64_t batch = cli_int(o, n, "batch-size"), slots = cli_int(o, n, "optimizer-slots");
+    if (batch <= 0 || batch > 1 << 20 || slots < 0 || slots > 3)
+        return cli_usage_error("info", "%s", "--batch-size must be in [1, 1048576] and "
+                               "--optimizer-slots in [0, 3]");
     dtnn_error err = {0};
     dtnn_model *m = dtnn_model_from_spec(cli_str(o, n, "model"), (int)cli_int(o, n, "classes"),
                                          c, h, w, &err);
     dtnn_build_params bp;
     dtnn_build_params_default(&bp);
-    bp.max_batch = 1;
-    bp.training = 0;
+    bp.max_batch = (int)batch;
+    bp.training = 1;
+    bp.optimizer_slots = (int)slots;
     if (!m || dtnn_model_build(m, &bp, &err)) {
         dtnn_model_free(m);
         return cli_fail("info", &err);
@@ -568,6 +577,15 @@ static int cmd_info(int argc, char **argv)
     }
     printf("total: %zu parameters, %.4g forward FLOPs per %dx%dx%d sample (training ~3x)\n",
            dtnn_model_param_count(m), flops, c, h, w);
+    dtnn_memory mem;
+    dtnn_model_memory(m, &mem);
+    const double mib = 1048576.0;
+    printf("memory to train at batch %lld with %lld optimizer slot%s: %.1f MiB (parameters %.1f, "
+           "gradients %.1f, optimizer %.1f, buffers %.1f, activations %.1f, workspace %.1f); "
+           "%.1f MiB available\n", (long long)batch, (long long)slots, slots == 1 ? "" : "s",
+           mem.total / mib, mem.params / mib, mem.grads / mib, mem.optimizer / mib,
+           mem.buffers / mib, mem.activations / mib, mem.workspace / mib,
+           dtnn_memory_available() / mib);
     dtnn_model_free(m);
     return 0;
 }

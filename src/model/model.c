@@ -12,6 +12,7 @@
  */
 #include <math.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../layers/layer.h"
 #include "../core/rng.h"
@@ -289,6 +290,72 @@ static dtnn_status plan_tensors(dtnn_model *m, dtnn_error *err)
     return DTNN_OK;
 }
 
+size_t dtnn_memory_available(void)
+{
+    size_t avail = 0;
+    FILE *f = fopen("/proc/meminfo", "r");
+    char line[256];
+    while (f && fgets(line, sizeof line, f)) {
+        unsigned long long kb;
+        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
+            avail = (size_t)kb * 1024;
+    }
+    if (f)
+        fclose(f);
+    if (!avail) {
+        long pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+        avail = pages > 0 && page > 0 ? (size_t)pages * (size_t)page : SIZE_MAX;
+    }
+    /* A cgroup v2 limit (containers, batch schedulers) caps what this process may take. */
+    unsigned long long limit = 0, used = 0;
+    f = fopen("/sys/fs/cgroup/memory.max", "r");
+    int has_limit = f && fscanf(f, "%llu", &limit) == 1;
+    if (f)
+        fclose(f);
+    f = fopen("/sys/fs/cgroup/memory.current", "r");
+    if (f && fscanf(f, "%llu", &used) != 1)
+        used = 0;
+    if (f)
+        fclose(f);
+    if (has_limit && limit > used)
+        avail = DTNN_MIN(avail, (size_t)(limit - used));
+    return avail;
+}
+
+void dtnn_model_memory(const dtnn_model *m, dtnn_memory *out) { *out = m->memory; }
+
+/* Adds up what the model will allocate (and the optimizer after it) and refuses, before any
+ * of it is allocated, what does not fit: an error now instead of the OOM killer later. */
+static dtnn_status check_memory(dtnn_model *m, const dtnn_build_params *p, size_t act_floats,
+                                size_t aux_bytes, size_t ws, dtnn_error *err)
+{
+    dtnn_memory *mem = &m->memory;
+    const size_t param_bytes = sizeof(float) * m->n_params_padded;
+    mem->params = param_bytes;
+    mem->grads = p->training ? param_bytes : 0;
+    mem->optimizer = p->training ? param_bytes * (size_t)DTNN_MAX(p->optimizer_slots, 0) : 0;
+    mem->buffers = m->buffer_bytes;
+    mem->activations = sizeof(float) * act_floats + aux_bytes +
+                       (p->training && p->input_grad
+                            ? sizeof(float) * shape_size(m->input) * p->max_batch
+                            : 0);
+    mem->workspace = ws;
+    mem->total = mem->params + mem->grads + mem->optimizer + mem->buffers + mem->activations +
+                 mem->workspace;
+    size_t limit = p->memory_limit ? p->memory_limit : dtnn_memory_available();
+    if (mem->total <= limit)
+        return DTNN_OK;
+    const double gib = 1024.0 * 1024.0 * 1024.0;
+    return dtnn_error_set(err, DTNN_ERR_NOMEM, "the model needs %.2f GiB at batch %d "
+                          "(parameters %.2f, gradients %.2f, optimizer state %.2f, activations "
+                          "%.2f, workspace %.2f GiB) but %.2f GiB is available%s: lower the "
+                          "batch size", (double)mem->total / gib, p->max_batch,
+                          (double)mem->params / gib, (double)mem->grads / gib,
+                          (double)mem->optimizer / gib, (double)mem->activations / gib,
+                          (double)mem->workspace / gib, (double)limit / gib,
+                          p->memory_limit ? " (the memory limit given)" : "");
+}
+
 dtnn_status dtnn_model_build(dtnn_model *m, const dtnn_build_params *p, dtnn_error *err)
 {
     if (m->built)
@@ -348,6 +415,8 @@ dtnn_status dtnn_model_build(dtnn_model *m, const dtnn_build_params *p, dtnn_err
         aux_bytes += dtnn_round_up(l->aux_bytes * (size_t)p->max_batch + l->aux_fixed_bytes, 64);
         ws = DTNN_MAX(ws, l->workspace_bytes);
     }
+    if ((st = check_memory(m, p, act_floats, aux_bytes, ws, err)))
+        return st;
     m->params = dtnn_alloc_aligned(sizeof(float) * m->n_params_padded);
     m->grads = p->training ? dtnn_alloc_aligned(sizeof(float) * m->n_params_padded) : NULL;
     m->buffers = dtnn_alloc_aligned(m->buffer_bytes);

@@ -29,6 +29,7 @@ struct dtnn_model {
     void *workspace;
     size_t workspace_bytes;
     size_t activation_bytes;
+    dtnn_memory memory;         /* what the build planned (check_memory) */
 
     int n;                      /* batch of the last forward */
     int training;

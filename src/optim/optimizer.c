@@ -120,6 +120,38 @@ static dtnn_status check_params(const dtnn_opt_params *p, dtnn_error *err)
     return DTNN_OK;
 }
 
+/* The state buffers of an optimizer, under PyTorch's state names. */
+static int state_slots(const dtnn_opt_params *p, const char **names)
+{
+    int n = 0;
+    switch (p->kind) {
+    case DTNN_OPT_SGD:
+        /* torch.optim.SGD keeps no buffer without momentum. */
+        if (p->momentum != 0.0f)
+            names[n++] = "momentum_buffer";
+        break;
+    case DTNN_OPT_ADAM:
+    case DTNN_OPT_ADAMW:
+        names[n++] = "exp_avg";
+        names[n++] = "exp_avg_sq";
+        break;
+    case DTNN_OPT_RMSPROP:
+        names[n++] = "square_avg";
+        if (p->momentum > 0.0f)
+            names[n++] = "momentum_buffer";
+        if (p->centered)
+            names[n++] = "grad_avg";
+        break;
+    }
+    return n;
+}
+
+int dtnn_opt_state_slots(const dtnn_opt_params *p)
+{
+    const char *names[OPT_MAX_SLOTS];
+    return state_slots(p, names);
+}
+
 dtnn_optimizer *dtnn_optimizer_create(dtnn_model *m, const dtnn_opt_params *p, dtnn_error *err)
 {
     if (!m || !p) {
@@ -145,25 +177,7 @@ dtnn_optimizer *dtnn_optimizer_create(dtnn_model *m, const dtnn_opt_params *p, d
     o->model = m;
     o->p = *p;
     o->n = m->n_params_padded;
-    switch (p->kind) {
-    case DTNN_OPT_SGD:
-        /* torch.optim.SGD keeps no buffer without momentum. */
-        if (p->momentum != 0.0f)
-            o->slot_names[o->n_slots++] = "momentum_buffer";
-        break;
-    case DTNN_OPT_ADAM:
-    case DTNN_OPT_ADAMW:
-        o->slot_names[o->n_slots++] = "exp_avg";
-        o->slot_names[o->n_slots++] = "exp_avg_sq";
-        break;
-    case DTNN_OPT_RMSPROP:
-        o->slot_names[o->n_slots++] = "square_avg";
-        if (p->momentum > 0.0f)
-            o->slot_names[o->n_slots++] = "momentum_buffer";
-        if (p->centered)
-            o->slot_names[o->n_slots++] = "grad_avg";
-        break;
-    }
+    o->n_slots = state_slots(p, o->slot_names);
     o->state = dtnn_alloc_aligned(sizeof(float) * o->n * (size_t)o->n_slots);
     if (!o->state) {
         dtnn_error_set(err, DTNN_ERR_NOMEM, "out of memory: the %s optimizer state needs "
