@@ -28,6 +28,7 @@
 #include <errno.h>
 #include <math.h>
 #include <string.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "../core/internal.h"
@@ -178,8 +179,11 @@ static dtnn_status average_buffers(dtnn_model *m, dtnn_comm *comm, dtnn_error *e
     return DTNN_OK;
 }
 
-/* Fails early when a file cannot be created in path's folder, rather than after hours. */
-static dtnn_status check_writable(const char *path, const char *what, dtnn_error *err)
+/* Fails early when a file cannot be created in path's folder, or when the folder lacks the
+ * space for `bytes` more (a checkpoint is written beside the previous one, then renamed over
+ * it), rather than after hours. */
+static dtnn_status check_writable(const char *path, const char *what, size_t bytes,
+                                  dtnn_error *err)
 {
     char probe[4096];
     snprintf(probe, sizeof probe, "%s.probe.%ld", path, (long)getpid());
@@ -188,8 +192,22 @@ static dtnn_status check_writable(const char *path, const char *what, dtnn_error
         return dtnn_error_set(err, DTNN_ERR_IO, "cannot write the %s '%s': %s", what, path,
                               strerror(errno));
     fclose(f);
+    struct statvfs fs;
+    int full = statvfs(probe, &fs) == 0 && (uint64_t)fs.f_bavail * fs.f_frsize < bytes;
     remove(probe);
+    if (full)
+        return dtnn_error_set(err, DTNN_ERR_IO, "cannot write the %s '%s': it needs about %.1f "
+                              "MiB and its file system has %.1f MiB free", what, path,
+                              (double)bytes / 1048576.0,
+                              (double)fs.f_bavail * fs.f_frsize / 1048576.0);
     return DTNN_OK;
+}
+
+/* What a checkpoint of m with opt takes on disk: its tensors plus a generous header. */
+static size_t checkpoint_bytes(dtnn_model *m, const dtnn_optimizer *opt)
+{
+    size_t floats = dtnn_model_params_padded(m) * (size_t)(1 + dtnn_optimizer_state_slots(opt));
+    return sizeof(float) * floats + dtnn_model_buffer_bytes(m) + ((size_t)64 << 10);
 }
 
 /* The name of the kept copy of checkpoint `path` at a step: "run/a.safetensors" gives
@@ -373,7 +391,8 @@ dtnn_status dtnn_train(dtnn_model *m, dtnn_optimizer *opt, const dtnn_dataset *d
     const size_t sample = (size_t)c * h * w;
     FILE *log = NULL;
     dtnn_status st = DTNN_OK;
-    if (rank == 0 && p->save_path && (st = check_writable(p->save_path, "checkpoint", err)))
+    if (rank == 0 && p->save_path &&
+        (st = check_writable(p->save_path, "checkpoint", checkpoint_bytes(m, opt), err)))
         return st;
     if (rank == 0 && p->log_path) {
         log = fopen(p->log_path, ts->step > 0 ? "ab" : "wb");
