@@ -79,9 +79,34 @@ class ResNet20(nn.Module):
         return self.fc(F.adaptive_avg_pool2d(x, 1).flatten(1))
 
 
+class VGG16_64(nn.Module):
+    """VGG-16's conv stack on 3x64x64, fc 2048-512-512-200, torchvision's module names."""
+
+    CFG = [64, 64, "M", 128, 128, "M", 256, 256, 256, "M", 512, 512, 512, "M",
+           512, 512, 512, "M"]
+
+    def __init__(self, classes=200):
+        super().__init__()
+        layers, c = [], 3
+        for v in self.CFG:
+            if v == "M":
+                layers.append(nn.MaxPool2d(2))
+            else:
+                layers += [nn.Conv2d(c, v, 3, padding=1), nn.ReLU(inplace=True)]
+                c = v
+        self.features = nn.Sequential(*layers)
+        self.classifier = nn.Sequential(nn.Linear(2048, 512), nn.ReLU(inplace=True),
+                                        nn.Linear(512, 512), nn.ReLU(inplace=True),
+                                        nn.Linear(512, classes))
+
+    def forward(self, x):
+        return self.classifier(torch.flatten(self.features(x), 1))
+
+
 # name -> (constructor, input shape C, H, W)
 MODELS = {
     "lenet5": (LeNet5, (1, 28, 28)),
     "cifarcnn": (CifarCNN, (3, 32, 32)),
     "resnet20": (ResNet20, (3, 32, 32)),
+    "vgg16-64": (VGG16_64, (3, 64, 64)),
 }

@@ -499,6 +499,10 @@ dtnn_status dtnn_evaluate(dtnn_model *m, const dtnn_split *s, int batch_size,
 /* Sets the kernel threads (OpenMP; 0 keeps the current count). The BLAS always runs
  * single-threaded inside dtnn's own threads, so the two never oversubscribe the cores. */
 void dtnn_set_threads(int threads);
+/* C = alpha op(A) op(B) + beta C, row-major, on the kernel threads: the GEMM every dense and
+ * convolution layer runs (also what `dtnn bench --sgemm` times as the machine's peak). */
+void dtnn_sgemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
+                int lda, const float *b, int ldb, float beta, float *c, int ldc);
 /* Name of the BLAS this build links, e.g. "openblas 0.3.21 (Cooperlake)". */
 const char *dtnn_blas_name(char *buf, size_t len);
 

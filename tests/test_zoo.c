@@ -2,6 +2,7 @@
  * test_zoo.c — the zoo's architectures: parameter counts the issue states (they pin the exact
  * layer sizes), PyTorch tensor names, output shapes, and that unknown names are refused.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "testutil.h"
@@ -10,7 +11,7 @@ static void check_model(const char *name, size_t want_params, const char *const 
                         int c, int h, int w)
 {
     dtnn_error err;
-    dtnn_model *m = dtnn_zoo_create(name, 10, c, h, w, &err);
+    dtnn_model *m = dtnn_zoo_create(name, 0, c, h, w, &err);
     CHECK(m != NULL);
     if (!m) {
         fprintf(stderr, "%s: %s\n", name, err.message);
@@ -28,11 +29,13 @@ static void check_model(const char *name, size_t want_params, const char *const 
             test_failures++;
         }
     }
-    int n, classes;
-    float x[2 * 3 * 32 * 32] = {0};
+    int n, classes, ic, ih, iw;
+    dtnn_model_input_shape(m, &ic, &ih, &iw);
+    float *x = calloc((size_t)2 * ic * ih * iw, sizeof(float));
     CHECK_OK(dtnn_model_forward(m, x, 2, 0, &err), &err);
     dtnn_model_output(m, &n, &classes);
-    CHECK(n == 2 && classes == 10);
+    CHECK(n == 2 && classes == (strcmp(name, "vgg16-64") ? 10 : 200));
+    free(x);
     dtnn_model_free(m);
 }
 
@@ -76,6 +79,9 @@ int main(void)
                             "layer2.0.bn1.running_var", "layer3.2.conv2.weight",
                             "layer3.2.bn2.bias", "fc.weight", "fc.bias", NULL};
     check_model("resnet20", 269722, resnet, 0, 0, 0);
+    const char *vgg[] = {"features.0.weight", "features.28.bias", "classifier.0.weight",
+                         "classifier.4.bias", NULL};
+    check_model("vgg16-64", 16129032, vgg, 0, 0, 0);
     const char *mlp[] = {"fc1.weight", "fc2.weight", "fc3.bias", NULL};
     check_model("mlp", 784 * 512 + 512 + 512 * 512 + 512 + 512 * 10 + 10, mlp, 0, 0, 0);
     check_model("mlp", 3072 * 512 + 512 + 512 * 512 + 512 + 512 * 10 + 10, mlp, 3, 32, 32);

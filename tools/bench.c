@@ -26,7 +26,7 @@ static cli_opt bench_opts[] = {
     {"steps", OPT_INT, "20", "timed training steps", 0, NULL, 0},
     {"warmup", OPT_INT, "3", "untimed steps first", 0, NULL, 0},
     {"input", OPT_STRING, NULL, "CxHxW of a zoo model's input (default: the model's)", 0, NULL, 0},
-    {"classes", OPT_INT, "10", "output classes of a zoo model", 0, NULL, 0},
+    {"classes", OPT_INT, "0", "output classes of a zoo model (0: its own)", 0, NULL, 0},
     {"threads", OPT_INT, "0", "kernel threads (0: the cores given to this process)", 0, NULL, 0},
     {"workspace-mb", OPT_FLOAT, "0", "scratch the convolutions may use, MiB (0: the library's "
      "default)", 0, NULL, 0},
@@ -36,6 +36,8 @@ static cli_opt bench_opts[] = {
     {"bucket-mb", OPT_FLOAT, "4", "under MPI: all-reduce bucket size in MiB", 0, NULL, 0},
     {"comm-dtype", OPT_STRING, "fp32", "under MPI: gradients travel as fp32 | fp16 | bf16", 0,
      NULL, 0},
+    {"sgemm", OPT_INT, "0", "instead: time an N x N x N SGEMM on the kernel threads (the peak "
+     "that training GFLOP/s compare to)", 0, NULL, 0},
     {"sweep", OPT_FLAG, NULL, "run every ranks x threads combination that fits the cores and "
      "print a table", 0, NULL, 0},
     {"launcher", OPT_STRING, "mpirun --bind-to none", "--sweep: command that starts N ranks "
@@ -240,6 +242,38 @@ out:
     return rc;
 }
 
+/* The best of `reps` N^3 SGEMMs after one warm-up: the machine's GEMM peak for T threads. */
+static int time_sgemm(int size, int threads, int reps)
+{
+    dtnn_set_threads(threads);
+    size_t elems = (size_t)size * size;
+    float *a = malloc(sizeof(float) * elems), *b = malloc(sizeof(float) * elems);
+    float *c = malloc(sizeof(float) * elems);
+    if (!a || !b || !c) {
+        free(a), free(b), free(c);
+        fprintf(stderr, "dtnn bench: out of memory for a %d^3 SGEMM\n", size);
+        return 1;
+    }
+    for (size_t i = 0; i < elems; i++) {
+        a[i] = (float)(i % 7) * 0.1f;
+        b[i] = (float)(i % 5) * 0.1f;
+    }
+    double best = 1e30;
+    for (int r = 0; r <= reps; r++) {
+        double t0 = progress_now();
+        dtnn_sgemm(0, 0, size, size, size, 1.0f, a, size, b, size, 0.0f, c, size);
+        double t = progress_now() - t0;
+        if (r > 0 && t < best)
+            best = t;
+    }
+    char blas[128];
+    printf("{\"sgemm\": %d, \"threads\": %d, \"gflops\": %.1f, \"blas\": \"%s\"}\n", size,
+           threads, 2.0 * size * (double)size * size / best / 1e9,
+           dtnn_blas_name(blas, sizeof blas));
+    free(a), free(b), free(c);
+    return 0;
+}
+
 /* ---- --sweep ----------------------------------------------------------------------------- */
 
 /* Appends s to the command line in single quotes (so model paths with spaces survive). */
@@ -398,5 +432,11 @@ int cmd_bench(int argc, char **argv, dtnn_comm *comm)
     int threads = cli_threads(cmd, o, n, comm);
     if (!cli_all_ok(comm, threads > 0))
         return 2;
+    int64_t sgemm = cli_int(o, n, "sgemm");
+    if (sgemm < 0 || sgemm > 16384)
+        return cli_usage_error(cmd, "--sgemm must be in [0, 16384], not %s",
+                               cli_str(o, n, "sgemm"));
+    if (sgemm > 0)
+        return time_sgemm((int)sgemm, threads, (int)cli_int(o, n, "steps"));
     return run_bench(o, n, comm, threads);
 }

@@ -408,7 +408,7 @@ static cli_opt predict_opts[] = {
     {"input", OPT_STRING, NULL, "float32 .npy [N, C, H, W] (or [N, H, W] for C = 1), in the "
      "dataset's units; the checkpoint's normalisation is applied", 1, NULL, 0},
     {"output", OPT_STRING, NULL, "float32 .npy of logits [N, classes]", 1, NULL, 0},
-    {"classes", OPT_INT, "10", "output classes of a zoo model", 0, NULL, 0},
+    {"classes", OPT_INT, "0", "output classes of a zoo model (0: its own)", 0, NULL, 0},
     {"batch-size", OPT_INT, "256", "inference batch size", 0, NULL, 0},
     {"threads", OPT_INT, "0", "kernel threads (0: the cores given to this process)", 0, NULL, 0},
     {"help", OPT_FLAG, NULL, "show this help", 0, NULL, 0},
@@ -529,7 +529,7 @@ static int cmd_models(int argc, char **argv)
 static cli_opt info_opts[] = {
     {"model", OPT_STRING, NULL, "zoo model name or model file", 1, NULL, 0},
     {"input", OPT_STRING, NULL, "CxHxW of a zoo model's input (default: the model's)", 0, NULL, 0},
-    {"classes", OPT_INT, "10", "output classes of a zoo model", 0, NULL, 0},
+    {"classes", OPT_INT, "0", "output classes of a zoo model (0: its own)", 0, NULL, 0},
     {"batch-size", OPT_INT, "64", "batch size of the memory figure (per rank)", 0, NULL, 0},
     {"optimizer-slots", OPT_INT, "1", "optimizer state buffers of the memory figure (SGD with "
      "momentum 1, Adam 2)", 0, NULL, 0},

@@ -89,3 +89,9 @@ const char *dtnn_blas_name(char *buf, size_t len)
 #endif
     return buf;
 }
+
+void dtnn_sgemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
+                int lda, const float *b, int ldb, float beta, float *c, int ldc)
+{
+    cpu_gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}

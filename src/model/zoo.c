@@ -131,18 +131,50 @@ static void build_mlp(zoo_builder *b, int classes)
     zadd(b, "linear", "fc3", NULL, "outputs=%d", classes);
 }
 
+/* VGG-16's convolution stack (3x3, padding 1, ReLU, no batch norm; 0 = 2x2 max pool) on a
+ * 64x64 input, then fc 2048-512-512-classes: the benchmark model of the kernel work. Module
+ * names follow torchvision's VGG (features.N, classifier.N), so checkpoints map onto a
+ * PyTorch twin. */
+static void build_vgg16_64(zoo_builder *b, int classes)
+{
+    static const int cfg[] = {64, 64, 0, 128, 128, 0, 256, 256, 256, 0,
+                              512, 512, 512, 0, 512, 512, 512, 0};
+    int index = 0;
+    for (size_t i = 0; i < sizeof cfg / sizeof cfg[0]; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "features.%d", index++);
+        if (cfg[i] == 0) {
+            zadd(b, "maxpool", name, NULL, "kernel=2");
+            continue;
+        }
+        zadd(b, "conv2d", name, NULL, "filters=%d kernel=3 padding=1", cfg[i]);
+        snprintf(name, sizeof name, "features.%d", index++);
+        zadd(b, "relu", name, NULL, "%s", "");
+    }
+    zadd(b, "flatten", "flatten", NULL, "%s", "");
+    zadd(b, "linear", "classifier.0", NULL, "outputs=512");
+    zadd(b, "relu", "classifier.1", NULL, "%s", "");
+    zadd(b, "linear", "classifier.2", NULL, "outputs=512");
+    zadd(b, "relu", "classifier.3", NULL, "%s", "");
+    zadd(b, "linear", "classifier.4", NULL, "outputs=%d", classes);
+}
+
 typedef struct {
     const char *name;
     const char *description;
     int c, h, w;
+    int classes;                /* when the caller gives none */
 } zoo_entry;
 
 static const zoo_entry zoo[] = {
-    {"lenet5", "LeNet-5, 1x28x28 (Fashion-MNIST), 61,706 parameters", 1, 28, 28},
-    {"cifarcnn", "4 conv + 2 fc CIFAR network, 3x32x32, 2,168,362 parameters", 3, 32, 32},
+    {"lenet5", "LeNet-5, 1x28x28 (Fashion-MNIST), 61,706 parameters", 1, 28, 28, 10},
+    {"cifarcnn", "4 conv + 2 fc CIFAR network, 3x32x32, 2,168,362 parameters", 3, 32, 32, 10},
     {"resnet20", "CIFAR ResNet-20 (He et al. 2016, option A), 3x32x32, 269,722 parameters", 3,
-     32, 32},
-    {"mlp", "fc 512, fc 512, fc classes on the flattened input (default 1x28x28)", 1, 28, 28},
+     32, 32, 10},
+    {"vgg16-64", "VGG-16 conv stack on 3x64x64, fc 2048-512-512-200, 16,129,032 parameters", 3,
+     64, 64, 200},
+    {"mlp", "fc 512, fc 512, fc classes on the flattened input (default 1x28x28)", 1, 28, 28,
+     10},
 };
 
 const char *dtnn_zoo_name(int i, const char **description)
@@ -171,7 +203,7 @@ dtnn_model *dtnn_zoo_create(const char *name, int classes, int c, int h, int w, 
         return NULL;
     }
     if (classes <= 0)
-        classes = 10;
+        classes = e->classes;
     dtnn_model *m = dtnn_model_create(c > 0 ? c : e->c, h > 0 ? h : e->h, w > 0 ? w : e->w);
     if (!m) {
         dtnn_error_set(err, DTNN_ERR_NOMEM, "out of memory creating model '%s'", name);
@@ -184,6 +216,8 @@ dtnn_model *dtnn_zoo_create(const char *name, int classes, int c, int h, int w, 
         build_cifarcnn(&b, classes);
     else if (!strcmp(name, "resnet20"))
         build_cifar_resnet(&b, 3, classes);
+    else if (!strcmp(name, "vgg16-64"))
+        build_vgg16_64(&b, classes);
     else
         build_mlp(&b, classes);
     if (b.failed) {
