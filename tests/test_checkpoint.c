@@ -773,6 +773,35 @@ static void remove_tree(const char *dir)
     rmdir(dir);
 }
 
+/* A checkpoint never holds NaN or Inf (weights or optimizer state): refused, nothing written,
+ * the previous file kept. */
+static void test_nonfinite_refused(void)
+{
+    dtnn_error err;
+    const char *path = tmp_path("finite.safetensors");
+    dtnn_model *m = small_cnn(5, 1, 1, 3);
+    dtnn_optimizer *o = stepped_adam(m, 2);
+    CHECK_OK(dtnn_checkpoint_save(path, m, o, NULL, NULL, &err), &err);
+    size_t n_before;
+    unsigned char *before = slurp(path, &n_before);
+    float *w = dtnn_model_params(m);
+    float saved = w[3];
+    w[3] = NAN;
+    CHECK(dtnn_checkpoint_save(path, m, o, NULL, NULL, &err) == DTNN_ERR_NONFINITE);
+    CHECK(strstr(err.message, "not written") && strstr(err.message, "NaN"));
+    w[3] = saved;
+    dtnn_optimizer_state(o)[1] = INFINITY;
+    CHECK(dtnn_checkpoint_save(path, m, o, NULL, NULL, &err) == DTNN_ERR_NONFINITE);
+    CHECK(strstr(err.message, "optimizer's") && strstr(err.message, "Inf"));
+    size_t n_after;
+    unsigned char *after = slurp(path, &n_after);
+    CHECK(before && after && n_before == n_after && !memcmp(before, after, n_after));
+    free(before);
+    free(after);
+    dtnn_optimizer_free(o);
+    dtnn_model_free(m);
+}
+
 int main(void)
 {
     const char *base = getenv("TMPDIR");
@@ -785,6 +814,7 @@ int main(void)
     test_mismatches();
     test_corrupt_files();
     test_writes();
+    test_nonfinite_refused();
     remove_tree(tmpdir);
     return test_finish("test_checkpoint");
 }
