@@ -74,6 +74,12 @@ dtnn_status comm_iallreduce(dtnn_comm *c, void *buf, size_t n, dtnn_comm_dtype d
     return c->ops->iallreduce(c, buf, n, dtype, request, err);
 }
 
+dtnn_status comm_allreduce(dtnn_comm *c, void *buf, size_t n, dtnn_comm_dtype dtype,
+                           dtnn_error *err)
+{
+    return c->ops->allreduce(c, buf, n, dtype, err);
+}
+
 dtnn_status comm_test(dtnn_comm *c, int request, int *done, dtnn_error *err)
 {
     return c->ops->test(c, request, done, err);

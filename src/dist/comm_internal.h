@@ -18,6 +18,10 @@ typedef struct {
     dtnn_status (*broadcast)(dtnn_comm *c, void *buf, size_t bytes, int root, dtnn_error *err);
     dtnn_status (*allgather)(dtnn_comm *c, const void *send, size_t bytes, void *recv,
                              dtnn_error *err);
+    /* Blocking in-place sum of n elements of dtype: MPI_Allreduce, whose tuned algorithms
+     * beat the non-blocking one's (libnbc) when nothing is left to overlap. */
+    dtnn_status (*allreduce)(dtnn_comm *c, void *buf, size_t n, dtnn_comm_dtype dtype,
+                             dtnn_error *err);
     /* In-place sum of n elements of dtype (F16 / BF16 are uint16 bit patterns). */
     dtnn_status (*iallreduce)(dtnn_comm *c, void *buf, size_t n, dtnn_comm_dtype dtype,
                               int *request, dtnn_error *err);
@@ -42,6 +46,8 @@ struct dtnn_comm {
 
 dtnn_status comm_iallreduce(dtnn_comm *c, void *buf, size_t n, dtnn_comm_dtype dtype,
                             int *request, dtnn_error *err);
+dtnn_status comm_allreduce(dtnn_comm *c, void *buf, size_t n, dtnn_comm_dtype dtype,
+                           dtnn_error *err);
 dtnn_status comm_test(dtnn_comm *c, int request, int *done, dtnn_error *err);
 dtnn_status comm_wait(dtnn_comm *c, int request, dtnn_error *err);
 dtnn_status comm_hierarchical_allreduce(dtnn_comm *c, void *buf, size_t n,

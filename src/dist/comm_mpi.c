@@ -301,6 +301,19 @@ static dtnn_status mpi_allgather(dtnn_comm *c, const void *send, size_t bytes, v
                               &req_));
 }
 
+static dtnn_status mpi_allreduce(dtnn_comm *c, void *buf, size_t n, dtnn_comm_dtype dtype,
+                                 dtnn_error *err)
+{
+    mpi_impl *im = c->impl;
+    if (n > (size_t)MPI_CHUNK)
+        return dtnn_error_set(err, DTNN_ERR_COMM, "all-reduce of %zu values is larger than MPI "
+                              "allows in one call", n);
+    MPI_Datatype t;
+    MPI_Op op;
+    type_and_op(im, dtype, &t, &op);
+    return allreduce_piece(c, buf, (int)n, t, op, im->world, err);
+}
+
 static dtnn_status mpi_iallreduce(dtnn_comm *c, void *buf, size_t n, dtnn_comm_dtype dtype,
                                   int *request, dtnn_error *err)
 {
@@ -409,6 +422,7 @@ static const dtnn_comm_ops mpi_ops = {
     .allreduce_sum_f64 = mpi_allreduce_sum_f64,
     .broadcast = mpi_broadcast,
     .allgather = mpi_allgather,
+    .allreduce = mpi_allreduce,
     .iallreduce = mpi_iallreduce,
     .test = mpi_test,
     .wait = mpi_wait,

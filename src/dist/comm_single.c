@@ -36,6 +36,13 @@ static dtnn_status single_allgather(dtnn_comm *c, const void *send, size_t bytes
     return DTNN_OK;
 }
 
+static dtnn_status single_allreduce_dtype(dtnn_comm *c, void *buf, size_t n,
+                                          dtnn_comm_dtype dtype, dtnn_error *err)
+{
+    (void)c, (void)buf, (void)n, (void)dtype, (void)err;
+    return DTNN_OK;
+}
+
 static dtnn_status single_iallreduce(dtnn_comm *c, void *buf, size_t n, dtnn_comm_dtype dtype,
                                      int *request, dtnn_error *err)
 {
@@ -77,6 +84,7 @@ static const dtnn_comm_ops single_ops = {
     .allreduce_sum_f64 = single_allreduce_f64,
     .broadcast = single_broadcast,
     .allgather = single_allgather,
+    .allreduce = single_allreduce_dtype,
     .iallreduce = single_iallreduce,
     .test = single_test,
     .wait = single_wait,

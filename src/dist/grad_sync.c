@@ -1,6 +1,7 @@
 /*
  * grad_sync.c — the gradient all-reduce of data-parallel training, in three strategies:
- *   blocking      one all-reduce of the whole flat gradient after backward;
+ *   blocking      one blocking all-reduce (MPI_Allreduce) of the whole flat gradient after
+ *                 backward;
  *   overlap       contiguous buckets of --bucket-mb, taken from the end of the flat buffer
  *                 (the last layers, whose gradients backward finishes first), each started
  *                 with a non-blocking all-reduce from the backward hook as soon as it is
@@ -95,6 +96,9 @@ static dtnn_status start_bucket(dtnn_grad_sync *gs, bucket *b, dtnn_error *err)
     if (gs->mode == DTNN_ALLREDUCE_HIERARCHICAL)
         return comm_hierarchical_allreduce(gs->comm, bucket_data(gs, b), b->end - b->begin,
                                            gs->dtype, err);
+    /* Nothing left to overlap: the blocking all-reduce, faster than the non-blocking one. */
+    if (gs->mode == DTNN_ALLREDUCE_BLOCKING)
+        return comm_allreduce(gs->comm, bucket_data(gs, b), b->end - b->begin, gs->dtype, err);
     return comm_iallreduce(gs->comm, bucket_data(gs, b), b->end - b->begin, gs->dtype,
                            &b->request, err);
 }
@@ -189,7 +193,7 @@ dtnn_status dtnn_grad_sync_finish(dtnn_grad_sync *gs, dtnn_error *err)
     gs->next = gs->n_buckets;
     for (int i = 0; i < gs->n_buckets && !st; i++) {
         bucket *b = &gs->buckets[i];
-        if (gs->mode != DTNN_ALLREDUCE_HIERARCHICAL)
+        if (gs->mode == DTNN_ALLREDUCE_OVERLAP)
             st = comm_wait(gs->comm, b->request, err);
         if (st || gs->dtype == DTNN_COMM_F32)
             continue;
