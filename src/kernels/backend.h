@@ -34,11 +34,11 @@ typedef struct dtnn_backend {
     void (*gemm)(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
                  int lda, const float *b, int ldb, float beta, float *c, int ldc);
 
-    /* Unfolds channels [c0, c0 + cc) of one image x [C, H, W] into col rows
-     * ((c - c0) * R + r) * S + s, columns p * Q + q, row stride ldcol. Zero where padded. */
-    void (*im2col)(const conv_geom *g, const float *x, int c0, int cc, float *col, int ldcol);
-    /* The adjoint: adds col back into dx [C, H, W] (channels [c0, c0 + cc)). */
-    void (*col2im)(const conv_geom *g, const float *col, int ldcol, int c0, int cc, float *dx);
+    /* Unfolds `images` consecutive images x [images, C, H, W] into col rows (c * R + r) * S + s,
+     * columns i * P * Q + p * Q + q, row stride ldcol. Zero where padded. */
+    void (*im2col)(const conv_geom *g, const float *x, int images, float *col, int ldcol);
+    /* The adjoint: adds col back into dx [images, C, H, W]. */
+    void (*col2im)(const conv_geom *g, const float *col, int ldcol, int images, float *dx);
 
     /* Max pooling over n images; argmax [n, C, P, Q] holds the flat h * W + w of each max. */
     void (*maxpool_forward)(const pool_geom *g, int n, const float *x, float *y,

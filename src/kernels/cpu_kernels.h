@@ -9,8 +9,8 @@
 
 void cpu_gemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
               int lda, const float *b, int ldb, float beta, float *c, int ldc);
-void cpu_im2col(const conv_geom *g, const float *x, int c0, int cc, float *col, int ldcol);
-void cpu_col2im(const conv_geom *g, const float *col, int ldcol, int c0, int cc, float *dx);
+void cpu_im2col(const conv_geom *g, const float *x, int images, float *col, int ldcol);
+void cpu_col2im(const conv_geom *g, const float *col, int ldcol, int images, float *dx);
 void cpu_maxpool_forward(const pool_geom *g, int n, const float *x, float *y, int32_t *argmax);
 void cpu_maxpool_backward(const pool_geom *g, int n, const float *dy, const int32_t *argmax,
                           float *dx, int accumulate);

@@ -2,7 +2,8 @@
  * im2col.c — unfolding of one image into convolution columns and its adjoint (col2im), with
  * stride, padding and dilation. The rows are (channel, r, s), the columns output pixels (p, q),
  * so a convolution becomes W [K, C*R*S] x col [C*R*S, P*Q]. Several images sit side by side in
- * one col matrix (ldcol = images * P * Q) so one GEMM serves a whole chunk of the batch.
+ * one col matrix (ldcol = images * P * Q, image i at column i * P * Q) so one GEMM serves a
+ * whole chunk of the batch; both calls take the whole chunk (images contiguous in x / dx).
  */
 #include <string.h>
 
@@ -19,51 +20,76 @@ static void valid_range(int Q, int W, int stride, int offset, int *lo, int *hi)
         *hi = *lo;
 }
 
-void cpu_im2col(const conv_geom *g, const float *x, int c0, int cc, float *col, int ldcol)
+/* Copies n floats. The rows here are short (8 to 64 floats for CIFAR-sized layers), where a
+ * call to memcpy costs more than the copy, so fixed 8-float blocks the compiler turns into
+ * vector moves, then the tail. */
+static inline void copy_row(float *restrict d, const float *restrict s, int n)
 {
-    const int H = g->H, W = g->W, P = g->P, Q = g->Q, R = g->R, S = g->S;
-    const int rows = cc * R * S;
-#pragma omp parallel for schedule(static) if (rows * P * Q > 32768)
-    for (int row = 0; row < rows; row++) {
-        int s = row % S, r = (row / S) % R, c = c0 + row / (R * S);
-        const float *xc = x + (size_t)c * H * W;
-        float *dst = col + (size_t)row * ldcol;
-        int dh = r * g->dil_h - g->pad_h, dw = s * g->dil_w - g->pad_w;
-        int lo, hi;
-        valid_range(Q, W, g->stride_w, dw, &lo, &hi);
-        for (int p = 0; p < P; p++) {
-            int h = p * g->stride_h + dh;
-            float *d = dst + (size_t)p * Q;
-            if (h < 0 || h >= H) {
-                memset(d, 0, sizeof(float) * Q);
-                continue;
-            }
-            const float *xr = xc + (size_t)h * W + dw;
-            for (int q = 0; q < lo; q++)
-                d[q] = 0.0f;
-            if (g->stride_w == 1) {
-                memcpy(d + lo, xr + lo, sizeof(float) * (hi - lo));
-            } else {
-                for (int q = lo; q < hi; q++)
-                    d[q] = xr[q * g->stride_w];
-            }
-            for (int q = hi; q < Q; q++)
-                d[q] = 0.0f;
+    int q = 0;
+    for (; q + 8 <= n; q += 8)
+        memcpy(d + q, s + q, 8 * sizeof(float));
+    for (; q < n; q++)
+        d[q] = s[q];
+}
+
+/* Row (c, r, s) of one image's columns: the input pixels each output pixel (p, q) sees
+ * through kernel offset (r, s), zero where that falls into the padding. */
+static void im2col_row(const conv_geom *g, const float *xc, int r, int s, float *d)
+{
+    const int H = g->H, W = g->W, P = g->P, Q = g->Q;
+    int dh = r * g->dil_h - g->pad_h, dw = s * g->dil_w - g->pad_w;
+    int lo, hi;
+    valid_range(Q, W, g->stride_w, dw, &lo, &hi);
+    for (int p = 0; p < P; p++, d += Q) {
+        int h = p * g->stride_h + dh;
+        if (h < 0 || h >= H) {
+            memset(d, 0, sizeof(float) * Q);
+            continue;
         }
+        const float *xr = xc + (size_t)h * W + dw;
+        for (int q = 0; q < lo; q++)
+            d[q] = 0.0f;
+        if (g->stride_w == 1) {
+            copy_row(d + lo, xr + lo, hi - lo);
+        } else {
+            for (int q = lo; q < hi; q++)
+                d[q] = xr[q * g->stride_w];
+        }
+        for (int q = hi; q < Q; q++)
+            d[q] = 0.0f;
     }
 }
 
-void cpu_col2im(const conv_geom *g, const float *col, int ldcol, int c0, int cc, float *dx)
+/* One parallel region for the whole chunk of images (not one per image): each thread takes
+ * rows of col and fills them for every image, so its writes stream through one row. */
+void cpu_im2col(const conv_geom *g, const float *x, int images, float *col, int ldcol)
 {
-    const int H = g->H, W = g->W, P = g->P, Q = g->Q, R = g->R, S = g->S;
-    /* Parallel over channels: each channel's (r, s) rows write only that channel of dx, and
-     * the summation order per element is fixed, so results do not depend on the thread count. */
-#pragma omp parallel for schedule(static) if (cc * R * S * P * Q > 32768)
-    for (int ci = 0; ci < cc; ci++) {
-        float *dxc = dx + (size_t)(c0 + ci) * H * W;
+    const int R = g->R, S = g->S, PQ = g->P * g->Q;
+    const int rows = g->C * R * S;
+    const size_t image = (size_t)g->C * g->H * g->W;
+#pragma omp parallel for schedule(static) if ((size_t)rows * PQ * images > 32768)
+    for (int row = 0; row < rows; row++) {
+        int s = row % S, r = (row / S) % R, c = row / (R * S);
+        for (int i = 0; i < images; i++)
+            im2col_row(g, x + i * image + (size_t)c * g->H * g->W, r, s,
+                       col + (size_t)row * ldcol + (size_t)i * PQ);
+    }
+}
+
+void cpu_col2im(const conv_geom *g, const float *col, int ldcol, int images, float *dx)
+{
+    const int H = g->H, W = g->W, P = g->P, Q = g->Q, R = g->R, S = g->S, PQ = P * Q;
+    const size_t image = (size_t)g->C * H * W;
+    /* Parallel over images x channels: each (r, s) row of a channel writes only that channel
+     * of that image's dx, and the summation order per element is fixed, so results do not
+     * depend on the thread count. */
+#pragma omp parallel for schedule(static) if ((size_t)g->C * R * S * PQ * images > 32768)
+    for (int job = 0; job < images * g->C; job++) {
+        int i = job / g->C, ci = job % g->C;
+        float *dxc = dx + i * image + (size_t)ci * H * W;
         for (int r = 0; r < R; r++) {
             for (int s = 0; s < S; s++) {
-                const float *src = col + (size_t)((ci * R + r) * S + s) * ldcol;
+                const float *src = col + (size_t)((ci * R + r) * S + s) * ldcol + (size_t)i * PQ;
                 int dh = r * g->dil_h - g->pad_h, dw = s * g->dil_w - g->pad_w;
                 int lo, hi;
                 valid_range(Q, W, g->stride_w, dw, &lo, &hi);

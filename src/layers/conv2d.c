@@ -118,9 +118,7 @@ static void conv2d_forward(layer *l, const layer_ctx *ctx)
         int nb = DTNN_MIN(c->chunk, l->n - n0);
         int ld = nb * PQ;
         float *col = ctx->workspace, *tmp = col + (size_t)CRS * ld;
-        for (int i = 0; i < nb; i++)
-            ctx->be->im2col(g, x + (size_t)(n0 + i) * g->C * g->H * g->W, 0, g->C, col + i * PQ,
-                            ld);
+        ctx->be->im2col(g, x + (size_t)n0 * g->C * g->H * g->W, nb, col, ld);
         for (int gi = 0; gi < G; gi++)
             ctx->be->gemm(0, 0, Kg, ld, CRSg, 1.0f, w + (size_t)gi * Kg * CRSg, CRSg,
                           col + (size_t)gi * CRSg * ld, ld, 0.0f, tmp + (size_t)gi * Kg * ld, ld);
@@ -167,8 +165,7 @@ static void conv2d_backward(layer *l, const layer_ctx *ctx)
                 db[k] += s;
             }
         }
-        for (int i = 0; i < nb; i++)
-            ctx->be->im2col(g, x + (size_t)(n0 + i) * in_size, 0, g->C, col + i * PQ, ld);
+        ctx->be->im2col(g, x + (size_t)n0 * in_size, nb, col, ld);
         for (int gi = 0; gi < G; gi++)
             ctx->be->gemm(0, 1, Kg, CRSg, ld, 1.0f, tmp + (size_t)gi * Kg * ld, ld,
                           col + (size_t)gi * CRSg * ld, ld, 1.0f, dw + (size_t)gi * Kg * CRSg,
@@ -178,12 +175,10 @@ static void conv2d_backward(layer *l, const layer_ctx *ctx)
         for (int gi = 0; gi < G; gi++)
             ctx->be->gemm(1, 0, CRSg, ld, Kg, 1.0f, w + (size_t)gi * Kg * CRSg, CRSg,
                           tmp + (size_t)gi * Kg * ld, ld, 0.0f, col + (size_t)gi * CRSg * ld, ld);
-        for (int i = 0; i < nb; i++) {
-            float *dxi = dx + (size_t)(n0 + i) * in_size;
-            if (!l->dx_accumulate[0])
-                memset(dxi, 0, sizeof(float) * in_size);
-            ctx->be->col2im(g, col + i * PQ, ld, 0, g->C, dxi);
-        }
+        float *dxn = dx + (size_t)n0 * in_size;
+        if (!l->dx_accumulate[0])
+            memset(dxn, 0, sizeof(float) * in_size * nb);
+        ctx->be->col2im(g, col, ld, nb, dxn);
     }
 }
 
