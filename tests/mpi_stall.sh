@@ -75,7 +75,7 @@ stall_case 2 1
 stall_case 4 2
 
 common=(train --model lenet5 --dataset synthetic --synthetic-shape 1x28x28 --synthetic-samples 512
-        --batch-size 64 --steps 2000 --threads 1 --quiet --seed 5 --optimizer sgd --momentum 0.9)
+        --batch-size 64 --steps 300 --threads 1 --quiet --seed 5 --optimizer sgd --momentum 0.9)
 timeout 300 "$mpirun" -np 2 "$dtnn" "${common[@]}" --save "$tmp/full.safetensors" >/dev/null 2>&1 ||
     { echo "FAIL: uninterrupted 2-rank run"; failures=$((failures + 1)); }
 timeout 300 "$mpirun" -np 2 "$dtnn" "${common[@]}" --save "$tmp/sig.safetensors" \
