@@ -5,9 +5,9 @@
 # ranks (rank 2 stopped; the message must name rank 2 and no other). `timeout` bounds every run
 # so a hang fails the test. Also signals: SIGTERM delivered to one rank only (a scheduler
 # signals them one by one) stops every rank after the same step with one checkpoint, and
-# resuming on 2 ranks ends bit for bit where an uninterrupted 2-rank run ends. Usage: mpi_stall.sh DTNN CKDIFF MPIRUN TMPDIR, where MPIRUN is the
-# build's launcher (build/tests/mpirun, written by tests/CMakeLists.txt) that holds the vendor's
-# options.
+# resuming on 2 ranks ends bit for bit where an uninterrupted 2-rank run ends.
+# Usage: mpi_stall.sh DTNN CKDIFF MPIRUN TMPDIR, where MPIRUN is the build's launcher
+# (build/tests/mpirun, written by tests/CMakeLists.txt) that holds the vendor's options.
 set -u
 dtnn=$1
 mpirun=$3
