@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
-# Disk full, on a small tmpfs mounted for the test (skipped where mounting is not allowed):
+# Unwritable file systems, on small tmpfs mounts made for the test (skipped where mounting is
+# not allowed):
+#  - a read-only file system (which stops root too, unlike permission bits) is reported before
+#    training starts, for the checkpoint and for the log;
 #  - a checkpoint that cannot fit is reported before training starts;
 #  - when the disk fills up during the run, the failed write says so, training stops, and the
 #    last good checkpoint is intact and loads.
@@ -7,18 +10,32 @@
 set -u
 dtnn=$1
 tmp=$2
-rm -rf "$tmp" && mkdir -p "$tmp/small" "$tmp/fill"
+rm -rf "$tmp" && mkdir -p "$tmp/small" "$tmp/fill" "$tmp/ro"
 if ! mount -t tmpfs -o size=200k tmpfs "$tmp/small" 2>/dev/null; then
     echo "skipped: cannot mount a tmpfs here (needs root and CAP_SYS_ADMIN)"
     exit 77
 fi
 mount -t tmpfs -o size=1200k tmpfs "$tmp/fill" || { umount "$tmp/small"; exit 77; }
-trap 'umount "$tmp/small" "$tmp/fill" 2>/dev/null' EXIT
+mount -t tmpfs -o ro,size=64k tmpfs "$tmp/ro" || { umount "$tmp/small" "$tmp/fill"; exit 77; }
+trap 'umount "$tmp/small" "$tmp/fill" "$tmp/ro" 2>/dev/null' EXIT
 failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 # lenet5 with SGD momentum: 2 x 61,706 floats, a checkpoint of about 0.5 MB.
 common=(--model lenet5 --dataset synthetic --synthetic-shape 1x28x28 --synthetic-samples 320
         --batch-size 32 --threads 1 --quiet --optimizer sgd --momentum 0.9)
+
+for what in checkpoint log; do
+    flag=--save
+    [[ $what == log ]] && flag=--log
+    "$dtnn" train "${common[@]}" --epochs 1 "$flag" "$tmp/ro/x" >"$tmp/out" 2>&1
+    rc=$?
+    if [[ $rc -eq 1 ]] && grep -q "cannot write the $what '$tmp/ro/x': Read-only file system" \
+        "$tmp/out" && ! grep -q "epoch 1" "$tmp/out"; then
+        echo "ok: read-only $what: $(cat "$tmp/out")"
+    else
+        fail "read-only $what: exit $rc: $(cat "$tmp/out")"
+    fi
+done
 
 "$dtnn" train "${common[@]}" --epochs 1 --save "$tmp/small/a.safetensors" >"$tmp/out" 2>&1
 rc=$?
