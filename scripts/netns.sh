@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Hosts on one machine: Linux network namespaces dtnn-h0 .. dtnn-h<N-1>, each with one veth
+# link (10.99.0.<k+1>/24, a private test subnet) to a bridge inside its own namespace
+# (dtnn-sw), so the machine's own network is never touched. Open MPI starts ranks in them
+# through scripts/netns-agent.sh as its rsh agent (see `mpirun-args` below).
+#   scripts/netns.sh up N [RATE]   create N hosts; RATE (e.g. 1gbit) limits each host's link
+#   scripts/netns.sh down          remove every dtnn-* namespace (also after a failure)
+#   scripts/netns.sh mpirun-args   the mpirun options that run over these hosts
+# Needs root and iproute2 (ip, tc).
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+subnet=10.99.0
+
+down() {
+    for ns in $(ip netns list 2>/dev/null | awk '/^dtnn-/{print $1}'); do
+        ip netns del "$ns" 2>/dev/null || true
+    done
+}
+
+up() {
+    local hosts=$1 rate=${2:-}
+    [[ $hosts -ge 1 && $hosts -le 64 ]] || { echo "netns.sh: 1 to 64 hosts, not $hosts" >&2; exit 2; }
+    down
+    trap 'down' ERR
+    ip netns add dtnn-sw
+    ip -n dtnn-sw link add br0 type bridge
+    ip -n dtnn-sw link set br0 up
+    ip -n dtnn-sw link set lo up
+    for ((k = 0; k < hosts; k++)); do
+        local ns=dtnn-h$k
+        ip netns add "$ns"
+        ip link add "veth$k" netns "$ns" type veth peer name "port$k" netns dtnn-sw
+        ip -n "$ns" link set "veth$k" name eth0
+        ip -n "$ns" addr add "$subnet.$((k + 1))/24" dev eth0
+        ip -n "$ns" link set eth0 up
+        ip -n "$ns" link set lo up
+        ip -n dtnn-sw link set "port$k" master br0
+        ip -n dtnn-sw link set "port$k" up
+        if [[ -n $rate ]]; then
+            # tbf: the link's rate, a burst of ~1 ms at that rate (at least 32 KiB), 50 ms queue.
+            tc -n "$ns" qdisc add dev eth0 root tbf rate "$rate" burst 256kb latency 50ms
+        fi
+    done
+    trap - ERR
+    echo "netns.sh: $hosts hosts dtnn-h0..dtnn-h$((hosts - 1)) on $subnet.0/24${rate:+, links $rate}"
+}
+
+mpirun_args() {
+    echo "--mca plm_rsh_agent $here/netns-agent.sh --mca btl tcp,self" \
+         "--mca btl_tcp_if_include $subnet.0/24 --mca oob_tcp_if_include $subnet.0/24"
+}
+
+case ${1:-} in
+up) up "${2:?hosts}" "${3:-}" ;;
+down) down ;;
+mpirun-args) mpirun_args ;;
+*) echo "usage: netns.sh up N [RATE] | down | mpirun-args" >&2; exit 2 ;;
+esac
