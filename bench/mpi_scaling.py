@@ -15,20 +15,12 @@ Run it on a quiet machine: it times.
   /usr/bin/python3 bench/mpi_scaling.py [--build build] [--steps 30] [--repeats 2] [models...]
 """
 import argparse
-import json
 import os
-import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def run_json(cmd):
-    out = subprocess.run(cmd, capture_output=True, text=True)
-    for line in out.stdout.splitlines():
-        if line.startswith("{"):
-            return json.loads(line)
-    sys.exit(f"failed: {' '.join(cmd)}\n{out.stdout}\n{out.stderr}")
+sys.path.insert(0, HERE)
+from bench_util import run_json  # noqa: E402
 
 
 def dtnn(args, model, ranks, threads, *extra):

@@ -8,53 +8,23 @@ peak RSS.
   /usr/bin/python3 bench/torch_compare.py [--build build] [--repeats 3] [models...]
 """
 import argparse
-import json
 import os
-import resource
-import subprocess
 import sys
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+from bench_util import run_json  # noqa: E402
 
 
 def dtnn_json(args, *extra):
-    out = subprocess.run([os.path.join(args.build, "dtnn"), "bench", *extra],
-                         capture_output=True, text=True)
-    for line in out.stdout.splitlines():
-        if line.startswith("{"):
-            return json.loads(line)
-    sys.exit(f"dtnn bench {' '.join(extra)} failed:\n{out.stdout}\n{out.stderr}")
+    return run_json([os.path.join(args.build, "dtnn"), "bench", *extra])
 
 
 def torch_run(model, threads, steps, warmup, batch):
     """One PyTorch measurement in a fresh process (as dtnn's), so RSS and threads are its own."""
-    code = f"""
-import json, resource, sys, time, torch, torch.nn.functional as F
-sys.path.insert(0, {HERE!r})
-from torch_models import MODELS
-torch.set_num_threads({threads})
-make, shape = MODELS[{model!r}]
-torch.manual_seed(0)
-m = make()
-opt = torch.optim.SGD(m.parameters(), lr=0.01, momentum=0.9)
-x = torch.randn({batch}, *shape)
-y = torch.arange({batch}) % 10
-for i in range({warmup} + {steps}):
-    if i == {warmup}:
-        t0 = time.perf_counter()
-    opt.zero_grad(set_to_none=True)
-    F.cross_entropy(m(x), y).backward()
-    opt.step()
-s = time.perf_counter() - t0
-print(json.dumps({{"images_per_sec": {batch} * {steps} / s,
-                  "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}}))
-"""
-    out = subprocess.run(["/usr/bin/python3", "-c", code], capture_output=True, text=True)
-    if out.returncode:
-        sys.exit(f"PyTorch run failed:\n{out.stderr}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return run_json(["/usr/bin/python3", os.path.join(HERE, "torch_ddp.py"), "--model", model,
+                     "--procs", "1", "--threads", str(threads), "--batch", str(batch),
+                     "--steps", str(steps), "--warmup", str(warmup)])
 
 
 def main():

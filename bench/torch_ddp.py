@@ -7,6 +7,7 @@ images/s, the slowest process's time), the same fields as `dtnn bench`.
 import argparse
 import json
 import os
+import resource
 import socket
 import sys
 import time
@@ -74,7 +75,9 @@ def main():
     print(json.dumps({"framework": f"pytorch {torch.__version__}", "model": args.model,
                       "ranks": args.procs, "threads": args.threads, "batch_size": args.batch,
                       "steps": args.steps, "images_per_sec": round(ips, 1),
-                      "step_ms": round(1e3 * seconds / args.steps, 3)}))
+                      "step_ms": round(1e3 * seconds / args.steps, 3),
+                      "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+                                           / 1024, 1)}))
 
 
 if __name__ == "__main__":

@@ -8,10 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-20}
-if ! command -v clang >/dev/null; then
-    [[ $(id -u) -eq 0 ]] || { echo "fuzz.sh: clang is missing (apt-get install clang)"; exit 1; }
-    apt-get install -y -qq clang >/dev/null
-fi
+scripts/install-deps.sh clang
 cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DDTNN_FUZZ=ON -DDTNN_MPI=OFF \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo >build-fuzz.cmake.log 2>&1 || { cat build-fuzz.cmake.log; exit 1; }
 cmake --build build-fuzz -j "$(nproc)" >/dev/null

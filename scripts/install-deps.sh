@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Installs the Debian packages dtnn needs to build, test and run its demo, when missing.
 # Idempotent and quiet when everything is there; needs root only when something is missing.
+# Extra package names as arguments are installed the same way (scripts/fuzz.sh: clang,
+# scripts/valgrind.sh: valgrind).
 set -euo pipefail
 
 packages=(cmake make gcc libc6-dev libopenblas-dev zlib1g-dev dataset-fashion-mnist
-          libopenmpi-dev openmpi-bin)
+          libopenmpi-dev openmpi-bin "$@")
 missing=()
 for p in "${packages[@]}"; do
     status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)

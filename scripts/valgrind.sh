@@ -6,10 +6,7 @@
 # what valgrind reports). Usage: scripts/valgrind.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
-command -v valgrind >/dev/null || {
-    [[ $(id -u) -eq 0 ]] || { echo "valgrind.sh: valgrind is missing"; exit 1; }
-    apt-get install -y -qq valgrind >/dev/null
-}
+scripts/install-deps.sh valgrind
 cmake -S . -B build-vg -DCMAKE_BUILD_TYPE=Debug -DDTNN_MPI=OFF >build-vg.cmake.log 2>&1 ||
     { cat build-vg.cmake.log; exit 1; }
 cmake --build build-vg -j "$(nproc)" >/dev/null

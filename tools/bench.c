@@ -51,6 +51,21 @@ typedef struct {
     double sync_ms, mpi_ms;       /* one full-gradient all-reduce: dtnn's, plain MPI_Allreduce */
 } bench_result;
 
+/* Replaces each of v[0..n) by its maximum over the ranks (the slowest rank sets the pace). */
+static dtnn_status max_over_ranks(dtnn_comm *comm, double *v, int n, dtnn_error *err)
+{
+    int ranks = dtnn_comm_size(comm);
+    double *all = malloc(sizeof(double) * (size_t)n * (size_t)ranks);
+    if (!all)
+        return dtnn_error_set(err, DTNN_ERR_NOMEM, "out of memory");
+    dtnn_status st = dtnn_comm_allgather(comm, v, sizeof(double) * (size_t)n, all, err);
+    for (int q = 0; q < ranks && !st; q++)
+        for (int i = 0; i < n; i++)
+            v[i] = all[q * n + i] > v[i] ? all[q * n + i] : v[i];
+    free(all);
+    return st;
+}
+
 /* Seconds for `reps` full-gradient all-reduces: through dtnn's gradient sync (buckets) and as
  * one plain MPI_Allreduce of the same buffer, interleaved so both see the same machine. */
 static dtnn_status time_allreduce(dtnn_comm *comm, dtnn_model *m, dtnn_grad_sync *gs,
@@ -70,17 +85,11 @@ static dtnn_status time_allreduce(dtnn_comm *comm, dtnn_model *m, dtnn_grad_sync
         sync += t1 - t0;
         plain += progress_now() - t1;
     }
-    double t[2] = {sync, plain}, all[2 * 1024];
-    int ranks = dtnn_comm_size(comm);
-    if (ranks <= 1024 && dtnn_comm_allgather(comm, t, sizeof t, all, err))
-        return err->code;
-    for (int q = 0; q < ranks && q < 1024; q++) {
-        sync = all[2 * q] > sync ? all[2 * q] : sync;
-        plain = all[2 * q + 1] > plain ? all[2 * q + 1] : plain;
-    }
-    r->sync_ms = 1e3 * sync / reps;
-    r->mpi_ms = 1e3 * plain / reps;
-    return DTNN_OK;
+    double t[2] = {sync, plain};
+    dtnn_status st = max_over_ranks(comm, t, 2, err);
+    r->sync_ms = 1e3 * t[0] / reps;
+    r->mpi_ms = 1e3 * t[1] / reps;
+    return st;
 }
 
 static void print_profile(dtnn_model *m, int64_t steps)
@@ -180,13 +189,7 @@ static int run_bench(const cli_opt *o, int n, dtnn_comm *comm, int threads)
     bench_result r = {0};
     r.exposed_comm = gs ? (dtnn_grad_sync_wait_seconds(gs) - wait0) / seconds : 0.0;
     if (ranks > 1) {
-        /* The slowest rank sets the pace of the job. */
-        double all[1024];
-        if (ranks <= 1024 && dtnn_comm_allgather(comm, &seconds, sizeof seconds, all, &err))
-            goto out;
-        for (int q = 0; q < ranks && q < 1024; q++)
-            seconds = all[q] > seconds ? all[q] : seconds;
-        if (time_allreduce(comm, m, gs, &r, &err))
+        if (max_over_ranks(comm, &seconds, 1, &err) || time_allreduce(comm, m, gs, &r, &err))
             goto out;
     }
     double flops = 0;

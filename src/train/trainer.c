@@ -210,15 +210,19 @@ static size_t checkpoint_bytes(dtnn_model *m, const dtnn_optimizer *opt)
     return sizeof(float) * floats + dtnn_model_buffer_bytes(m) + ((size_t)64 << 10);
 }
 
-/* The name of the kept copy of checkpoint `path` at a step: "run/a.safetensors" gives
- * "run/a.step00000120.safetensors"; without the extension ".step00000120" is appended. */
-static void kept_name(char *out, size_t len, const char *path, int64_t step)
+/* Kept copies of checkpoint "run/a.safetensors" are "run/a.step00000120.safetensors"; a name
+ * without that extension gets ".step00000120" appended. stem_length is the part before it. */
+static size_t stem_length(const char *name)
 {
     const char *ext = ".safetensors";
-    size_t n = strlen(path), e = strlen(ext);
-    int has_ext = n > e && !strcmp(path + n - e, ext);
-    snprintf(out, len, "%.*s.step%08lld%s", (int)(has_ext ? n - e : n), path, (long long)step,
-             has_ext ? ext : "");
+    size_t n = strlen(name), e = strlen(ext);
+    return n > e && !strcmp(name + n - e, ext) ? n - e : n;
+}
+
+static void kept_name(char *out, size_t len, const char *path, int64_t step)
+{
+    size_t stem = stem_length(path);
+    snprintf(out, len, "%.*s.step%08lld%s", (int)stem, path, (long long)step, path + stem);
 }
 
 static int cmp_i64(const void *a, const void *b)
@@ -238,32 +242,25 @@ static dtnn_status keep_copy(const char *path, int64_t step, int keep, dtnn_erro
     if (link(path, name) != 0)
         return dtnn_error_set(err, DTNN_ERR_IO, "cannot keep a copy of checkpoint '%s' as '%s': "
                               "%s", path, name, strerror(errno));
-    char dir[4096], prefix[4096];
-    const char *slash = strrchr(path, '/');
-    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) + 1 : 1, slash ? path : ".");
-    kept_name(prefix, sizeof prefix, slash ? slash + 1 : path, 0);
-    char *marker = strstr(prefix, ".step00000000");
-    size_t stem = marker ? (size_t)(marker - prefix) + strlen(".step") : 0;
-    const char *suffix = marker ? marker + strlen(".step00000000") : "";
+    const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(base - path) : 1, slash ? path : ".");
+    const size_t stem = stem_length(base);
     DIR *dp = opendir(dir);
-    if (!dp || !marker)
+    if (!dp)
         return DTNN_OK;
     int64_t steps[4096];
     int n = 0;
     struct dirent *de;
     while ((de = readdir(dp)) && n < 4096) {
-        const char *nm = de->d_name;
-        size_t len = strlen(nm), sl = strlen(suffix);
-        if (len <= stem + sl || strncmp(nm, prefix, stem) || strcmp(nm + len - sl, suffix))
+        if (strncmp(de->d_name, base, stem) || strncmp(de->d_name + stem, ".step", 5))
             continue;
-        char digits[32];
-        size_t nd = len - stem - sl;
-        if (nd >= sizeof digits)
+        const char *digits = de->d_name + stem + 5;
+        if (*digits < '0' || *digits > '9')
             continue;
-        memcpy(digits, nm + stem, nd);
-        digits[nd] = '\0';
-        long long v;
-        if (dtnn_parse_int(digits, &v) == 0 && v >= 0)
+        char *end;
+        long long v = strtoll(digits, &end, 10);
+        if (!strcmp(end, base + stem))
             steps[n++] = v;
     }
     closedir(dp);
