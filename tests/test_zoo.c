@@ -1,17 +1,143 @@
 /*
- * test_zoo.c — the zoo's architectures: parameter counts the issue states (they pin the exact
- * layer sizes), PyTorch tensor names, output shapes, and that unknown names are refused.
+ * test_zoo.c — every zoo model against its PyTorch twin (torchvision 0.14's own model for the
+ * ImageNet ones), from tests/ref/zoo.safetensors (tools/gen_zoo_reference.py): the parameter
+ * count, every state_dict key with its shape (so checkpoints load both ways), and the eval-mode
+ * output on weights and input both sides compute from one formula (described in the
+ * generator). Also: the memory plan, --classes / input adaptation, and refusals.
  */
+#include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "io/safetensors.h"
 #include "testutil.h"
 
-static void check_model(const char *name, size_t want_params, const char *const *names,
-                        int c, int h, int w)
+#define ZOO_FILE "ref/zoo.safetensors"
+
+/* Output tolerance, relative to the largest |output| of the model: float32 sums in another
+ * order (oneDNN vs BLAS GEMM blocking) through up to 110 layers. Measured (OpenBLAS 0.3.21,
+ * PyTorch 1.13): at most 2.4e-6 of the largest output (vgg16-64), so 2e-5 leaves 8x. */
+#define ZOO_RTOL 2e-5
+
+static uint32_t fnv1a32(const char *s)
 {
+    uint32_t h = 2166136261u;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 16777619u;
+    return h;
+}
+
+/* The generator's u(name, i): an exact float32 in [0, 1). */
+static float formula_u(uint32_t seed, size_t i)
+{
+    uint32_t h = (uint32_t)i * 0x9E3779B1u + seed;
+    h ^= h >> 16;
+    h *= 0x85EBCA6Bu;
+    h ^= h >> 13;
+    h *= 0xC2B2AE35u;
+    h ^= h >> 16;
+    return (float)(h >> 8) / 16777216.0f;
+}
+
+static int has_suffix(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && !strcmp(s + n - k, suffix);
+}
+
+/* Fills one tensor by the generator's rules (see tools/gen_zoo_reference.py). */
+static void fill_tensor(dtnn_model *m, const dtnn_tensor_info *t)
+{
+    if (t->dtype == DTNN_I64) {     /* num_batches_tracked */
+        memset(dtnn_model_buffers(m) + t->offset, 0, sizeof(int64_t) * t->count);
+        return;
+    }
+    float *v = t->kind == DTNN_TENSOR_PARAM ? dtnn_model_params(m) + t->offset
+                                            : (float *)(dtnn_model_buffers(m) + t->offset);
+    char bn_mean[160];
+    const char *dot = strrchr(t->name, '.');
+    snprintf(bn_mean, sizeof bn_mean, "%.*s.running_mean", (int)(dot - t->name), t->name);
+    const int is_bn = dtnn_model_tensor_by_name(m, bn_mean) != NULL;
+    const uint32_t seed = fnv1a32(t->name);
+    float scale = 0.0f;
+    if (t->ndim >= 2) {
+        double fan_in = 1;
+        for (int d = 1; d < t->ndim; d++)
+            fan_in *= (double)t->dims[d];
+        scale = (float)sqrt(6.0 / fan_in);
+    }
+    for (size_t i = 0; i < t->count; i++) {
+        float u = formula_u(seed, i);
+        if (t->ndim >= 2)
+            v[i] = (2.0f * u - 1.0f) * scale;
+        else if (has_suffix(t->name, ".running_var"))
+            v[i] = 0.5f + u;
+        else if (is_bn && has_suffix(t->name, ".weight"))
+            v[i] = 0.5f + 0.5f * u;
+        else
+            v[i] = (2.0f * u - 1.0f) * 0.1f;
+    }
+}
+
+/* "name:d0xd1;name:;..." against the model's tensor table: same names, same shapes, no more. */
+static void check_keys(const char *model, dtnn_model *m, const char *keys)
+{
+    int listed = 0;
+    while (*keys) {
+        const char *end = strchr(keys, ';');
+        size_t len = end ? (size_t)(end - keys) : strlen(keys);
+        char entry[256];
+        snprintf(entry, sizeof entry, "%.*s", (int)len, keys);
+        keys += len + (end != NULL);
+        char *colon = strrchr(entry, ':');
+        if (!colon)
+            continue;
+        *colon = '\0';
+        listed++;
+        const dtnn_tensor_info *t = dtnn_model_tensor_by_name(m, entry);
+        if (!t) {
+            fprintf(stderr, "FAIL %s: torchvision has '%s', dtnn does not\n", model, entry);
+            test_failures++;
+            continue;
+        }
+        char shape[64] = "";
+        for (int d = 0; d < t->ndim; d++)
+            snprintf(shape + strlen(shape), sizeof shape - strlen(shape), "%s%lld",
+                     d ? "x" : "", (long long)t->dims[d]);
+        if (strcmp(shape, colon + 1)) {
+            fprintf(stderr, "FAIL %s: '%s' is %s in dtnn, %s in PyTorch\n", model, entry,
+                    shape, colon + 1);
+            test_failures++;
+        }
+    }
+    if (listed != dtnn_model_tensor_count(m)) {
+        fprintf(stderr, "FAIL %s: dtnn has %d tensors, PyTorch's state_dict %d\n", model,
+                dtnn_model_tensor_count(m), listed);
+        test_failures++;
+    }
+}
+
+static void check_model(const st_file *f, const char *name)
+{
+    char key[96];
+    int c = 0, h = 0, w = 0;
+    snprintf(key, sizeof key, "%s.input", name);
+    const char *input = st_meta(f, key);
+    snprintf(key, sizeof key, "%s.params", name);
+    const char *params = st_meta(f, key);
+    snprintf(key, sizeof key, "%s.keys", name);
+    const char *keys = st_meta(f, key);
+    snprintf(key, sizeof key, "%s.y", name);
+    const st_tensor *ty = st_find(f, key);
+    CHECK(input && params && keys && ty && ty->ndim == 2 && ty->dims[0] == 2 &&
+          !strcmp(ty->dtype, "F32"));
+    if (!input || !params || !keys || !ty || sscanf(input, "%dx%dx%d", &c, &h, &w) != 3)
+        return;
+    const int classes = (int)ty->dims[1];
+
     dtnn_error err;
-    dtnn_model *m = dtnn_zoo_create(name, 0, c, h, w, &err);
+    dtnn_model *m = dtnn_zoo_create(name, classes, c, h, w, &err);
     CHECK(m != NULL);
     if (!m) {
         fprintf(stderr, "%s: %s\n", name, err.message);
@@ -20,23 +146,74 @@ static void check_model(const char *name, size_t want_params, const char *const 
     dtnn_build_params bp;
     dtnn_build_params_default(&bp);
     bp.max_batch = 2;
+    bp.training = 0;
     CHECK_OK(dtnn_model_build(m, &bp, &err), &err);
-    printf("%-10s %zu parameters (want %zu)\n", name, dtnn_model_param_count(m), want_params);
+    const size_t want_params = strtoull(params, NULL, 10);
+    printf("%-14s %zu parameters (PyTorch %zu), %d tensors, input %s\n", name,
+           dtnn_model_param_count(m), want_params, dtnn_model_tensor_count(m), input);
     CHECK(dtnn_model_param_count(m) == want_params);
-    for (int i = 0; names[i]; i++) {
-        if (!dtnn_model_tensor_by_name(m, names[i])) {
-            fprintf(stderr, "FAIL %s: no tensor '%s'\n", name, names[i]);
-            test_failures++;
-        }
-    }
-    int n, classes, ic, ih, iw;
-    dtnn_model_input_shape(m, &ic, &ih, &iw);
-    float *x = calloc((size_t)2 * ic * ih * iw, sizeof(float));
+    check_keys(name, m, keys);
+
+    for (int i = 0; i < dtnn_model_tensor_count(m); i++)
+        fill_tensor(m, dtnn_model_tensor(m, i));
+    const size_t in_count = (size_t)2 * c * h * w;
+    float *x = malloc(sizeof(float) * in_count);
+    const uint32_t seed = fnv1a32("input");
+    for (size_t i = 0; i < in_count; i++)
+        x[i] = 2.0f * formula_u(seed, i) - 1.0f;
     CHECK_OK(dtnn_model_forward(m, x, 2, 0, &err), &err);
-    dtnn_model_output(m, &n, &classes);
-    CHECK(n == 2 && classes == (strcmp(name, "vgg16-64") ? 10 : 200));
+    int n, out_classes;
+    const float *y = dtnn_model_output(m, &n, &out_classes);
+    CHECK(n == 2 && out_classes == classes);
+    const float *want = (const float *)(f->data + ty->offset);
+    double largest = 0;
+    for (int i = 0; i < 2 * classes; i++)
+        largest = fmax(largest, fabs(want[i]));
+    char label[96];
+    snprintf(label, sizeof label, "%.60s eval output", name);
+    if (n == 2 && out_classes == classes)
+        test_compare(label, y, want, (size_t)2 * classes, ZOO_RTOL * largest, 0);
     free(x);
     dtnn_model_free(m);
+}
+
+/* Every zoo model has its reference, and every reference a zoo model. */
+static void check_all_models(void)
+{
+    st_file f;
+    dtnn_error err;
+    if (st_read(ZOO_FILE, &f, &err) != DTNN_OK) {
+        fprintf(stderr, "FAIL %s: %s (regenerate with /usr/bin/python3 "
+                "tools/gen_zoo_reference.py)\n", ZOO_FILE, err.message);
+        test_failures++;
+        return;
+    }
+    const char *list = st_meta(&f, "models");
+    CHECK(list != NULL);
+    int listed = 0;
+    for (const char *p = list; p && *p;) {
+        size_t len = strcspn(p, " ");
+        char name[64];
+        snprintf(name, sizeof name, "%.*s", (int)len, p);
+        check_model(&f, name);
+        listed++;
+        p += len + (p[len] == ' ');
+    }
+    const char *zoo_name;
+    int zoo_count = 0;
+    while ((zoo_name = dtnn_zoo_name(zoo_count, NULL)) != NULL) {
+        char padded[80];
+        snprintf(padded, sizeof padded, " %s ", zoo_name);
+        char haystack[2048];
+        snprintf(haystack, sizeof haystack, " %s ", list ? list : "");
+        if (!strstr(haystack, padded)) {
+            fprintf(stderr, "FAIL zoo model '%s' has no reference in %s\n", zoo_name, ZOO_FILE);
+            test_failures++;
+        }
+        zoo_count++;
+    }
+    CHECK(listed == zoo_count);
+    st_free(&f);
 }
 
 /* The memory check: the planned figure adds up, and a limit below it is refused before any
@@ -66,37 +243,48 @@ static void check_memory_plan(void)
     CHECK(dtnn_memory_available() > 0);
 }
 
+/* --classes and the input size adapt a model where its architecture allows, and an input it
+ * cannot take is refused naming the layer. */
+static void check_adaptation(void)
+{
+    dtnn_error err;
+    dtnn_build_params bp;
+    dtnn_build_params_default(&bp);
+    bp.max_batch = 1;
+    bp.training = 0;
+    /* ResNet-50 on 1x32x32 with 10 classes: the stem takes any channel count, the global pool
+     * any size. */
+    dtnn_model *m = dtnn_zoo_create("resnet50", 10, 1, 32, 32, &err);
+    CHECK(m && dtnn_model_build(m, &bp, &err) == DTNN_OK);
+    const dtnn_tensor_info *t = m ? dtnn_model_tensor_by_name(m, "fc.weight") : NULL;
+    CHECK(t && t->dims[0] == 10 && t->dims[1] == 2048);
+    t = m ? dtnn_model_tensor_by_name(m, "conv1.weight") : NULL;
+    CHECK(t && t->dims[1] == 1);
+    dtnn_model_free(m);
+    /* VGG-16 at 32x32: 1x1 features, which the adaptive pool spreads to 7x7 as torchvision's. */
+    m = dtnn_zoo_create("vgg16", 100, 3, 32, 32, &err);
+    CHECK(m && dtnn_model_build(m, &bp, &err) == DTNN_OK);
+    t = m ? dtnn_model_tensor_by_name(m, "classifier.0.weight") : NULL;
+    CHECK(t && t->dims[1] == 25088);
+    dtnn_model_free(m);
+    /* AlexNet cannot take 3x32x32: its third max pool has nothing left to pool. */
+    m = dtnn_zoo_create("alexnet", 10, 3, 32, 32, &err);
+    CHECK(m != NULL);
+    CHECK(m && dtnn_model_build(m, &bp, &err) != DTNN_OK);
+    CHECK(m && strstr(err.message, "features.12") != NULL);
+    if (m)
+        printf("alexnet on 3x32x32 refused: %s\n", err.message);
+    dtnn_model_free(m);
+}
+
 int main(void)
 {
     check_memory_plan();
-    const char *lenet[] = {"conv1.weight", "conv1.bias", "conv2.weight", "fc1.weight",
-                           "fc2.bias", "fc3.weight", "fc3.bias", NULL};
-    check_model("lenet5", 61706, lenet, 0, 0, 0);
-    const char *cifar[] = {"conv1.weight", "conv4.bias", "fc1.weight", "fc2.bias", NULL};
-    check_model("cifarcnn", 2168362, cifar, 0, 0, 0);
-    const char *resnet[] = {"conv1.weight", "bn1.weight", "bn1.running_mean",
-                            "bn1.num_batches_tracked", "layer1.0.conv1.weight",
-                            "layer2.0.bn1.running_var", "layer3.2.conv2.weight",
-                            "layer3.2.bn2.bias", "fc.weight", "fc.bias", NULL};
-    check_model("resnet20", 269722, resnet, 0, 0, 0);
-    const char *vgg[] = {"features.0.weight", "features.28.bias", "classifier.0.weight",
-                         "classifier.4.bias", NULL};
-    check_model("vgg16-64", 16129032, vgg, 0, 0, 0);
-    const char *mlp[] = {"fc1.weight", "fc2.weight", "fc3.bias", NULL};
-    check_model("mlp", 784 * 512 + 512 + 512 * 512 + 512 + 512 * 10 + 10, mlp, 0, 0, 0);
-    check_model("mlp", 3072 * 512 + 512 + 512 * 512 + 512 + 512 * 10 + 10, mlp, 3, 32, 32);
+    check_all_models();
+    check_adaptation();
 
     dtnn_error err;
     CHECK(dtnn_zoo_create("lenet6", 10, 0, 0, 0, &err) == NULL);
     CHECK(strstr(err.message, "lenet6") != NULL);
-    /* conv1.weight of resnet20 has no bias: PyTorch's bias=False. */
-    dtnn_model *m = dtnn_zoo_create("resnet20", 10, 0, 0, 0, &err);
-    dtnn_build_params bp;
-    dtnn_build_params_default(&bp);
-    CHECK_OK(dtnn_model_build(m, &bp, &err), &err);
-    CHECK(dtnn_model_tensor_by_name(m, "conv1.bias") == NULL);
-    const dtnn_tensor_info *t = dtnn_model_tensor_by_name(m, "layer2.0.conv1.weight");
-    CHECK(t && t->ndim == 4 && t->dims[0] == 32 && t->dims[1] == 16 && t->dims[2] == 3);
-    dtnn_model_free(m);
     return test_finish("test_zoo");
 }

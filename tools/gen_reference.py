@@ -405,20 +405,20 @@ class BasicBlock(nn.Module):
 
 
 class ResNet20(nn.Module):
-    """src/model/zoo.c build_cifar_resnet with 3 blocks per stage."""
+    """src/model/zoo.c build_cifar_resnet with 3 blocks per stage (or `blocks`: ResNet-6n+2)."""
 
-    def __init__(self, classes=10):
+    def __init__(self, classes=10, blocks=3):
         super().__init__()
         self.conv1 = nn.Conv2d(3, 16, 3, padding=1, bias=False)
         self.bn1 = nn.BatchNorm2d(16)
         in_planes = 16
         for stage in range(3):
             planes = 16 << stage
-            blocks = []
-            for i in range(3):
-                blocks.append(BasicBlock(in_planes, planes, 2 if stage > 0 and i == 0 else 1))
+            layer = []
+            for i in range(blocks):
+                layer.append(BasicBlock(in_planes, planes, 2 if stage > 0 and i == 0 else 1))
                 in_planes = planes
-            self.add_module(f"layer{stage + 1}", nn.Sequential(*blocks))
+            self.add_module(f"layer{stage + 1}", nn.Sequential(*layer))
         self.fc = nn.Linear(64, classes)
 
     def forward(self, x):
