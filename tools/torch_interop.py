@@ -4,7 +4,8 @@
     /usr/bin/python3 tools/torch_interop.py DTNN_CHECKPOINT MODEL INPUT.npy DTNN_LOGITS.npy OUT
 
 1. Reads the dtnn checkpoint (safetensors, parsed here by hand), drops the "optimizer." entries
-   and loads the rest into the PyTorch module of the same zoo model with load_state_dict
+   and loads the rest into the PyTorch module of the same zoo model (torchvision's own, with
+   10 classes, for the torchvision models) with load_state_dict
    (strict: every name and shape must match).
 2. Runs the module in eval mode on INPUT.npy and compares with the logits dtnn predict wrote.
 3. Writes the module's state_dict as a plain safetensors file OUT (as a PyTorch user would
@@ -45,9 +46,16 @@ def read_safetensors(path):
     return out
 
 
+def make_model(name):
+    if name in ("lenet5", "resnet20"):
+        return {"lenet5": LeNet5, "resnet20": ResNet20}[name]()
+    import torchvision  # only the torchvision models need it (python3-torchvision)
+    return getattr(torchvision.models, name)(num_classes=10)
+
+
 def main():
     ckpt, model_name, x_path, logits_path, out_path = sys.argv[1:6]
-    model = {"lenet5": LeNet5, "resnet20": ResNet20}[model_name]()
+    model = make_model(model_name)
     state = {k: v for k, v in read_safetensors(ckpt).items() if not k.startswith("optimizer.")}
     model.load_state_dict(state)  # strict: raises on any missing, extra or misshapen tensor
     model.eval()
