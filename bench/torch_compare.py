@@ -34,6 +34,8 @@ def main():
     p.add_argument("--threads", default="1,2")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--steps", type=int, default=0,
+                   help="timed steps (0: 30, or 4 for vgg16-64 and 2 for 224x224 models)")
     args = p.parse_args()
     threads = [int(t) for t in args.threads.split(",")]
     peak = {t: max(dtnn_json(args, "--model", "lenet5", "--sgemm", "2048", "--threads", str(t),
@@ -43,8 +45,10 @@ def main():
     print(f"{'model':<10} {'thr':>3} {'dtnn img/s':>11} {'PyTorch':>9} {'ratio':>6} "
           f"{'dtnn GF/s':>9} {'of peak':>7} {'PyTorch':>8} {'RSS MB dtnn':>11} {'PyTorch':>8}")
     for model in args.models:
-        big = model == "vgg16-64"
-        steps, warmup = (4, 1) if big else (30, 5)
+        steps, warmup = (30, 5) if model in ("lenet5", "cifarcnn", "resnet20", "mlp") else \
+            (4, 1) if model == "vgg16-64" else (2, 1)
+        if args.steps:
+            steps = args.steps
         for t in threads:
             ours, theirs = [], []
             for _ in range(args.repeats):

@@ -110,3 +110,13 @@ MODELS = {
     "resnet20": (ResNet20, (3, 32, 32)),
     "vgg16-64": (VGG16_64, (3, 64, 64)),
 }
+
+# torchvision's ImageNet models are dtnn's zoo models of the same names (test_zoo.c checks it).
+try:
+    import torchvision
+
+    for _name in ("alexnet", "vgg11", "vgg16", "vgg11_bn", "vgg16_bn", "resnet18", "resnet34",
+                  "resnet50", "mobilenet_v2", "densenet121"):
+        MODELS[_name] = (getattr(torchvision.models, _name), (3, 224, 224))
+except ImportError:
+    pass
