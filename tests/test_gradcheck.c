@@ -202,6 +202,11 @@ static void check_conv2d(void)
     layer(m, "conv2d", "filters=9 kernel=3 padding=1 stride=2 groups=3");
     gradcheck(m, 3, "conv2d groups=3, 6x5x7 -> 9", SMOOTH_EPS, TOL);
 
+    m = model_new(5, 7, 6);     /* depthwise (its direct path), stride 2, 5x5, padding 2 */
+    layer(m, "conv2d", "filters=5 kernel=5 stride=2 padding=2 groups=5");
+    layer(m, "conv2d", "filters=3 kernel=1");
+    gradcheck(m, 2, "conv2d depthwise 5x5 s2 p2 -> conv2d 1x1", SMOOTH_EPS, TOL);
+
     m = model_new(3, 6, 5);     /* rectangular kernel, stride and padding */
     layer(m, "conv2d", "filters=7 kernel=3x1 stride=1x2 padding=1x0");
     gradcheck(m, 3, "conv2d 3x1 kernel, stride 1x2", SMOOTH_EPS, TOL);

@@ -44,6 +44,15 @@ typedef struct dtnn_backend {
     /* The adjoint: adds col back into dx [images, C, H, W]. */
     void (*col2im)(const conv_geom *g, const float *col, int ldcol, int images, float *dx);
 
+    /* Depthwise convolution (groups == C == K; w [C, R, S], bias [C] or NULL) over n images,
+     * direct. backward_weight adds into dw (and db when not NULL). */
+    void (*dw_conv_forward)(const conv_geom *g, int n, const float *x, const float *w,
+                            const float *bias, float *y);
+    void (*dw_conv_backward_data)(const conv_geom *g, int n, const float *dy, const float *w,
+                                  float *dx, int accumulate);
+    void (*dw_conv_backward_weight)(const conv_geom *g, int n, const float *x, const float *dy,
+                                    float *dw, float *db);
+
     /* Max pooling over n images; argmax [n, C, P, Q] holds the flat h * W + w of each max. */
     void (*maxpool_forward)(const pool_geom *g, int n, const float *x, float *y,
                             int32_t *argmax);

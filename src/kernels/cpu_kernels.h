@@ -1,6 +1,6 @@
 /*
  * cpu_kernels.h — the CPU kernels that cpu_backend.c puts into the backend table. One family
- * per file: gemm_blas.c, im2col.c, pool.c, activation.c, batchnorm.c, softmax.c.
+ * per file: gemm_blas.c, im2col.c, depthwise.c, pool.c, activation.c, batchnorm.c, softmax.c.
  */
 #ifndef DTNN_CPU_KERNELS_H
 #define DTNN_CPU_KERNELS_H
@@ -11,6 +11,12 @@ void cpu_gemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const 
               int lda, const float *b, int ldb, float beta, float *c, int ldc);
 void cpu_im2col(const conv_geom *g, const float *x, int images, float *col, int ldcol);
 void cpu_col2im(const conv_geom *g, const float *col, int ldcol, int images, float *dx);
+void cpu_dw_conv_forward(const conv_geom *g, int n, const float *x, const float *w,
+                         const float *bias, float *y);
+void cpu_dw_conv_backward_data(const conv_geom *g, int n, const float *dy, const float *w,
+                               float *dx, int accumulate);
+void cpu_dw_conv_backward_weight(const conv_geom *g, int n, const float *x, const float *dy,
+                                 float *dw, float *db);
 void cpu_maxpool_forward(const pool_geom *g, int n, const float *x, float *y, int32_t *argmax);
 void cpu_maxpool_backward(const pool_geom *g, int n, const float *dy, const int32_t *argmax,
                           float *dx, int accumulate);

@@ -7,16 +7,24 @@
  * [K/groups, nb*P*Q], which is scattered to NCHW with the bias. nb is the largest chunk whose
  * scratch (col + GEMM output) fits a core's L2 cache (and the workspace limit), so the GEMM
  * reads the columns from cache; a layer whose single image needs more goes one image at a
- * time. Faster algorithms (direct, Winograd, implicit GEMM) belong to the kernel issue; this is
- * the reference path they are tested against.
+ * time. This is the reference path every faster algorithm is tested against (algo=im2col
+ * forces it; tests/test_gradcheck.c compares the paths on odd shapes).
+ *
+ * Faster paths, picked by algo=auto (the default) when they apply:
+ *   depthwise  groups == C == K (MobileNet's 3x3 depthwise layers): direct loops per channel
+ *              plane (kernels/depthwise.c), no workspace.
  */
 #include <string.h>
 
 #include "layer.h"
 
+enum { CONV_AUTO = 0, CONV_IM2COL, CONV_DEPTHWISE };
+
 typedef struct {
     int filters, kh, kw, stride_h, stride_w, pad_h, pad_w, dil_h, dil_w, groups, bias;
+    int algo_asked;             /* CONV_AUTO or CONV_IM2COL (the option algo=) */
     /* derived in infer */
+    int algo;                   /* the path that runs: CONV_IM2COL or CONV_DEPTHWISE */
     conv_geom g;
     int chunk;                  /* images per GEMM */
 } conv2d_cfg;
@@ -49,8 +57,15 @@ static dtnn_status conv2d_set(void *cfg, const char *key, const char *value, dtn
         return layer_opt_int(key, value, 1, 1 << 20, &c->groups, err);
     if (!strcmp(key, "bias"))
         return layer_opt_bool(key, value, &c->bias, err);
+    if (!strcmp(key, "algo")) {
+        if (strcmp(value, "auto") && strcmp(value, "im2col"))
+            return dtnn_error_set(err, DTNN_ERR_ARG, "algo=%s: conv2d's algo is auto (the "
+                                  "fastest path that applies) or im2col (the reference)", value);
+        c->algo_asked = strcmp(value, "auto") ? CONV_IM2COL : CONV_AUTO;
+        return DTNN_OK;
+    }
     return dtnn_error_set(err, DTNN_ERR_ARG, "unknown option '%s' for conv2d (filters, kernel, "
-                          "stride, padding, dilation, groups, bias)", key);
+                          "stride, padding, dilation, groups, bias, algo)", key);
 }
 
 static dtnn_status conv2d_infer(layer *l, dtnn_error *err)
@@ -94,6 +109,12 @@ static dtnn_status conv2d_infer(layer *l, dtnn_error *err)
         int64_t bd[1] = {c->filters};
         layer_declare(l, "bias", DTNN_TENSOR_PARAM, DTNN_F32, 1, bd, INIT_BIAS, fan_in, fan_out);
     }
+    c->algo = CONV_IM2COL;
+    if (c->algo_asked == CONV_AUTO && c->groups == in.c && c->filters == in.c) {
+        c->algo = CONV_DEPTHWISE;
+        l->workspace_bytes = 0;
+        return DTNN_OK;
+    }
     /* Chunks whose scratch fits the 1 MiB L2 cache of a core: the GEMM then reads the columns
      * im2col has just written from cache instead of memory. Measured (dtnn bench, batch 64, 1
      * thread, images/s with 0.5 / 1 / 64 MiB chunks): resnet20 96 / 93 / 69, cifarcnn 220 /
@@ -114,6 +135,10 @@ static void conv2d_forward(layer *l, const layer_ctx *ctx)
     const int Kg = g->K / G, CRSg = CRS / G;
     const float *w = l->p[0], *b = c->bias ? l->p[1] : NULL;
     const float *x = l->x[0];
+    if (c->algo == CONV_DEPTHWISE) {
+        ctx->be->dw_conv_forward(g, l->n, x, w, b, l->y);
+        return;
+    }
     for (int n0 = 0; n0 < l->n; n0 += c->chunk) {
         int nb = DTNN_MIN(c->chunk, l->n - n0);
         int ld = nb * PQ;
@@ -146,6 +171,12 @@ static void conv2d_backward(layer *l, const layer_ctx *ctx)
     float *dw = l->g[0], *db = c->bias ? l->g[1] : NULL;
     const float *x = l->x[0];
     float *dx = l->dx[0];
+    if (c->algo == CONV_DEPTHWISE) {
+        ctx->be->dw_conv_backward_weight(g, l->n, x, l->dy, dw, db);
+        if (dx)
+            ctx->be->dw_conv_backward_data(g, l->n, l->dy, w, dx, l->dx_accumulate[0]);
+        return;
+    }
     for (int n0 = 0; n0 < l->n; n0 += c->chunk) {
         int nb = DTNN_MIN(c->chunk, l->n - n0);
         int ld = nb * PQ;
@@ -191,7 +222,8 @@ static double conv2d_flops(const layer *l)
 
 const layer_ops layer_conv2d = {
     .type = "conv2d",
-    .summary = "2-D convolution (filters, kernel, stride, padding, dilation, groups, bias)",
+    .summary = "2-D convolution (filters, kernel, stride, padding, dilation, groups, bias, "
+               "algo=auto|im2col)",
     .cfg_size = sizeof(conv2d_cfg),
     .min_inputs = 1,
     .max_inputs = 1,
