@@ -5,10 +5,15 @@
  *
  * Memory plan: parameters, gradients (same layout) and batch-norm buffers each live in one
  * aligned flat buffer, laid out in layer order; every tensor has a PyTorch state_dict name
- * ("<layer name>.<suffix>"). Each layer owns its output and output-gradient arrays for max_batch
- * samples; one scratch workspace (the largest any layer asks for) is shared by all layers.
+ * ("<layer name>.<suffix>"). Each layer owns its output array for max_batch samples; one
+ * scratch workspace (the largest any layer asks for) is shared by all layers.
  * Backward visits layers in reverse; when an output feeds several layers, the first gradient to
  * arrive writes and the others add (dx_accumulate), so no gradient buffer is ever cleared.
+ *
+ * Output gradients share one pool (plan_gradient_pool): the gradient at layer i's output is
+ * only alive from the backward of its last consumer to its own backward, so buffers whose
+ * lifetimes do not overlap take the same memory. In a chain that is two buffers instead of one
+ * per layer: about half of the activation memory of training.
  */
 #include <math.h>
 #include <string.h>
@@ -17,6 +22,75 @@
 #include "../layers/layer.h"
 #include "../core/rng.h"
 #include "model_internal.h"
+
+/* Places each layer's output gradient (size[i] floats) in a shared pool: the gradient of layer
+ * i is alive over the layers [i, last consumer of i] (backward runs from the last consumer,
+ * which writes it first, down to i, which reads it last). Largest first, each at the lowest
+ * offset that overlaps in memory no placed buffer alive at the same time: first-fit
+ * interval colouring, O(n^2) for n layers, at build time only. Returns the pool's size in
+ * floats, or SIZE_MAX when out of memory. */
+static size_t plan_gradient_pool(const dtnn_model *m, const size_t *size, size_t *offset)
+{
+    const int n = m->n_layers;
+    int *last = malloc(sizeof(int) * (size_t)n), *order = malloc(sizeof(int) * (size_t)n);
+    int *placed = malloc(sizeof(int) * (size_t)n);
+    if (!last || !order || !placed) {
+        free(last);
+        free(order);
+        free(placed);
+        return SIZE_MAX;
+    }
+    for (int i = 0; i < n; i++) {
+        last[i] = i;
+        order[i] = i;
+    }
+    for (int j = 0; j < n; j++)
+        for (int k = 0; k < m->layers[j]->n_in; k++)
+            if (m->layers[j]->in_ids[k] != DTNN_INPUT)
+                last[m->layers[j]->in_ids[k]] = DTNN_MAX(last[m->layers[j]->in_ids[k]], j);
+    /* Largest first (ties: lower layer first, so the plan is deterministic). */
+    for (int a = 1; a < n; a++) {
+        int v = order[a], b = a;
+        while (b > 0 && (size[order[b - 1]] < size[v] ||
+                         (size[order[b - 1]] == size[v] && order[b - 1] > v))) {
+            order[b] = order[b - 1];
+            b--;
+        }
+        order[b] = v;
+    }
+    size_t pool = 0;
+    for (int a = 0; a < n; a++) {
+        const int i = order[a];
+        /* The placed buffers alive with i, by offset; take the first gap that fits. */
+        int live = 0;
+        for (int b = 0; b < a; b++) {
+            const int j = order[b];
+            if (j <= last[i] && i <= last[j])
+                placed[live++] = j;
+        }
+        for (int x = 1; x < live; x++) {
+            int v = placed[x], y = x;
+            while (y > 0 && offset[placed[y - 1]] > offset[v]) {
+                placed[y] = placed[y - 1];
+                y--;
+            }
+            placed[y] = v;
+        }
+        size_t at = 0;
+        for (int b = 0; b < live; b++) {
+            const int j = placed[b];
+            if (offset[j] >= at + size[i])
+                break;
+            at = DTNN_MAX(at, offset[j] + size[j]);
+        }
+        offset[i] = at;
+        pool = DTNN_MAX(pool, at + size[i]);
+    }
+    free(last);
+    free(order);
+    free(placed);
+    return pool;
+}
 
 void dtnn_build_params_default(dtnn_build_params *p)
 {
@@ -408,15 +482,36 @@ dtnn_status dtnn_model_build(dtnn_model *m, const dtnn_build_params *p, dtnn_err
     if (st)
         return st;
     size_t act_floats = 0, aux_bytes = 0, ws = 0;
+    size_t *grad_size = calloc((size_t)m->n_layers, sizeof(size_t));
+    size_t *grad_offset = calloc((size_t)m->n_layers, sizeof(size_t));
+    if (!grad_size || !grad_offset) {
+        free(grad_size);
+        free(grad_offset);
+        return dtnn_error_set(err, DTNN_ERR_NOMEM, "out of memory");
+    }
     for (int i = 0; i < m->n_layers; i++) {
         layer *l = m->layers[i];
         size_t sz = dtnn_round_up(shape_size(l->out) * (size_t)p->max_batch, 16);
-        act_floats += sz * (p->training ? 2 : 1);
+        act_floats += sz;
+        grad_size[i] = sz;
         aux_bytes += dtnn_round_up(l->aux_bytes * (size_t)p->max_batch + l->aux_fixed_bytes, 64);
         ws = DTNN_MAX(ws, l->workspace_bytes);
     }
-    if ((st = check_memory(m, p, act_floats, aux_bytes, ws, err)))
+    const size_t outputs_floats = act_floats;
+    if (p->training) {
+        size_t pool = plan_gradient_pool(m, grad_size, grad_offset);
+        if (pool == SIZE_MAX) {
+            free(grad_size);
+            free(grad_offset);
+            return dtnn_error_set(err, DTNN_ERR_NOMEM, "out of memory");
+        }
+        act_floats += pool;
+    }
+    free(grad_size);
+    if ((st = check_memory(m, p, act_floats, aux_bytes, ws, err))) {
+        free(grad_offset);
         return st;
+    }
     m->params = dtnn_alloc_aligned(sizeof(float) * m->n_params_padded);
     m->grads = p->training ? dtnn_alloc_aligned(sizeof(float) * m->n_params_padded) : NULL;
     m->buffers = dtnn_alloc_aligned(m->buffer_bytes);
@@ -425,18 +520,18 @@ dtnn_status dtnn_model_build(dtnn_model *m, const dtnn_build_params *p, dtnn_err
     m->workspace = dtnn_alloc_aligned(ws);
     if (p->training && p->input_grad) {
         m->input_grad = dtnn_alloc_aligned(sizeof(float) * shape_size(m->input) * p->max_batch);
-        if (!m->input_grad)
-            return dtnn_error_set(err, DTNN_ERR_NOMEM, "out of memory");
     }
     m->workspace_bytes = ws;
     m->activation_bytes = sizeof(float) * act_floats + aux_bytes + ws;
     if (!m->params || (p->training && !m->grads) || !m->buffers || !m->activations || !m->aux ||
-        !m->workspace)
+        !m->workspace || (p->training && p->input_grad && !m->input_grad)) {
+        free(grad_offset);
         return dtnn_error_set(err, DTNN_ERR_NOMEM,
                               "out of memory: the model needs %.1f MiB of parameters and "
                               "%.1f MiB of activations and workspace at batch %d",
                               (double)m->n_params_padded * 4 * (p->training ? 2 : 1) / 1048576.0,
                               (double)m->activation_bytes / 1048576.0, p->max_batch);
+    }
 
     /* Views. */
     float *act = m->activations;
@@ -446,10 +541,7 @@ dtnn_status dtnn_model_build(dtnn_model *m, const dtnn_build_params *p, dtnn_err
         size_t sz = dtnn_round_up(shape_size(l->out) * (size_t)p->max_batch, 16);
         l->y = act;
         act += sz;
-        if (p->training) {
-            l->dy = act;
-            act += sz;
-        }
+        l->dy = p->training ? m->activations + outputs_floats + grad_offset[i] : NULL;
         l->aux = aux;
         aux += dtnn_round_up(l->aux_bytes * (size_t)p->max_batch + l->aux_fixed_bytes, 64);
         for (int k = 0; k < l->n_tensors; k++) {
@@ -471,6 +563,7 @@ dtnn_status dtnn_model_build(dtnn_model *m, const dtnn_build_params *p, dtnn_err
                 l->dx[k] = src == DTNN_INPUT ? m->input_grad : m->layers[src]->dy;
         }
     }
+    free(grad_offset);
     /* Reverse order: the first gradient to reach a producer writes, later ones add. */
     char *seen = calloc(m->n_layers + 1, 1); /* slot n_layers: the model input */
     if (!seen)
@@ -695,15 +788,10 @@ int dtnn_model_find_nonfinite(const dtnn_model *m, char *where, size_t len)
             return 1;
         }
     }
-    /* Backward order for gradients: the output layer's comes first. */
-    for (int i = m->n_layers - 1; i >= 0; i--) {
-        const layer *l = m->layers[i];
-        if (l->dy && !all_finite(l->dy, shape_size(l->out) * (size_t)m->n)) {
-            snprintf(where, len, "the gradient at the output of layer '%s' (%s)", l->name,
-                     l->ops->type);
-            return 1;
-        }
-    }
+    /* Then the parameter gradients in backward order (the output layer's first). The output
+     * gradients between layers cannot tell more: they share memory (plan_gradient_pool), so
+     * after backward each holds whatever the last layer to use it wrote. A non-finite value
+     * born in a layer without parameters shows in the next parameter gradient backward. */
     for (int i = m->n_tensors - 1; i >= 0; i--) {
         const dtnn_tensor_info *t = &m->tensors[i];
         if (t->kind == DTNN_TENSOR_PARAM && !all_finite(m->grads + t->offset, t->count)) {
