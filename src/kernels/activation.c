@@ -2,7 +2,9 @@
  * activation.c — element-wise activations (ReLU, leaky ReLU, sigmoid, tanh, ReLU6) and their
  * derivatives, as torch.nn: the derivative at exactly 0 is that of the negative side
  * (ReLU'(0) = 0, leaky ReLU'(0) = slope), which is what PyTorch's x > 0 test gives. ReLU6 is
- * Hardtanh(0, 6), whose gradient PyTorch passes only strictly inside (0, 6).
+ * Hardtanh(0, 6), whose gradient PyTorch passes only strictly inside (0, 6). A NaN input gives
+ * a NaN output, as in PyTorch (so a diverging run is seen, not hidden as zeros): the forward
+ * tests are written as x < 0, which is false for NaN.
  */
 #include <math.h>
 
@@ -15,12 +17,12 @@ void cpu_act_forward(act_kind kind, float param, size_t count, const float *x, f
     case ACT_RELU:
 #pragma omp parallel for schedule(static) if (n > 65536)
         for (long long i = 0; i < n; i++)
-            y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+            y[i] = x[i] < 0.0f ? 0.0f : x[i];
         break;
     case ACT_LEAKY_RELU:
 #pragma omp parallel for schedule(static) if (n > 65536)
         for (long long i = 0; i < n; i++)
-            y[i] = x[i] > 0.0f ? x[i] : x[i] * param;
+            y[i] = x[i] < 0.0f ? x[i] * param : x[i];
         break;
     case ACT_SIGMOID:
 #pragma omp parallel for schedule(static) if (n > 16384)
@@ -35,7 +37,7 @@ void cpu_act_forward(act_kind kind, float param, size_t count, const float *x, f
     case ACT_RELU6:
 #pragma omp parallel for schedule(static) if (n > 65536)
         for (long long i = 0; i < n; i++)
-            y[i] = x[i] > 0.0f ? (x[i] < 6.0f ? x[i] : 6.0f) : 0.0f;
+            y[i] = x[i] < 0.0f ? 0.0f : (x[i] > 6.0f ? 6.0f : x[i]);
         break;
     }
 }

@@ -43,7 +43,7 @@ static void act_backward(layer *l, const layer_ctx *ctx)
                               l->dy, l->dx[0], l->dx_accumulate[0]);
 }
 
-#define ACT_LAYER(ident, type_name, kind_value, text)                                         \
+#define ACT_LAYER(ident, type_name, kind_value, text, in_place, reads_output)                \
     static void ident##_defaults(void *cfg)                                                   \
     {                                                                                         \
         act_cfg *c = cfg;                                                                     \
@@ -61,10 +61,14 @@ static void act_backward(layer *l, const layer_ctx *ctx)
         .infer = act_infer,                                                                   \
         .forward = act_forward,                                                               \
         .backward = act_backward,                                                             \
+        .inplace = in_place,                                                                  \
+        .backward_reads_output = reads_output,                                                \
     };
 
-ACT_LAYER(relu, "relu", ACT_RELU, "max(x, 0)")
-ACT_LAYER(leaky_relu, "leaky_relu", ACT_LEAKY_RELU, "x > 0 ? x : slope * x (slope=0.01)")
-ACT_LAYER(sigmoid, "sigmoid", ACT_SIGMOID, "1 / (1 + exp(-x))")
-ACT_LAYER(tanh, "tanh", ACT_TANH, "tanh(x)")
-ACT_LAYER(relu6, "relu6", ACT_RELU6, "min(max(x, 0), 6)")
+/* In place: ReLU and ReLU6 (their output tells where the input was positive, and below 6);
+ * not leaky ReLU, whose slope may be negative. */
+ACT_LAYER(relu, "relu", ACT_RELU, "max(x, 0)", LAYER_INPLACE, 0)
+ACT_LAYER(leaky_relu, "leaky_relu", ACT_LEAKY_RELU, "x > 0 ? x : slope * x (slope=0.01)", 0, 0)
+ACT_LAYER(sigmoid, "sigmoid", ACT_SIGMOID, "1 / (1 + exp(-x))", 0, 1)
+ACT_LAYER(tanh, "tanh", ACT_TANH, "tanh(x)", 0, 1)
+ACT_LAYER(relu6, "relu6", ACT_RELU6, "min(max(x, 0), 6)", LAYER_INPLACE, 0)

@@ -24,7 +24,8 @@ static dtnn_status flatten_infer(layer *l, dtnn_error *err)
 static void flatten_forward(layer *l, const layer_ctx *ctx)
 {
     (void)ctx;
-    memcpy(l->y, l->x[0], sizeof(float) * shape_size(l->out) * l->n);
+    if (l->y != l->x[0])    /* in place it is a view: nothing to do */
+        memcpy(l->y, l->x[0], sizeof(float) * shape_size(l->out) * l->n);
 }
 
 static void flatten_backward(layer *l, const layer_ctx *ctx)
@@ -51,4 +52,5 @@ const layer_ops layer_flatten = {
     .infer = flatten_infer,
     .forward = flatten_forward,
     .backward = flatten_backward,
+    .inplace = LAYER_VIEW,
 };

@@ -38,6 +38,8 @@ typedef enum {
 
 #define LAYER_MAX_TENSORS 6
 
+enum { LAYER_INPLACE = 1, LAYER_VIEW = 2 };
+
 typedef struct {
     char suffix[24];        /* "weight", "running_mean", ... */
     dtnn_tensor_kind kind;
@@ -75,6 +77,15 @@ typedef struct {
     void (*forward)(layer *l, const layer_ctx *ctx);
     void (*backward)(layer *l, const layer_ctx *ctx);
     double (*flops)(const layer *l);    /* forward FLOPs per sample; NULL = 0 */
+    /* Memory sharing (model.c): an `inplace` layer may write its output over its single
+     * input, because its forward reads each value before writing the same position and its
+     * backward needs no more than that output (ReLU: y > 0 exactly where x > 0). The model
+     * does so when the input's producer feeds nothing else and its own backward does not
+     * read its output (`backward_reads_output`: sigmoid, tanh, softmax). LAYER_VIEW layers
+     * (flatten) change no value, so they may also follow a layer that is itself in place;
+     * LAYER_INPLACE ones (ReLU) may not, since that layer's backward reads the shared memory. */
+    int inplace;            /* 0, LAYER_INPLACE or LAYER_VIEW */
+    int backward_reads_output;
 } layer_ops;
 
 struct layer {

@@ -48,4 +48,5 @@ const layer_ops layer_softmax = {
     .infer = softmax_infer,
     .forward = softmax_forward,
     .backward = softmax_backward,
+    .backward_reads_output = 1,
 };

@@ -5,8 +5,9 @@
  *
  * Memory plan: parameters, gradients (same layout) and batch-norm buffers each live in one
  * aligned flat buffer, laid out in layer order; every tensor has a PyTorch state_dict name
- * ("<layer name>.<suffix>"). Each layer owns its output array for max_batch samples; one
- * scratch workspace (the largest any layer asks for) is shared by all layers.
+ * ("<layer name>.<suffix>"). Each layer owns its output array for max_batch samples, except
+ * the ReLUs (and flattens) that write over their input's (plan_inplace); one scratch workspace
+ * (the largest any layer asks for) is shared by all layers.
  * Backward visits layers in reverse; when an output feeds several layers, the first gradient to
  * arrive writes and the others add (dx_accumulate), so no gradient buffer is ever cleared.
  *
@@ -22,6 +23,34 @@
 #include "../layers/layer.h"
 #include "../core/rng.h"
 #include "model_internal.h"
+
+/* Which layers compute their output in their input's memory (alias[i] = the producer whose
+ * output array layer i shares, else -1): see layer_ops.inplace. Returns nonzero when out of
+ * memory. */
+static int plan_inplace(const dtnn_model *m, int *alias)
+{
+    const int n = m->n_layers;
+    int *consumers = calloc((size_t)n, sizeof(int));
+    if (!consumers)
+        return 1;
+    for (int j = 0; j < n; j++)
+        for (int k = 0; k < m->layers[j]->n_in; k++)
+            if (m->layers[j]->in_ids[k] != DTNN_INPUT)
+                consumers[m->layers[j]->in_ids[k]]++;
+    for (int i = 0; i < n; i++) {
+        const layer *l = m->layers[i];
+        const int src = l->n_in == 1 ? l->in_ids[0] : DTNN_INPUT;
+        alias[i] = -1;
+        /* The model input is the caller's memory: never written. */
+        if (!l->ops->inplace || src == DTNN_INPUT || consumers[src] != 1 ||
+            m->layers[src]->ops->backward_reads_output ||
+            (l->ops->inplace == LAYER_INPLACE && alias[src] >= 0))
+            continue;
+        alias[i] = alias[src] >= 0 ? alias[src] : src;
+    }
+    free(consumers);
+    return 0;
+}
 
 /* Places each layer's output gradient (size[i] floats) in a shared pool: the gradient of layer
  * i is alive over the layers [i, last consumer of i] (backward runs from the last consumer,
@@ -489,10 +518,17 @@ dtnn_status dtnn_model_build(dtnn_model *m, const dtnn_build_params *p, dtnn_err
         free(grad_offset);
         return dtnn_error_set(err, DTNN_ERR_NOMEM, "out of memory");
     }
+    int *alias = calloc((size_t)m->n_layers, sizeof(int));
+    if (!alias || plan_inplace(m, alias)) {
+        free(alias);
+        free(grad_size);
+        free(grad_offset);
+        return dtnn_error_set(err, DTNN_ERR_NOMEM, "out of memory");
+    }
     for (int i = 0; i < m->n_layers; i++) {
         layer *l = m->layers[i];
         size_t sz = dtnn_round_up(shape_size(l->out) * (size_t)p->max_batch, 16);
-        act_floats += sz;
+        act_floats += alias[i] < 0 ? sz : 0;
         grad_size[i] = sz;
         aux_bytes += dtnn_round_up(l->aux_bytes * (size_t)p->max_batch + l->aux_fixed_bytes, 64);
         ws = DTNN_MAX(ws, l->workspace_bytes);
@@ -501,6 +537,7 @@ dtnn_status dtnn_model_build(dtnn_model *m, const dtnn_build_params *p, dtnn_err
     if (p->training) {
         size_t pool = plan_gradient_pool(m, grad_size, grad_offset);
         if (pool == SIZE_MAX) {
+            free(alias);
             free(grad_size);
             free(grad_offset);
             return dtnn_error_set(err, DTNN_ERR_NOMEM, "out of memory");
@@ -509,6 +546,7 @@ dtnn_status dtnn_model_build(dtnn_model *m, const dtnn_build_params *p, dtnn_err
     }
     free(grad_size);
     if ((st = check_memory(m, p, act_floats, aux_bytes, ws, err))) {
+        free(alias);
         free(grad_offset);
         return st;
     }
@@ -525,6 +563,7 @@ dtnn_status dtnn_model_build(dtnn_model *m, const dtnn_build_params *p, dtnn_err
     m->activation_bytes = sizeof(float) * act_floats + aux_bytes + ws;
     if (!m->params || (p->training && !m->grads) || !m->buffers || !m->activations || !m->aux ||
         !m->workspace || (p->training && p->input_grad && !m->input_grad)) {
+        free(alias);
         free(grad_offset);
         return dtnn_error_set(err, DTNN_ERR_NOMEM,
                               "out of memory: the model needs %.1f MiB of parameters and "
@@ -539,8 +578,12 @@ dtnn_status dtnn_model_build(dtnn_model *m, const dtnn_build_params *p, dtnn_err
     for (int i = 0; i < m->n_layers; i++) {
         layer *l = m->layers[i];
         size_t sz = dtnn_round_up(shape_size(l->out) * (size_t)p->max_batch, 16);
-        l->y = act;
-        act += sz;
+        if (alias[i] >= 0) {
+            l->y = m->layers[alias[i]]->y;
+        } else {
+            l->y = act;
+            act += sz;
+        }
         l->dy = p->training ? m->activations + outputs_floats + grad_offset[i] : NULL;
         l->aux = aux;
         aux += dtnn_round_up(l->aux_bytes * (size_t)p->max_batch + l->aux_fixed_bytes, 64);
@@ -564,6 +607,7 @@ dtnn_status dtnn_model_build(dtnn_model *m, const dtnn_build_params *p, dtnn_err
         }
     }
     free(grad_offset);
+    free(alias);
     /* Reverse order: the first gradient to reach a producer writes, later ones add. */
     char *seen = calloc(m->n_layers + 1, 1); /* slot n_layers: the model input */
     if (!seen)
