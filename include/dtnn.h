@@ -315,7 +315,7 @@ typedef struct {
 } dtnn_dataset;
 
 typedef struct {
-    const char *name;       /* fashion-mnist | mnist | npy | synthetic */
+    const char *name;       /* fashion-mnist | mnist | cifar10 | cifar100 | npy | synthetic */
     const char *dir;        /* NULL = the default for the name */
     int normalize;          /* -1 = dataset default (IDX: yes, npy: no), 0 off, 1 on */
     int64_t synthetic_n;    /* synthetic: samples (train); test gets synthetic_n / 4 */
@@ -334,6 +334,10 @@ void dtnn_dataset_free(dtnn_dataset *d);
 dtnn_status dtnn_idx_load_images(const char *path, float **x, int64_t *n, int *h, int *w,
                                  dtnn_error *err);
 dtnn_status dtnn_idx_load_labels(const char *path, int32_t **y, int64_t *n, dtnn_error *err);
+/* One binary CIFAR file (classes 10: data_batch_N.bin, test_batch.bin; classes 100: train.bin,
+ * test.bin, fine labels): images [n, 3, 32, 32] in [0, 1] and labels, released with free(). */
+dtnn_status dtnn_cifar_load(const char *path, int classes, float **x, int32_t **y, int64_t *n,
+                            dtnn_error *err);
 /* .npy: float32 array of up to DTNN_NPY_MAX_DIMS dimensions (dims must hold that many), or an
  * integer label vector. */
 #define DTNN_NPY_MAX_DIMS 4

@@ -62,7 +62,8 @@ static void catch_stop_signals(void)
 
 static cli_opt train_opts[] = {
     {"model", OPT_STRING, NULL, "zoo model name or model file", 1, NULL, 0},
-    {"dataset", OPT_STRING, "fashion-mnist", "fashion-mnist | mnist | npy | synthetic", 0, NULL, 0},
+    {"dataset", OPT_STRING, "fashion-mnist", "fashion-mnist | mnist | cifar10 | cifar100 | npy | synthetic", 0,
+     NULL, 0},
     {"data-dir", OPT_STRING, NULL, "dataset folder (default: the dataset's own)", 0, NULL, 0},
     {"synthetic-samples", OPT_INT, "4096", "training samples of the synthetic dataset", 0, NULL, 0},
     {"synthetic-shape", OPT_STRING, "3x32x32", "CxHxW of the synthetic samples", 0, NULL, 0},
@@ -329,7 +330,8 @@ out:
 static cli_opt eval_opts[] = {
     {"model", OPT_STRING, NULL, "zoo model name or model file", 1, NULL, 0},
     {"load", OPT_STRING, NULL, "checkpoint with the weights", 1, NULL, 0},
-    {"dataset", OPT_STRING, "fashion-mnist", "fashion-mnist | mnist | npy | synthetic", 0, NULL, 0},
+    {"dataset", OPT_STRING, "fashion-mnist", "fashion-mnist | mnist | cifar10 | cifar100 | npy | synthetic", 0,
+     NULL, 0},
     {"data-dir", OPT_STRING, NULL, "dataset folder (default: the dataset's own)", 0, NULL, 0},
     {"split", OPT_STRING, "test", "test | train", 0, NULL, 0},
     {"batch-size", OPT_INT, "256", "evaluation batch size", 0, NULL, 0},
