@@ -446,8 +446,8 @@ dtnn_status dtnn_loader_next(dtnn_loader *l, const float **x, const int32_t **y,
  * [local_max, c, h, w] and y; ends an epoch in progress. */
 dtnn_status dtnn_loader_batch(dtnn_loader *l, int64_t epoch, int64_t step, float *x, int32_t *y,
                               int *n, dtnn_error *err);
-/* Unreadable images skipped so far in the batches handed out; paths (may be NULL) receives up
- * to the first three, comma-separated. */
+/* Unreadable images skipped so far in the batches handed out (each time one is met); paths
+ * (may be NULL) receives up to three distinct ones, the first met, comma-separated. */
 int64_t dtnn_loader_skipped(const dtnn_loader *l, char *paths, size_t len);
 
 /* ---- communicator -------------------------------------------------------------------------- */

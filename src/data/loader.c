@@ -512,11 +512,13 @@ static void account(dtnn_loader *l, const loader_slot *s)
         if (!s->bad[i])
             continue;
         l->skipped += s->bad[i];
-        if (l->n_first_bad < LOADER_REPORTED_PATHS) {
-            char buf[96];
-            snprintf(l->first_bad[l->n_first_bad++], sizeof l->first_bad[0], "%s",
-                     sample_name(l, s->bad_first[i], buf, sizeof buf));
-        }
+        char buf[96];
+        const char *name = sample_name(l, s->bad_first[i], buf, sizeof buf);
+        int seen = 0;
+        for (int k = 0; k < l->n_first_bad; k++)
+            seen |= !strncmp(l->first_bad[k], name, sizeof l->first_bad[k] - 1);
+        if (!seen && l->n_first_bad < LOADER_REPORTED_PATHS)
+            snprintf(l->first_bad[l->n_first_bad++], sizeof l->first_bad[0], "%s", name);
     }
 }
 
