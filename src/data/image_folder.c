@@ -88,9 +88,9 @@ static dtnn_status read_dir(const char *dir, name_list *dirs, name_list *files, 
             st = dtnn_error_set(err, DTNN_ERR_NOMEM, "out of memory listing %s", dir);
     }
     closedir(dp);
-    if (dirs)
+    if (dirs && dirs->n > 1)
         qsort(dirs->items, dirs->n, sizeof(char *), cmp_names);
-    if (files)
+    if (files && files->n > 1)
         qsort(files->items, files->n, sizeof(char *), cmp_names);
     return st;
 }

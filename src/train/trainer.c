@@ -9,6 +9,9 @@
  * bit for bit. --batch-size is the global batch: rank r of R takes a contiguous slice of each
  * global batch, so the same command means the same training on any number of ranks. The last
  * partial batch of an epoch is used (not dropped), with the mean taken over its real size.
+ * Batches come from a dtnn_loader (loader.c), which does that slicing and may decode the next
+ * batches in background threads; dtnn_train makes one over a dataset in memory. The data a
+ * batch holds depends only on (seed, epoch, step), so resuming stays exact with any loader.
  * Everything a step needs is allocated before the first step.
  *
  * On several ranks: rank 0's parameters and buffers are broadcast first, and the ranks check
@@ -610,6 +613,9 @@ dtnn_status dtnn_train(dtnn_model *m, dtnn_optimizer *opt, const dtnn_dataset *d
                        dtnn_comm *comm, const dtnn_train_params *p, dtnn_train_state *ts,
                        dtnn_progress_fn progress, void *user, dtnn_error *err)
 {
+    if (p->batch_size <= 0)
+        return dtnn_error_set(err, DTNN_ERR_ARG, "batch size must be positive, got %d",
+                              p->batch_size);
     if (d->train.n <= 0)
         return dtnn_error_set(err, DTNN_ERR_ARG, "the training split of '%s' is empty", d->name);
     dtnn_loader_params lp;
