@@ -24,6 +24,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <string.h>
 
 #include "core/internal.h"
@@ -304,13 +305,19 @@ static dtnn_status loader_finish(dtnn_loader *l, dtnn_error *err)
     }
     for (int i = 0; i <= l->nthreads; i++)
         l->workers[i].l = l;
-    for (int i = 0; i < l->nthreads; i++) {
-        int e = pthread_create(&l->workers[i].thread, NULL, worker_main, &l->workers[i]);
-        if (e)
-            return dtnn_error_set(err, DTNN_ERR_NOMEM, "%s: cannot start loader thread %d: %s",
-                                  l->name, i + 1, strerror(e));
-        l->started++;
-    }
+    /* The threads block every signal (they inherit the mask), so SIGINT and SIGTERM reach the
+     * training thread, which is the one that acts on them. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int e = 0;
+    for (int i = 0; i < l->nthreads && !e; i++)
+        if (!(e = pthread_create(&l->workers[i].thread, NULL, worker_main, &l->workers[i])))
+            l->started++;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (e)
+        return dtnn_error_set(err, DTNN_ERR_NOMEM, "%s: cannot start loader thread %d: %s",
+                              l->name, l->started + 1, strerror(e));
     return DTNN_OK;
 }
 
