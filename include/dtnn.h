@@ -315,7 +315,7 @@ typedef struct {
 } dtnn_dataset;
 
 typedef struct {
-    const char *name;       /* fashion-mnist | mnist | npy | synthetic */
+    const char *name;       /* fashion-mnist | mnist | cifar10 | cifar100 | npy | synthetic */
     const char *dir;        /* NULL = the default for the name */
     int normalize;          /* -1 = dataset default (IDX: yes, npy: no), 0 off, 1 on */
     int64_t synthetic_n;    /* synthetic: samples (train); test gets synthetic_n / 4 */
@@ -334,6 +334,10 @@ void dtnn_dataset_free(dtnn_dataset *d);
 dtnn_status dtnn_idx_load_images(const char *path, float **x, int64_t *n, int *h, int *w,
                                  dtnn_error *err);
 dtnn_status dtnn_idx_load_labels(const char *path, int32_t **y, int64_t *n, dtnn_error *err);
+/* One binary CIFAR file (classes 10: data_batch_N.bin, test_batch.bin; classes 100: train.bin,
+ * test.bin, fine labels): images [n, 3, 32, 32] in [0, 1] and labels, released with free(). */
+dtnn_status dtnn_cifar_load(const char *path, int classes, float **x, int32_t **y, int64_t *n,
+                            dtnn_error *err);
 /* .npy: float32 array of up to DTNN_NPY_MAX_DIMS dimensions (dims must hold that many), or an
  * integer label vector. */
 #define DTNN_NPY_MAX_DIMS 4
@@ -343,8 +347,108 @@ dtnn_status dtnn_npy_load_labels(const char *path, int32_t **y, int64_t *n, dtnn
 dtnn_status dtnn_npy_save_f32(const char *path, const float *x, const int64_t *dims, int ndim,
                               dtnn_error *err);
 
+/* An 8-bit RGB image, decoded from JPEG (libjpeg-turbo) or PNG (libpng). Start from all zero;
+ * a reused dtnn_image keeps its buffers and only grows them, so a loader thread decodes image
+ * after image without allocating (the decoders' own working memory aside). */
+typedef struct {
+    unsigned char *pixels;      /* [h, w, 3], rows top to bottom */
+    int w, h;
+    size_t pixels_capacity;     /* bytes held by pixels */
+    unsigned char *file;        /* dtnn_image_read's copy of the file */
+    size_t file_capacity;
+} dtnn_image;
+/* Refused as a decompression bomb (PIL's limit): images of more pixels than this. */
+#define DTNN_IMAGE_MAX_PIXELS 178956970
+/* Decodes JPEG or PNG bytes (recognised by their signature, not a name) to RGB: grayscale and
+ * palette images are expanded, alpha is dropped, 16-bit samples keep their high byte, CMYK
+ * JPEGs are converted. A corrupt, truncated or unsupported image is DTNN_ERR_FORMAT with a
+ * message that starts with origin (a path, say); never a crash or an exit. */
+dtnn_status dtnn_image_decode(const void *data, size_t len, const char *origin, dtnn_image *img,
+                              dtnn_error *err);
+/* Reads the file at path and decodes it. */
+dtnn_status dtnn_image_read(const char *path, dtnn_image *img, dtnn_error *err);
+void dtnn_image_free(dtnn_image *img);
+
 /* Seeded permutation of [0, n) for an epoch: the same on every rank and every run. */
 void dtnn_epoch_permutation(int64_t *perm, int64_t n, uint64_t seed, int64_t epoch, int shuffle);
+
+/* ---- loaders: the batches of training and evaluation ------------------------------------- */
+
+/*
+ * A loader hands out this rank's part of each global batch of an epoch: the samples at
+ * positions [B r / R, B (r + 1) / R) of global step s of the epoch's order (the permutation of
+ * dtnn_epoch_permutation, or file order), decoded, augmented and normalised, as float32 NCHW.
+ * Over a split held in memory, or streamed from an image folder (dir/train/<class>/<image>,
+ * dir/val/<class>/<image>, JPEG or PNG). With threads > 0, background threads fill a bounded
+ * queue of the next batches while the caller trains on the current one, each sample decoded by
+ * whichever thread is free; what a sample holds depends only on (seed, epoch, sample index),
+ * never on threads or timing, so a run resumes exactly and ranks see one global batch.
+ *
+ * Unreadable images (corrupt, truncated, not an image) are skipped: the sample is replaced by
+ * the next readable one of the epoch's order (so batches keep their size), counted, and the
+ * first paths kept for the report; with strict the first one is an error naming its path.
+ */
+typedef struct dtnn_loader dtnn_loader;
+
+/* Augmentations (dtnn_loader_params.augment), in torchvision's terms. */
+#define DTNN_AUG_CROP 1u    /* in memory: RandomCrop(size, padding=crop_padding), padding with
+                             * black; image folders: RandomResizedCrop(image_size) (without it:
+                             * Resize(image_size * 256 / 224) + CenterCrop(image_size)) */
+#define DTNN_AUG_FLIP 2u    /* RandomHorizontalFlip(0.5) */
+
+typedef struct {
+    int batch_size;         /* the global batch */
+    int rank, ranks;        /* this rank's slice of every global batch (0 of 1) */
+    int shuffle;            /* a seeded permutation per epoch; 0: dataset order */
+    uint64_t seed;          /* order and augmentation */
+    unsigned augment;       /* DTNN_AUG_* */
+    int crop_padding;       /* in-memory DTNN_AUG_CROP (4, the CIFAR recipe) */
+    int threads;            /* decoding threads; 0 decodes in the caller, at dtnn_loader_next */
+    int prefetch;           /* batches decoded ahead (0: max(2, threads)) */
+    int image_size;         /* image folders: output H = W (224) */
+    int strict;             /* image folders: an unreadable image is an error, not a skip */
+} dtnn_loader_params;
+
+void dtnn_loader_params_default(dtnn_loader_params *p);
+/* Over d's train split (test_split 0) or test split (1), normalised as d is; d must outlive the
+ * loader. */
+dtnn_loader *dtnn_loader_create(const dtnn_dataset *d, int test_split,
+                                const dtnn_loader_params *p, dtnn_error *err);
+/* Streams dir/<split> ("train" or "val"): classes are dir/train's class folders sorted by name
+ * (label = index), images of a class sorted by name; normalised with ImageNet's mean (0.485,
+ * 0.456, 0.406) and std (0.229, 0.224, 0.225). Only file names are read here. */
+dtnn_loader *dtnn_loader_create_folder(const char *dir, const char *split,
+                                       const dtnn_loader_params *p, dtnn_error *err);
+/* Stops the threads (after the image each is decoding) and frees everything. */
+void dtnn_loader_free(dtnn_loader *l);
+
+typedef struct {
+    int64_t n;                  /* samples in the split */
+    int c, h, w, classes;       /* what a sample becomes */
+    int64_t steps_per_epoch;    /* ceil(n / batch_size): the last batch may be partial */
+    int local_max;              /* most samples of one batch on this rank */
+    const int32_t *labels;      /* [n], dataset order */
+    float mean[4], std[4];      /* the normalisation applied (checkpoints store it) */
+    char name[64];
+    dtnn_loader_params params;
+} dtnn_loader_info;
+void dtnn_loader_get_info(const dtnn_loader *l, dtnn_loader_info *info);
+
+/* Begins the batches of steps [first, end) of epoch (first > 0 resumes mid-epoch); ends what
+ * was in progress. The background threads start decoding at once. */
+dtnn_status dtnn_loader_start(dtnn_loader *l, int64_t epoch, int64_t first, int64_t end,
+                              dtnn_error *err);
+/* The next batch of this rank: x [n, c, h, w], y [n], and the global batch's size (the mean of
+ * the loss is over it). Valid until the next call, dtnn_loader_start or dtnn_loader_free. */
+dtnn_status dtnn_loader_next(dtnn_loader *l, const float **x, const int32_t **y, int *n,
+                             int64_t *global_n, dtnn_error *err);
+/* This rank's part of global step `step` of `epoch`, decoded now in the caller's thread into x
+ * [local_max, c, h, w] and y; ends an epoch in progress. */
+dtnn_status dtnn_loader_batch(dtnn_loader *l, int64_t epoch, int64_t step, float *x, int32_t *y,
+                              int *n, dtnn_error *err);
+/* Unreadable images skipped so far in the batches handed out (each time one is met); paths
+ * (may be NULL) receives up to three distinct ones, the first met, comma-separated. */
+int64_t dtnn_loader_skipped(const dtnn_loader *l, char *paths, size_t len);
 
 /* ---- communicator -------------------------------------------------------------------------- */
 
@@ -479,6 +583,8 @@ typedef struct {
     double comm_wait;               /* seconds this epoch spent completing gradient all-reduces
                                      * after backward (the communication not hidden) */
     int64_t skipped;                /* steps skipped as non-finite so far (--skip-nonfinite) */
+    int64_t skipped_images;         /* unreadable images skipped so far, over all ranks at
+                                     * epoch ends, this rank's during an epoch */
 } dtnn_progress;
 
 typedef void (*dtnn_progress_fn)(const dtnn_progress *p, void *user);
@@ -488,6 +594,19 @@ typedef void (*dtnn_progress_fn)(const dtnn_progress *p, void *user);
 dtnn_status dtnn_train(dtnn_model *m, dtnn_optimizer *opt, const dtnn_dataset *d,
                        dtnn_comm *comm, const dtnn_train_params *p, dtnn_train_state *ts,
                        dtnn_progress_fn progress, void *user, dtnn_error *err);
+
+/* dtnn_train with batches from loaders (image folders, augmentation, background decoding).
+ * train's batch size, ranks, seed and shuffle must be p's and comm's; test (may be NULL) is
+ * evaluated at every epoch end. */
+dtnn_status dtnn_train_loader(dtnn_model *m, dtnn_optimizer *opt, dtnn_loader *train,
+                              dtnn_loader *test, dtnn_comm *comm, const dtnn_train_params *p,
+                              dtnn_train_state *ts, dtnn_progress_fn progress, void *user,
+                              dtnn_error *err);
+/* Evaluates one epoch of a loader (built with shuffle 0 and no augmentation), forward in
+ * pieces of at most max_batch; with several ranks the metrics are summed over them. */
+dtnn_status dtnn_evaluate_loader(dtnn_model *m, dtnn_loader *l, int max_batch,
+                                 const dtnn_loss_params *lp, dtnn_comm *comm, dtnn_metrics *out,
+                                 dtnn_error *err);
 
 /* Evaluates on a split in batches of batch_size. With a communicator of several ranks (comm
  * may be NULL), each rank evaluates its contiguous shard and the metrics are summed, so every

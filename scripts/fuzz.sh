@@ -15,7 +15,7 @@ cmake --build build-fuzz -j "$(nproc)" >/dev/null
 mkdir -p build-fuzz/artifacts
 status=0
 printf "%-18s %12s %10s %8s  %s\n" harness executions seconds corpus result
-for harness in fuzz_idx fuzz_npy fuzz_checkpoint fuzz_model_file fuzz_cli; do
+for harness in fuzz_idx fuzz_npy fuzz_checkpoint fuzz_model_file fuzz_cli fuzz_cifar fuzz_image; do
     bin=build-fuzz/fuzz/$harness
     opts=(-rss_limit_mb=2048 -timeout=10 -artifact_prefix=build-fuzz/artifacts/$harness-)
     if compgen -G "fuzz/regressions/$harness/*" >/dev/null; then

@@ -5,7 +5,8 @@
 # scripts/valgrind.sh: valgrind).
 set -euo pipefail
 
-packages=(cmake make gcc libc6-dev libopenblas-dev zlib1g-dev dataset-fashion-mnist
+packages=(cmake make gcc libc6-dev libopenblas-dev zlib1g-dev libjpeg62-turbo-dev libpng-dev
+          dataset-fashion-mnist
           libopenmpi-dev openmpi-bin "$@")
 missing=()
 for p in "${packages[@]}"; do

@@ -6,6 +6,8 @@
  * --sweep runs every ranks x threads combination that fits the cores given to this process,
  * each as a child `dtnn bench` (under the launcher for more than one rank), and prints one
  * table, so the best split between MPI ranks and threads is measured, not guessed.
+ * --loader instead measures the input pipeline alone: images/s that a dtnn_loader decodes and
+ * augments (RandomResizedCrop + flip) from an image folder, with no training to feed.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
@@ -21,7 +23,8 @@
 #define N_OPTS(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
 static cli_opt bench_opts[] = {
-    {"model", OPT_STRING, NULL, "zoo model name or model file", 1, NULL, 0},
+    {"model", OPT_STRING, NULL, "zoo model name or model file (required but with --loader)", 0,
+     NULL, 0},
     {"batch-size", OPT_INT, "64", "batch size (per rank under MPI)", 0, NULL, 0},
     {"steps", OPT_INT, "20", "timed training steps", 0, NULL, 0},
     {"warmup", OPT_INT, "3", "untimed steps first", 0, NULL, 0},
@@ -42,6 +45,15 @@ static cli_opt bench_opts[] = {
      "print a table", 0, NULL, 0},
     {"launcher", OPT_STRING, "mpirun --bind-to none", "--sweep: command that starts N ranks "
      "with '-np N' appended", 0, NULL, 0},
+    {"loader", OPT_FLAG, NULL, "instead: images/s the image-folder loader decodes and augments "
+     "(--data-dir, --loader-threads, --image-size)", 0, NULL, 0},
+    {"data-dir", OPT_STRING, NULL, "--loader: image folder (DIR/train/<class>/<image>)", 0, NULL,
+     0},
+    {"loader-threads", OPT_INT, "2", "--loader: decoding threads (0: in the calling thread)", 0,
+     NULL, 0},
+    {"image-size", OPT_INT, "224", "--loader: crop size", 0, NULL, 0},
+    {"prefetch", OPT_INT, "0", "--loader: batches decoded ahead (0: max(2, threads))", 0, NULL,
+     0},
     {"help", OPT_FLAG, NULL, "show this help", 0, NULL, 0},
 };
 
@@ -277,6 +289,72 @@ static int time_sgemm(int size, int threads, int reps)
     return 0;
 }
 
+/* ---- --loader ------------------------------------------------------------------------------ */
+
+/* Takes --warmup then --steps batches from the train split of an image folder, epoch after
+ * epoch, doing nothing with them: the rate the input pipeline can sustain. */
+static int time_loader(const cli_opt *o, int n)
+{
+    const char *cmd = "bench";
+    if (!cli_str(o, n, "data-dir"))
+        return cli_usage_error(cmd, "%s", "--loader needs --data-dir DIR (an image folder; "
+                               "build/make-imagefolder DIR writes a synthetic one)");
+    int64_t threads = cli_int(o, n, "loader-threads"), size = cli_int(o, n, "image-size");
+    int64_t prefetch = cli_int(o, n, "prefetch");
+    if (threads < 0 || threads > 64 || size < 8 || size > 4096 || prefetch < 0 || prefetch > 64)
+        return cli_usage_error(cmd, "%s", "--loader-threads must be in [0, 64], --image-size in "
+                               "[8, 4096], --prefetch in [0, 64]");
+    dtnn_loader_params lp;
+    dtnn_loader_params_default(&lp);
+    lp.batch_size = (int)cli_int(o, n, "batch-size");
+    lp.threads = (int)threads;
+    lp.prefetch = (int)prefetch;
+    lp.image_size = (int)size;
+    lp.augment = DTNN_AUG_CROP | DTNN_AUG_FLIP;
+    dtnn_error err = {0};
+    dtnn_loader *l = dtnn_loader_create_folder(cli_str(o, n, "data-dir"), "train", &lp, &err);
+    if (!l)
+        return cli_fail(cmd, &err);
+    dtnn_loader_info info;
+    dtnn_loader_get_info(l, &info);
+    const int64_t warmup = cli_int(o, n, "warmup"), steps = cli_int(o, n, "steps");
+    int64_t images = 0, step = info.steps_per_epoch, epoch = -1;
+    double t0 = progress_now();
+    for (int64_t i = 0; i < warmup + steps; i++) {
+        if (step == info.steps_per_epoch) {
+            step = 0;
+            if (dtnn_loader_start(l, ++epoch, 0, info.steps_per_epoch, &err))
+                break;
+        }
+        const float *x;
+        const int32_t *y;
+        int got;
+        if (dtnn_loader_next(l, &x, &y, &got, NULL, &err))
+            break;
+        step++;
+        if (i + 1 == warmup) {
+            t0 = progress_now();
+            images = 0;
+        } else {
+            images += got;
+        }
+    }
+    double seconds = progress_now() - t0;
+    int rc = 0;
+    if (err.code) {
+        rc = cli_fail(cmd, &err);
+    } else {
+        printf("{\"loader\": \"imagefolder\", \"threads\": %d, \"image_size\": %d, "
+               "\"batch_size\": %d, \"augment\": \"random-resized-crop,flip\", \"images\": %lld, "
+               "\"seconds\": %.3f, \"images_per_sec\": %.1f, \"skipped_images\": %lld}\n",
+               lp.threads, lp.image_size, lp.batch_size, (long long)images, seconds,
+               seconds > 0 ? (double)images / seconds : 0.0,
+               (long long)dtnn_loader_skipped(l, NULL, 0));
+    }
+    dtnn_loader_free(l);
+    return rc;
+}
+
 /* ---- --sweep ----------------------------------------------------------------------------- */
 
 /* Appends s to the command line in single quotes (so model paths with spaces survive). */
@@ -430,6 +508,10 @@ int cmd_bench(int argc, char **argv, dtnn_comm *comm)
     if (cli_float(o, n, "bucket-mb") <= 0)
         return cli_usage_error(cmd, "--bucket-mb must be positive, not %s",
                                cli_str(o, n, "bucket-mb"));
+    if (cli_flag(o, n, "loader"))
+        return time_loader(o, n);
+    if (!cli_str(o, n, "model"))
+        return cli_usage_error(cmd, "%s", "--model is required (see dtnn bench --help)");
     if (cli_flag(o, n, "sweep"))
         return run_sweep(o, n, comm);
     int threads = cli_threads(cmd, o, n, comm);

@@ -11,27 +11,38 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cli_data.h"
 #include "cli_options.h"
 #include "dtnn.h"
 #include "progress.h"
 
 #define N_OPTS(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
-static dtnn_status load_data(const cli_opt *o, int n, dtnn_dataset *d, int with_synthetic_size,
-                             dtnn_error *err)
+static dtnn_status data_params(const cli_opt *o, int n, dtnn_data_params *dp,
+                               int with_synthetic_size, dtnn_error *err)
 {
-    dtnn_data_params dp;
-    dtnn_data_params_default(&dp);
-    dp.name = cli_str(o, n, "dataset");
-    dp.dir = cli_str(o, n, "data-dir");
+    dtnn_data_params_default(dp);
+    dp->name = cli_str(o, n, "dataset");
+    dp->dir = cli_str(o, n, "data-dir");
     if (with_synthetic_size) {
-        dp.synthetic_n = cli_int(o, n, "synthetic-samples");
-        if (cli_parse_chw(cli_str(o, n, "synthetic-shape"), &dp.c, &dp.h, &dp.w))
+        dp->synthetic_n = cli_int(o, n, "synthetic-samples");
+        if (cli_parse_chw(cli_str(o, n, "synthetic-shape"), &dp->c, &dp->h, &dp->w))
             return dtnn_error_set(err, DTNN_ERR_ARG, "--synthetic-shape must be CxHxW, not '%s'",
                                   cli_str(o, n, "synthetic-shape"));
     }
-    return dtnn_dataset_load(d, &dp, err);
+    return DTNN_OK;
 }
+
+#define DATASET_HELP "fashion-mnist | mnist | cifar10 | cifar100 | npy | synthetic | imagefolder"
+#define DATA_OPTIONS                                                                          \
+    {"dataset", OPT_STRING, "fashion-mnist", DATASET_HELP, 0, NULL, 0},                       \
+    {"data-dir", OPT_STRING, NULL, "dataset folder (default: the dataset's own; imagefolder: "  \
+     "DIR/train/<class>/<image>, DIR/val/<class>/<image>)", 0, NULL, 0},                      \
+    {"image-size", OPT_INT, "224", "imagefolder: height = width of the crops", 0, NULL, 0},     \
+    {"loader-threads", OPT_INT, "-1", "threads decoding the next batches (-1: 2 for "         \
+     "imagefolder, else 0 = in the training thread)", 0, NULL, 0},                            \
+    {"strict", OPT_FLAG, NULL, "an unreadable image is an error (default: skipped, counted "   \
+     "and replaced by the next readable one)", 0, NULL, 0}
 
 /* Creates the model for a dataset: a zoo model adapts its input and classes to the data. */
 static dtnn_model *make_model(const char *spec, const dtnn_split *s, int classes,
@@ -62,8 +73,13 @@ static void catch_stop_signals(void)
 
 static cli_opt train_opts[] = {
     {"model", OPT_STRING, NULL, "zoo model name or model file", 1, NULL, 0},
-    {"dataset", OPT_STRING, "fashion-mnist", "fashion-mnist | mnist | npy | synthetic", 0, NULL, 0},
-    {"data-dir", OPT_STRING, NULL, "dataset folder (default: the dataset's own)", 0, NULL, 0},
+    DATA_OPTIONS,
+    {"augment", OPT_STRING, "auto", "none | crop | flip | crop,flip (auto: crop,flip for "
+     "imagefolder, RandomResizedCrop; else none; in memory crop is RandomCrop with padding)", 0,
+     NULL, 0},
+    {"crop-padding", OPT_INT, "4", "padding of the in-memory crop (the CIFAR recipe)", 0, NULL,
+     0},
+    {"prefetch", OPT_INT, "0", "batches decoded ahead (0: max(2, loader threads))", 0, NULL, 0},
     {"synthetic-samples", OPT_INT, "4096", "training samples of the synthetic dataset", 0, NULL, 0},
     {"synthetic-shape", OPT_STRING, "3x32x32", "CxHxW of the synthetic samples", 0, NULL, 0},
     {"epochs", OPT_INT, "2", "epochs to train", 0, NULL, 0},
@@ -220,22 +236,28 @@ static int cmd_train(int argc, char **argv, dtnn_comm *comm)
         tp.log_path = NULL;
         tp.save_path = NULL;
     }
+    cli_data_opts dopts;
     int threads = cli_threads(cmd, o, n, comm);
-    if (!cli_all_ok(comm, threads > 0))
+    if (!cli_all_ok(comm, threads > 0 && !cli_data_options(cmd, o, n, 1, &dopts)))
         return 2;
     dtnn_set_threads(threads);
     dtnn_comm_set_stall_timeout(comm, cli_float(o, n, "stall-timeout"));
-    dtnn_dataset d;
-    memset(&d, 0, sizeof d);
+    dopts.lp.seed = tp.seed;
+    dopts.lp.shuffle = tp.shuffle;
+    cli_data cd;
+    memset(&cd, 0, sizeof cd);
+    dtnn_data_params dp;
     dtnn_model *m = NULL;
     dtnn_optimizer *opt = NULL;
     int rc = 1;
-    if (load_data(o, n, &d, 1, &err))
+    const int micro = tp.batch_size / ranks / tp.accumulate;
+    if (data_params(o, n, &dp, 1, &err) ||
+        cli_data_open(&cd, &dopts, &dp, NULL, tp.batch_size, micro * ranks, rank, ranks, &err))
         goto out;
-    m = make_model(cli_str(o, n, "model"), &d.train, (int)cli_int(o, n, "classes"), &err);
+    m = make_model(cli_str(o, n, "model"), &cd.shape, (int)cli_int(o, n, "classes"), &err);
     if (!m)
         goto out;
-    bp.max_batch = tp.batch_size / ranks / tp.accumulate;
+    bp.max_batch = micro;
     bp.optimizer_slots = dtnn_opt_state_slots(&op);
     bp.seed = tp.seed;
     bp.threads = threads;
@@ -267,8 +289,8 @@ static int cmd_train(int argc, char **argv, dtnn_comm *comm)
     if (rank == 0) {
         printf("dtnn: training %s on %s (%lld train / %lld test samples of %dx%dx%d, %d "
                "classes), %zu parameters, batch %d, %s lr %g, %d thread%s, %s\n",
-               cli_str(o, n, "model"), d.name, (long long)d.train.n, (long long)d.test.n,
-               d.train.c, d.train.h, d.train.w, d.train.classes, dtnn_model_param_count(m),
+               cli_str(o, n, "model"), cd.name, (long long)cd.shape.n, (long long)cd.test_n,
+               cd.shape.c, cd.shape.h, cd.shape.w, cd.shape.classes, dtnn_model_param_count(m),
                tp.batch_size, dtnn_opt_name(kind), tp.sched.base_lr, threads,
                threads == 1 ? "" : "s", dtnn_blas_name(blas, sizeof blas));
         if (ranks > 1)
@@ -286,7 +308,11 @@ static int cmd_train(int argc, char **argv, dtnn_comm *comm)
     if (ranks > 1)
         ps.tty = 0;
     catch_stop_signals();
-    if (dtnn_train(m, opt, &d, comm, &tp, &ts, rank == 0 ? progress_update : NULL, &ps, &err)) {
+    dtnn_status st = cd.train ? dtnn_train_loader(m, opt, cd.train, cd.test, comm, &tp, &ts,
+                                                  rank == 0 ? progress_update : NULL, &ps, &err)
+                              : dtnn_train(m, opt, &cd.d, comm, &tp, &ts,
+                                           rank == 0 ? progress_update : NULL, &ps, &err);
+    if (st) {
         if (err.code == DTNN_ERR_INTERRUPTED) {
             /* Every rank stopped after the same step: no abort, exit as the signal asks. */
             if (rank == 0)
@@ -296,9 +322,10 @@ static int cmd_train(int argc, char **argv, dtnn_comm *comm)
         }
         goto out;
     }
-    if (d.test.n > 0) {
+    if (cd.test_n > 0) {
         dtnn_metrics tm;
-        if (dtnn_evaluate(m, &d.test, bp.max_batch, &tp.loss, comm, &tm, &err))
+        if (cd.test ? dtnn_evaluate_loader(m, cd.test, bp.max_batch, &tp.loss, comm, &tm, &err)
+                    : dtnn_evaluate(m, &cd.d.test, bp.max_batch, &tp.loss, comm, &tm, &err))
             goto out;
         if (rank == 0)
             printf("test accuracy: %.2f%% (top-5 %.2f%%, loss %.4f) on %lld samples\n",
@@ -318,9 +345,10 @@ out:
     }
     if (rc == 1)
         cli_fail(cmd, &err);
+    cli_data_report_skipped(&cd, cmd, rank, ranks);
     dtnn_optimizer_free(opt);
     dtnn_model_free(m);
-    dtnn_dataset_free(&d);
+    cli_data_close(&cd);
     return rc;
 }
 
@@ -329,8 +357,7 @@ out:
 static cli_opt eval_opts[] = {
     {"model", OPT_STRING, NULL, "zoo model name or model file", 1, NULL, 0},
     {"load", OPT_STRING, NULL, "checkpoint with the weights", 1, NULL, 0},
-    {"dataset", OPT_STRING, "fashion-mnist", "fashion-mnist | mnist | npy | synthetic", 0, NULL, 0},
-    {"data-dir", OPT_STRING, NULL, "dataset folder (default: the dataset's own)", 0, NULL, 0},
+    DATA_OPTIONS,
     {"split", OPT_STRING, "test", "test | train", 0, NULL, 0},
     {"batch-size", OPT_INT, "256", "evaluation batch size", 0, NULL, 0},
     {"loss", OPT_STRING, "cross-entropy", "cross-entropy | bce | mse", 0, NULL, 0},
@@ -360,22 +387,25 @@ static int cmd_eval(int argc, char **argv)
     dtnn_loss_params_default(&lp);
     if (dtnn_loss_parse(cli_str(o, n, "loss"), &lp.kind, &err))
         return fprintf(stderr, "dtnn %s: %s\n", cmd, err.message), 2;
+    cli_data_opts dopts;
     int threads = cli_threads(cmd, o, n, NULL);
-    if (threads < 0)
+    if (threads < 0 || cli_data_options(cmd, o, n, 0, &dopts))
         return 2;
     dtnn_set_threads(threads);
-    dtnn_dataset d;
-    memset(&d, 0, sizeof d);
+    cli_data cd;
+    memset(&cd, 0, sizeof cd);
+    dtnn_data_params dp;
     dtnn_model *m = NULL;
     int rc = 1;
-    if (load_data(o, n, &d, 0, &err))
+    if (data_params(o, n, &dp, 0, &err) ||
+        cli_data_open(&cd, &dopts, &dp, split_name, batch, batch, 0, 1, &err))
         goto out;
-    const dtnn_split *s = !strcmp(split_name, "test") ? &d.test : &d.train;
-    if (s->n == 0) {
-        dtnn_error_set(&err, DTNN_ERR_ARG, "dataset '%s' has no %s split", d.name, split_name);
+    const dtnn_split *s = !strcmp(split_name, "test") ? &cd.d.test : &cd.d.train;
+    if (!cd.test && s->n == 0) {
+        dtnn_error_set(&err, DTNN_ERR_ARG, "dataset '%s' has no %s split", cd.name, split_name);
         goto out;
     }
-    m = make_model(cli_str(o, n, "model"), &d.train, (int)cli_int(o, n, "classes"), &err);
+    m = make_model(cli_str(o, n, "model"), &cd.shape, (int)cli_int(o, n, "classes"), &err);
     if (!m)
         goto out;
     dtnn_build_params bp;
@@ -386,17 +416,19 @@ static int cmd_eval(int argc, char **argv)
         dtnn_checkpoint_load(cli_str(o, n, "load"), m, NULL, NULL, NULL, &err))
         goto out;
     dtnn_metrics met;
-    if (dtnn_evaluate(m, s, batch, &lp, NULL, &met, &err))
+    if (cd.test ? dtnn_evaluate_loader(m, cd.test, batch, &lp, NULL, &met, &err)
+                : dtnn_evaluate(m, s, batch, &lp, NULL, &met, &err))
         goto out;
-    printf("%s %s: loss %.4f, accuracy %.2f%%, top-5 %.2f%% on %lld samples\n", d.name,
+    printf("%s %s: loss %.4f, accuracy %.2f%%, top-5 %.2f%% on %lld samples\n", cd.name,
            split_name, met.loss_sum / (double)met.count, 100.0 * (double)met.top1 / met.count,
            100.0 * (double)met.top5 / met.count, (long long)met.count);
     rc = 0;
 out:
     if (rc == 1)
         cli_fail(cmd, &err);
+    cli_data_report_skipped(&cd, cmd, 0, 1);
     dtnn_model_free(m);
-    dtnn_dataset_free(&d);
+    cli_data_close(&cd);
     return rc;
 }
 

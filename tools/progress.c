@@ -42,8 +42,12 @@ void progress_update(const dtnn_progress *p, void *user)
                 (long long)p->epochs, p->loss, 100.0 * p->acc);
         if (p->has_test)
             fprintf(s->out, " | test loss %.4f acc %.2f%%", p->test_loss, 100.0 * p->test_acc);
-        fprintf(s->out, " | %.0f img/s | %.1f s | lr %.4g\n", p->images_per_sec, p->elapsed,
+        fprintf(s->out, " | %.0f img/s | %.1f s | lr %.4g", p->images_per_sec, p->elapsed,
                 p->lr);
+        if (p->skipped_images > 0)
+            fprintf(s->out, " | %lld unreadable image%s skipped", (long long)p->skipped_images,
+                    p->skipped_images == 1 ? "" : "s");
+        fprintf(s->out, "\n");
         fflush(s->out);
         s->last_tenth = -1;
         return;

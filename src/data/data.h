@@ -16,4 +16,12 @@
  * produce an error, not a multi-gigabyte allocation. 2^34 uint8 pixels = 64 GiB as float. */
 #define DTNN_DATA_MAX_ELEMENTS ((int64_t)1 << 34)
 
+#include "dtnn.h"
+
+/* CIFAR in two passes, so that several files fill one array without copies: the records in
+ * path (its size checked), then n of them read into x [n, 3, 32, 32] and y [n]. */
+dtnn_status dtnn_cifar_count(const char *path, int classes, int64_t *n, dtnn_error *err);
+dtnn_status dtnn_cifar_read(const char *path, int classes, int64_t n, float *x, int32_t *y,
+                            dtnn_error *err);
+
 #endif

@@ -9,6 +9,9 @@
  * bit for bit. --batch-size is the global batch: rank r of R takes a contiguous slice of each
  * global batch, so the same command means the same training on any number of ranks. The last
  * partial batch of an epoch is used (not dropped), with the mean taken over its real size.
+ * Batches come from a dtnn_loader (loader.c), which does that slicing and may decode the next
+ * batches in background threads; dtnn_train makes one over a dataset in memory. The data a
+ * batch holds depends only on (seed, epoch, step), so resuming stays exact with any loader.
  * Everything a step needs is allocated before the first step.
  *
  * On several ranks: rank 0's parameters and buffers are broadcast first, and the ranks check
@@ -96,7 +99,8 @@ static uint64_t fnv(uint64_t h, const void *data, size_t n)
 
 /* Ranks must agree on the model, the settings and the data, or training silently diverges (or
  * hangs in a collective of another size). Each rank hashes the three; rank 0's are compared. */
-static dtnn_status check_agreement(dtnn_model *m, dtnn_optimizer *opt, const dtnn_dataset *d,
+static dtnn_status check_agreement(dtnn_model *m, dtnn_optimizer *opt, dtnn_loader *train,
+                                   const dtnn_split *test_split, dtnn_loader *test,
                                    dtnn_comm *comm, const dtnn_train_params *p,
                                    const dtnn_train_state *ts, dtnn_error *err)
 {
@@ -117,11 +121,24 @@ static dtnn_status check_agreement(dtnn_model *m, dtnn_optimizer *opt, const dtn
     h[1] = fnv(h[1], &f, sizeof f);
     h[1] = fnv(h[1], &p->sched, sizeof p->sched);
     h[1] = fnv(h[1], dtnn_optimizer_params(opt), sizeof(dtnn_opt_params));
-    const dtnn_split *sp[2] = {&d->train, &d->test};
+    dtnn_loader_info info[2];
+    memset(info, 0, sizeof info);
+    dtnn_loader_get_info(train, &info[0]);
+    if (test) {
+        dtnn_loader_get_info(test, &info[1]);
+    } else if (test_split) {
+        info[1].n = test_split->n;
+        info[1].c = test_split->c;
+        info[1].h = test_split->h;
+        info[1].w = test_split->w;
+        info[1].classes = test_split->classes;
+        info[1].labels = test_split->y;
+    }
     for (int k = 0; k < 2; k++) {
-        int64_t shape[5] = {sp[k]->n, sp[k]->c, sp[k]->h, sp[k]->w, sp[k]->classes};
+        int64_t shape[5] = {info[k].n, info[k].c, info[k].h, info[k].w, info[k].classes};
         h[2] = fnv(h[2], shape, sizeof shape);
-        h[2] = fnv(h[2], sp[k]->y, sizeof(int32_t) * (size_t)sp[k]->n);
+        if (info[k].labels)
+            h[2] = fnv(h[2], info[k].labels, sizeof(int32_t) * (size_t)info[k].n);
     }
     int size = dtnn_comm_size(comm);
     uint64_t *all = malloc(sizeof h * (size_t)size);
@@ -336,16 +353,21 @@ static void log_epoch(FILE *log, const dtnn_progress *pr)
     else
         fprintf(log, ", \"test_loss\": null, \"test_acc\": null");
     fprintf(log, ", \"images_per_sec\": %.1f, \"seconds\": %.3f, \"comm_wait_seconds\": %.3f, "
-            "\"skipped_steps\": %lld, \"lr\": %.8g}\n", pr->images_per_sec, pr->elapsed,
-            pr->comm_wait, (long long)pr->skipped, pr->lr);
+            "\"skipped_steps\": %lld", pr->images_per_sec, pr->elapsed, pr->comm_wait,
+            (long long)pr->skipped);
+    fprintf(log, ", \"skipped_images\": %lld, \"lr\": %.8g}\n", (long long)pr->skipped_images,
+            pr->lr);
     fflush(log);
 }
 
-dtnn_status dtnn_train(dtnn_model *m, dtnn_optimizer *opt, const dtnn_dataset *d,
-                       dtnn_comm *comm, const dtnn_train_params *p, dtnn_train_state *ts,
-                       dtnn_progress_fn progress, void *user, dtnn_error *err)
+/* The loop over a train loader; the test set is a loader, a split in memory, or neither. */
+static dtnn_status train_run(dtnn_model *m, dtnn_optimizer *opt, dtnn_loader *train,
+                             const dtnn_split *test_split, dtnn_loader *test, dtnn_comm *comm,
+                             const dtnn_train_params *p, dtnn_train_state *ts,
+                             dtnn_progress_fn progress, void *user, dtnn_error *err)
 {
-    const dtnn_split *tr = &d->train;
+    dtnn_loader_info tr;
+    dtnn_loader_get_info(train, &tr);
     const int rank = dtnn_comm_rank(comm), size = dtnn_comm_size(comm);
     const int64_t B = p->batch_size;
     if (B <= 0)
@@ -355,22 +377,28 @@ dtnn_status dtnn_train(dtnn_model *m, dtnn_optimizer *opt, const dtnn_dataset *d
     if (B % ((int64_t)size * K))
         return dtnn_error_set(err, DTNN_ERR_ARG, "the global batch size %lld does not divide by "
                               "the %d ranks x %d accumulation steps", (long long)B, size, K);
-    if (tr->n <= 0)
-        return dtnn_error_set(err, DTNN_ERR_ARG, "the training split of '%s' is empty", d->name);
+    if (tr.params.batch_size != B || tr.params.ranks != size || tr.params.rank != rank ||
+        tr.params.seed != p->seed || !tr.params.shuffle != !p->shuffle)
+        return dtnn_error_set(err, DTNN_ERR_ARG, "the train loader was made for batch %d, rank "
+                              "%d of %d, seed %llu, shuffle %d, but training runs batch %lld, "
+                              "rank %d of %d, seed %llu, shuffle %d", tr.params.batch_size,
+                              tr.params.rank, tr.params.ranks,
+                              (unsigned long long)tr.params.seed, tr.params.shuffle,
+                              (long long)B, rank, size, (unsigned long long)p->seed, p->shuffle);
     int c, h, w;
     dtnn_model_input_shape(m, &c, &h, &w);
-    if (c != tr->c || h != tr->h || w != tr->w)
+    if (c != tr.c || h != tr.h || w != tr.w)
         return dtnn_error_set(err, DTNN_ERR_SHAPE, "the model takes %dx%dx%d inputs but dataset "
-                              "'%s' has %dx%dx%d samples", c, h, w, d->name, tr->c, tr->h, tr->w);
+                              "'%s' has %dx%dx%d samples", c, h, w, tr.name, tr.c, tr.h, tr.w);
     int out_n, classes;
     dtnn_model_output(m, &out_n, &classes);
-    if (classes < tr->classes)
+    if (classes < tr.classes)
         return dtnn_error_set(err, DTNN_ERR_SHAPE, "the model has %d outputs but dataset '%s' "
-                              "has %d classes", classes, d->name, tr->classes);
+                              "has %d classes", classes, tr.name, tr.classes);
     if (p->epochs <= 0 && p->steps <= 0)
         return dtnn_error_set(err, DTNN_ERR_ARG, "give a positive number of epochs or steps");
 
-    const int64_t steps_per_epoch = (tr->n + B - 1) / B;
+    const int64_t steps_per_epoch = tr.steps_per_epoch;
     const int64_t total_steps = p->steps > 0 ? p->steps : (int64_t)p->epochs * steps_per_epoch;
     const int64_t epochs = (total_steps + steps_per_epoch - 1) / steps_per_epoch;
     dtnn_sched_params sched = p->sched;
@@ -382,6 +410,13 @@ dtnn_status dtnn_train(dtnn_model *m, dtnn_optimizer *opt, const dtnn_dataset *d
                               (long long)ts->step, (long long)total_steps);
     ts->seed = p->seed;
     ts->global_batch = B;
+    /* What checkpoints record of the data: its name and normalisation. */
+    dtnn_dataset norm;
+    memset(&norm, 0, sizeof norm);
+    memcpy(norm.mean, tr.mean, sizeof norm.mean);
+    memcpy(norm.std, tr.std, sizeof norm.std);
+    snprintf(norm.name, sizeof norm.name, "%s", tr.name);
+    const dtnn_dataset *d = &norm;
 
     const int local_max = (int)(B / size);
     const int micro_max = local_max / K;
@@ -397,20 +432,17 @@ dtnn_status dtnn_train(dtnn_model *m, dtnn_optimizer *opt, const dtnn_dataset *d
             return dtnn_error_set(err, DTNN_ERR_IO, "cannot write the log '%s': %s",
                                   p->log_path, strerror(errno));
     }
-    int64_t *perm = malloc(sizeof(int64_t) * tr->n);
-    float *xb = dtnn_alloc_aligned(sizeof(float) * sample * local_max);
-    int32_t *yb = malloc(sizeof(int32_t) * local_max);
     dtnn_grad_sync *gs = NULL;
     unsigned char *saved_buffers = p->skip_nonfinite
                                        ? malloc(DTNN_MAX(dtnn_model_buffer_bytes(m), 1))
                                        : NULL;
-    if (!perm || !xb || !yb || (p->skip_nonfinite && !saved_buffers)) {
+    if (p->skip_nonfinite && !saved_buffers) {
         st = dtnn_error_set(err, DTNN_ERR_NOMEM, "out of memory for a batch of %d samples",
                             local_max);
         goto done;
     }
     if (size > 1) {
-        if ((st = check_agreement(m, opt, d, comm, p, ts, err)) ||
+        if ((st = check_agreement(m, opt, train, test_split, test, comm, p, ts, err)) ||
             (st = dtnn_comm_broadcast(comm, dtnn_model_params(m),
                                       sizeof(float) * dtnn_model_params_padded(m), 0, err)) ||
             (st = dtnn_comm_broadcast(comm, dtnn_model_buffers(m), dtnn_model_buffer_bytes(m), 0,
@@ -425,8 +457,13 @@ dtnn_status dtnn_train(dtnn_model *m, dtnn_optimizer *opt, const dtnn_dataset *d
     dtnn_model_set_step(m, ts->step);
     dtnn_model_set_sync_bn(m, p->sync_bn && size > 1 ? comm : NULL);
 
+    int64_t skipped_images = 0;     /* over all ranks, up to the last epoch end */
     for (int64_t epoch = ts->epoch; epoch < epochs && ts->step < total_steps; epoch++) {
-        dtnn_epoch_permutation(perm, tr->n, p->seed, epoch, p->shuffle);
+        const int64_t end = DTNN_MIN(steps_per_epoch,
+                                     ts->step_in_epoch + (total_steps - ts->step));
+        if ((st = dtnn_loader_start(train, epoch, ts->step_in_epoch, end, err)))
+            goto done;
+        const int64_t skipped0 = dtnn_loader_skipped(train, NULL, 0);
         dtnn_metrics met = {0};
         double t0 = dtnn_now(), wait0 = gs ? dtnn_grad_sync_wait_seconds(gs) : 0.0;
         int64_t images = 0;
@@ -438,15 +475,12 @@ dtnn_status dtnn_train(dtnn_model *m, dtnn_optimizer *opt, const dtnn_dataset *d
         pr.total_steps = total_steps;
         pr.steps_per_epoch = steps_per_epoch;
         for (int64_t s = ts->step_in_epoch; s < steps_per_epoch && ts->step < total_steps; s++) {
-            int64_t start = s * B, len = DTNN_MIN(B, tr->n - start), lo, hi;
-            rank_slice(start, len, rank, size, &lo, &hi);
-            int n = (int)(hi - lo);
-            for (int i = 0; i < n; i++) {
-                int64_t k = perm[lo + i];
-                memcpy(xb + (size_t)i * sample, tr->x + (size_t)k * sample,
-                       sizeof(float) * sample);
-                yb[i] = tr->y[k];
-            }
+            const float *xb;
+            const int32_t *yb;
+            int n;
+            int64_t len;
+            if ((st = dtnn_loader_next(train, &xb, &yb, &n, &len, err)))
+                goto done;
             dtnn_model_zero_grad(m);
             if (saved_buffers)
                 memcpy(saved_buffers, dtnn_model_buffers(m), dtnn_model_buffer_bytes(m));
@@ -498,6 +532,8 @@ dtnn_status dtnn_train(dtnn_model *m, dtnn_optimizer *opt, const dtnn_dataset *d
             if (progress) {
                 progress_set(&pr, ts, met.loss_sum, (double)met.top1, (double)met.count,
                              dtnn_now() - t0, images, lr);
+                pr.skipped_images = skipped_images + dtnn_loader_skipped(train, NULL, 0) -
+                                    skipped0;
                 progress(&pr, user);
             }
             int last = s + 1 == steps_per_epoch || ts->step == total_steps;
@@ -523,18 +559,22 @@ dtnn_status dtnn_train(dtnn_model *m, dtnn_optimizer *opt, const dtnn_dataset *d
         int finished_epoch = ts->step_in_epoch == steps_per_epoch;
         double seconds = dtnn_now() - t0;
         /* Epoch metrics over all ranks (rank sums in double are exact for counts). */
-        double sums[3] = {met.loss_sum, (double)met.top1, (double)met.count};
-        if ((st = dtnn_comm_allreduce_sum_f64(comm, sums, 3, err)))
+        double sums[4] = {met.loss_sum, (double)met.top1, (double)met.count,
+                          (double)(dtnn_loader_skipped(train, NULL, 0) - skipped0)};
+        if ((st = dtnn_comm_allreduce_sum_f64(comm, sums, 4, err)))
             goto done;
         progress_set(&pr, ts, sums[0], sums[1], sums[2], seconds, images, lr);
+        skipped_images += (int64_t)sums[3];
+        pr.skipped_images = skipped_images;
         pr.epoch_end = 1;
         pr.comm_wait = gs ? dtnn_grad_sync_wait_seconds(gs) - wait0 : 0.0;
         if (size > 1 &&
             ((st = average_buffers(m, comm, err)) || (st = check_replicas(m, comm, epoch, err))))
             goto done;
-        if (p->eval_each_epoch && d->test.n > 0) {
+        if (p->eval_each_epoch && (test || (test_split && test_split->n > 0))) {
             dtnn_metrics tm;
-            if ((st = dtnn_evaluate(m, &d->test, micro_max, &p->loss, comm, &tm, err)))
+            if ((st = test ? dtnn_evaluate_loader(m, test, micro_max, &p->loss, comm, &tm, err)
+                           : dtnn_evaluate(m, test_split, micro_max, &p->loss, comm, &tm, err)))
                 goto done;
             pr.has_test = 1;
             pr.test_loss = tm.loss_sum / (double)tm.count;
@@ -556,9 +596,79 @@ done:
     dtnn_grad_sync_free(gs);
     if (log)
         fclose(log);
-    free(perm);
     free(saved_buffers);
-    dtnn_free_aligned(xb);
-    free(yb);
     return st;
+}
+
+dtnn_status dtnn_train_loader(dtnn_model *m, dtnn_optimizer *opt, dtnn_loader *train,
+                              dtnn_loader *test, dtnn_comm *comm, const dtnn_train_params *p,
+                              dtnn_train_state *ts, dtnn_progress_fn progress, void *user,
+                              dtnn_error *err)
+{
+    return train_run(m, opt, train, NULL, test, comm, p, ts, progress, user, err);
+}
+
+/* In memory: the split is copied batch by batch in this thread, as it always was. */
+dtnn_status dtnn_train(dtnn_model *m, dtnn_optimizer *opt, const dtnn_dataset *d,
+                       dtnn_comm *comm, const dtnn_train_params *p, dtnn_train_state *ts,
+                       dtnn_progress_fn progress, void *user, dtnn_error *err)
+{
+    if (p->batch_size <= 0)
+        return dtnn_error_set(err, DTNN_ERR_ARG, "batch size must be positive, got %d",
+                              p->batch_size);
+    if (d->train.n <= 0)
+        return dtnn_error_set(err, DTNN_ERR_ARG, "the training split of '%s' is empty", d->name);
+    dtnn_loader_params lp;
+    dtnn_loader_params_default(&lp);
+    lp.batch_size = p->batch_size;
+    lp.rank = dtnn_comm_rank(comm);
+    lp.ranks = dtnn_comm_size(comm);
+    lp.shuffle = p->shuffle;
+    lp.seed = p->seed;
+    dtnn_loader *train = dtnn_loader_create(d, 0, &lp, err);
+    if (!train)
+        return err->code;
+    dtnn_status st = train_run(m, opt, train, &d->test, NULL, comm, p, ts, progress, user, err);
+    dtnn_loader_free(train);
+    return st;
+}
+
+dtnn_status dtnn_evaluate_loader(dtnn_model *m, dtnn_loader *l, int max_batch,
+                                 const dtnn_loss_params *lp, dtnn_comm *comm, dtnn_metrics *out,
+                                 dtnn_error *err)
+{
+    memset(out, 0, sizeof *out);
+    dtnn_loader_info info;
+    dtnn_loader_get_info(l, &info);
+    if (max_batch < 1)
+        return dtnn_error_set(err, DTNN_ERR_ARG, "evaluation batch must be positive, got %d",
+                              max_batch);
+    const size_t sample = (size_t)info.c * info.h * info.w;
+    dtnn_status st = dtnn_loader_start(l, 0, 0, info.steps_per_epoch, err);
+    for (int64_t s = 0; s < info.steps_per_epoch && !st; s++) {
+        const float *x;
+        const int32_t *y;
+        int n;
+        if ((st = dtnn_loader_next(l, &x, &y, &n, NULL, err)))
+            break;
+        for (int i = 0; i < n && !st; i += max_batch) {
+            int k = DTNN_MIN(max_batch, n - i);
+            st = dtnn_model_forward(m, x + (size_t)i * sample, k, 0, err);
+            if (!st)
+                st = dtnn_model_loss(m, y + i, k, lp, 1.0f, out, err);
+        }
+    }
+    if (st)
+        return st;
+    if (comm && dtnn_comm_size(comm) > 1) {
+        double sums[4] = {out->loss_sum, (double)out->top1, (double)out->top5,
+                          (double)out->count};
+        if ((st = dtnn_comm_allreduce_sum_f64(comm, sums, 4, err)))
+            return st;
+        out->loss_sum = sums[0];
+        out->top1 = (int64_t)sums[1];
+        out->top5 = (int64_t)sums[2];
+        out->count = (int64_t)sums[3];
+    }
+    return DTNN_OK;
 }

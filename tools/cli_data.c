@@ -1,0 +1,167 @@
+/*
+ * cli_data.c — what `dtnn train`, `eval` and `bench --loader` read: a dataset loaded into
+ * memory (the IDX, CIFAR, npy and synthetic ones), or an image folder streamed by loaders, and
+ * the options that choose augmentation and background decoding. A dataset in memory without
+ * augmentation or loader threads goes straight to dtnn_train / dtnn_evaluate, as it always
+ * did; everything else runs through dtnn_loader.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cli_data.h"
+
+static int parse_augment(const char *s, unsigned *out)
+{
+    *out = 0;
+    if (!strcmp(s, "none"))
+        return 0;
+    char buf[64];
+    if (strlen(s) >= sizeof buf)
+        return -1;
+    memcpy(buf, s, strlen(s) + 1);
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        if (!strcmp(t, "crop"))
+            *out |= DTNN_AUG_CROP;
+        else if (!strcmp(t, "flip"))
+            *out |= DTNN_AUG_FLIP;
+        else
+            return -1;
+    }
+    return *out ? 0 : -1;
+}
+
+int cli_data_options(const char *cmd, const cli_opt *o, int n, int train, cli_data_opts *out)
+{
+    memset(out, 0, sizeof *out);
+    out->folder = !strcmp(cli_str(o, n, "dataset"), "imagefolder");
+    dtnn_loader_params_default(&out->lp);
+    int64_t size = cli_int(o, n, "image-size"), threads = cli_int(o, n, "loader-threads");
+    if (size < 8 || size > 4096)
+        return cli_usage_error(cmd, "--image-size must be in [8, 4096], not %s",
+                               cli_str(o, n, "image-size"));
+    if (threads < -1 || threads > 64)
+        return cli_usage_error(cmd, "--loader-threads must be -1 (auto), 0 (decode in the "
+                               "training thread) or up to 64, not %s",
+                               cli_str(o, n, "loader-threads"));
+    if (out->folder && !cli_str(o, n, "data-dir"))
+        return cli_usage_error(cmd, "%s", "--dataset imagefolder needs --data-dir DIR, with "
+                               "DIR/train/<class>/<image> and DIR/val/<class>/<image>");
+    out->lp.image_size = (int)size;
+    out->lp.threads = threads == -1 ? (out->folder ? 2 : 0) : (int)threads;
+    out->lp.strict = cli_flag(o, n, "strict");
+    if (!train)
+        return 0;
+    const char *aug = cli_str(o, n, "augment");
+    if (!strcmp(aug, "auto"))
+        out->lp.augment = out->folder ? DTNN_AUG_CROP | DTNN_AUG_FLIP : 0;
+    else if (parse_augment(aug, &out->lp.augment))
+        return cli_usage_error(cmd, "--augment must be auto, none, crop, flip or crop,flip, not "
+                               "'%s'", aug);
+    int64_t pad = cli_int(o, n, "crop-padding"), prefetch = cli_int(o, n, "prefetch");
+    if (pad < 0 || pad > 64 || prefetch < 0 || prefetch > 64)
+        return cli_usage_error(cmd, "%s", "--crop-padding and --prefetch must be in [0, 64]");
+    out->lp.crop_padding = (int)pad;
+    out->lp.prefetch = (int)prefetch;
+    return 0;
+}
+
+static void shape_from(cli_data *cd, const dtnn_loader *l)
+{
+    dtnn_loader_info info;
+    dtnn_loader_get_info(l, &info);
+    cd->shape.n = info.n;
+    cd->shape.c = info.c;
+    cd->shape.h = info.h;
+    cd->shape.w = info.w;
+    cd->shape.classes = info.classes;
+    snprintf(cd->name, sizeof cd->name, "%s", info.name);
+}
+
+static int is_dir(const char *path)
+{
+    struct stat sb;
+    return stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
+}
+
+dtnn_status cli_data_open(cli_data *cd, const cli_data_opts *opts, const dtnn_data_params *dp,
+                          const char *split, int batch, int eval_batch, int rank, int ranks,
+                          dtnn_error *err)
+{
+    memset(cd, 0, sizeof *cd);
+    dtnn_loader_params lp = opts->lp, tp = opts->lp;
+    lp.batch_size = batch;
+    lp.rank = tp.rank = rank;
+    lp.ranks = tp.ranks = ranks;
+    /* Evaluation: file order, no augmentation. */
+    tp.batch_size = eval_batch;
+    tp.shuffle = 0;
+    tp.augment = 0;
+    tp.prefetch = 0;
+    if (opts->folder) {
+        if (split) {
+            /* eval: "test" is the folder's val split. */
+            const char *s = !strcmp(split, "train") ? "train" : "val";
+            cd->test = dtnn_loader_create_folder(dp->dir, s, &tp, err);
+            if (!cd->test)
+                return err->code;
+            shape_from(cd, cd->test);
+            return DTNN_OK;
+        }
+        cd->train = dtnn_loader_create_folder(dp->dir, "train", &lp, err);
+        if (!cd->train)
+            return err->code;
+        shape_from(cd, cd->train);
+        char val[4096];
+        snprintf(val, sizeof val, "%s/val", dp->dir);
+        if (is_dir(val)) {
+            cd->test = dtnn_loader_create_folder(dp->dir, "val", &tp, err);
+            if (!cd->test)
+                return err->code;
+            dtnn_loader_info info;
+            dtnn_loader_get_info(cd->test, &info);
+            cd->test_n = info.n;
+        }
+        return DTNN_OK;
+    }
+    dtnn_status st = dtnn_dataset_load(&cd->d, dp, err);
+    if (st)
+        return st;
+    cd->shape = cd->d.train;
+    cd->test_n = cd->d.test.n;
+    snprintf(cd->name, sizeof cd->name, "%s", cd->d.name);
+    if (split || (!lp.augment && !lp.threads))
+        return DTNN_OK;
+    if (!(cd->train = dtnn_loader_create(&cd->d, 0, &lp, err)))
+        return err->code;
+    if (cd->d.test.n > 0 && !(cd->test = dtnn_loader_create(&cd->d, 1, &tp, err)))
+        return err->code;
+    return DTNN_OK;
+}
+
+void cli_data_report_skipped(const cli_data *cd, const char *cmd, int rank, int ranks)
+{
+    const dtnn_loader *ls[2] = {cd->train, cd->test};
+    static const char *const what[2] = {"training", "evaluation"};
+    for (int k = 0; k < 2; k++) {
+        char paths[1600];
+        int64_t count = ls[k] ? dtnn_loader_skipped(ls[k], paths, sizeof paths) : 0;
+        if (count <= 0)
+            continue;
+        char who[32] = "";
+        if (ranks > 1)
+            snprintf(who, sizeof who, " rank %d", rank);
+        fprintf(stderr, "dtnn %s:%s skipped %lld unreadable image%s in %s, each replaced by the "
+                "next readable one (--strict makes them errors); the first: %s\n", cmd, who,
+                (long long)count, count == 1 ? "" : "s", what[k], paths);
+    }
+}
+
+void cli_data_close(cli_data *cd)
+{
+    dtnn_loader_free(cd->train);
+    dtnn_loader_free(cd->test);
+    dtnn_dataset_free(&cd->d);
+    memset(cd, 0, sizeof *cd);
+}
