@@ -113,7 +113,12 @@ int main(void)
         {4, 9, 10, 2, "filters=4 kernel=3 padding=2 dilation=2 groups=4"},
         {5, 7, 9, 2, "filters=5 kernel=3x5 stride=1x2 padding=1x2 groups=5"},
         {6, 5, 5, 3, "filters=6 kernel=5 padding=0 groups=6"},
-        /* not depthwise (auto falls back to the reference): must agree trivially */
+        /* pointwise: 1x1, stride 1, no padding, one group */
+        {5, 7, 9, 3, "filters=11 kernel=1"},
+        {13, 1, 1, 1, "filters=3 kernel=1 bias=0"},
+        {16, 8, 8, 2, "filters=24 kernel=1 bias=0"},
+        /* not a fast path (auto falls back to the reference): must agree trivially */
+        {6, 9, 9, 2, "filters=7 kernel=1 stride=2"},
         {6, 7, 7, 2, "filters=12 kernel=3 padding=1 groups=6"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
