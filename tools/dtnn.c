@@ -554,7 +554,7 @@ static int cmd_models(int argc, char **argv)
     }
     const char *desc;
     for (int i = 0; dtnn_zoo_name(i, &desc); i++)
-        printf("%-10s %s\n", dtnn_zoo_name(i, NULL), desc);
+        printf("%-14s %s\n", dtnn_zoo_name(i, NULL), desc);
     return 0;
 }
 
