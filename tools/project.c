@@ -1,0 +1,173 @@
+/*
+ * project.c — `dtnn bench --project NODES,GBITS`: after a one-rank profiled benchmark, the
+ * projected scaling efficiency of data-parallel training on many nodes, from the per-layer
+ * forward/backward times just measured and the alpha-beta all-reduce model of the library
+ * (src/dist/projection.c). It prints a table of every all-reduce variant (ring or
+ * hierarchical, blocking or overlapped, fp32 or fp16) and one JSON line per cell. What it
+ * does not do: measure any network; the link parameters come from options whose defaults are
+ * the calibration in docs/scaling.md.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "project.h"
+
+#define MAX_NODES 64
+#define MAX_GBITS 16
+
+int project_check_options(const cli_opt *o, int n)
+{
+    const char *cmd = "bench";
+    int nodes[MAX_NODES], n_nodes, n_gbits;
+    double gbits[MAX_GBITS];
+    dtnn_error err = {0};
+    if (dtnn_project_parse_grid(cli_str(o, n, "project"), nodes, MAX_NODES, &n_nodes, gbits,
+                                MAX_GBITS, &n_gbits, &err))
+        return fprintf(stderr, "dtnn %s: %s\n", cmd, err.message), 2;
+    if (cli_int(o, n, "ranks-per-node") < 1 || cli_int(o, n, "ranks-per-node") > 1024)
+        return cli_usage_error(cmd, "--ranks-per-node must be in [1, 1024], not %s",
+                               cli_str(o, n, "ranks-per-node"));
+    static const char *const nonneg[] = {"alpha-us", "intra-alpha-us"};
+    for (int i = 0; i < 2; i++)
+        if (!(cli_float(o, n, nonneg[i]) >= 0) || !isfinite(cli_float(o, n, nonneg[i])))
+            return fprintf(stderr, "dtnn %s: --%s must be a latency >= 0, not %s\n", cmd,
+                           nonneg[i], cli_str(o, n, nonneg[i])), 2;
+    static const char *const pos[] = {"link-efficiency", "intra-gbs", "compute-scale"};
+    for (int i = 0; i < 3; i++)
+        if (!(cli_float(o, n, pos[i]) > 0) || !isfinite(cli_float(o, n, pos[i])))
+            return fprintf(stderr, "dtnn %s: --%s must be positive, not %s\n", cmd, pos[i],
+                           cli_str(o, n, pos[i])), 2;
+    if (cli_float(o, n, "link-efficiency") > 1)
+        return cli_usage_error(cmd, "--link-efficiency is a share of the line rate, at most 1, "
+                               "not %s", cli_str(o, n, "link-efficiency"));
+    if (cli_given(o, n, "step-ms") &&
+        (!(cli_float(o, n, "step-ms") > 0) || !isfinite(cli_float(o, n, "step-ms"))))
+        return cli_usage_error(cmd, "--step-ms must be positive, not %s",
+                               cli_str(o, n, "step-ms"));
+    if (cli_given(o, n, "step-ms") && cli_given(o, n, "compute-scale"))
+        return cli_usage_error(cmd, "%s", "--step-ms and --compute-scale both set the compute "
+                               "time: give one");
+    return 0;
+}
+
+static const char *variant_name(int v)
+{
+    static const char *const names[] = {"ring-blk", "ring-ovl", "hier-blk", "hier-ovl"};
+    return names[v & 3];
+}
+
+int project_run(const cli_opt *o, int n, dtnn_model *m, double step_seconds, int64_t steps,
+                int batch)
+{
+    const char *cmd = "bench";
+    int nodes[MAX_NODES], n_nodes, n_gbits;
+    double gbits[MAX_GBITS];
+    dtnn_error err = {0};
+    if (dtnn_project_parse_grid(cli_str(o, n, "project"), nodes, MAX_NODES, &n_nodes, gbits,
+                                MAX_GBITS, &n_gbits, &err))
+        return cli_fail(cmd, &err);
+    const int layers = dtnn_model_layer_count(m);
+    double *fwd = calloc((size_t)layers + 1, sizeof *fwd);
+    double *bwd = calloc((size_t)layers + 1, sizeof *bwd);
+    size_t *params = calloc((size_t)layers + 1, sizeof *params);
+    if (!fwd || !bwd || !params) {
+        free(fwd), free(bwd), free(params);
+        fprintf(stderr, "dtnn %s: out of memory for the profile\n", cmd);
+        return 1;
+    }
+    double measured = 0, f_sum = 0, b_sum = 0;
+    size_t total = 0;
+    for (int i = 0; i < layers; i++) {
+        dtnn_layer_info li;
+        dtnn_model_layer_info(m, i, &li);
+        fwd[i] = li.seconds_fwd / (double)steps;
+        bwd[i] = li.seconds_bwd / (double)steps;
+        params[i] = li.params;
+        f_sum += fwd[i];
+        b_sum += bwd[i];
+        total += li.params;
+    }
+    /* Loss, optimizer and anything else the per-layer timers do not see: after backward. */
+    double other = step_seconds - f_sum - b_sum;
+    if (other < 0)
+        other = 0;
+    measured = f_sum + b_sum + other;
+    double scale = 1.0 / cli_float(o, n, "compute-scale");
+    if (cli_given(o, n, "step-ms"))
+        scale = cli_float(o, n, "step-ms") / 1e3 / measured;
+    for (int i = 0; i < layers; i++) {
+        fwd[i] *= scale;
+        bwd[i] *= scale;
+    }
+    dtnn_project_profile prof = {layers, fwd, bwd, params, other * scale};
+    dtnn_project_params pp;
+    dtnn_project_params_default(&pp);
+    pp.ranks_per_node = (int)cli_int(o, n, "ranks-per-node");
+    pp.inter.alpha = cli_float(o, n, "alpha-us") * 1e-6;
+    pp.intra.alpha = cli_float(o, n, "intra-alpha-us") * 1e-6;
+    pp.intra.beta = 1.0 / (cli_float(o, n, "intra-gbs") * 1e9);
+    pp.bucket_bytes = cli_float(o, n, "bucket-mb") * 1048576.0;
+    const double eff = cli_float(o, n, "link-efficiency");
+    printf("projection: %s, batch %d per rank, %d rank%s per node; compute %.2f ms per step "
+           "(measured %.2f ms x %.4g: forward %.2f, backward %.2f, other %.2f); gradient "
+           "%.2f MB; buckets %s MiB\n", cli_str(o, n, "model"), batch, pp.ranks_per_node,
+           pp.ranks_per_node == 1 ? "" : "s", 1e3 * measured * scale, 1e3 * measured, scale,
+           1e3 * f_sum * scale, 1e3 * b_sum * scale, 1e3 * other * scale,
+           4.0 * (double)total / 1048576.0, cli_str(o, n, "bucket-mb"));
+    printf("links: inter-node alpha %s us, %s of the line rate; intra-node alpha %s us, %s GB/s"
+           "\nefficiency = compute / (compute + exposed communication); blk: all-reduce after "
+           "backward, ovl: overlapped with it (hier-ovl is modelled only, dtnn has no such mode)"
+           "\n", cli_str(o, n, "alpha-us"), cli_str(o, n, "link-efficiency"),
+           cli_str(o, n, "intra-alpha-us"), cli_str(o, n, "intra-gbs"));
+    printf("%6s %7s", "nodes", "Gbit/s");
+    for (int c = 0; c < 8; c++)
+        printf("%s %9s", c == 0 ? " | fp32:" : c == 4 ? " | fp16:" : "", variant_name(c));
+    printf("\n");
+    /* Cells: [gbits][nodes][half][variant], printed as a table, then as JSON lines. */
+    size_t cells = (size_t)n_gbits * n_nodes * 8;
+    dtnn_projection *res = malloc(cells * sizeof *res);
+    if (!res) {
+        free(fwd), free(bwd), free(params);
+        fprintf(stderr, "dtnn %s: out of memory for the projection\n", cmd);
+        return 1;
+    }
+    int rc = 0;
+    for (int g = 0; g < n_gbits && !rc; g++)
+        for (int k = 0; k < n_nodes && !rc; k++) {
+            pp.nodes = nodes[k];
+            pp.inter.beta = 8.0 / (gbits[g] * 1e9 * eff);
+            printf("%6d %7g", nodes[k], gbits[g]);
+            for (int c = 0; c < 8 && !rc; c++) {
+                pp.half = c >= 4;
+                pp.algo = (c & 2) ? DTNN_PROJECT_HIERARCHICAL : DTNN_PROJECT_RING;
+                pp.overlap = c & 1;
+                dtnn_projection *r = &res[((size_t)g * n_nodes + k) * 8 + c];
+                if (dtnn_project_step(&prof, &pp, r, &err)) {
+                    rc = cli_fail(cmd, &err);
+                    break;
+                }
+                printf("%s %8.1f%%", c == 0 || c == 4 ? " |      " : "", 100.0 * r->efficiency);
+            }
+            printf("\n");
+        }
+    for (int g = 0; g < n_gbits && !rc; g++)
+        for (int k = 0; k < n_nodes; k++)
+            for (int c = 0; c < 8; c++) {
+                const dtnn_projection *r = &res[((size_t)g * n_nodes + k) * 8 + c];
+                int ranks = nodes[k] * pp.ranks_per_node;
+                printf("{\"projection\": \"%s\", \"nodes\": %d, \"ranks_per_node\": %d, "
+                       "\"gbits\": %g, \"algo\": \"%s\", \"overlap\": %d, \"comm_dtype\": "
+                       "\"%s\", \"buckets\": %d, \"compute_ms\": %.4f, \"comm_ms\": %.4f, "
+                       "\"exposed_ms\": %.4f, \"exposed_share\": %.5f, \"efficiency\": %.5f, "
+                       "\"images_per_sec\": %.2f}\n", cli_str(o, n, "model"), nodes[k],
+                       pp.ranks_per_node, gbits[g], (c & 2) ? "hierarchical" : "ring", c & 1,
+                       c >= 4 ? "fp16" : "fp32", r->buckets, 1e3 * r->compute, 1e3 * r->comm,
+                       1e3 * r->exposed, r->exposed / (r->compute + r->exposed), r->efficiency,
+                       (double)batch * ranks / (r->compute + r->exposed));
+            }
+    free(res);
+    free(fwd), free(bwd), free(params);
+    return rc;
+}
