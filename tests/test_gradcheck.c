@@ -268,6 +268,13 @@ static void check_activations(void)
     layer(m, "linear", "outputs=3");
     layer(m, "tanh", "");
     gradcheck(m, 3, "linear -> sigmoid -> linear -> tanh", SMOOTH_EPS, TOL);
+
+    /* The cap at 6 is reached in the PyTorch reference test, whose inputs are larger. */
+    m = model_new(5, 3, 3);
+    layer(m, "conv2d", "filters=7 kernel=3 padding=1");
+    layer(m, "relu6", "");
+    layer(m, "conv2d", "filters=3 kernel=1");
+    gradcheck(m, 3, "relu6", KINK_EPS, KINK_TOL);
 }
 
 static void check_pools(void)
@@ -310,6 +317,13 @@ static void check_pools(void)
     layer(m, "flatten", "");
     layer(m, "linear", "outputs=3");
     gradcheck(m, 3, "conv2d -> global_avgpool -> flatten -> linear", SMOOTH_EPS, TOL);
+
+    /* Overlapping windows (7 rows to 3) and repeated ones (2 columns to 5). */
+    m = model_new(3, 7, 2);
+    layer(m, "conv2d", "filters=4 kernel=3 padding=1");
+    layer(m, "adaptive_avgpool", "output=3x5");
+    layer(m, "conv2d", "filters=3 kernel=1");
+    gradcheck(m, 3, "adaptive_avgpool 7x2 -> 3x5", SMOOTH_EPS, TOL);
 }
 
 static void check_batchnorm(void)
@@ -610,6 +624,8 @@ static void check_accumulate_all(void)
     check_accumulate("maxpool", "kernel=3 stride=2 padding=1", 3, 5, 4, KINK_TOL);
     check_accumulate("avgpool", "kernel=3 stride=2 padding=1", 3, 5, 4, TOL);
     check_accumulate("global_avgpool", "", 3, 5, 4, TOL);
+    check_accumulate("adaptive_avgpool", "output=2x3", 3, 5, 4, TOL);
+    check_accumulate("relu6", "", 3, 4, 3, KINK_TOL);
     check_accumulate("batchnorm", "", 3, 5, 4, BN_TOL);
     check_accumulate("dropout", "p=0.4", 3, 5, 4, TOL);
     check_accumulate("softmax", "", 7, 1, 1, TOL);
@@ -1024,7 +1040,7 @@ static void check_registry_covered(void)
 {
     static const char *const covered[] = {
         "conv2d", "linear", "flatten", "relu", "leaky_relu", "sigmoid", "tanh", "maxpool",
-        "avgpool", "global_avgpool", "batchnorm", "dropout", "softmax", "add", "concat",
+        "avgpool", "global_avgpool", "adaptive_avgpool", "relu6", "batchnorm", "dropout", "softmax", "add", "concat",
         "shortcut_a",
     };
     const char *t;

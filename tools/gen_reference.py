@@ -226,6 +226,9 @@ def layer_cases():
     conv_case(w, cases, "conv_k7_s2_p0_nobias", 1, 3, 13, 12, 5, 7, stride=2, bias=False)
     conv_case(w, cases, "conv_k3_dil2_p2", 3, 5, 10, 9, 3, 3, padding=2, dilation=2)
     conv_case(w, cases, "conv_groups3", 3, 6, 7, 8, 9, 3, padding=1, groups=3)
+    # Depthwise, as MobileNetV2's: one group per channel, stride 2, no bias.
+    conv_case(w, cases, "conv_depthwise_s2", 2, 6, 9, 8, 6, 3, stride=2, padding=1, groups=6,
+              bias=False)
     conv_case(w, cases, "conv_k3_p0_nobias", 3, 7, 8, 10, 6, 3, bias=False)
     conv_case(w, cases, "conv_rect", 3, 3, 9, 11, 5, (3, 5), stride=(2, 1), padding=(1, 2))
 
@@ -250,6 +253,11 @@ def layer_cases():
            torch.randn(3, 3, 9, 7))
     record(w, cases, "global_avgpool", ["type=global_avgpool"], nn.AdaptiveAvgPool2d(1),
            torch.randn(3, 5, 7, 6))
+    # Overlapping windows (7 -> 3) and repeated ones (2 -> 5); the identity size (6 -> 6).
+    record(w, cases, "adaptive_avgpool_3x5", ["type=adaptive_avgpool output=3x5"],
+           nn.AdaptiveAvgPool2d((3, 5)), torch.randn(2, 3, 7, 2))
+    record(w, cases, "adaptive_avgpool_6x4", ["type=adaptive_avgpool output=6x4"],
+           nn.AdaptiveAvgPool2d((6, 4)), torch.randn(2, 2, 6, 9))
 
     # Batch norm in training mode; non-trivial affine parameters and running statistics so the
     # momentum update and the unbiased running variance are visible.
@@ -276,6 +284,7 @@ def layer_cases():
     record(w, cases, "leaky_relu_0.2", ["type=leaky_relu slope=0.2"], nn.LeakyReLU(0.2), act_x)
     record(w, cases, "sigmoid", ["type=sigmoid"], nn.Sigmoid(), act_x)
     record(w, cases, "tanh", ["type=tanh"], nn.Tanh(), act_x)
+    record(w, cases, "relu6", ["type=relu6"], nn.ReLU6(), act_x * 3.0)
     record(w, cases, "softmax", ["type=softmax"], nn.Softmax(dim=1), 3.0 * torch.randn(4, 9))
 
     # Multi-input layers on channel slices of one input (see the top of this file).

@@ -1,7 +1,8 @@
 /*
- * activation.c — element-wise activations (ReLU, leaky ReLU, sigmoid, tanh) and their
+ * activation.c — element-wise activations (ReLU, leaky ReLU, sigmoid, tanh, ReLU6) and their
  * derivatives, as torch.nn: the derivative at exactly 0 is that of the negative side
- * (ReLU'(0) = 0, leaky ReLU'(0) = slope), which is what PyTorch's x > 0 test gives.
+ * (ReLU'(0) = 0, leaky ReLU'(0) = slope), which is what PyTorch's x > 0 test gives. ReLU6 is
+ * Hardtanh(0, 6), whose gradient PyTorch passes only strictly inside (0, 6).
  */
 #include <math.h>
 
@@ -30,6 +31,11 @@ void cpu_act_forward(act_kind kind, float param, size_t count, const float *x, f
 #pragma omp parallel for schedule(static) if (n > 16384)
         for (long long i = 0; i < n; i++)
             y[i] = tanhf(x[i]);
+        break;
+    case ACT_RELU6:
+#pragma omp parallel for schedule(static) if (n > 65536)
+        for (long long i = 0; i < n; i++)
+            y[i] = x[i] > 0.0f ? (x[i] < 6.0f ? x[i] : 6.0f) : 0.0f;
         break;
     }
 }
@@ -64,6 +70,9 @@ void cpu_act_backward(act_kind kind, float param, size_t count, const float *x, 
         break;
     case ACT_TANH:
         ACT_STORE(dy[i] * (1.0f - y[i] * y[i]));
+        break;
+    case ACT_RELU6:
+        ACT_STORE(x[i] > 0.0f && x[i] < 6.0f ? dy[i] : 0.0f);
         break;
     }
 }

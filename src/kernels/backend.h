@@ -23,9 +23,13 @@ typedef struct {
     int C, H, W, P, Q;          /* channels, input size, output size */
     int kh, kw, stride_h, stride_w, pad_h, pad_w;
     int count_include_pad;      /* average pooling: PyTorch's default is 1 */
+    /* Average pooling as AdaptiveAvgPool2d((P, Q)): output p averages input rows
+     * floor(p * H / P) .. ceil((p + 1) * H / P) - 1 (likewise columns); kernel, stride and
+     * padding are then unused. Windows may overlap (H not a multiple of P) or repeat (H < P). */
+    int adaptive;
 } pool_geom;
 
-typedef enum { ACT_RELU = 0, ACT_LEAKY_RELU, ACT_SIGMOID, ACT_TANH } act_kind;
+typedef enum { ACT_RELU = 0, ACT_LEAKY_RELU, ACT_SIGMOID, ACT_TANH, ACT_RELU6 } act_kind;
 
 typedef struct dtnn_backend {
     const char *name;

@@ -1,7 +1,8 @@
 /*
  * pool.c — max and average pooling (kernel, stride, padding), forward and backward, as
- * torch.nn.MaxPool2d / AvgPool2d (count_include_pad selectable). Max pooling keeps the index of
- * each maximum (first one on ties, like PyTorch) so backward routes the gradient there.
+ * torch.nn.MaxPool2d / AvgPool2d (count_include_pad selectable) and AdaptiveAvgPool2d. Max
+ * pooling keeps the index of each maximum (first one on ties, like PyTorch) so backward routes
+ * the gradient there.
  */
 #include <string.h>
 
@@ -66,18 +67,24 @@ void cpu_maxpool_backward(const pool_geom *g, int n, const float *dy, const int3
     }
 }
 
-static int pool_divisor(const pool_geom *g, int p, int q)
+/* The input window [h0, h1) x [w0, w1) that output (p, q) averages, and its divisor. */
+static float avg_window(const pool_geom *g, int p, int q, int *h0, int *h1, int *w0, int *w1)
 {
-    int h0 = p * g->stride_h - g->pad_h, w0 = q * g->stride_w - g->pad_w, h1, w1;
-    if (g->count_include_pad) {
-        /* The window clipped to the padded input, as PyTorch counts it. */
-        h1 = DTNN_MIN(h0 + g->kh, g->H + g->pad_h);
-        w1 = DTNN_MIN(w0 + g->kw, g->W + g->pad_w);
-        return (h1 - h0) * (w1 - w0);
+    if (g->adaptive) {
+        *h0 = (int)((int64_t)p * g->H / g->P);
+        *h1 = (int)(((int64_t)(p + 1) * g->H + g->P - 1) / g->P);
+        *w0 = (int)((int64_t)q * g->W / g->Q);
+        *w1 = (int)(((int64_t)(q + 1) * g->W + g->Q - 1) / g->Q);
+        return (float)((*h1 - *h0) * (*w1 - *w0));
     }
-    window(h0, g->kh, g->H, &h0, &h1);
-    window(w0, g->kw, g->W, &w0, &w1);
-    return (h1 - h0) * (w1 - w0);
+    int hs = p * g->stride_h - g->pad_h, ws = q * g->stride_w - g->pad_w;
+    window(hs, g->kh, g->H, h0, h1);
+    window(ws, g->kw, g->W, w0, w1);
+    if (!g->count_include_pad)
+        return (float)((*h1 - *h0) * (*w1 - *w0));
+    /* The window clipped to the padded input, as PyTorch counts it. */
+    int he = DTNN_MIN(hs + g->kh, g->H + g->pad_h), we = DTNN_MIN(ws + g->kw, g->W + g->pad_w);
+    return (float)((he - hs) * (we - ws));
 }
 
 void cpu_avgpool_forward(const pool_geom *g, int n, const float *x, float *y)
@@ -88,16 +95,14 @@ void cpu_avgpool_forward(const pool_geom *g, int n, const float *x, float *y)
         const float *xp = x + (size_t)pl * g->H * g->W;
         float *yp = y + (size_t)pl * g->P * g->Q;
         for (int p = 0; p < g->P; p++) {
-            int h0, h1;
-            window(p * g->stride_h - g->pad_h, g->kh, g->H, &h0, &h1);
             for (int q = 0; q < g->Q; q++) {
-                int w0, w1;
-                window(q * g->stride_w - g->pad_w, g->kw, g->W, &w0, &w1);
+                int h0, h1, w0, w1;
+                float divisor = avg_window(g, p, q, &h0, &h1, &w0, &w1);
                 float sum = 0.0f;
                 for (int h = h0; h < h1; h++)
                     for (int w = w0; w < w1; w++)
                         sum += xp[h * g->W + w];
-                yp[p * g->Q + q] = sum / (float)pool_divisor(g, p, q);
+                yp[p * g->Q + q] = sum / divisor;
             }
         }
     }
@@ -113,12 +118,10 @@ void cpu_avgpool_backward(const pool_geom *g, int n, const float *dy, float *dx,
         if (!accumulate)
             memset(dxp, 0, sizeof(float) * g->H * g->W);
         for (int p = 0; p < g->P; p++) {
-            int h0, h1;
-            window(p * g->stride_h - g->pad_h, g->kh, g->H, &h0, &h1);
             for (int q = 0; q < g->Q; q++) {
-                int w0, w1;
-                window(q * g->stride_w - g->pad_w, g->kw, g->W, &w0, &w1);
-                float v = dyp[p * g->Q + q] / (float)pool_divisor(g, p, q);
+                int h0, h1, w0, w1;
+                float divisor = avg_window(g, p, q, &h0, &h1, &w0, &w1);
+                float v = dyp[p * g->Q + q] / divisor;
                 for (int h = h0; h < h1; h++)
                     for (int w = w0; w < w1; w++)
                         dxp[h * g->W + w] += v;

@@ -1,7 +1,8 @@
 /*
  * activation.c — the element-wise activation layers: relu, leaky_relu (slope, default 0.01 as
- * PyTorch), sigmoid and tanh. They differ only in the kernel they call, so they share one file
- * and one set of functions with four small ops tables, rather than four copies of the same code.
+ * PyTorch), sigmoid, tanh and relu6 (MobileNetV2's min(max(x, 0), 6)). They differ only in
+ * the kernel they call, so they share one file and one set of functions with five small ops
+ * tables, rather than five copies of the same code.
  */
 #include <string.h>
 
@@ -66,3 +67,4 @@ ACT_LAYER(relu, "relu", ACT_RELU, "max(x, 0)")
 ACT_LAYER(leaky_relu, "leaky_relu", ACT_LEAKY_RELU, "x > 0 ? x : slope * x (slope=0.01)")
 ACT_LAYER(sigmoid, "sigmoid", ACT_SIGMOID, "1 / (1 + exp(-x))")
 ACT_LAYER(tanh, "tanh", ACT_TANH, "tanh(x)")
+ACT_LAYER(relu6, "relu6", ACT_RELU6, "min(max(x, 0), 6)")

@@ -1,23 +1,32 @@
 /*
  * pool.c — max and average pooling layers as torch.nn.MaxPool2d / AvgPool2d (kernel, stride =
- * kernel by default, padding, floor mode), and global average pooling (AdaptiveAvgPool2d(1)).
- * The three share the geometry code; max pooling saves the argmax of every output in aux.
+ * kernel by default, padding, floor mode), global average pooling (AdaptiveAvgPool2d(1)) and
+ * adaptive average pooling to a fixed output size (AdaptiveAvgPool2d((h, w)): what lets
+ * torchvision's AlexNet and VGG take inputs of any size). The four share the geometry code; max
+ * pooling saves the argmax of every output in aux.
  */
 #include <string.h>
 
 #include "layer.h"
 
 typedef struct {
-    int kind;       /* 0 max, 1 avg, 2 global avg */
+    int kind;       /* POOL_* */
+    int out_h, out_w;   /* adaptive */
     int kh, kw, stride_h, stride_w, pad_h, pad_w, count_include_pad;
     pool_geom g;
 } pool_cfg;
 
-enum { POOL_MAX = 0, POOL_AVG, POOL_GLOBAL };
+enum { POOL_MAX = 0, POOL_AVG, POOL_GLOBAL, POOL_ADAPTIVE };
 
 static dtnn_status pool_set(void *cfg, const char *key, const char *value, dtnn_error *err)
 {
     pool_cfg *c = cfg;
+    if (c->kind == POOL_ADAPTIVE) {
+        if (!strcmp(key, "output") || !strcmp(key, "output_size"))
+            return layer_opt_pair(key, value, 1, &c->out_h, &c->out_w, err);
+        return dtnn_error_set(err, DTNN_ERR_ARG, "unknown option '%s' for adaptive_avgpool "
+                              "(output)", key);
+    }
     if (c->kind != POOL_GLOBAL) {
         if (!strcmp(key, "kernel") || !strcmp(key, "kernel_size"))
             return layer_opt_pair(key, value, 1, &c->kh, &c->kw, err);
@@ -47,6 +56,15 @@ static dtnn_status pool_infer(layer *l, dtnn_error *err)
         g->kw = in.w;
         g->stride_h = g->stride_w = 1;
         g->P = g->Q = 1;
+    } else if (c->kind == POOL_ADAPTIVE) {
+        if (c->out_h <= 0)
+            return dtnn_error_set(err, DTNN_ERR_ARG, "adaptive_avgpool needs output=HxW");
+        g->adaptive = 1;
+        g->P = c->out_h;
+        g->Q = c->out_w;
+        /* The largest window, for the FLOP count. */
+        g->kh = (in.h + g->P - 1) / g->P + 1;
+        g->kw = (in.w + g->Q - 1) / g->Q + 1;
     } else {
         if (c->kh <= 0)
             return dtnn_error_set(err, DTNN_ERR_ARG, "pooling needs kernel=");
@@ -124,3 +142,5 @@ POOL_LAYER(maxpool, "maxpool", POOL_MAX, "max pooling (kernel, stride=kernel, pa
 POOL_LAYER(avgpool, "avgpool", POOL_AVG,
            "average pooling (kernel, stride=kernel, padding, count_include_pad)")
 POOL_LAYER(global_avgpool, "global_avgpool", POOL_GLOBAL, "mean over H x W -> C x 1 x 1")
+POOL_LAYER(adaptive_avgpool, "adaptive_avgpool", POOL_ADAPTIVE,
+           "average pooling to a fixed output=HxW from any input size (AdaptiveAvgPool2d)")

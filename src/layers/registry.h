@@ -11,9 +11,11 @@
     X(leaky_relu)          \
     X(sigmoid)             \
     X(tanh)                \
+    X(relu6)               \
     X(maxpool)             \
     X(avgpool)             \
     X(global_avgpool)      \
+    X(adaptive_avgpool)    \
     X(batchnorm)           \
     X(dropout)             \
     X(softmax)             \

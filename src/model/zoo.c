@@ -4,25 +4,22 @@
  *   lenet5    LeCun et al. 1998 as in the issue: 61,706 parameters on 1x28x28
  *   cifarcnn  a 4-conv CIFAR network: 2,168,362 parameters on 3x32x32
  *   resnet20  He et al. 2016 CIFAR ResNet-20 with option-A shortcuts: 269,722 parameters
+ *             (and its deeper siblings resnet32/44/56/110)
+ *   vgg16-64  the benchmark VGG-16 of the kernel work, on 3x64x64
+ *   alexnet_cifar, vgg16_cifar  the CIFAR adaptations used by the PyTorch CIFAR model
+ *             collections (e.g. bearpaw/pytorch-classification): AlexNet's five convs with
+ *             CIFAR-sized padding and one linear head; VGG-16 with batch norm and one linear
  *   mlp       fc 512, ReLU, fc 512, ReLU, fc classes on any (flattened) input
+ * and, from zoo_torchvision.c, torchvision's ImageNet models (alexnet, vgg*, resnet18/34/50,
+ * mobilenet_v2, densenet121). The table at the bottom is the one list of zoo models.
  */
 #include <stdarg.h>
 #include <string.h>
 
-#include "../core/internal.h"
+#include "zoo_builder.h"
 
-typedef struct {
-    dtnn_model *m;
-    dtnn_error *err;
-    int failed;
-} zoo_builder;
-
-/* Adds a layer whose options are printf-formatted; returns its id (or -1, remembered). */
-#if defined(__GNUC__)
-__attribute__((format(printf, 5, 6)))
-#endif
-static int zadd(zoo_builder *b, const char *type, const char *name, const int *inputs,
-                const char *fmt, ...)
+int zadd(zoo_builder *b, const char *type, const char *name, const int *inputs, const char *fmt,
+         ...)
 {
     if (b->failed)
         return -1;
@@ -32,15 +29,13 @@ static int zadd(zoo_builder *b, const char *type, const char *name, const int *i
     vsnprintf(opts, sizeof opts, fmt, ap);
     va_end(ap);
     int n_inputs = 0;
-    while (inputs && inputs[n_inputs] != -99)
+    while (inputs && inputs[n_inputs] != ZOO_END)
         n_inputs++;
     int id = dtnn_model_add(b->m, type, name, opts, n_inputs ? inputs : NULL, n_inputs, b->err);
     if (id < 0)
         b->failed = 1;
     return id;
 }
-
-#define INPUTS(...) ((const int[]){__VA_ARGS__, -99})
 
 static void build_lenet5(zoo_builder *b, int classes)
 {
@@ -159,22 +154,162 @@ static void build_vgg16_64(zoo_builder *b, int classes)
     zadd(b, "linear", "classifier.4", NULL, "outputs=%d", classes);
 }
 
+/* AlexNet's convolutions for 3x32x32 (11x11 stride 4 padding 5, 2x2 pools): 256 features at
+ * 1x1, one linear layer. */
+static void build_alexnet_cifar(zoo_builder *b, int classes)
+{
+    zadd(b, "conv2d", "features.0", NULL, "filters=64 kernel=11 stride=4 padding=5");
+    zadd(b, "relu", "features.1", NULL, "%s", "");
+    zadd(b, "maxpool", "features.2", NULL, "kernel=2");
+    zadd(b, "conv2d", "features.3", NULL, "filters=192 kernel=5 padding=2");
+    zadd(b, "relu", "features.4", NULL, "%s", "");
+    zadd(b, "maxpool", "features.5", NULL, "kernel=2");
+    zadd(b, "conv2d", "features.6", NULL, "filters=384 kernel=3 padding=1");
+    zadd(b, "relu", "features.7", NULL, "%s", "");
+    zadd(b, "conv2d", "features.8", NULL, "filters=256 kernel=3 padding=1");
+    zadd(b, "relu", "features.9", NULL, "%s", "");
+    zadd(b, "conv2d", "features.10", NULL, "filters=256 kernel=3 padding=1");
+    zadd(b, "relu", "features.11", NULL, "%s", "");
+    zadd(b, "maxpool", "features.12", NULL, "kernel=2");
+    zadd(b, "flatten", "flatten", NULL, "%s", "");
+    zadd(b, "linear", "classifier", NULL, "outputs=%d", classes);
+}
+
+/* VGG-16 with batch norm (torchvision's vgg16_bn feature stack and names): 512x1x1 features
+ * on 3x32x32, then one linear layer. */
+static void build_vgg16_cifar(zoo_builder *b, int classes)
+{
+    static const int cfg[] = {64, 64, 0, 128, 128, 0, 256, 256, 256, 0,
+                              512, 512, 512, 0, 512, 512, 512, 0};
+    int index = 0;
+    for (size_t i = 0; i < sizeof cfg / sizeof cfg[0]; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "features.%d", index++);
+        if (cfg[i] == 0) {
+            zadd(b, "maxpool", name, NULL, "kernel=2");
+            continue;
+        }
+        zadd(b, "conv2d", name, NULL, "filters=%d kernel=3 padding=1", cfg[i]);
+        snprintf(name, sizeof name, "features.%d", index++);
+        zadd(b, "batchnorm", name, NULL, "%s", "");
+        snprintf(name, sizeof name, "features.%d", index++);
+        zadd(b, "relu", name, NULL, "%s", "");
+    }
+    zadd(b, "flatten", "flatten", NULL, "%s", "");
+    zadd(b, "linear", "classifier", NULL, "outputs=%d", classes);
+}
+
+/* Adapters to one signature: `arg` is the depth (or batch-norm flag) a family needs. */
+static void zoo_lenet5(zoo_builder *b, int arg, int classes)
+{
+    (void)arg;
+    build_lenet5(b, classes);
+}
+static void zoo_cifarcnn(zoo_builder *b, int arg, int classes)
+{
+    (void)arg;
+    build_cifarcnn(b, classes);
+}
+static void zoo_cifar_resnet(zoo_builder *b, int depth, int classes)
+{
+    build_cifar_resnet(b, (depth - 2) / 6, classes);
+}
+static void zoo_vgg16_64(zoo_builder *b, int arg, int classes)
+{
+    (void)arg;
+    build_vgg16_64(b, classes);
+}
+static void zoo_alexnet_cifar(zoo_builder *b, int arg, int classes)
+{
+    (void)arg;
+    build_alexnet_cifar(b, classes);
+}
+static void zoo_vgg16_cifar(zoo_builder *b, int arg, int classes)
+{
+    (void)arg;
+    build_vgg16_cifar(b, classes);
+}
+static void zoo_mlp(zoo_builder *b, int arg, int classes)
+{
+    (void)arg;
+    build_mlp(b, classes);
+}
+static void zoo_tv_alexnet(zoo_builder *b, int arg, int classes)
+{
+    (void)arg;
+    zoo_alexnet(b, classes);
+}
+static void zoo_tv_vgg(zoo_builder *b, int arg, int classes)
+{
+    zoo_vgg(b, arg % 100, arg >= 100, classes);    /* arg = depth + 100 * batch_norm */
+}
+static void zoo_tv_resnet(zoo_builder *b, int depth, int classes)
+{
+    zoo_resnet(b, depth, classes);
+}
+static void zoo_tv_mobilenet_v2(zoo_builder *b, int arg, int classes)
+{
+    (void)arg;
+    zoo_mobilenet_v2(b, classes);
+}
+static void zoo_tv_densenet121(zoo_builder *b, int arg, int classes)
+{
+    (void)arg;
+    zoo_densenet121(b, classes);
+}
+
 typedef struct {
     const char *name;
     const char *description;
     int c, h, w;
     int classes;                /* when the caller gives none */
+    void (*build)(zoo_builder *b, int arg, int classes);
+    int arg;
 } zoo_entry;
 
 static const zoo_entry zoo[] = {
-    {"lenet5", "LeNet-5, 1x28x28 (Fashion-MNIST), 61,706 parameters", 1, 28, 28, 10},
-    {"cifarcnn", "4 conv + 2 fc CIFAR network, 3x32x32, 2,168,362 parameters", 3, 32, 32, 10},
+    {"lenet5", "LeNet-5, 1x28x28 (Fashion-MNIST), 61,706 parameters", 1, 28, 28, 10, zoo_lenet5,
+     0},
+    {"cifarcnn", "4 conv + 2 fc CIFAR network, 3x32x32, 2,168,362 parameters", 3, 32, 32, 10,
+     zoo_cifarcnn, 0},
     {"resnet20", "CIFAR ResNet-20 (He et al. 2016, option A), 3x32x32, 269,722 parameters", 3,
-     32, 32, 10},
+     32, 32, 10, zoo_cifar_resnet, 20},
+    {"resnet32", "CIFAR ResNet-32 (option A), 3x32x32, 464,154 parameters", 3, 32, 32, 10,
+     zoo_cifar_resnet, 32},
+    {"resnet44", "CIFAR ResNet-44 (option A), 3x32x32, 658,586 parameters", 3, 32, 32, 10,
+     zoo_cifar_resnet, 44},
+    {"resnet56", "CIFAR ResNet-56 (option A), 3x32x32, 853,018 parameters", 3, 32, 32, 10,
+     zoo_cifar_resnet, 56},
+    {"resnet110", "CIFAR ResNet-110 (option A), 3x32x32, 1,727,962 parameters", 3, 32, 32, 10,
+     zoo_cifar_resnet, 110},
+    {"alexnet_cifar", "AlexNet's convs for 3x32x32 + 1 linear, 2,472,266 parameters", 3, 32, 32,
+     10, zoo_alexnet_cifar, 0},
+    {"vgg16_cifar", "VGG-16 with batch norm on 3x32x32 + 1 linear, 14,728,266 parameters", 3, 32,
+     32, 10, zoo_vgg16_cifar, 0},
     {"vgg16-64", "VGG-16 conv stack on 3x64x64, fc 2048-512-512-200, 16,129,032 parameters", 3,
-     64, 64, 200},
+     64, 64, 200, zoo_vgg16_64, 0},
     {"mlp", "fc 512, fc 512, fc classes on the flattened input (default 1x28x28)", 1, 28, 28,
-     10},
+     10, zoo_mlp, 0},
+    {"alexnet", "torchvision AlexNet, 3x224x224, 61,100,840 parameters", 3, 224, 224, 1000,
+     zoo_tv_alexnet, 0},
+    {"vgg11", "torchvision VGG-11, 3x224x224, 132,863,336 parameters", 3, 224, 224, 1000,
+     zoo_tv_vgg, 11},
+    {"vgg16", "torchvision VGG-16, 3x224x224, 138,357,544 parameters", 3, 224, 224, 1000,
+     zoo_tv_vgg, 16},
+    {"vgg11_bn", "torchvision VGG-11 with batch norm, 3x224x224, 132,868,840 parameters", 3, 224,
+     224, 1000, zoo_tv_vgg, 111},
+    {"vgg16_bn", "torchvision VGG-16 with batch norm, 3x224x224, 138,365,992 parameters", 3, 224,
+     224, 1000, zoo_tv_vgg, 116},
+    {"resnet18", "torchvision ResNet-18, 3x224x224, 11,689,512 parameters", 3, 224, 224, 1000,
+     zoo_tv_resnet, 18},
+    {"resnet34", "torchvision ResNet-34, 3x224x224, 21,797,672 parameters", 3, 224, 224, 1000,
+     zoo_tv_resnet, 34},
+    {"resnet50", "torchvision ResNet-50 (stride on the 3x3), 3x224x224, 25,557,032 parameters",
+     3, 224, 224, 1000, zoo_tv_resnet, 50},
+    {"mobilenet_v2", "torchvision MobileNetV2, 3x224x224, 3,504,872 parameters", 3, 224, 224,
+     1000, zoo_tv_mobilenet_v2, 0},
+    {"densenet121", "torchvision DenseNet-121, 3x224x224, 7,978,856 parameters", 3, 224, 224,
+     1000, zoo_tv_densenet121, 0},
 };
 
 const char *dtnn_zoo_name(int i, const char **description)
@@ -193,7 +328,7 @@ dtnn_model *dtnn_zoo_create(const char *name, int classes, int c, int h, int w, 
         if (!strcmp(zoo[i].name, name))
             e = &zoo[i];
     if (!e) {
-        char names[256] = "";
+        char names[1024] = "";
         for (size_t i = 0; i < sizeof zoo / sizeof zoo[0]; i++) {
             strncat(names, i ? ", " : "", sizeof names - strlen(names) - 1);
             strncat(names, zoo[i].name, sizeof names - strlen(names) - 1);
@@ -210,16 +345,7 @@ dtnn_model *dtnn_zoo_create(const char *name, int classes, int c, int h, int w, 
         return NULL;
     }
     zoo_builder b = {m, err, 0};
-    if (!strcmp(name, "lenet5"))
-        build_lenet5(&b, classes);
-    else if (!strcmp(name, "cifarcnn"))
-        build_cifarcnn(&b, classes);
-    else if (!strcmp(name, "resnet20"))
-        build_cifar_resnet(&b, 3, classes);
-    else if (!strcmp(name, "vgg16-64"))
-        build_vgg16_64(&b, classes);
-    else
-        build_mlp(&b, classes);
+    e->build(&b, e->arg, classes);
     if (b.failed) {
         dtnn_model_free(m);
         return NULL;
