@@ -19,7 +19,7 @@ oversubscribe them, so compute slows down; the whole-gradient all-reduce times, 
 no rank computes, are what the projection is calibrated on. Needs root and Open MPI.
   /usr/bin/python3 bench/multihost_scaling.py [--build build] [--topologies 2x1,2x2,4x1,4x2]
       [--rates none,10gbit,1gbit] [--modes overlap,blocking,hierarchical,overlap-fp16,...]
-      [--steps 8] [--repeats 1] [--calibrate] [--out docs/scaling-data/multihost.jsonl]
+      [--steps 5] [--repeats 1] [--calibrate] [--out docs/scaling-data/multihost.jsonl]
       [models...]
 """
 import argparse
@@ -57,17 +57,21 @@ def bench(args, hosts, rph, model, extra, batch, steps, warmup):
     session = os.path.join(args.tmp, f"ompi-{args.runs}")
     cmd = ["ip", "netns", "exec", "dtnn-h0", os.path.join(args.build, "tests", "mpirun"),
            "--hostfile", hostfile, "-np", str(hosts * rph), "--mca", "orte_tmpdir_base", session,
+           # Waiting ranks yield the core: here every host shares 2 cores, and ranks spinning
+           # in MPI took the CPU from the ranks that compute or send (all-reduce times grew
+           # tenfold with 4 ranks); on real separate hosts nobody else would want that core.
+           "--mca", "mpi_yield_when_idle", "1",
            *sh(NETNS, "mpirun-args").split(),
            os.path.join(args.build, "dtnn"), "bench", "--model", model, "--batch-size",
            str(batch), "--steps", str(steps), "--warmup", str(warmup), "--threads", "1", *extra]
-    # One retry: Open MPI 4.1's launcher itself (hwloc, in mpirun) crashed once in ~20 starts
-    # here, before any rank ran.
-    for _ in range(2):
+    # Retries: Open MPI 4.1's launcher or daemon (hwloc, inside a namespace) segfaults now and
+    # then before any rank runs, sometimes twice in a row on a busy machine.
+    for _ in range(3):
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
         for line in out.stdout.splitlines():
             if line.startswith("{"):
                 return json.loads(line)
-    print(f"failed twice: {' '.join(cmd)}\n{out.stdout}\n{out.stderr}", file=sys.stderr)
+    print(f"failed 3 times: {' '.join(cmd)}\n{out.stdout}\n{out.stderr}", file=sys.stderr)
     return None
 
 
@@ -86,8 +90,8 @@ def main():
                    help="HOSTSxRANKS-PER-HOST, comma separated")
     p.add_argument("--rates", default="none,10gbit,1gbit")
     p.add_argument("--modes", default="overlap,blocking,hierarchical,overlap-fp16,blocking-fp16")
-    p.add_argument("--steps", type=int, default=8)
-    p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--steps", type=int, default=5)
+    p.add_argument("--warmup", type=int, default=1)
     p.add_argument("--repeats", type=int, default=1)
     p.add_argument("--calibrate", action="store_true",
                    help="also all-reduce-only runs of lenet5 and vgg16-64, and 1 host x 2 ranks")
@@ -109,6 +113,14 @@ def main():
             sh(NETNS, "up", str(most), *([] if rate == "none" else [rate]))
             for rep in range(args.repeats):
                 for hosts, rph in topologies:
+                    if args.calibrate:
+                        for model in CALIBRATION_MODELS:
+                            for mode in CALIBRATION_MODES:
+                                r = bench(args, hosts, rph, model, MODES[mode], 1, 1, 0)
+                                if r:
+                                    record(args, r, kind="allreduce", hosts=hosts,
+                                           ranks_per_host=rph, rate=rate, mode=mode,
+                                           repeat=rep)
                     for model in args.models:
                         for mode in modes:
                             r = bench(args, hosts, rph, model, MODES[mode], 64, args.steps,
@@ -125,14 +137,6 @@ def main():
                                   f"{r['images_per_sec']:>8.1f} img/s "
                                   f"{100 * r['exposed_comm']:>5.1f}% "
                                   f"{r['allreduce_ms']:>9.2f} ms", flush=True)
-                    if args.calibrate:
-                        for model in CALIBRATION_MODELS:
-                            for mode in CALIBRATION_MODES:
-                                r = bench(args, hosts, rph, model, MODES[mode], 1, 1, 0)
-                                if r:
-                                    record(args, r, kind="allreduce", hosts=hosts,
-                                           ranks_per_host=rph, rate=rate, mode=mode,
-                                           repeat=rep)
                 if args.calibrate and rate == "none":
                     # One host, two ranks: the intra-node link (TCP over loopback here).
                     for model in args.models + CALIBRATION_MODELS:

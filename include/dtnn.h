@@ -426,6 +426,8 @@ typedef struct {
     dtnn_project_algo algo;
     int overlap;                /* buckets start as backward produces them (else after it) */
     int half;                   /* gradients travel as 16-bit values: half the bytes */
+    double half_cost;           /* with half: seconds per value to convert and sum 16-bit
+                                 * values (software fp16 on a CPU; about 0 on a GPU) */
     double bucket_bytes;        /* of fp32 gradient; <= 0 or without overlap-ring: see below */
 } dtnn_project_params;
 /* 1 node x 1 rank, 10 Gbit/s at 100%, alpha 25 us; intra 10 GB/s, 5 us; ring, overlap,

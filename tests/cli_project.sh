@@ -32,7 +32,8 @@ expect 2 "GBITS: 0 must be a positive" -- "${b[@]}" --project 8,0
 expect 2 "GBITS ends with '/'" -- "${b[@]}" --project 8,10/
 expect 2 "more than 64 node counts" -- "${b[@]}" --project 1/1/1/1/1/1/1/1/1/1/1/1/1/1/1/1/1/1/1/1/1/1/1/1/1/1/1/1/1/1/1/1/1/1/1/1/1/1/1/1/1/1/1/1/1/1/1/1/1/1/1/1/1/1/1/1/1/1/1/1/1/1/1/1/1,10
 expect 2 "link-efficiency is a share" -- "${b[@]}" --project 8,10 --link-efficiency 1.5
-expect 2 "alpha-us must be a latency" -- "${b[@]}" --project 8,10 --alpha-us -1
+expect 2 "alpha-us must be >= 0" -- "${b[@]}" --project 8,10 --alpha-us -1
+expect 2 "fp16-ns-per-value must be >= 0" -- "${b[@]}" --project 8,10 --fp16-ns-per-value -2
 expect 2 "intra-gbs must be positive" -- "${b[@]}" --project 8,10 --intra-gbs 0
 expect 2 "ranks-per-node must be" -- "${b[@]}" --project 8,10 --ranks-per-node 0
 expect 2 "give one" -- "${b[@]}" --project 8,10 --step-ms 100 --compute-scale 2

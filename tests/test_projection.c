@@ -79,6 +79,11 @@ static void test_schedule(void)
     p.half = 1;
     CHECK_OK(dtnn_project_step(&prof, &p, &r, &err), &err);
     near(r.exposed, 2.6, "overlap fp16: exposed (waits for backward)");
+    /* A cost of 1 ms per value adds 0.2 s to each bucket: 6 -> 8.8, 9 -> 11.8. */
+    p.half_cost = 1e-3;
+    CHECK_OK(dtnn_project_step(&prof, &p, &r, &err), &err);
+    near(r.exposed, 2.8, "overlap fp16, 1 ms per value: exposed");
+    p.half_cost = 0;
 
     /* Blocking ring: one bucket of 1600 bytes after backward: 1 + 6.4 s. */
     p.half = 0;

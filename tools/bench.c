@@ -53,6 +53,8 @@ static cli_opt bench_opts[] = {
     {"intra-alpha-us", OPT_FLOAT, "5", "--project: intra-node latency per message, us", 0,
      NULL, 0},
     {"intra-gbs", OPT_FLOAT, "10", "--project: intra-node bandwidth, GB/s", 0, NULL, 0},
+    {"fp16-ns-per-value", OPT_FLOAT, "0", "--project: fp16 conversion and summing cost per "
+     "gradient value, ns (a CPU's software fp16; 0 for a GPU)", 0, NULL, 0},
     {"compute-scale", OPT_FLOAT, "1", "--project: divide the measured compute time by this "
      "(an accelerator X times faster)", 0, NULL, 0},
     {"step-ms", OPT_FLOAT, NULL, "--project: instead, scale the profile to this compute time "

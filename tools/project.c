@@ -29,10 +29,10 @@ int project_check_options(const cli_opt *o, int n)
     if (cli_int(o, n, "ranks-per-node") < 1 || cli_int(o, n, "ranks-per-node") > 1024)
         return cli_usage_error(cmd, "--ranks-per-node must be in [1, 1024], not %s",
                                cli_str(o, n, "ranks-per-node"));
-    static const char *const nonneg[] = {"alpha-us", "intra-alpha-us"};
-    for (int i = 0; i < 2; i++)
+    static const char *const nonneg[] = {"alpha-us", "intra-alpha-us", "fp16-ns-per-value"};
+    for (int i = 0; i < 3; i++)
         if (!(cli_float(o, n, nonneg[i]) >= 0) || !isfinite(cli_float(o, n, nonneg[i])))
-            return fprintf(stderr, "dtnn %s: --%s must be a latency >= 0, not %s\n", cmd,
+            return fprintf(stderr, "dtnn %s: --%s must be >= 0, not %s\n", cmd,
                            nonneg[i], cli_str(o, n, nonneg[i])), 2;
     static const char *const pos[] = {"link-efficiency", "intra-gbs", "compute-scale"};
     for (int i = 0; i < 3; i++)
@@ -109,6 +109,7 @@ int project_run(const cli_opt *o, int n, dtnn_model *m, double step_seconds, int
     pp.intra.alpha = cli_float(o, n, "intra-alpha-us") * 1e-6;
     pp.intra.beta = 1.0 / (cli_float(o, n, "intra-gbs") * 1e9);
     pp.bucket_bytes = cli_float(o, n, "bucket-mb") * 1048576.0;
+    pp.half_cost = cli_float(o, n, "fp16-ns-per-value") * 1e-9;
     const double eff = cli_float(o, n, "link-efficiency");
     printf("projection: %s, batch %d per rank, %d rank%s per node; compute %.2f ms per step "
            "(measured %.2f ms x %.4g: forward %.2f, backward %.2f, other %.2f); gradient "
@@ -117,10 +118,12 @@ int project_run(const cli_opt *o, int n, dtnn_model *m, double step_seconds, int
            1e3 * f_sum * scale, 1e3 * b_sum * scale, 1e3 * other * scale,
            4.0 * (double)total / 1048576.0, cli_str(o, n, "bucket-mb"));
     printf("links: inter-node alpha %s us, %s of the line rate; intra-node alpha %s us, %s GB/s"
+           "; fp16 costs %s ns per value"
            "\nefficiency = compute / (compute + exposed communication); blk: all-reduce after "
            "backward, ovl: overlapped with it (hier-ovl is modelled only, dtnn has no such mode)"
            "\n", cli_str(o, n, "alpha-us"), cli_str(o, n, "link-efficiency"),
-           cli_str(o, n, "intra-alpha-us"), cli_str(o, n, "intra-gbs"));
+           cli_str(o, n, "intra-alpha-us"), cli_str(o, n, "intra-gbs"),
+           cli_str(o, n, "fp16-ns-per-value"));
     printf("%6s %7s", "nodes", "Gbit/s");
     for (int c = 0; c < 8; c++)
         printf("%s %9s", c == 0 ? " | fp32:" : c == 4 ? " | fp16:" : "", variant_name(c));

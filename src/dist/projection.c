@@ -17,7 +17,9 @@
  * (the last layers, whose gradients backward produces first); with overlap, bucket k starts at
  * max(when backward has produced all of it, when bucket k-1 finished) — one communication
  * stream, as one MPI progress engine gives — and the exposed time is what is left after
- * backward. Without overlap every all-reduce runs after backward.
+ * backward. Without overlap every all-reduce runs after backward. 16-bit gradients halve the
+ * bytes and may add a cost per value (converting and summing in software, as dtnn does on a
+ * CPU), charged to the bucket's all-reduce.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -77,10 +79,11 @@ static dtnn_status check(const dtnn_project_profile *prof, const dtnn_project_pa
         return dtnn_error_set(err, DTNN_ERR_ARG, "projection: %d nodes x %d ranks per node: "
                               "both must be at least 1", p->nodes, p->ranks_per_node);
     if (!(p->inter.alpha >= 0 && p->inter.beta >= 0 && p->intra.alpha >= 0 &&
-          p->intra.beta >= 0 && isfinite(p->inter.alpha + p->inter.beta + p->intra.alpha +
-                                         p->intra.beta)))
-        return dtnn_error_set(err, DTNN_ERR_ARG, "projection: link alpha and beta must be "
-                              "finite and not negative");
+          p->intra.beta >= 0 && p->half_cost >= 0 &&
+          isfinite(p->inter.alpha + p->inter.beta + p->intra.alpha + p->intra.beta +
+                   p->half_cost)))
+        return dtnn_error_set(err, DTNN_ERR_ARG, "projection: link alpha and beta and the "
+                              "fp16 cost must be finite and not negative");
     if (prof->layers < 0 || (prof->layers > 0 && (!prof->fwd_seconds || !prof->bwd_seconds ||
                                                   !prof->params)))
         return dtnn_error_set(err, DTNN_ERR_ARG, "projection: a profile of %d layers without "
@@ -138,6 +141,8 @@ dtnn_status dtnn_project_step(const dtnn_project_profile *prof, const dtnn_proje
         }
         double start = p->overlap ? (done > comm_free ? done : comm_free) : comm_free;
         double t = dtnn_project_allreduce_seconds(p, (double)(end - begin) * elem_bytes);
+        if (p->half)
+            t += p->half_cost * (double)(end - begin);
         comm_free = start + t;
         out->comm += t;
         out->buckets++;
