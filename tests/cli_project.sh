@@ -36,20 +36,24 @@ expect 2 "alpha-us must be >= 0" -- "${b[@]}" --project 8,10 --alpha-us -1
 expect 2 "fp16-ns-per-value must be >= 0" -- "${b[@]}" --project 8,10 --fp16-ns-per-value -2
 expect 2 "intra-gbs must be positive" -- "${b[@]}" --project 8,10 --intra-gbs 0
 expect 2 "ranks-per-node must be" -- "${b[@]}" --project 8,10 --ranks-per-node 0
+expect 2 "ranks-per-node must be" -- "${b[@]}" --project 8,10 --ranks-per-node 1/2.5
+expect 2 "project-bucket-mb must be" -- "${b[@]}" --project 8,10 --project-bucket-mb 4/
+expect 2 "project-batch must not be negative" -- "${b[@]}" --project 8,10 --project-batch -1
 expect 2 "give one" -- "${b[@]}" --project 8,10 --step-ms 100 --compute-scale 2
 expect 2 "step-ms must be positive" -- "${b[@]}" --project 8,10 --step-ms 0
 expect 2 "without --sweep" -- "${b[@]}" --project 8,10 --sweep
 
-if "$dtnn" "${b[@]}" --project 1-64,1/100 --step-ms 50 >"$tmp/out" 2>"$tmp/err"; then
+if "$dtnn" "${b[@]}" --project 1-64,1/100 --step-ms 50 --ranks-per-node 1/2 \
+        --project-bucket-mb 0.01/4 >"$tmp/out" 2>"$tmp/err"; then
     cells=$(grep -c '^{"projection"' "$tmp/out")
-    [[ $cells -eq $((7 * 2 * 8)) ]] || fail "--project 1-64,1/100: $cells JSON cells, want 112"
+    [[ $cells -eq $((7 * 2 * 8 * 4)) ]] || fail "--project 1-64,1/100: $cells JSON cells, want 448"
     grep -q 'compute 50.00 ms per step' "$tmp/out" || fail "--step-ms 50 not applied"
     # One node x one rank: 100%; then never rising with the nodes, per link and variant.
     awk -F'[:,]' '/^\{"projection"/ {
             for (i = 1; i < NF; i++) { gsub(/[ "{}]/, "", $i); v[$i] = $(i + 1) }
-            gsub(/[ "}]/, "", v["efficiency"]); key = v["gbits"] v["algo"] v["overlap"] v["comm_dtype"]
+            gsub(/[ "}]/, "", v["efficiency"]); key = v["ranks_per_node"] v["bucket_mb"] v["gbits"] v["algo"] v["overlap"] v["comm_dtype"]
             e = v["efficiency"] + 0
-            if (v["nodes"] + 0 == 1 && e != 1) { print "1 node not 100%: " $0; bad = 1 }
+            if (v["nodes"] * v["ranks_per_node"] == 1 && e != 1) { print "1 rank not 100%: " $0; bad = 1 }
             if (key in last && e > last[key] + 1e-9) { print "rose: " $0; bad = 1 }
             last[key] = e }
          END { exit bad }' "$tmp/out" || fail "efficiency table inconsistent"

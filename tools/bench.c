@@ -46,7 +46,13 @@ static cli_opt bench_opts[] = {
     {"project", OPT_STRING, NULL, "one rank: after a profiled run, project the scaling "
      "efficiency on NODES,GBITS, e.g. 8-1024,10/25/100 (node counts or ranges A-B doubling, "
      "then link rates in Gbit/s, '/'-separated); docs/scaling.md", 0, NULL, 0},
-    {"ranks-per-node", OPT_INT, "1", "--project: ranks (GPUs) per node", 0, NULL, 0},
+    {"ranks-per-node", OPT_STRING, "1", "--project: ranks (GPUs) per node; a '/'-separated "
+     "list gives a table each", 0, NULL, 0},
+    {"project-bucket-mb", OPT_STRING, NULL, "--project: bucket sizes to project, MiB, "
+     "'/'-separated (default: --bucket-mb)", 0, NULL, 0},
+    {"project-batch", OPT_INT, "0", "--project: batch per rank the projected step is for, for "
+     "images/s (0: --batch-size; with --step-ms the profile may come from a smaller batch)", 0,
+     NULL, 0},
     {"alpha-us", OPT_FLOAT, "25", "--project: inter-node latency per message, us", 0, NULL, 0},
     {"link-efficiency", OPT_FLOAT, "0.9", "--project: share of the line rate an all-reduce "
      "reaches", 0, NULL, 0},
