@@ -113,6 +113,8 @@ def main():
     p.add_argument("--data", default=os.path.join(ROOT, "docs", "scaling-data",
                                                   "multihost.jsonl"))
     p.add_argument("--build", default="build")
+    p.add_argument("--links-only", action="store_true",
+                   help="fit and write the links, skip the per-run predictions")
     p.add_argument("--out", default=os.path.join(ROOT, "docs", "scaling-data",
                                                  "calibration.json"))
     args = p.parse_args()
@@ -198,6 +200,8 @@ def main():
         print(f"| {rate} | {h}x{rph} | {model} | {n / 1e6:.2f} | {t * 1e3:.2f} | "
               f"{pred * 1e3:.2f} | {pred / t:.2f} | {used} | {fp16} |")
 
+    if args.links_only:
+        return
     # 3. Training runs: best images/s per configuration, predicted from its compute time.
     best = {}
     for r in runs:
