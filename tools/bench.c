@@ -53,12 +53,14 @@ static cli_opt bench_opts[] = {
     {"project-batch", OPT_INT, "0", "--project: batch per rank the projected step is for, for "
      "images/s (0: --batch-size; with --step-ms the profile may come from a smaller batch)", 0,
      NULL, 0},
-    {"alpha-us", OPT_FLOAT, "25", "--project: inter-node latency per message, us", 0, NULL, 0},
-    {"link-efficiency", OPT_FLOAT, "0.9", "--project: share of the line rate an all-reduce "
-     "reaches", 0, NULL, 0},
-    {"intra-alpha-us", OPT_FLOAT, "5", "--project: intra-node latency per message, us", 0,
-     NULL, 0},
-    {"intra-gbs", OPT_FLOAT, "10", "--project: intra-node bandwidth, GB/s", 0, NULL, 0},
+    {"alpha-us", OPT_FLOAT, "9.3", "--project: inter-node latency per message, us (fitted on "
+     "the 10gbit namespace link, docs/scaling.md)", 0, NULL, 0},
+    {"link-efficiency", OPT_FLOAT, "0.74", "--project: share of the line rate an all-reduce "
+     "reaches (fitted on the 1gbit namespace link)", 0, NULL, 0},
+    {"intra-alpha-us", OPT_FLOAT, "5", "--project: intra-node latency per message, us "
+     "(assumed, PCIe-class)", 0, NULL, 0},
+    {"intra-gbs", OPT_FLOAT, "10", "--project: intra-node bandwidth, GB/s (assumed, "
+     "PCIe-class)", 0, NULL, 0},
     {"fp16-ns-per-value", OPT_FLOAT, "0", "--project: fp16 conversion and summing cost per "
      "gradient value, ns (a CPU's software fp16; 0 for a GPU)", 0, NULL, 0},
     {"compute-scale", OPT_FLOAT, "1", "--project: divide the measured compute time by this "
