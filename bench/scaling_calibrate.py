@@ -116,6 +116,30 @@ MODE_CELL = {"overlap": ("ring", 1, "fp32"), "blocking": ("ring", 0, "fp32"),
              "blocking-fp16": ("ring", 0, "fp16"), "hierarchical-fp16": ("hierarchical", 0, "fp16")}
 
 
+def summarise(runs):
+    """What overlap, hierarchical and fp16 bought, measured: best images/s of each mode against
+    blocking fp32 in the same configuration."""
+    best = {}
+    for r in runs:
+        if r.get("kind") == "train":
+            key = (r["rate"], r["hosts"], r["ranks_per_host"], r["model"], r["mode"])
+            best[key] = max(best.get(key, 0.0), r["images_per_sec"])
+    print("\n## What each mode bought (measured, best images/s relative to blocking fp32)\n")
+    print("| link | hosts x ranks | model | blocking img/s | overlap | hierarchical | "
+          "overlap fp16 | blocking fp16 |")
+    print("|---|---|---|---|---|---|---|---|")
+    for (rate, h, rph, model) in sorted({k[:4] for k in best}, key=lambda k: (
+            -RATE_GBITS.get(k[0], 1e9), k[1], k[2], k[3])):
+        base = best.get((rate, h, rph, model, "blocking"))
+        if not base:
+            continue
+        cols = []
+        for mode in ("overlap", "hierarchical", "overlap-fp16", "blocking-fp16"):
+            v = best.get((rate, h, rph, model, mode))
+            cols.append(f"{100 * (v / base - 1):+.0f}%" if v else "-")
+        print(f"| {rate} | {h}x{rph} | {model} | {base:.1f} | " + " | ".join(cols) + " |")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--data", default=os.path.join(ROOT, "docs", "scaling-data",
@@ -210,6 +234,7 @@ def main():
 
     if args.links_only:
         return
+    summarise(runs)
     # 3. Training runs: best images/s per configuration, predicted from its compute time.
     best = {}
     for r in runs:

@@ -53,9 +53,9 @@ static cli_opt bench_opts[] = {
     {"project-batch", OPT_INT, "0", "--project: batch per rank the projected step is for, for "
      "images/s (0: --batch-size; with --step-ms the profile may come from a smaller batch)", 0,
      NULL, 0},
-    {"alpha-us", OPT_FLOAT, "9.3", "--project: inter-node latency per message, us (fitted on "
+    {"alpha-us", OPT_FLOAT, "13.8", "--project: inter-node latency per message, us (fitted on "
      "the 10gbit namespace link, docs/scaling.md)", 0, NULL, 0},
-    {"link-efficiency", OPT_FLOAT, "0.74", "--project: share of the line rate an all-reduce "
+    {"link-efficiency", OPT_FLOAT, "0.75", "--project: share of the line rate an all-reduce "
      "reaches (fitted on the 1gbit namespace link)", 0, NULL, 0},
     {"intra-alpha-us", OPT_FLOAT, "5", "--project: intra-node latency per message, us "
      "(assumed, PCIe-class)", 0, NULL, 0},
