@@ -1,7 +1,7 @@
 /*
  * fuzz_cli.c — libFuzzer harness for the command-line option parser (tools/cli_options.c): the
  * bytes, split at newlines, are the arguments of a command with every kind of option, then the
- * typed getters and the CxHxW parser read what was accepted.
+ * typed getters, the CxHxW parser and the --project grid parser read what was accepted.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -41,8 +41,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         (void)cli_float(opts, n_opts, "lr");
         (void)cli_flag(opts, n_opts, "quiet");
         int c, h, w;
-        if (cli_given(opts, n_opts, "input"))
+        if (cli_given(opts, n_opts, "input")) {
             (void)cli_parse_chw(cli_str(opts, n_opts, "input"), &c, &h, &w);
+            /* The same string as a --project NODES,GBITS grid. */
+            int nodes[8], n_nodes, n_gbits;
+            double gbits[4];
+            dtnn_error err;
+            (void)dtnn_project_parse_grid(cli_str(opts, n_opts, "input"), nodes, 8, &n_nodes,
+                                          gbits, 4, &n_gbits, &err);
+        }
     }
     free(text);
     return 0;
