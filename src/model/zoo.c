@@ -37,8 +37,9 @@ int zadd(zoo_builder *b, const char *type, const char *name, const int *inputs, 
     return id;
 }
 
-static void build_lenet5(zoo_builder *b, int classes)
+static void build_lenet5(zoo_builder *b, int arg, int classes)
 {
+    (void)arg;
     zadd(b, "conv2d", "conv1", NULL, "filters=6 kernel=5 padding=2");
     zadd(b, "relu", "relu1", NULL, "%s", "");
     zadd(b, "maxpool", "pool1", NULL, "kernel=2");
@@ -53,8 +54,9 @@ static void build_lenet5(zoo_builder *b, int classes)
     zadd(b, "linear", "fc3", NULL, "outputs=%d", classes);
 }
 
-static void build_cifarcnn(zoo_builder *b, int classes)
+static void build_cifarcnn(zoo_builder *b, int arg, int classes)
 {
+    (void)arg;
     const int widths[4] = {32, 32, 64, 64};
     for (int i = 0; i < 4; i++) {
         char conv[16], relu[16];
@@ -96,8 +98,9 @@ static int basic_block(zoo_builder *b, const char *prefix, int in, int in_planes
     return zadd(b, "relu", relu, INPUTS(x), "%s", "");
 }
 
-static void build_cifar_resnet(zoo_builder *b, int blocks_per_stage, int classes)
+static void build_cifar_resnet(zoo_builder *b, int depth, int classes)
 {
+    const int blocks_per_stage = (depth - 2) / 6;
     int x = zadd(b, "conv2d", "conv1", NULL, "filters=16 kernel=3 padding=1 bias=0");
     x = zadd(b, "batchnorm", "bn1", NULL, "%s", "");
     x = zadd(b, "relu", "relu", NULL, "%s", "");
@@ -116,8 +119,9 @@ static void build_cifar_resnet(zoo_builder *b, int blocks_per_stage, int classes
     zadd(b, "linear", "fc", NULL, "outputs=%d", classes);
 }
 
-static void build_mlp(zoo_builder *b, int classes)
+static void build_mlp(zoo_builder *b, int arg, int classes)
 {
+    (void)arg;
     zadd(b, "flatten", "flatten", NULL, "%s", "");
     zadd(b, "linear", "fc1", NULL, "outputs=512");
     zadd(b, "relu", "relu1", NULL, "%s", "");
@@ -130,22 +134,10 @@ static void build_mlp(zoo_builder *b, int classes)
  * 64x64 input, then fc 2048-512-512-classes: the benchmark model of the kernel work. Module
  * names follow torchvision's VGG (features.N, classifier.N), so checkpoints map onto a
  * PyTorch twin. */
-static void build_vgg16_64(zoo_builder *b, int classes)
+static void build_vgg16_64(zoo_builder *b, int arg, int classes)
 {
-    static const int cfg[] = {64, 64, 0, 128, 128, 0, 256, 256, 256, 0,
-                              512, 512, 512, 0, 512, 512, 512, 0};
-    int index = 0;
-    for (size_t i = 0; i < sizeof cfg / sizeof cfg[0]; i++) {
-        char name[32];
-        snprintf(name, sizeof name, "features.%d", index++);
-        if (cfg[i] == 0) {
-            zadd(b, "maxpool", name, NULL, "kernel=2");
-            continue;
-        }
-        zadd(b, "conv2d", name, NULL, "filters=%d kernel=3 padding=1", cfg[i]);
-        snprintf(name, sizeof name, "features.%d", index++);
-        zadd(b, "relu", name, NULL, "%s", "");
-    }
+    (void)arg;
+    zoo_vgg_features(b, 16, 0);
     zadd(b, "flatten", "flatten", NULL, "%s", "");
     zadd(b, "linear", "classifier.0", NULL, "outputs=512");
     zadd(b, "relu", "classifier.1", NULL, "%s", "");
@@ -156,8 +148,9 @@ static void build_vgg16_64(zoo_builder *b, int classes)
 
 /* AlexNet's convolutions for 3x32x32 (11x11 stride 4 padding 5, 2x2 pools): 256 features at
  * 1x1, one linear layer. */
-static void build_alexnet_cifar(zoo_builder *b, int classes)
+static void build_alexnet_cifar(zoo_builder *b, int arg, int classes)
 {
+    (void)arg;
     zadd(b, "conv2d", "features.0", NULL, "filters=64 kernel=11 stride=4 padding=5");
     zadd(b, "relu", "features.1", NULL, "%s", "");
     zadd(b, "maxpool", "features.2", NULL, "kernel=2");
@@ -177,85 +170,12 @@ static void build_alexnet_cifar(zoo_builder *b, int classes)
 
 /* VGG-16 with batch norm (torchvision's vgg16_bn feature stack and names): 512x1x1 features
  * on 3x32x32, then one linear layer. */
-static void build_vgg16_cifar(zoo_builder *b, int classes)
+static void build_vgg16_cifar(zoo_builder *b, int arg, int classes)
 {
-    static const int cfg[] = {64, 64, 0, 128, 128, 0, 256, 256, 256, 0,
-                              512, 512, 512, 0, 512, 512, 512, 0};
-    int index = 0;
-    for (size_t i = 0; i < sizeof cfg / sizeof cfg[0]; i++) {
-        char name[32];
-        snprintf(name, sizeof name, "features.%d", index++);
-        if (cfg[i] == 0) {
-            zadd(b, "maxpool", name, NULL, "kernel=2");
-            continue;
-        }
-        zadd(b, "conv2d", name, NULL, "filters=%d kernel=3 padding=1", cfg[i]);
-        snprintf(name, sizeof name, "features.%d", index++);
-        zadd(b, "batchnorm", name, NULL, "%s", "");
-        snprintf(name, sizeof name, "features.%d", index++);
-        zadd(b, "relu", name, NULL, "%s", "");
-    }
+    (void)arg;
+    zoo_vgg_features(b, 16, 1);
     zadd(b, "flatten", "flatten", NULL, "%s", "");
     zadd(b, "linear", "classifier", NULL, "outputs=%d", classes);
-}
-
-/* Adapters to one signature: `arg` is the depth (or batch-norm flag) a family needs. */
-static void zoo_lenet5(zoo_builder *b, int arg, int classes)
-{
-    (void)arg;
-    build_lenet5(b, classes);
-}
-static void zoo_cifarcnn(zoo_builder *b, int arg, int classes)
-{
-    (void)arg;
-    build_cifarcnn(b, classes);
-}
-static void zoo_cifar_resnet(zoo_builder *b, int depth, int classes)
-{
-    build_cifar_resnet(b, (depth - 2) / 6, classes);
-}
-static void zoo_vgg16_64(zoo_builder *b, int arg, int classes)
-{
-    (void)arg;
-    build_vgg16_64(b, classes);
-}
-static void zoo_alexnet_cifar(zoo_builder *b, int arg, int classes)
-{
-    (void)arg;
-    build_alexnet_cifar(b, classes);
-}
-static void zoo_vgg16_cifar(zoo_builder *b, int arg, int classes)
-{
-    (void)arg;
-    build_vgg16_cifar(b, classes);
-}
-static void zoo_mlp(zoo_builder *b, int arg, int classes)
-{
-    (void)arg;
-    build_mlp(b, classes);
-}
-static void zoo_tv_alexnet(zoo_builder *b, int arg, int classes)
-{
-    (void)arg;
-    zoo_alexnet(b, classes);
-}
-static void zoo_tv_vgg(zoo_builder *b, int arg, int classes)
-{
-    zoo_vgg(b, arg % 100, arg >= 100, classes);    /* arg = depth + 100 * batch_norm */
-}
-static void zoo_tv_resnet(zoo_builder *b, int depth, int classes)
-{
-    zoo_resnet(b, depth, classes);
-}
-static void zoo_tv_mobilenet_v2(zoo_builder *b, int arg, int classes)
-{
-    (void)arg;
-    zoo_mobilenet_v2(b, classes);
-}
-static void zoo_tv_densenet121(zoo_builder *b, int arg, int classes)
-{
-    (void)arg;
-    zoo_densenet121(b, classes);
 }
 
 typedef struct {
@@ -264,52 +184,52 @@ typedef struct {
     int c, h, w;
     int classes;                /* when the caller gives none */
     void (*build)(zoo_builder *b, int arg, int classes);
-    int arg;
+    int arg;                    /* passed to build: a depth, a batch-norm flag, or unused */
 } zoo_entry;
 
 static const zoo_entry zoo[] = {
-    {"lenet5", "LeNet-5, 1x28x28 (Fashion-MNIST), 61,706 parameters", 1, 28, 28, 10, zoo_lenet5,
+    {"lenet5", "LeNet-5, 1x28x28 (Fashion-MNIST), 61,706 parameters", 1, 28, 28, 10, build_lenet5,
      0},
     {"cifarcnn", "4 conv + 2 fc CIFAR network, 3x32x32, 2,168,362 parameters", 3, 32, 32, 10,
-     zoo_cifarcnn, 0},
+     build_cifarcnn, 0},
     {"resnet20", "CIFAR ResNet-20 (He et al. 2016, option A), 3x32x32, 269,722 parameters", 3,
-     32, 32, 10, zoo_cifar_resnet, 20},
+     32, 32, 10, build_cifar_resnet, 20},
     {"resnet32", "CIFAR ResNet-32 (option A), 3x32x32, 464,154 parameters", 3, 32, 32, 10,
-     zoo_cifar_resnet, 32},
+     build_cifar_resnet, 32},
     {"resnet44", "CIFAR ResNet-44 (option A), 3x32x32, 658,586 parameters", 3, 32, 32, 10,
-     zoo_cifar_resnet, 44},
+     build_cifar_resnet, 44},
     {"resnet56", "CIFAR ResNet-56 (option A), 3x32x32, 853,018 parameters", 3, 32, 32, 10,
-     zoo_cifar_resnet, 56},
+     build_cifar_resnet, 56},
     {"resnet110", "CIFAR ResNet-110 (option A), 3x32x32, 1,727,962 parameters", 3, 32, 32, 10,
-     zoo_cifar_resnet, 110},
+     build_cifar_resnet, 110},
     {"alexnet_cifar", "AlexNet's convs for 3x32x32 + 1 linear, 2,472,266 parameters", 3, 32, 32,
-     10, zoo_alexnet_cifar, 0},
+     10, build_alexnet_cifar, 0},
     {"vgg16_cifar", "VGG-16 with batch norm on 3x32x32 + 1 linear, 14,728,266 parameters", 3, 32,
-     32, 10, zoo_vgg16_cifar, 0},
+     32, 10, build_vgg16_cifar, 0},
     {"vgg16-64", "VGG-16 conv stack on 3x64x64, fc 2048-512-512-200, 16,129,032 parameters", 3,
-     64, 64, 200, zoo_vgg16_64, 0},
+     64, 64, 200, build_vgg16_64, 0},
     {"mlp", "fc 512, fc 512, fc classes on the flattened input (default 1x28x28)", 1, 28, 28,
-     10, zoo_mlp, 0},
+     10, build_mlp, 0},
     {"alexnet", "torchvision AlexNet, 3x224x224, 61,100,840 parameters", 3, 224, 224, 1000,
-     zoo_tv_alexnet, 0},
+     zoo_alexnet, 0},
     {"vgg11", "torchvision VGG-11, 3x224x224, 132,863,336 parameters", 3, 224, 224, 1000,
-     zoo_tv_vgg, 11},
+     zoo_vgg, 11},
     {"vgg16", "torchvision VGG-16, 3x224x224, 138,357,544 parameters", 3, 224, 224, 1000,
-     zoo_tv_vgg, 16},
+     zoo_vgg, 16},
     {"vgg11_bn", "torchvision VGG-11 with batch norm, 3x224x224, 132,868,840 parameters", 3, 224,
-     224, 1000, zoo_tv_vgg, 111},
+     224, 1000, zoo_vgg, 111},
     {"vgg16_bn", "torchvision VGG-16 with batch norm, 3x224x224, 138,365,992 parameters", 3, 224,
-     224, 1000, zoo_tv_vgg, 116},
+     224, 1000, zoo_vgg, 116},
     {"resnet18", "torchvision ResNet-18, 3x224x224, 11,689,512 parameters", 3, 224, 224, 1000,
-     zoo_tv_resnet, 18},
+     zoo_resnet, 18},
     {"resnet34", "torchvision ResNet-34, 3x224x224, 21,797,672 parameters", 3, 224, 224, 1000,
-     zoo_tv_resnet, 34},
+     zoo_resnet, 34},
     {"resnet50", "torchvision ResNet-50 (stride on the 3x3), 3x224x224, 25,557,032 parameters",
-     3, 224, 224, 1000, zoo_tv_resnet, 50},
+     3, 224, 224, 1000, zoo_resnet, 50},
     {"mobilenet_v2", "torchvision MobileNetV2, 3x224x224, 3,504,872 parameters", 3, 224, 224,
-     1000, zoo_tv_mobilenet_v2, 0},
+     1000, zoo_mobilenet_v2, 0},
     {"densenet121", "torchvision DenseNet-121, 3x224x224, 7,978,856 parameters", 3, 224, 224,
-     1000, zoo_tv_densenet121, 0},
+     1000, zoo_densenet121, 0},
 };
 
 const char *dtnn_zoo_name(int i, const char **description)

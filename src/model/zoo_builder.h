@@ -26,11 +26,15 @@ int zadd(zoo_builder *b, const char *type, const char *name, const int *inputs, 
 
 #define INPUTS(...) ((const int[]){__VA_ARGS__, ZOO_END})
 
-/* torchvision 0.14's models, with its module names (zoo_torchvision.c). */
-void zoo_alexnet(zoo_builder *b, int classes);
-void zoo_vgg(zoo_builder *b, int depth, int batch_norm, int classes);
+/* torchvision 0.14's models, with its module names (zoo_torchvision.c). Every zoo builder has
+ * this signature; `arg` is what a family needs (a depth, a batch-norm flag), else unused. */
+void zoo_alexnet(zoo_builder *b, int arg, int classes);
+void zoo_vgg(zoo_builder *b, int arg, int classes);       /* arg = depth + 100 * batch_norm */
 void zoo_resnet(zoo_builder *b, int depth, int classes);
-void zoo_mobilenet_v2(zoo_builder *b, int classes);
-void zoo_densenet121(zoo_builder *b, int classes);
+void zoo_mobilenet_v2(zoo_builder *b, int arg, int classes);
+void zoo_densenet121(zoo_builder *b, int arg, int classes);
+/* VGG's feature stack (depth 11 or 16), features.0 .. features.N, shared with the zoo's
+ * VGG-16 variants for 64x64 and CIFAR inputs. */
+void zoo_vgg_features(zoo_builder *b, int depth, int batch_norm);
 
 #endif

@@ -41,8 +41,9 @@ static int conv_bn_relu6(zoo_builder *b, int in, const char *prefix, int filters
     return zadd(b, "relu6", act, INPUTS(x), "%s", "");
 }
 
-void zoo_alexnet(zoo_builder *b, int classes)
+void zoo_alexnet(zoo_builder *b, int arg, int classes)
 {
+    (void)arg;
     zadd(b, "conv2d", "features.0", NULL, "filters=64 kernel=11 stride=4 padding=2");
     zadd(b, "relu", "features.1", NULL, "%s", "");
     zadd(b, "maxpool", "features.2", NULL, "kernel=3 stride=2");
@@ -68,8 +69,9 @@ void zoo_alexnet(zoo_builder *b, int classes)
 }
 
 /* torchvision's cfgs "A" (VGG-11) and "D" (VGG-16); 0 = 2x2 max pool. Each conv is 3x3,
- * padding 1, with bias (also before batch norm, as torchvision), then [bn,] ReLU. */
-void zoo_vgg(zoo_builder *b, int depth, int batch_norm, int classes)
+ * padding 1, with bias (also before batch norm, as torchvision), then [bn,] ReLU, all named
+ * features.N in order as torchvision's nn.Sequential. */
+void zoo_vgg_features(zoo_builder *b, int depth, int batch_norm)
 {
     static const int cfg_a[] = {64, 0, 128, 0, 256, 256, 0, 512, 512, 0, 512, 512, 0, -1};
     static const int cfg_d[] = {64,  64,  0,   128, 128, 0,   256, 256, 256, 0,
@@ -91,6 +93,12 @@ void zoo_vgg(zoo_builder *b, int depth, int batch_norm, int classes)
         snprintf(name, sizeof name, "features.%d", index++);
         zadd(b, "relu", name, NULL, "%s", "");
     }
+}
+
+/* arg = depth + 100 * batch_norm */
+void zoo_vgg(zoo_builder *b, int arg, int classes)
+{
+    zoo_vgg_features(b, arg % 100, arg >= 100);
     zadd(b, "adaptive_avgpool", "avgpool", NULL, "output=7x7");
     zadd(b, "flatten", "flatten", NULL, "%s", "");
     zadd(b, "linear", "classifier.0", NULL, "outputs=4096");
@@ -164,8 +172,9 @@ void zoo_resnet(zoo_builder *b, int depth, int classes)
 /* MobileNetV2 (width 1.0): a 3x3 stem, 17 inverted residual blocks (1x1 expansion by t unless
  * t = 1, 3x3 depthwise carrying the stride, linear 1x1 projection, identity shortcut when the
  * shape is kept), a 1x1 conv to 1280, global average pool, dropout 0.2, linear. */
-void zoo_mobilenet_v2(zoo_builder *b, int classes)
+void zoo_mobilenet_v2(zoo_builder *b, int arg, int classes)
 {
+    (void)arg;
     static const int settings[7][4] = {/* t, c, n, s */
                                        {1, 16, 1, 1},  {6, 24, 2, 2},  {6, 32, 3, 2},
                                        {6, 64, 4, 2},  {6, 96, 3, 1},  {6, 160, 3, 2},
@@ -222,8 +231,9 @@ static int bn_relu_conv(zoo_builder *b, int in, const char *prefix, const char *
  * conv to 32), each layer reading the concatenation of everything before it in its block;
  * transitions halve the channels (1x1) and the size (2x2 average pool). The concatenation is
  * built as a chain, cat(cat(cat(x0, y1), y2), ...), which is torch.cat of the same list. */
-void zoo_densenet121(zoo_builder *b, int classes)
+void zoo_densenet121(zoo_builder *b, int arg, int classes)
 {
+    (void)arg;
     static const int block_layers[4] = {6, 12, 24, 16};
     const int growth = 32, bottleneck_width = 4 * 32;
     zadd(b, "conv2d", "features.conv0", NULL, "filters=64 kernel=7 stride=2 padding=3 bias=0");
