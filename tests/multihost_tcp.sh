@@ -35,11 +35,14 @@ run() { # name slots-per-host extra-args...
     shift 2
     printf 'dtnn-h0 slots=%d\ndtnn-h1 slots=%d\n' "$slots" "$slots" >"$tmp/hosts"
     local out="$tmp/$name.out" rc attempt
-    # Open MPI 4.1's mpirun itself segfaults now and then in hwloc's topology discovery inside
-    # a namespace (hwloc_alloc_setup_object), before any rank starts; such a start is retried
-    # once. A run in which dtnn started is never retried.
-    for attempt in 1 2; do
+    # Each start gets a session directory of its own: the namespace hosts share the hostname
+    # and /tmp, so Open MPI's default one collides with whatever an earlier or killed run left
+    # (CI runs this test twice, plain and under ASan). mpirun then crashed before any rank
+    # started (exit 139, in hwloc's topology discovery) until the directory was new. Such a
+    # start is retried; a run in which dtnn started is never retried.
+    for attempt in 1 2 3; do
         timeout 300 ip netns exec dtnn-h0 "$mpirun" --hostfile "$tmp/hosts" -np $((2 * slots)) \
+            --mca orte_tmpdir_base "$tmp/ompi-${name// /_}-$attempt" \
             "${net[@]}" "$dtnn" train "${common[@]}" --save "$tmp/$name.safetensors" "$@" \
             >"$out" 2>&1
         rc=$?
