@@ -51,11 +51,11 @@ def bench(args, hosts, rph, model, extra, batch, steps, warmup):
     with open(hostfile, "w") as f:
         for h in range(hosts):
             f.write(f"dtnn-h{h} slots={rph}\n")
-    # A session directory of its own per run: all namespace hosts share the hostname and
-    # /tmp, and a leftover directory of a killed run made Open MPI's start fail ("File exists").
+    # A session directory of its own per run: all namespace hosts share /tmp, and a leftover
+    # directory of a killed run made Open MPI's start fail ("File exists").
     args.runs += 1
     session = os.path.join(args.tmp, f"ompi-{args.runs}")
-    cmd = ["ip", "netns", "exec", "dtnn-h0", os.path.join(args.build, "tests", "mpirun"),
+    cmd = [NETNS, "exec", "dtnn-h0", os.path.join(args.build, "tests", "mpirun"),
            "--hostfile", hostfile, "-np", str(hosts * rph), "--mca", "orte_tmpdir_base", session,
            # Waiting ranks yield the core: here every host shares 2 cores, and ranks spinning
            # in MPI took the CPU from the ranks that compute or send (all-reduce times grew

@@ -6,7 +6,8 @@
 #   scripts/netns.sh up N [RATE]   create N hosts; RATE (e.g. 1gbit) limits each host's link
 #   scripts/netns.sh down          remove every dtnn-* namespace (also after a failure)
 #   scripts/netns.sh mpirun-args   the mpirun options that run over these hosts
-# Needs root and iproute2 (ip, tc).
+#   scripts/netns.sh exec HOST CMD...  run CMD as host HOST (e.g. mpirun on dtnn-h0)
+# Needs root, iproute2 (ip, tc) and util-linux (unshare).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 subnet=10.99.0
@@ -45,14 +46,33 @@ up() {
     echo "netns.sh: $hosts hosts dtnn-h0..dtnn-h$((hosts - 1)) on $subnet.0/24${rate:+, links $rate}"
 }
 
+# routed direct: every daemon talks straight to mpirun. Open MPI's default tree (radix)
+# once failed in CI with "ORTE does not know how to route a message to the specified daemon"
+# on 2 hosts x 2 ranks; a direct route per daemon is what a few dozen hosts need anyway.
 mpirun_args() {
-    echo "--mca plm_rsh_agent $here/netns-agent.sh --mca btl tcp,self" \
+    echo "--mca plm_rsh_agent $here/netns-agent.sh --mca btl tcp,self --mca routed direct" \
          "--mca btl_tcp_if_include $subnet.0/24 --mca oob_tcp_if_include $subnet.0/24"
+}
+
+# A host is its network namespace plus a UTS namespace of its own with hostname HOST, as
+# on real hosts: Open MPI then knows which host mpirun runs on (it starts no daemon there),
+# names its session directories per host, and counts nodes by name. hwloc's I/O plugins
+# (PCI, OpenCL, GL) are switched off: they probe devices that a namespace's fresh /sys and
+# the CUDA/OpenCL libraries of a GPU-less machine expose half-way, and Open MPI's launcher
+# crashed (exit 139, in hwloc's discovery) now and then inside a namespace; Open MPI needs
+# only the CPU topology here. The environment reaches every process that mpirun starts.
+exec_on() {
+    local host=$1
+    shift
+    [[ $host =~ ^dtnn-h[0-9]+$ ]] || { echo "netns.sh: no such host '$host'" >&2; exit 2; }
+    export HWLOC_COMPONENTS=-pci,-opencl,-gl
+    exec ip netns exec "$host" unshare --uts /bin/sh -c 'hostname "$0" && exec "$@"' "$host" "$@"
 }
 
 case ${1:-} in
 up) up "${2:?hosts}" "${3:-}" ;;
 down) down ;;
 mpirun-args) mpirun_args ;;
-*) echo "usage: netns.sh up N [RATE] | down | mpirun-args" >&2; exit 2 ;;
+exec) shift; exec_on "${1:?host}" "${@:2}" ;;
+*) echo "usage: netns.sh up N [RATE] | down | mpirun-args | exec HOST CMD..." >&2; exit 2 ;;
 esac

@@ -19,6 +19,8 @@ skip() { echo "skipped: $*"; exit 77; }
 command -v ip >/dev/null || skip "iproute2 (ip) is not installed"
 "$mpirun" --version 2>&1 | grep -qiE "open ?mpi|openrte" || skip "the rsh agent set-up is Open MPI's"
 ip netns add dtnn-probe 2>/dev/null || skip "this kernel or container does not allow ip netns"
+ip netns exec dtnn-probe unshare --uts true 2>/dev/null || {
+    ip netns del dtnn-probe; skip "this kernel or container does not allow unshare --uts"; }
 ip netns del dtnn-probe
 trap '"$root/scripts/netns.sh" down' EXIT
 "$root/scripts/netns.sh" up 2 >/dev/null || { echo "FAIL: netns.sh up 2"; exit 1; }
@@ -41,7 +43,7 @@ run() { # name slots-per-host extra-args...
     # started (exit 139, in hwloc's topology discovery) until the directory was new. Such a
     # start is retried; a run in which dtnn started is never retried.
     for attempt in 1 2 3; do
-        timeout 300 ip netns exec dtnn-h0 "$mpirun" --hostfile "$tmp/hosts" -np $((2 * slots)) \
+        timeout 300 "$root/scripts/netns.sh" exec dtnn-h0 "$mpirun" --hostfile "$tmp/hosts" -np $((2 * slots)) \
             --mca orte_tmpdir_base "$tmp/ompi-${name// /_}-$attempt" \
             "${net[@]}" "$dtnn" train "${common[@]}" --save "$tmp/$name.safetensors" "$@" \
             >"$out" 2>&1
