@@ -11,6 +11,10 @@
  * forces it; tests/test_gradcheck.c compares the paths on odd shapes).
  *
  * Faster paths, picked by algo=auto (the default) when they apply:
+ *   direct3x3  3x3, stride 1, padding 1, dilation 1, one group (ResNet's basic blocks, VGG,
+ *              the CIFAR CNNs): direct AVX2 micro-kernels over zero-padded planes
+ *              (kernels/conv3x3.c), no im2col and no col2im; where the build has no such
+ *              kernel the layer stays on im2col.
  *   depthwise  groups == C == K (MobileNet's 3x3 depthwise layers): direct loops per channel
  *              plane (kernels/depthwise.c), no workspace.
  *   pointwise  1x1, stride 1, no padding, one group (ResNet-50's bottleneck ends, MobileNetV2's
@@ -22,13 +26,13 @@
 
 #include "layer.h"
 
-enum { CONV_AUTO = 0, CONV_IM2COL, CONV_DEPTHWISE, CONV_POINTWISE };
+enum { CONV_AUTO = 0, CONV_IM2COL, CONV_DIRECT3X3, CONV_DEPTHWISE, CONV_POINTWISE };
 
 typedef struct {
     int filters, kh, kw, stride_h, stride_w, pad_h, pad_w, dil_h, dil_w, groups, bias;
     int algo_asked;             /* CONV_AUTO or CONV_IM2COL (the option algo=) */
     /* derived in infer */
-    int algo;                   /* the path that runs: CONV_IM2COL, _DEPTHWISE or _POINTWISE */
+    int algo;                   /* the path that runs: CONV_IM2COL, _DIRECT3X3, ... */
     conv_geom g;
     int chunk;                  /* images per GEMM */
 } conv2d_cfg;
@@ -125,6 +129,21 @@ static dtnn_status conv2d_infer(layer *l, dtnn_error *err)
         l->workspace_bytes = 0;
         return DTNN_OK;
     }
+    /* The model builds with the CPU backend, the only one so far; layers see it at run time. */
+    const dtnn_backend *be = dtnn_backend_cpu();
+    if (c->algo_asked == CONV_AUTO && c->groups == 1 && c->kh == 3 && c->kw == 3 &&
+        c->stride_h == 1 && c->stride_w == 1 && c->pad_h == 1 && c->pad_w == 1 &&
+        c->dil_h == 1 && c->dil_w == 1 && be->conv3x3_available()) {
+        /* Chunks of up to 1 MiB of padded planes: the chunk's jobs keep both cores busy and
+         * the scratch stays small; the kernels do not depend on it fitting a cache. */
+        size_t fixed = be->conv3x3_workspace(g, 0), per = be->conv3x3_workspace(g, 1) - fixed;
+        size_t budget = DTNN_MIN(l->workspace_limit, (size_t)1 << 20);
+        size_t nb = budget > fixed ? (budget - fixed) / per : 0;
+        c->algo = CONV_DIRECT3X3;
+        c->chunk = (int)DTNN_MAX(1, DTNN_MIN((size_t)l->max_batch, nb));
+        l->workspace_bytes = be->conv3x3_workspace(g, c->chunk);
+        return DTNN_OK;
+    }
     /* Chunks whose scratch fits the 1 MiB L2 cache of a core: the GEMM then reads the columns
      * im2col has just written from cache instead of memory. Measured (dtnn bench, batch 64, 1
      * thread, images/s with 0.5 / 1 / 64 MiB chunks): resnet20 96 / 93 / 69, cifarcnn 220 /
@@ -147,6 +166,13 @@ static void conv2d_forward(layer *l, const layer_ctx *ctx)
     const float *x = l->x[0];
     if (c->algo == CONV_DEPTHWISE) {
         ctx->be->dw_conv_forward(g, l->n, x, w, b, l->y);
+        return;
+    }
+    if (c->algo == CONV_DIRECT3X3) {
+        for (int n0 = 0; n0 < l->n; n0 += c->chunk)
+            ctx->be->conv3x3_forward(g, DTNN_MIN(c->chunk, l->n - n0),
+                                     x + (size_t)n0 * g->C * g->H * g->W, w, b,
+                                     l->y + (size_t)n0 * g->K * PQ, ctx->workspace);
         return;
     }
     if (c->algo == CONV_POINTWISE) {
@@ -196,6 +222,14 @@ static void conv2d_backward(layer *l, const layer_ctx *ctx)
         ctx->be->dw_conv_backward_weight(g, l->n, x, l->dy, dw, db);
         if (dx)
             ctx->be->dw_conv_backward_data(g, l->n, l->dy, w, dx, l->dx_accumulate[0]);
+        return;
+    }
+    if (c->algo == CONV_DIRECT3X3) {
+        for (int n0 = 0; n0 < l->n; n0 += c->chunk)
+            ctx->be->conv3x3_backward(g, DTNN_MIN(c->chunk, l->n - n0), x + (size_t)n0 * in_size,
+                                      l->dy + (size_t)n0 * g->K * PQ, w, dw, db,
+                                      dx ? dx + (size_t)n0 * in_size : NULL,
+                                      l->dx_accumulate[0], ctx->workspace);
         return;
     }
     if (c->algo == CONV_POINTWISE) {
