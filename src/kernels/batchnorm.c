@@ -2,8 +2,11 @@
  * batchnorm.c — batch normalisation over [n, C, hw] as torch.nn.BatchNorm2d/1d, in the phases
  * backend.h describes: training normalises with the batch mean and biased variance and updates
  * the running estimates with the unbiased variance; evaluation uses the running estimates.
- * Per-channel sums are accumulated in double, serially per channel, so results do not depend
- * on the thread count. Backward: dx = gamma * invstd / m * (m * dy - sum(dy) - xhat *
+ * Per-channel sums are accumulated in double, one channel per thread, so results do not
+ * depend on the thread count. Within a channel, value j goes to lane j % LANES of LANES
+ * double accumulators, added up at the end: the same fixed order on every run, and a loop
+ * the compiler vectorises, where one double accumulator was a chain of dependent adds (4
+ * cycles a value: batch norm took 16% of a ResNet-20 step, dtnn bench --profile). Backward: dx = gamma * invstd / m * (m * dy - sum(dy) - xhat *
  * sum(dy * xhat)), m = the number of values per channel (over all ranks when synchronised).
  */
 #include <math.h>
@@ -12,24 +15,44 @@
 
 #define AT(base, i, c) ((base) + ((size_t)(i) * C + (c)) * hw)
 
+enum { LANES = 8 };
+
+static double lanes_total(const double acc[LANES])
+{
+    double s = 0.0;
+    for (int l = 0; l < LANES; l++)
+        s += acc[l];
+    return s;
+}
+
 void cpu_bn_channel_sums(int n, int C, int hw, const float *x, const double *mean, double *out)
 {
 #pragma omp parallel for schedule(static)
     for (int c = 0; c < C; c++) {
-        double sum = 0.0;
+        double acc[LANES] = {0};
         for (int i = 0; i < n; i++) {
             const float *xc = AT(x, i, c);
+            int j = 0;
             if (!mean) {
-                for (int j = 0; j < hw; j++)
-                    sum += xc[j];
+                for (; j + LANES <= hw; j += LANES)
+                    for (int l = 0; l < LANES; l++)
+                        acc[l] += xc[j + l];
+                for (; j < hw; j++)
+                    acc[j % LANES] += xc[j];
             } else {
-                for (int j = 0; j < hw; j++) {
-                    double d = xc[j] - mean[c];
-                    sum += d * d;
+                const double m = mean[c];
+                for (; j + LANES <= hw; j += LANES)
+                    for (int l = 0; l < LANES; l++) {
+                        double d = xc[j + l] - m;
+                        acc[l] += d * d;
+                    }
+                for (; j < hw; j++) {
+                    double d = xc[j] - m;
+                    acc[j % LANES] += d * d;
                 }
             }
         }
-        out[c] = sum;
+        out[c] = lanes_total(acc);
     }
 }
 
@@ -81,16 +104,22 @@ void cpu_bn_backward_sums(int n, int C, int hw, const float *x, const float *dy,
 #pragma omp parallel for schedule(static)
     for (int c = 0; c < C; c++) {
         const float mean = save_mean[c], invstd = save_invstd[c];
-        double a = 0.0, b = 0.0;
+        double a[LANES] = {0}, b[LANES] = {0};
         for (int i = 0; i < n; i++) {
             const float *xc = AT(x, i, c), *dyc = AT(dy, i, c);
-            for (int j = 0; j < hw; j++) {
-                a += dyc[j];
-                b += dyc[j] * (double)((xc[j] - mean) * invstd);
+            int j = 0;
+            for (; j + LANES <= hw; j += LANES)
+                for (int l = 0; l < LANES; l++) {
+                    a[l] += dyc[j + l];
+                    b[l] += dyc[j + l] * (double)((xc[j + l] - mean) * invstd);
+                }
+            for (; j < hw; j++) {
+                a[j % LANES] += dyc[j];
+                b[j % LANES] += dyc[j] * (double)((xc[j] - mean) * invstd);
             }
         }
-        sdy[c] = a;
-        sdyx[c] = b;
+        sdy[c] = lanes_total(a);
+        sdyx[c] = lanes_total(b);
     }
 }
 
