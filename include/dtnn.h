@@ -83,6 +83,9 @@ typedef struct {
     int threads;                /* kernel threads; 0 = keep the current setting */
     size_t workspace_limit;     /* bytes of scratch the convolutions may use (0 = 64 MiB) */
     int input_grad;             /* also compute d(loss)/d(input) (gradient checks, saliency) */
+    int conv_reference;         /* 1: every convolution on im2col + GEMM, the reference path
+                                 * the fast kernels are tested against (to compare speed, or
+                                 * to rule a fast kernel out) */
     /* The memory check: before allocating, the build adds up what the model will need
      * (dtnn_model_memory) and refuses, with required vs available, what cannot fit. */
     int optimizer_slots;        /* optimizer state to count (dtnn_opt_state_slots; it is

@@ -88,8 +88,9 @@ static void pad_planes(const padded_geom *pg, long long planes, const float *src
 static void pack_filters(const float *w, int K, int C, int for_input_grad, float *packed)
 {
     const int outs = for_input_grad ? C : K, ins = for_input_grad ? K : C;
-    const size_t nb = blocks(outs);
-    for (size_t b = 0; b < nb; b++)
+    const long long nb = (long long)blocks(outs);
+#pragma omp parallel for schedule(static)
+    for (long long b = 0; b < nb; b++)
         for (int i = 0; i < ins; i++)
             for (int t = 0; t < TAPS; t++)
                 for (int j = 0; j < MR; j++) {
@@ -292,34 +293,36 @@ size_t cpu_conv3x3_workspace(const conv_geom *g, int images)
 #endif
 }
 
-void cpu_conv3x3_forward(const conv_geom *g, int n, const float *x, const float *w,
+void cpu_conv3x3_forward(const conv_geom *g, int n, int chunk, const float *x, const float *w,
                          const float *bias, float *y, float *workspace)
 {
 #ifdef CONV3X3_DIRECT
     padded_geom pg = padded_geometry(g);
+    const size_t in_image = (size_t)g->C * g->H * g->W, out_image = (size_t)g->K * g->H * g->W;
     float *packed = workspace;
     float *xp = packed + round16(blocks(g->K) * g->C * TAPS * MR);
     pack_filters(w, g->K, g->C, 0, packed);
-    pad_planes(&pg, (long long)n * g->C, x, xp);
-    direct_pass(&pg, n, g->C, g->K, xp, packed, bias, y, 0);
+    for (int n0 = 0; n0 < n; n0 += chunk) {
+        int nb = n - n0 < chunk ? n - n0 : chunk;
+        pad_planes(&pg, (long long)nb * g->C, x + n0 * in_image, xp);
+        direct_pass(&pg, nb, g->C, g->K, xp, packed, bias, y + n0 * out_image, 0);
+    }
 #else
-    (void)g, (void)n, (void)x, (void)w, (void)bias, (void)y, (void)workspace;
+    (void)g, (void)n, (void)chunk, (void)x, (void)w, (void)bias, (void)y, (void)workspace;
 #endif
 }
 
-void cpu_conv3x3_backward(const conv_geom *g, int n, const float *x, const float *dy,
-                          const float *w, float *dw, float *db, float *dx, int accumulate,
-                          float *workspace)
+void cpu_conv3x3_backward(const conv_geom *g, int n, int chunk, const float *x,
+                          const float *dy, const float *w, float *dw, float *db, float *dx,
+                          int accumulate, float *workspace)
 {
 #ifdef CONV3X3_DIRECT
     padded_geom pg = padded_geometry(g);
     const int C = g->C, K = g->K;
-    const size_t plane = (size_t)g->H * g->W;
+    const size_t plane = (size_t)g->H * g->W, in_image = C * plane, out_image = K * plane;
     float *packed = workspace + round16(blocks(K) * C * TAPS * MR);
     float *xp = packed + round16(blocks(C) * K * TAPS * MR);
-    float *dyp = xp + (size_t)n * C * pg.Ls;
-    pad_planes(&pg, (long long)n * C, x, xp);
-    pad_planes(&pg, (long long)n * K, dy, dyp);
+    float *dyp = xp + (size_t)chunk * C * pg.Ls;
     if (db) {
 #pragma omp parallel for schedule(static)
         for (int k = 0; k < K; k++) {
@@ -332,13 +335,18 @@ void cpu_conv3x3_backward(const conv_geom *g, int n, const float *x, const float
             db[k] += (float)s;
         }
     }
-    weight_grad(&pg, n, C, K, xp, dyp, dw);
-    if (dx) {
+    if (dx)
         pack_filters(w, K, C, 1, packed);
-        direct_pass(&pg, n, K, C, dyp, packed, NULL, dx, accumulate);
+    for (int n0 = 0; n0 < n; n0 += chunk) {
+        int nb = n - n0 < chunk ? n - n0 : chunk;
+        pad_planes(&pg, (long long)nb * C, x + n0 * in_image, xp);
+        pad_planes(&pg, (long long)nb * K, dy + n0 * out_image, dyp);
+        weight_grad(&pg, nb, C, K, xp, dyp, dw);
+        if (dx)
+            direct_pass(&pg, nb, K, C, dyp, packed, NULL, dx + n0 * in_image, accumulate);
     }
 #else
-    (void)g, (void)n, (void)x, (void)dy, (void)w, (void)dw, (void)db, (void)dx;
+    (void)g, (void)n, (void)chunk, (void)x, (void)dy, (void)w, (void)dw, (void)db, (void)dx;
     (void)accumulate, (void)workspace;
 #endif
 }

@@ -13,11 +13,11 @@ void cpu_im2col(const conv_geom *g, const float *x, int images, float *col, int 
 void cpu_col2im(const conv_geom *g, const float *col, int ldcol, int images, float *dx);
 int cpu_conv3x3_available(void);
 size_t cpu_conv3x3_workspace(const conv_geom *g, int images);
-void cpu_conv3x3_forward(const conv_geom *g, int n, const float *x, const float *w,
+void cpu_conv3x3_forward(const conv_geom *g, int n, int chunk, const float *x, const float *w,
                          const float *bias, float *y, float *workspace);
-void cpu_conv3x3_backward(const conv_geom *g, int n, const float *x, const float *dy,
-                          const float *w, float *dw, float *db, float *dx, int accumulate,
-                          float *workspace);
+void cpu_conv3x3_backward(const conv_geom *g, int n, int chunk, const float *x,
+                          const float *dy, const float *w, float *dw, float *db, float *dx,
+                          int accumulate, float *workspace);
 void cpu_dw_conv_forward(const conv_geom *g, int n, const float *x, const float *w,
                          const float *bias, float *y);
 void cpu_dw_conv_backward_data(const conv_geom *g, int n, const float *dy, const float *w,

@@ -11,7 +11,8 @@
  * forces it; tests/test_gradcheck.c compares the paths on odd shapes).
  *
  * Faster paths, picked by algo=auto (the default) when they apply:
- *   direct3x3  3x3, stride 1, padding 1, dilation 1, one group (ResNet's basic blocks, VGG,
+ *   direct3x3  3x3, stride 1, padding 1, dilation 1, one group, at most 64 input and output
+ *              channels (ResNet-20/32/56's blocks, the first stage of VGG and ResNet-18/34,
  *              the CIFAR CNNs): direct AVX2 micro-kernels over zero-padded planes
  *              (kernels/conv3x3.c), no im2col and no col2im; where the build has no such
  *              kernel the layer stays on im2col.
@@ -118,6 +119,8 @@ static dtnn_status conv2d_infer(layer *l, dtnn_error *err)
         layer_declare(l, "bias", DTNN_TENSOR_PARAM, DTNN_F32, 1, bd, INIT_BIAS, fan_in, fan_out);
     }
     c->algo = CONV_IM2COL;
+    if (l->conv_reference)
+        c->algo_asked = CONV_IM2COL;
     if (c->algo_asked == CONV_AUTO && c->groups == in.c && c->filters == in.c) {
         c->algo = CONV_DEPTHWISE;
         l->workspace_bytes = 0;
@@ -131,11 +134,18 @@ static dtnn_status conv2d_infer(layer *l, dtnn_error *err)
     }
     /* The model builds with the CPU backend, the only one so far; layers see it at run time. */
     const dtnn_backend *be = dtnn_backend_cpu();
+    /* The direct kernel sums each output over C input planes (forward) and each input
+     * gradient over K output planes; it wins while a tile's 3 rows of those planes and the
+     * filter block stay in L1 (up to 64 channels: 24 + 9 KiB). With 128 to 512 channels it
+     * re-read them from L2 and lost to im2col by up to 2x (vgg16-64's deep layers, dtnn bench
+     * --profile with --conv-algo auto and im2col). */
     if (c->algo_asked == CONV_AUTO && c->groups == 1 && c->kh == 3 && c->kw == 3 &&
         c->stride_h == 1 && c->stride_w == 1 && c->pad_h == 1 && c->pad_w == 1 &&
-        c->dil_h == 1 && c->dil_w == 1 && be->conv3x3_available()) {
-        /* Chunks of up to 1 MiB of padded planes: the chunk's jobs keep both cores busy and
-         * the scratch stays small; the kernels do not depend on it fitting a cache. */
+        c->dil_h == 1 && c->dil_w == 1 && in.c <= 64 && c->filters <= 64 &&
+        be->conv3x3_available()) {
+        /* Chunks whose padded planes fit the 1 MiB L2 cache of a core, so the kernels read
+         * what pad_planes has just written from there: with 16 MiB chunks ResNet-20's first
+         * stage ran at 7.5 / 15.5 ms forward / backward per layer instead of 4.7 / 9.0. */
         size_t fixed = be->conv3x3_workspace(g, 0), per = be->conv3x3_workspace(g, 1) - fixed;
         size_t budget = DTNN_MIN(l->workspace_limit, (size_t)1 << 20);
         size_t nb = budget > fixed ? (budget - fixed) / per : 0;
@@ -169,10 +179,7 @@ static void conv2d_forward(layer *l, const layer_ctx *ctx)
         return;
     }
     if (c->algo == CONV_DIRECT3X3) {
-        for (int n0 = 0; n0 < l->n; n0 += c->chunk)
-            ctx->be->conv3x3_forward(g, DTNN_MIN(c->chunk, l->n - n0),
-                                     x + (size_t)n0 * g->C * g->H * g->W, w, b,
-                                     l->y + (size_t)n0 * g->K * PQ, ctx->workspace);
+        ctx->be->conv3x3_forward(g, l->n, c->chunk, x, w, b, l->y, ctx->workspace);
         return;
     }
     if (c->algo == CONV_POINTWISE) {
@@ -225,11 +232,8 @@ static void conv2d_backward(layer *l, const layer_ctx *ctx)
         return;
     }
     if (c->algo == CONV_DIRECT3X3) {
-        for (int n0 = 0; n0 < l->n; n0 += c->chunk)
-            ctx->be->conv3x3_backward(g, DTNN_MIN(c->chunk, l->n - n0), x + (size_t)n0 * in_size,
-                                      l->dy + (size_t)n0 * g->K * PQ, w, dw, db,
-                                      dx ? dx + (size_t)n0 * in_size : NULL,
-                                      l->dx_accumulate[0], ctx->workspace);
+        ctx->be->conv3x3_backward(g, l->n, c->chunk, x, l->dy, w, dw, db, dx,
+                                  l->dx_accumulate[0], ctx->workspace);
         return;
     }
     if (c->algo == CONV_POINTWISE) {
