@@ -719,6 +719,38 @@ static void check_shortcut_values(void)
     }
 }
 
+/* Max pooling's choice, as PyTorch: the first maximum of a window wins ties, a NaN wins and
+ * the first NaN stays; backward routes the gradient to exactly those. 2x2 / 2 without
+ * padding runs the row-at-a-time path (kernels/pool.c). */
+static void check_maxpool_values(void)
+{
+    dtnn_model *m = model_new(1, 2, 6);
+    layer(m, "maxpool", "kernel=2");
+    if (!build(m, 1)) {
+        dtnn_model_free(m);
+        return;
+    }
+    const float nan = NAN;
+    float x[12] = {1, 3, 3, 0, nan, 2,
+                   2, 3, nan, 5, 1, nan};
+    dtnn_error err;
+    CHECK_OK(dtnn_model_forward(m, x, 1, 1, &err), &err);
+    const float *y = dtnn_model_output(m, NULL, NULL);
+    CHECK(y[0] == 3.0f && isnan(y[1]) && isnan(y[2]));
+    float *dy = dtnn_model_output_grad(m);
+    for (int i = 0; i < 3; i++)
+        dy[i] = (float)(i + 1);
+    CHECK_OK(dtnn_model_backward(m, &err), &err);
+    const float *dx = dtnn_model_input_grad(m);
+    /* window 0: 3 first at (0, 1); window 1: the NaN at (1, 2); window 2: the NaN at (0, 4) */
+    const float want[12] = {0, 1, 0, 0, 3, 0,
+                            0, 0, 2, 0, 0, 0};
+    CHECK(dx != NULL);
+    if (dx)
+        test_compare("maxpool 2x2: first maximum, first NaN", dx, want, 12, 0, 0);
+    dtnn_model_free(m);
+}
+
 static void check_dropout_values(void)
 {
     enum { N = 8, F = 4 * 5 * 5 };
@@ -1075,6 +1107,7 @@ int main(void)
     check_resnet_block();
     check_accumulate_all();
     check_shortcut_values();
+    check_maxpool_values();
     check_dropout_values();
     check_batchnorm_values();
     check_small_values();

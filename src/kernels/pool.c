@@ -16,14 +16,49 @@ static void window(int start, int k, int size, int *lo, int *hi)
     *hi = start + k > size ? size : start + k;
 }
 
+/* One plane without padding, every window inside the image (LeNet's and VGG's 2x2 / 2):
+ * the same choice as the general loop below (the first maximum wins ties, the first NaN wins
+ * and stays), made a whole output row at a time, window offset by window offset, with
+ * selects the compiler vectorises. Per output, as below, LeNet-5's first pooling took 24 ns
+ * per output and 17% of its training step. */
+static void maxpool_plane_inside(const pool_geom *g, const float *xp, float *yp, int32_t *ap)
+{
+    const int W = g->W, Q = g->Q, sw = g->stride_w;
+    for (int p = 0; p < g->P; p++, yp += Q, ap += Q) {
+        const int h0 = p * g->stride_h;
+        for (int q = 0; q < Q; q++) {
+            yp[q] = xp[h0 * W + q * sw];
+            ap[q] = h0 * W + q * sw;
+        }
+        for (int h = h0; h < h0 + g->kh; h++)
+            for (int w = 0; w < g->kw; w++) {
+                const float *row = xp + h * W + w;
+                const int32_t base = h * W + w;
+                for (int q = 0; q < Q; q++) {
+                    const float v = row[q * sw], best = yp[q];
+                    const int take = (v > best) | ((v != v) & (best == best));
+                    yp[q] = take ? v : best;
+                    ap[q] = take ? base + q * sw : ap[q];
+                }
+            }
+    }
+}
+
 void cpu_maxpool_forward(const pool_geom *g, int n, const float *x, float *y, int32_t *argmax)
 {
     const int planes = n * g->C;
+    const int inside = g->pad_h == 0 && g->pad_w == 0 &&
+                       (g->P - 1) * g->stride_h + g->kh <= g->H &&
+                       (g->Q - 1) * g->stride_w + g->kw <= g->W;
 #pragma omp parallel for schedule(static)
     for (int pl = 0; pl < planes; pl++) {
         const float *xp = x + (size_t)pl * g->H * g->W;
         float *yp = y + (size_t)pl * g->P * g->Q;
         int32_t *ap = argmax + (size_t)pl * g->P * g->Q;
+        if (inside) {
+            maxpool_plane_inside(g, xp, yp, ap);
+            continue;
+        }
         for (int p = 0; p < g->P; p++) {
             int h0, h1;
             window(p * g->stride_h - g->pad_h, g->kh, g->H, &h0, &h1);
