@@ -95,7 +95,8 @@ static void check_case(const conv_case *cc)
                  RTOL);
     label[strlen(label) - 2] = '\0';
     strncat(label, "dparams", sizeof label - strlen(label) - 1);
-    /* A weight gradient sums n * P * Q products (at most n * H * W), most of them cancelling:
+    /* A weight gradient sums n * P * Q products (at most n * (H + 2 * padding)^2 of them; n * H
+     * * W, close enough, for this tolerance), most of them cancelling:
      * its rounding error grows with that count, not with the (small) result, so the absolute
      * part of its tolerance grows with it too, from 256 terms on. */
     const double terms = (double)cc->n * cc->h * cc->w, atol_grad = ATOL * (terms > 256 ? terms / 256 : 1);
@@ -124,7 +125,15 @@ int main(void)
         {5, 7, 9, 3, "filters=11 kernel=1"},
         {13, 1, 1, 1, "filters=3 kernel=1 bias=0"},
         {16, 8, 8, 2, "filters=24 kernel=1 bias=0"},
-        /* direct 3x3: stride 1, padding 1, one group, any size and channel count */
+        /* direct: stride 1, one group, any kernel up to 7x7, padding below the kernel size */
+        {1, 28, 28, 3, "filters=6 kernel=5 padding=2"},     /* LeNet-5 */
+        {6, 14, 14, 2, "filters=16 kernel=5"},
+        {5, 11, 9, 2, "filters=7 kernel=7 padding=3 bias=0"},
+        {3, 9, 10, 2, "filters=5 kernel=3 padding=0"},
+        {4, 8, 7, 1, "filters=6 kernel=3 padding=2"},
+        {3, 7, 12, 2, "filters=5 kernel=3x5 padding=1x2"},
+        {2, 6, 9, 2, "filters=3 kernel=2 padding=1"},
+        {5, 10, 6, 2, "filters=4 kernel=5x3 padding=0x1 bias=0"},
         {3, 7, 9, 1, "filters=5 kernel=3 padding=1"},
         {16, 32, 32, 2, "filters=16 kernel=3 padding=1"},
         {13, 1, 1, 2, "filters=6 kernel=3 padding=1 bias=0"},

@@ -53,18 +53,18 @@ typedef struct dtnn_backend {
     void (*dw_conv_backward_weight)(const conv_geom *g, int n, const float *x, const float *dy,
                                     float *dw, float *db);
 
-    /* Direct 3x3 convolution, stride 1, padding 1, dilation 1, one group (w [K, C, 3, 3]) over
-     * n images, `chunk` images at a time, with scratch of conv3x3_workspace(g, chunk) bytes.
-     * conv3x3_available() is 0 where the build has no such kernel (conv2d then stays on
-     * im2col). backward adds into dw (and db when not NULL); dx may be NULL, else it is
-     * written or, with accumulate, added to. */
-    int (*conv3x3_available)(void);
-    size_t (*conv3x3_workspace)(const conv_geom *g, int chunk);
-    void (*conv3x3_forward)(const conv_geom *g, int n, int chunk, const float *x,
-                            const float *w, const float *bias, float *y, float *workspace);
-    void (*conv3x3_backward)(const conv_geom *g, int n, int chunk, const float *x,
-                             const float *dy, const float *w, float *dw, float *db, float *dx,
-                             int accumulate, float *workspace);
+    /* Direct convolution (stride 1, dilation 1, one group; w [K, C, R, S]) over n images,
+     * `chunk` images at a time, with scratch of conv_direct_workspace(g, chunk) bytes.
+     * conv_direct_supported(g) is 0 for shapes the kernels do not take and in builds without
+     * them (conv2d then stays on im2col). backward adds into dw (and db when not NULL); dx may
+     * be NULL, else it is written or, with accumulate, added to. */
+    int (*conv_direct_supported)(const conv_geom *g);
+    size_t (*conv_direct_workspace)(const conv_geom *g, int chunk);
+    void (*conv_direct_forward)(const conv_geom *g, int n, int chunk, const float *x,
+                                const float *w, const float *bias, float *y, float *workspace);
+    void (*conv_direct_backward)(const conv_geom *g, int n, int chunk, const float *x,
+                                 const float *dy, const float *w, float *dw, float *db,
+                                 float *dx, int accumulate, float *workspace);
 
     /* Max pooling over n images; argmax [n, C, P, Q] holds the flat h * W + w of each max. */
     void (*maxpool_forward)(const pool_geom *g, int n, const float *x, float *y,

@@ -1,6 +1,6 @@
 /*
  * cpu_kernels.h — the CPU kernels that cpu_backend.c puts into the backend table. One family
- * per file: gemm_blas.c, im2col.c, conv3x3.c, depthwise.c, pool.c, activation.c, batchnorm.c, softmax.c.
+ * per file: gemm_blas.c, im2col.c, conv_direct.c, depthwise.c, pool.c, activation.c, batchnorm.c, softmax.c.
  */
 #ifndef DTNN_CPU_KERNELS_H
 #define DTNN_CPU_KERNELS_H
@@ -11,13 +11,13 @@ void cpu_gemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const 
               int lda, const float *b, int ldb, float beta, float *c, int ldc);
 void cpu_im2col(const conv_geom *g, const float *x, int images, float *col, int ldcol);
 void cpu_col2im(const conv_geom *g, const float *col, int ldcol, int images, float *dx);
-int cpu_conv3x3_available(void);
-size_t cpu_conv3x3_workspace(const conv_geom *g, int images);
-void cpu_conv3x3_forward(const conv_geom *g, int n, int chunk, const float *x, const float *w,
-                         const float *bias, float *y, float *workspace);
-void cpu_conv3x3_backward(const conv_geom *g, int n, int chunk, const float *x,
-                          const float *dy, const float *w, float *dw, float *db, float *dx,
-                          int accumulate, float *workspace);
+int cpu_conv_direct_supported(const conv_geom *g);
+size_t cpu_conv_direct_workspace(const conv_geom *g, int chunk);
+void cpu_conv_direct_forward(const conv_geom *g, int n, int chunk, const float *x,
+                             const float *w, const float *bias, float *y, float *workspace);
+void cpu_conv_direct_backward(const conv_geom *g, int n, int chunk, const float *x,
+                              const float *dy, const float *w, float *dw, float *db, float *dx,
+                              int accumulate, float *workspace);
 void cpu_dw_conv_forward(const conv_geom *g, int n, const float *x, const float *w,
                          const float *bias, float *y);
 void cpu_dw_conv_backward_data(const conv_geom *g, int n, const float *dy, const float *w,

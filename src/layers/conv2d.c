@@ -11,11 +11,12 @@
  * forces it; tests/test_gradcheck.c compares the paths on odd shapes).
  *
  * Faster paths, picked by algo=auto (the default) when they apply:
- *   direct3x3  3x3, stride 1, padding 1, dilation 1, one group, at most 64 input and output
- *              channels (ResNet-20/32/56's blocks, the first stage of VGG and ResNet-18/34,
- *              the CIFAR CNNs): direct AVX2 micro-kernels over zero-padded planes
- *              (kernels/conv3x3.c), no im2col and no col2im; where the build has no such
- *              kernel the layer stays on im2col.
+ *   direct     stride 1, dilation 1, one group, kernels up to 7x7, padding below the kernel
+ *              size, channels x kernel rows at most 192 (3x3 with up to 64 channels:
+ *              ResNet-20/32/56's blocks, the first stage of VGG and ResNet-18/34, the CIFAR
+ *              CNNs; LeNet's 5x5): direct AVX2 micro-kernels over zero-padded planes
+ *              (kernels/conv_direct.c), no im2col and no col2im; where the build has no
+ *              such kernel the layer stays on im2col.
  *   depthwise  groups == C == K (MobileNet's 3x3 depthwise layers): direct loops per channel
  *              plane (kernels/depthwise.c), no workspace.
  *   pointwise  1x1, stride 1, no padding, one group (ResNet-50's bottleneck ends, MobileNetV2's
@@ -27,13 +28,13 @@
 
 #include "layer.h"
 
-enum { CONV_AUTO = 0, CONV_IM2COL, CONV_DIRECT3X3, CONV_DEPTHWISE, CONV_POINTWISE };
+enum { CONV_AUTO = 0, CONV_IM2COL, CONV_DIRECT, CONV_DEPTHWISE, CONV_POINTWISE };
 
 typedef struct {
     int filters, kh, kw, stride_h, stride_w, pad_h, pad_w, dil_h, dil_w, groups, bias;
     int algo_asked;             /* CONV_AUTO or CONV_IM2COL (the option algo=) */
     /* derived in infer */
-    int algo;                   /* the path that runs: CONV_IM2COL, _DIRECT3X3, ... */
+    int algo;                   /* the path that runs: CONV_IM2COL, _DIRECT, ... */
     conv_geom g;
     int chunk;                  /* images per GEMM */
 } conv2d_cfg;
@@ -135,23 +136,22 @@ static dtnn_status conv2d_infer(layer *l, dtnn_error *err)
     /* The model builds with the CPU backend, the only one so far; layers see it at run time. */
     const dtnn_backend *be = dtnn_backend_cpu();
     /* The direct kernel sums each output over C input planes (forward) and each input
-     * gradient over K output planes; it wins while a tile's 3 rows of those planes and the
-     * filter block stay in L1 (up to 64 channels: 24 + 9 KiB). With 128 to 512 channels it
-     * re-read them from L2 and lost to im2col by up to 2x (vgg16-64's deep layers, dtnn bench
-     * --profile with --conv-algo auto and im2col). */
-    if (c->algo_asked == CONV_AUTO && c->groups == 1 && c->kh == 3 && c->kw == 3 &&
-        c->stride_h == 1 && c->stride_w == 1 && c->pad_h == 1 && c->pad_w == 1 &&
-        c->dil_h == 1 && c->dil_w == 1 && in.c <= 64 && c->filters <= 64 &&
-        be->conv3x3_available()) {
+     * gradient over K output planes; it wins while a tile's R rows of those planes and the
+     * filter block stay in L1 (3x3 with 64 channels: 24 + 9 KiB). With 128 to 512 channels
+     * of 3x3 it re-read them from L2 and lost to im2col by up to 2x (vgg16-64's deep layers,
+     * dtnn bench --profile with --conv-algo auto and im2col). */
+    if (c->algo_asked == CONV_AUTO && in.c * c->kh <= 192 && c->filters * c->kh <= 192 &&
+        be->conv_direct_supported(g)) {
         /* Chunks whose padded planes fit the 1 MiB L2 cache of a core, so the kernels read
          * what pad_planes has just written from there: with 16 MiB chunks ResNet-20's first
          * stage ran at 7.5 / 15.5 ms forward / backward per layer instead of 4.7 / 9.0. */
-        size_t fixed = be->conv3x3_workspace(g, 0), per = be->conv3x3_workspace(g, 1) - fixed;
+        size_t fixed = be->conv_direct_workspace(g, 0);
+        size_t per = be->conv_direct_workspace(g, 1) - fixed;
         size_t budget = DTNN_MIN(l->workspace_limit, (size_t)1 << 20);
         size_t nb = budget > fixed ? (budget - fixed) / per : 0;
-        c->algo = CONV_DIRECT3X3;
+        c->algo = CONV_DIRECT;
         c->chunk = (int)DTNN_MAX(1, DTNN_MIN((size_t)l->max_batch, nb));
-        l->workspace_bytes = be->conv3x3_workspace(g, c->chunk);
+        l->workspace_bytes = be->conv_direct_workspace(g, c->chunk);
         return DTNN_OK;
     }
     /* Chunks whose scratch fits the 1 MiB L2 cache of a core: the GEMM then reads the columns
@@ -178,8 +178,8 @@ static void conv2d_forward(layer *l, const layer_ctx *ctx)
         ctx->be->dw_conv_forward(g, l->n, x, w, b, l->y);
         return;
     }
-    if (c->algo == CONV_DIRECT3X3) {
-        ctx->be->conv3x3_forward(g, l->n, c->chunk, x, w, b, l->y, ctx->workspace);
+    if (c->algo == CONV_DIRECT) {
+        ctx->be->conv_direct_forward(g, l->n, c->chunk, x, w, b, l->y, ctx->workspace);
         return;
     }
     if (c->algo == CONV_POINTWISE) {
@@ -231,9 +231,9 @@ static void conv2d_backward(layer *l, const layer_ctx *ctx)
             ctx->be->dw_conv_backward_data(g, l->n, l->dy, w, dx, l->dx_accumulate[0]);
         return;
     }
-    if (c->algo == CONV_DIRECT3X3) {
-        ctx->be->conv3x3_backward(g, l->n, c->chunk, x, l->dy, w, dw, db, dx,
-                                  l->dx_accumulate[0], ctx->workspace);
+    if (c->algo == CONV_DIRECT) {
+        ctx->be->conv_direct_backward(g, l->n, c->chunk, x, l->dy, w, dw, db, dx,
+                                      l->dx_accumulate[0], ctx->workspace);
         return;
     }
     if (c->algo == CONV_POINTWISE) {

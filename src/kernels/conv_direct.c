@@ -1,0 +1,439 @@
+/*
+ * conv_direct.c — direct convolution with stride 1, dilation 1 and one group, kernels up to
+ * 7x7 with padding up to kernel - 1: ResNet's 3x3 blocks, VGG's first stage, LeNet's 5x5.
+ * Forward, input gradient and weight gradient without im2col, with AVX2 + FMA micro-kernels
+ * (built where the compiler targets them, as -march=native does on x86-64; elsewhere conv2d
+ * keeps its im2col path).
+ *
+ * Why: through im2col a 16-channel 32x32 layer (ResNet-20's first stage) becomes a GEMM with
+ * M = 16 rows, a shape on which OpenBLAS reaches a third to a half of its peak, and the
+ * unfolded columns are R*S times the input, written by im2col and read back by col2im (LeNet-5
+ * spent 29% of its step in those two copies).
+ *
+ * The layout: every input plane is copied once into a zero-padded plane of row stride Wp
+ * (the padded width). Output pixel (y, x) gets the "wide" index p = y * Wp + x, and kernel tap
+ * (r, s) reads padded index p + r * Wp + s: a contiguous range for every tap, so a run of 24
+ * output pixels costs 3 vector loads per tap whatever the image width. The Wp - Q extra
+ * columns of each row are computed and thrown away (6% more work for 3x3 at 32x32, 25% at
+ * 8x8).
+ *
+ * The input gradient is the same kind of pass over the output gradient, padded by kernel - 1 -
+ * padding, with the filters transposed and rotated by 180 degrees. The weight gradient sums,
+ * per tap, the output gradient laid out wide (zero in the thrown-away columns) against the
+ * shifted padded input; with "same" padding (3x3 / 1, 5x5 / 2) the padded output gradient of
+ * the input-gradient pass already is that layout.
+ *
+ * Threads: the forward pass and the input gradient split (image, block of 4 output channels);
+ * the weight gradient splits (block of 4 filters, input channel), each summing all images in
+ * a fixed order, so no result depends on the thread count.
+ */
+#include <stddef.h>
+#include <string.h>
+
+#include "cpu_kernels.h"
+
+enum { MAX_KERNEL = 7 };
+
+/* Shapes the kernels take; the same test whether or not this build has them. */
+static int direct_shape(const conv_geom *g)
+{
+    return g->groups == 1 && g->stride_h == 1 && g->stride_w == 1 && g->dil_h == 1 &&
+           g->dil_w == 1 && g->R <= MAX_KERNEL && g->S <= MAX_KERNEL && g->pad_h < g->R &&
+           g->pad_w < g->S;
+}
+
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+
+#define CONV_DIRECT 1
+
+enum { MR = 4, NR = 24, MAX_TAPS = MAX_KERNEL * MAX_KERNEL };
+
+/* One pass: an R x S correlation of padded planes, the output `rows` x `cols`. */
+typedef struct {
+    int in_rows, in_cols;   /* the unpadded input, placed at (top, left) in its plane */
+    int top, left;
+    int R, S, taps;
+    int Wp;                 /* row stride of the padded planes */
+    int rows, cols;         /* output size */
+    int Lo, Lw;             /* wide output pixels rows * Wp, and rounded up to whole tiles */
+    size_t Ls;              /* floats per padded plane: every read of every tile is inside */
+    ptrdiff_t offsets[MAX_TAPS];
+} pass_geom;
+
+static size_t round16(size_t n) { return (n + 15) / 16 * 16; }
+
+static pass_geom make_pass(int in_rows, int in_cols, int top, int left, int R, int S)
+{
+    pass_geom p;
+    p.in_rows = in_rows;
+    p.in_cols = in_cols;
+    p.top = top;
+    p.left = left;
+    p.R = R;
+    p.S = S;
+    p.taps = R * S;
+    p.Wp = in_cols + 2 * left;
+    p.rows = in_rows + 2 * top - R + 1;
+    p.cols = p.Wp - S + 1;
+    p.Lo = p.rows * p.Wp;
+    p.Lw = (p.Lo + NR - 1) / NR * NR;
+    /* tiles read up to Lw - 1 + (R - 1) * Wp + S - 1; the weight gradient, in threes of taps
+     * from s0 <= S - 1, up to 2 more, and through shared dy planes (below) up to 6 more */
+    size_t plane = (size_t)(in_rows + 2 * top) * p.Wp;
+    size_t reach = (size_t)p.Lw + (size_t)(R - 1) * p.Wp + S + 8;
+    p.Ls = round16(plane > reach ? plane : reach);
+    for (int r = 0; r < R; r++)
+        for (int s = 0; s < S; s++)
+            p.offsets[r * S + s] = (ptrdiff_t)r * p.Wp + s;
+    return p;
+}
+
+static pass_geom forward_pass(const conv_geom *g)
+{
+    return make_pass(g->H, g->W, g->pad_h, g->pad_w, g->R, g->S);
+}
+
+static pass_geom input_grad_pass(const conv_geom *g)
+{
+    return make_pass(g->P, g->Q, g->R - 1 - g->pad_h, g->S - 1 - g->pad_w, g->R, g->S);
+}
+
+/* The weight gradient reads dy laid out as the forward pass's wide output (row stride Wp,
+ * zero in the thrown-away columns). With "same" padding the input-gradient pass's padded dy
+ * planes are that, from their first real pixel on; otherwise it gets planes of its own. */
+static int dy_planes_shared(const pass_geom *f, const pass_geom *d)
+{
+    return f->Wp == d->Wp && f->rows <= d->rows;
+}
+
+static size_t dy_wide_plane(const pass_geom *f) { return round16((size_t)f->Lw + 8); }
+
+static size_t blocks(int channels) { return (size_t)(channels + MR - 1) / MR; }
+
+/* Copies `planes` rows x cols planes into planes of Ls floats, row stride Wp, each placed at
+ * (top, left), zero everywhere else. */
+static void pad_planes(long long planes, int rows, int cols, int top, int left, int Wp,
+                       size_t Ls, const float *src, float *dst)
+{
+    const size_t first = (size_t)top * Wp + left, used = (size_t)(top + rows) * Wp + left;
+#pragma omp parallel for schedule(static)
+    for (long long pl = 0; pl < planes; pl++) {
+        const float *s = src + (size_t)pl * rows * cols;
+        float *d = dst + (size_t)pl * Ls;
+        memset(d, 0, sizeof(float) * first);
+        for (int y = 0; y < rows; y++) {
+            float *row = d + first + (size_t)y * Wp;
+            /* rows are short (8 to 64 floats in CIFAR nets): a loop, not a memcpy call each */
+            const float *sr = s + (size_t)y * cols;
+            for (int q = 0; q < cols; q++)
+                row[q] = sr[q];
+            for (int q = cols; q < Wp; q++)     /* right padding, then the next row's left */
+                row[q] = 0.0f;
+        }
+        memset(d + used, 0, sizeof(float) * (Ls - used));
+    }
+}
+
+static void pad_input(const pass_geom *p, long long planes, const float *src, float *dst)
+{
+    pad_planes(planes, p->in_rows, p->in_cols, p->top, p->left, p->Wp, p->Ls, src, dst);
+}
+
+/* Filters w [K, C, R, S] as blocks [K/MR][C][tap][MR] for the forward pass, or, when
+ * `for_input_grad`, as the filters of the input gradient, [C/MR][K][tap][MR] with the taps
+ * rotated by 180 degrees. Channels past the last block's end are zero. */
+static void pack_filters(const float *w, int K, int C, int taps, int for_input_grad,
+                         float *packed)
+{
+    const int outs = for_input_grad ? C : K, ins = for_input_grad ? K : C;
+    const long long nb = (long long)blocks(outs);
+#pragma omp parallel for schedule(static)
+    for (long long b = 0; b < nb; b++)
+        for (int i = 0; i < ins; i++)
+            for (int t = 0; t < taps; t++)
+                for (int j = 0; j < MR; j++) {
+                    int o = (int)b * MR + j;
+                    float v = 0.0f;
+                    if (o < outs)
+                        v = for_input_grad ? w[((size_t)i * C + o) * taps + (taps - 1 - t)]
+                                           : w[((size_t)o * C + i) * taps + t];
+                    packed[((b * ins + i) * taps + t) * MR + j] = v;
+                }
+}
+
+/* One tile: MR output channels x NR wide pixels, summed over `ins` padded input planes. The
+ * 12 accumulators + 3 input vectors + 1 broadcast fill the 16 ymm registers; they are named
+ * variables, not an array, and the tap loop is not unrolled, because GCC 12 otherwise spilled
+ * accumulators to the stack and folded each input load into every FMA (38 GFLOP/s instead
+ * of 60-70 on ResNet-20's first stage). */
+#define TILE_ROW(j)                                                                            \
+    do {                                                                                       \
+        __m256 w##j = _mm256_broadcast_ss(wb + (j));                                           \
+        a##j##0 = _mm256_fmadd_ps(w##j, x0, a##j##0);                                          \
+        a##j##1 = _mm256_fmadd_ps(w##j, x1, a##j##1);                                          \
+        a##j##2 = _mm256_fmadd_ps(w##j, x2, a##j##2);                                          \
+    } while (0)
+
+static void tile_4x24(const pass_geom *pg, int ins, const float *in, const float *wb,
+                      float out[MR][NR])
+{
+    __m256 a00 = _mm256_setzero_ps(), a01 = a00, a02 = a00, a10 = a00, a11 = a00, a12 = a00;
+    __m256 a20 = a00, a21 = a00, a22 = a00, a30 = a00, a31 = a00, a32 = a00;
+    const int taps = pg->taps;
+    const ptrdiff_t *offsets = pg->offsets;
+    for (int c = 0; c < ins; c++, in += pg->Ls) {
+#pragma GCC unroll 1
+        for (int t = 0; t < taps; t++, wb += MR) {
+            const float *src = in + offsets[t];
+            __m256 x0 = _mm256_loadu_ps(src);
+            __m256 x1 = _mm256_loadu_ps(src + 8);
+            __m256 x2 = _mm256_loadu_ps(src + 16);
+            TILE_ROW(0);
+            TILE_ROW(1);
+            TILE_ROW(2);
+            TILE_ROW(3);
+        }
+    }
+    _mm256_storeu_ps(out[0], a00), _mm256_storeu_ps(out[0] + 8, a01);
+    _mm256_storeu_ps(out[0] + 16, a02), _mm256_storeu_ps(out[1], a10);
+    _mm256_storeu_ps(out[1] + 8, a11), _mm256_storeu_ps(out[1] + 16, a12);
+    _mm256_storeu_ps(out[2], a20), _mm256_storeu_ps(out[2] + 8, a21);
+    _mm256_storeu_ps(out[2] + 16, a22), _mm256_storeu_ps(out[3], a30);
+    _mm256_storeu_ps(out[3] + 8, a31), _mm256_storeu_ps(out[3] + 16, a32);
+}
+
+/* Writes (or adds) the real pixels of a tile into `outs` NCHW planes of rows x cols from
+ * channel o0; the thrown-away columns and pixels past the last row are skipped. */
+static void store_tile(const pass_geom *pg, float tile[MR][NR], int p0, int o0, int outs,
+                       const float *bias, float *out, int accumulate)
+{
+    const int cols = pg->cols, Wp = pg->Wp, end = p0 + NR < pg->Lo ? p0 + NR : pg->Lo;
+    const int nj = outs - o0 < MR ? outs - o0 : MR;
+    const size_t plane = (size_t)pg->rows * cols;
+    for (int p = p0; p < end;) {
+        int y = p / Wp, x = p % Wp;
+        int run = Wp - x < end - p ? Wp - x : end - p;
+        int valid = cols - x < run ? cols - x : run;
+        for (int j = 0; j < nj; j++) {
+            const float *t = tile[j] + (p - p0);
+            float *d = out + (size_t)(o0 + j) * plane + (size_t)y * cols + x;
+            float b = bias ? bias[o0 + j] : 0.0f;
+            if (accumulate)
+                for (int q = 0; q < valid; q++)
+                    d[q] += t[q];
+            else
+                for (int q = 0; q < valid; q++)
+                    d[q] = t[q] + b;
+        }
+        p += run;
+    }
+}
+
+/* out [n, outs, rows, cols] (+)= correlation of `in` (n x ins padded planes) with the packed
+ * filters, + bias. One job = one image and one block of MR output channels. */
+static void direct_pass(const pass_geom *pg, int n, int ins, int outs, const float *in,
+                        const float *packed, const float *bias, float *out, int accumulate)
+{
+    const long long nb = (long long)blocks(outs), jobs = (long long)n * nb;
+    const size_t out_image = (size_t)outs * pg->rows * pg->cols;
+#pragma omp parallel for schedule(static)
+    for (long long job = 0; job < jobs; job++) {
+        const int i = (int)(job / nb), b = (int)(job % nb);
+        const float *img = in + (size_t)i * ins * pg->Ls;
+        const float *wb = packed + (size_t)b * ins * pg->taps * MR;
+        float tile[MR][NR];
+        for (int p0 = 0; p0 < pg->Lw; p0 += NR) {
+            tile_4x24(pg, ins, img + p0, wb, tile);
+            store_tile(pg, tile, p0, b * MR, outs, bias, out + (size_t)i * out_image,
+                       accumulate);
+        }
+    }
+}
+
+static float hsum(__m256 v)
+{
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* Three taps (r, s0 .. s0 + 2) of MR filters: sums[j][s] += sum over images and p < L8 of
+ * dy_j[p] * xr[p + s]. 12 accumulators, the 3 shifted inputs and one dy vector take all 16
+ * ymm registers; the empty asm statements keep the loaded vectors in registers, since GCC 12
+ * otherwise re-read x or dy from memory inside every FMA (15 or 16 loads per 12 FMAs instead
+ * of 7, and the loop bound by loads). */
+#define WG_ROW(j)                                                                              \
+    do {                                                                                       \
+        __m256 d = _mm256_loadu_ps(dy##j + p);                                                 \
+        __asm__("" : "+x"(d));                                                                 \
+        a##j##0 = _mm256_fmadd_ps(d, x0, a##j##0);                                             \
+        a##j##1 = _mm256_fmadd_ps(d, x1, a##j##1);                                             \
+        a##j##2 = _mm256_fmadd_ps(d, x2, a##j##2);                                             \
+    } while (0)
+
+static void weight_grad_taps(const float *xr, const float *dy0, const float *dy1,
+                             const float *dy2, const float *dy3, int n, size_t x_image,
+                             size_t dy_image, int L8, double sums[MR][3])
+{
+    __m256 a00 = _mm256_setzero_ps(), a01 = a00, a02 = a00, a10 = a00, a11 = a00, a12 = a00;
+    __m256 a20 = a00, a21 = a00, a22 = a00, a30 = a00, a31 = a00, a32 = a00;
+    for (int i = 0; i < n; i++) {
+        for (int p = 0; p < L8; p += 8) {
+            __m256 x0 = _mm256_loadu_ps(xr + p);
+            __m256 x1 = _mm256_loadu_ps(xr + p + 1);
+            __m256 x2 = _mm256_loadu_ps(xr + p + 2);
+            __asm__("" : "+x"(x0), "+x"(x1), "+x"(x2));
+            WG_ROW(0);
+            WG_ROW(1);
+            WG_ROW(2);
+            WG_ROW(3);
+        }
+        xr += x_image, dy0 += dy_image, dy1 += dy_image, dy2 += dy_image, dy3 += dy_image;
+    }
+    const __m256 acc[MR][3] = {{a00, a01, a02}, {a10, a11, a12}, {a20, a21, a22},
+                               {a30, a31, a32}};
+    for (int j = 0; j < MR; j++)
+        for (int s = 0; s < 3; s++)
+            sums[j][s] += hsum(acc[j][s]);
+}
+
+/* dw [K, C, R, S] += sum over images and pixels of dy (wide planes of dy_plane floats) times
+ * the shifted padded input xp. One job = a block of MR filters and one input channel. */
+static void weight_grad(const pass_geom *pg, int n, int C, int K, const float *xp,
+                        const float *dyw, size_t dy_plane, float *dw)
+{
+    const long long jobs = (long long)blocks(K) * C;
+    const int Wp = pg->Wp, R = pg->R, S = pg->S, L8 = (pg->Lo + 7) / 8 * 8;
+#pragma omp parallel for schedule(static)
+    for (long long job = 0; job < jobs; job++) {
+        const int b = (int)(job / C), c = (int)(job % C);
+        double sum[MAX_KERNEL][MR][MAX_KERNEL + 2] = {{{0}}};   /* [r][j][s] */
+        const float *dy[MR];
+        for (int j = 0; j < MR; j++) {
+            /* past the last filter: any valid plane, its sums are dropped below */
+            int k = b * MR + j < K ? b * MR + j : K - 1;
+            dy[j] = dyw + (size_t)k * dy_plane;
+        }
+        /* A chunk holds at most a few hundred images (1 MiB of planes), each adding at most
+         * a few thousand products per lane: float lanes, summed in double per chunk. */
+        for (int r = 0; r < R; r++)
+            for (int s0 = 0; s0 < S; s0 += 3) {
+                double part[MR][3] = {{0}};
+                weight_grad_taps(xp + (size_t)c * pg->Ls + (size_t)r * Wp + s0, dy[0], dy[1],
+                                 dy[2], dy[3], n, (size_t)C * pg->Ls, (size_t)K * dy_plane, L8,
+                                 part);
+                for (int j = 0; j < MR; j++)
+                    for (int s = 0; s < 3; s++)
+                        sum[r][j][s0 + s] = part[j][s];
+            }
+        for (int j = 0; j < MR && b * MR + j < K; j++)
+            for (int r = 0; r < R; r++)
+                for (int s = 0; s < S; s++)
+                    dw[(((size_t)(b * MR + j) * C + c) * R + r) * S + s] += (float)sum[r][j][s];
+    }
+}
+#endif
+
+int cpu_conv_direct_supported(const conv_geom *g)
+{
+#ifdef CONV_DIRECT
+    return direct_shape(g);
+#else
+    (void)direct_shape;
+    (void)g;
+    return 0;
+#endif
+}
+
+size_t cpu_conv_direct_workspace(const conv_geom *g, int chunk)
+{
+#ifdef CONV_DIRECT
+    pass_geom f = forward_pass(g), d = input_grad_pass(g);
+    const size_t taps = (size_t)g->R * g->S;
+    size_t per_image = (size_t)g->C * f.Ls + (size_t)g->K * d.Ls;
+    if (!dy_planes_shared(&f, &d))
+        per_image += (size_t)g->K * dy_wide_plane(&f);
+    return sizeof(float) * (round16(blocks(g->K) * g->C * taps * MR) +
+                            round16(blocks(g->C) * g->K * taps * MR) + (size_t)chunk * per_image);
+#else
+    (void)g;
+    (void)chunk;
+    return 0;
+#endif
+}
+
+void cpu_conv_direct_forward(const conv_geom *g, int n, int chunk, const float *x,
+                             const float *w, const float *bias, float *y, float *workspace)
+{
+#ifdef CONV_DIRECT
+    pass_geom f = forward_pass(g);
+    const size_t in_image = (size_t)g->C * g->H * g->W, out_image = (size_t)g->K * g->P * g->Q;
+    float *packed = workspace;
+    float *xp = packed + round16(blocks(g->K) * g->C * f.taps * MR);
+    pack_filters(w, g->K, g->C, f.taps, 0, packed);
+    for (int n0 = 0; n0 < n; n0 += chunk) {
+        int nb = n - n0 < chunk ? n - n0 : chunk;
+        pad_input(&f, (long long)nb * g->C, x + n0 * in_image, xp);
+        direct_pass(&f, nb, g->C, g->K, xp, packed, bias, y + n0 * out_image, 0);
+    }
+#else
+    (void)g, (void)n, (void)chunk, (void)x, (void)w, (void)bias, (void)y, (void)workspace;
+#endif
+}
+
+void cpu_conv_direct_backward(const conv_geom *g, int n, int chunk, const float *x,
+                              const float *dy, const float *w, float *dw, float *db, float *dx,
+                              int accumulate, float *workspace)
+{
+#ifdef CONV_DIRECT
+    pass_geom f = forward_pass(g), d = input_grad_pass(g);
+    const int C = g->C, K = g->K;
+    const size_t out_plane = (size_t)g->P * g->Q;
+    const size_t in_image = (size_t)C * g->H * g->W, out_image = K * out_plane;
+    const int shared = dy_planes_shared(&f, &d);
+    float *packed = workspace + round16(blocks(K) * C * f.taps * MR);
+    float *xp = packed + round16(blocks(C) * K * f.taps * MR);
+    float *dyp = xp + (size_t)chunk * C * f.Ls;
+    float *dyw = shared ? dyp + (size_t)d.top * d.Wp + d.left : dyp + (size_t)chunk * K * d.Ls;
+    const size_t dyw_plane = shared ? d.Ls : dy_wide_plane(&f);
+    if (db) {
+#pragma omp parallel for schedule(static)
+        for (int k = 0; k < K; k++) {
+            /* value j to lane j % 8, a fixed order that vectorises (see batchnorm.c) */
+            double lanes[8] = {0};
+            for (int i = 0; i < n; i++) {
+                const float *dk = dy + ((size_t)i * K + k) * out_plane;
+                size_t j = 0;
+                for (; j + 8 <= out_plane; j += 8)
+                    for (int l = 0; l < 8; l++)
+                        lanes[l] += dk[j + l];
+                for (; j < out_plane; j++)
+                    lanes[j % 8] += dk[j];
+            }
+            double s = 0.0;
+            for (int l = 0; l < 8; l++)
+                s += lanes[l];
+            db[k] += (float)s;
+        }
+    }
+    if (dx)
+        pack_filters(w, K, C, f.taps, 1, packed);
+    for (int n0 = 0; n0 < n; n0 += chunk) {
+        int nb = n - n0 < chunk ? n - n0 : chunk;
+        pad_input(&f, (long long)nb * C, x + n0 * in_image, xp);
+        if (dx || shared)
+            pad_input(&d, (long long)nb * K, dy + n0 * out_image, dyp);
+        if (!shared)
+            pad_planes((long long)nb * K, g->P, g->Q, 0, 0, f.Wp, dyw_plane, dy + n0 * out_image,
+                       dyw);
+        weight_grad(&f, nb, C, K, xp, dyw, dyw_plane, dw);
+        if (dx)
+            direct_pass(&d, nb, K, C, dyp, packed, NULL, dx + n0 * in_image, accumulate);
+    }
+#else
+    (void)g, (void)n, (void)chunk, (void)x, (void)dy, (void)w, (void)dw, (void)db, (void)dx;
+    (void)accumulate, (void)workspace;
+#endif
+}
