@@ -20,8 +20,8 @@
  * The input gradient is the same kind of pass over the output gradient, padded by kernel - 1 -
  * padding, with the filters transposed and rotated by 180 degrees. The weight gradient sums,
  * per tap, the output gradient laid out wide (zero in the thrown-away columns) against the
- * shifted padded input; with "same" padding (3x3 / 1, 5x5 / 2) the padded output gradient of
- * the input-gradient pass already is that layout.
+ * shifted padded input; the padded output gradient of the input-gradient pass already is that
+ * layout, from its first real pixel on (both passes have row stride W + padding).
  *
  * Threads: the forward pass and the input gradient split (image, block of 4 output channels);
  * the weight gradient splits (block of 4 filters, input channel), each summing all images in
@@ -104,8 +104,10 @@ static pass_geom input_grad_pass(const conv_geom *g)
 }
 
 /* The weight gradient reads dy laid out as the forward pass's wide output (row stride Wp,
- * zero in the thrown-away columns). With "same" padding the input-gradient pass's padded dy
- * planes are that, from their first real pixel on; otherwise it gets planes of its own. */
+ * zero in the thrown-away columns). The input-gradient pass's padded dy planes are that,
+ * from their first real pixel on, where they also reach as far: both passes have row stride
+ * W + padding, and the forward output has no more rows than the input unless the padding
+ * is more than half the kernel (then the weight gradient gets planes of its own). */
 static int dy_planes_shared(const pass_geom *f, const pass_geom *d)
 {
     return f->Wp == d->Wp && f->rows <= d->rows;
