@@ -6,8 +6,6 @@
  * producer: the model then marks the first to write its gradient and the second to add to it.
  * No broadcasting: shapes must match exactly.
  */
-#include <string.h>
-
 #include "layer.h"
 
 static dtnn_status add_set(void *cfg, const char *key, const char *value, dtnn_error *err)
@@ -31,15 +29,22 @@ static dtnn_status add_infer(layer *l, dtnn_error *err)
     return DTNN_OK;
 }
 
+/* One pass over all inputs (a copy and then one pass per further input read y again each
+ * time), split over the threads: memory-bound, and two cores draw more bandwidth than one.
+ * The sum is ((x_0 + x_1) + x_2) + ... as before, so results are unchanged. */
 static void add_forward(layer *l, const layer_ctx *ctx)
 {
     (void)ctx;
-    const size_t count = shape_size(l->out) * (size_t)l->n;
+    const long long count = (long long)(shape_size(l->out) * (size_t)l->n);
     float *y = l->y;
-    memcpy(y, l->x[0], sizeof(float) * count);
-    for (int k = 1; k < l->n_in; k++) {
+    const float *a = l->x[0], *b = l->x[1];
+#pragma omp parallel for schedule(static) if (count > 65536)
+    for (long long i = 0; i < count; i++)
+        y[i] = a[i] + b[i];
+    for (int k = 2; k < l->n_in; k++) {
         const float *x = l->x[k];
-        for (size_t i = 0; i < count; i++)
+#pragma omp parallel for schedule(static) if (count > 65536)
+        for (long long i = 0; i < count; i++)
             y[i] += x[i];
     }
 }
@@ -47,17 +52,20 @@ static void add_forward(layer *l, const layer_ctx *ctx)
 static void add_backward(layer *l, const layer_ctx *ctx)
 {
     (void)ctx;
-    const size_t count = shape_size(l->out) * (size_t)l->n;
+    const long long count = (long long)(shape_size(l->out) * (size_t)l->n);
     const float *dy = l->dy;
     for (int k = 0; k < l->n_in; k++) {
         float *dx = l->dx[k];
         if (!dx)
             continue;
         if (!l->dx_accumulate[k]) {
-            memcpy(dx, dy, sizeof(float) * count);
+#pragma omp parallel for schedule(static) if (count > 65536)
+            for (long long i = 0; i < count; i++)
+                dx[i] = dy[i];
             continue;
         }
-        for (size_t i = 0; i < count; i++)
+#pragma omp parallel for schedule(static) if (count > 65536)
+        for (long long i = 0; i < count; i++)
             dx[i] += dy[i];
     }
 }
