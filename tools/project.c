@@ -46,15 +46,13 @@ int project_check_options(const cli_opt *o, int n)
         return fprintf(stderr, "dtnn %s: %s\n", cmd, err.message), 2;
     double list[MAX_LIST];
     int count;
-    if (parse_list(cli_str(o, n, "ranks-per-node"), list, &count))
+    int whole = !parse_list(cli_str(o, n, "ranks-per-node"), list, &count);
+    for (int i = 0; whole && i < count; i++)
+        whole = list[i] == floor(list[i]) && list[i] <= 1024;
+    if (!whole)
         return cli_usage_error(cmd, "--ranks-per-node must be up to 8 whole numbers in [1, "
                                "1024] separated by '/', not '%s'",
                                cli_str(o, n, "ranks-per-node"));
-    for (int i = 0; i < count; i++)
-        if (list[i] != floor(list[i]) || list[i] > 1024)
-            return cli_usage_error(cmd, "--ranks-per-node must be up to 8 whole numbers in "
-                                   "[1, 1024] separated by '/', not '%s'",
-                                   cli_str(o, n, "ranks-per-node"));
     if (cli_given(o, n, "project-bucket-mb") &&
         parse_list(cli_str(o, n, "project-bucket-mb"), list, &count))
         return cli_usage_error(cmd, "--project-bucket-mb must be up to 8 positive sizes "

@@ -45,26 +45,29 @@ typedef struct dtnn_backend {
     void (*col2im)(const conv_geom *g, const float *col, int ldcol, int images, float *dx);
 
     /* Depthwise convolution (groups == C == K; w [C, R, S], bias [C] or NULL) over n images,
-     * direct. backward_weight adds into dw (and db when not NULL). */
+     * direct. backward_weight adds into dw. */
     void (*dw_conv_forward)(const conv_geom *g, int n, const float *x, const float *w,
                             const float *bias, float *y);
     void (*dw_conv_backward_data)(const conv_geom *g, int n, const float *dy, const float *w,
                                   float *dx, int accumulate);
     void (*dw_conv_backward_weight)(const conv_geom *g, int n, const float *x, const float *dy,
-                                    float *dw, float *db);
+                                    float *dw);
 
     /* Direct convolution (stride 1, dilation 1, one group; w [K, C, R, S]) over n images,
      * `chunk` images at a time, with scratch of conv_direct_workspace(g, chunk) bytes.
      * conv_direct_supported(g) is 0 for shapes the kernels do not take and in builds without
-     * them (conv2d then stays on im2col). backward adds into dw (and db when not NULL); dx may
-     * be NULL, else it is written or, with accumulate, added to. */
+     * them (conv2d then stays on im2col). backward adds into dw; dx may be NULL, else it is
+     * written or, with accumulate, added to. */
     int (*conv_direct_supported)(const conv_geom *g);
+    /* Bias gradient of any convolution: db [C] += per-channel sums of dy [n, C, hw], in double
+     * (batchnorm.c's channel sums); the conv paths leave db to it. */
+    void (*bias_grad)(int n, int C, int hw, const float *dy, float *db);
     size_t (*conv_direct_workspace)(const conv_geom *g, int chunk);
     void (*conv_direct_forward)(const conv_geom *g, int n, int chunk, const float *x,
                                 const float *w, const float *bias, float *y, float *workspace);
     void (*conv_direct_backward)(const conv_geom *g, int n, int chunk, const float *x,
-                                 const float *dy, const float *w, float *dw, float *db,
-                                 float *dx, int accumulate, float *workspace);
+                                 const float *dy, const float *w, float *dw, float *dx,
+                                 int accumulate, float *workspace);
 
     /* Max pooling over n images; argmax [n, C, P, Q] holds the flat h * W + w of each max. */
     void (*maxpool_forward)(const pool_geom *g, int n, const float *x, float *y,

@@ -1,6 +1,6 @@
 /*
  * batchnorm.c — batch normalisation over [n, C, hw] as torch.nn.BatchNorm2d/1d, in the phases
- * backend.h describes: training normalises with the batch mean and biased variance and updates
+ * backend.h describes, and the per-channel sum convolutions need for their bias gradient: training normalises with the batch mean and biased variance and updates
  * the running estimates with the unbiased variance; evaluation uses the running estimates.
  * Per-channel sums are accumulated in double, one channel per thread, so results do not
  * depend on the thread count. Within a channel, value j goes to lane j % LANES of LANES
@@ -25,31 +25,50 @@ static double lanes_total(const double acc[LANES])
     return s;
 }
 
+/* Sum of channel c of x [n, C, hw], in the lanes above. */
+static double channel_sum(int n, int C, int hw, const float *x, int c)
+{
+    double acc[LANES] = {0};
+    for (int i = 0; i < n; i++) {
+        const float *xc = AT(x, i, c);
+        int j = 0;
+        for (; j + LANES <= hw; j += LANES)
+            for (int l = 0; l < LANES; l++)
+                acc[l] += xc[j + l];
+        for (; j < hw; j++)
+            acc[j % LANES] += xc[j];
+    }
+    return lanes_total(acc);
+}
+
+void cpu_bias_grad(int n, int C, int hw, const float *dy, float *db)
+{
+#pragma omp parallel for schedule(static)
+    for (int c = 0; c < C; c++)
+        db[c] += (float)channel_sum(n, C, hw, dy, c);
+}
+
 void cpu_bn_channel_sums(int n, int C, int hw, const float *x, const double *mean, double *out)
 {
 #pragma omp parallel for schedule(static)
     for (int c = 0; c < C; c++) {
+        if (!mean) {
+            out[c] = channel_sum(n, C, hw, x, c);
+            continue;
+        }
+        const double m = mean[c];
         double acc[LANES] = {0};
         for (int i = 0; i < n; i++) {
             const float *xc = AT(x, i, c);
             int j = 0;
-            if (!mean) {
-                for (; j + LANES <= hw; j += LANES)
-                    for (int l = 0; l < LANES; l++)
-                        acc[l] += xc[j + l];
-                for (; j < hw; j++)
-                    acc[j % LANES] += xc[j];
-            } else {
-                const double m = mean[c];
-                for (; j + LANES <= hw; j += LANES)
-                    for (int l = 0; l < LANES; l++) {
-                        double d = xc[j + l] - m;
-                        acc[l] += d * d;
-                    }
-                for (; j < hw; j++) {
-                    double d = xc[j] - m;
-                    acc[j % LANES] += d * d;
+            for (; j + LANES <= hw; j += LANES)
+                for (int l = 0; l < LANES; l++) {
+                    double d = xc[j + l] - m;
+                    acc[l] += d * d;
                 }
+            for (; j < hw; j++) {
+                double d = xc[j] - m;
+                acc[j % LANES] += d * d;
             }
         }
         out[c] = lanes_total(acc);

@@ -13,6 +13,7 @@ static const dtnn_backend cpu_backend = {
     .conv_direct_workspace = cpu_conv_direct_workspace,
     .conv_direct_forward = cpu_conv_direct_forward,
     .conv_direct_backward = cpu_conv_direct_backward,
+    .bias_grad = cpu_bias_grad,
     .dw_conv_forward = cpu_dw_conv_forward,
     .dw_conv_backward_data = cpu_dw_conv_backward_data,
     .dw_conv_backward_weight = cpu_dw_conv_backward_weight,

@@ -16,14 +16,15 @@ size_t cpu_conv_direct_workspace(const conv_geom *g, int chunk);
 void cpu_conv_direct_forward(const conv_geom *g, int n, int chunk, const float *x,
                              const float *w, const float *bias, float *y, float *workspace);
 void cpu_conv_direct_backward(const conv_geom *g, int n, int chunk, const float *x,
-                              const float *dy, const float *w, float *dw, float *db, float *dx,
+                              const float *dy, const float *w, float *dw, float *dx,
                               int accumulate, float *workspace);
+void cpu_bias_grad(int n, int C, int hw, const float *dy, float *db);
 void cpu_dw_conv_forward(const conv_geom *g, int n, const float *x, const float *w,
                          const float *bias, float *y);
 void cpu_dw_conv_backward_data(const conv_geom *g, int n, const float *dy, const float *w,
                                float *dx, int accumulate);
 void cpu_dw_conv_backward_weight(const conv_geom *g, int n, const float *x, const float *dy,
-                                 float *dw, float *db);
+                                 float *dw);
 void cpu_maxpool_forward(const pool_geom *g, int n, const float *x, float *y, int32_t *argmax);
 void cpu_maxpool_backward(const pool_geom *g, int n, const float *dy, const int32_t *argmax,
                           float *dx, int accumulate);

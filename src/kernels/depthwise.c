@@ -104,20 +104,17 @@ void cpu_dw_conv_backward_data(const conv_geom *g, int n, const float *dy, const
 }
 
 void cpu_dw_conv_backward_weight(const conv_geom *g, int n, const float *x, const float *dy,
-                                 float *dw, float *db)
+                                 float *dw)
 {
     const int H = g->H, W = g->W, P = g->P, Q = g->Q, R = g->R, S = g->S, sw = g->stride_w;
 #pragma omp parallel for schedule(static)
     for (int c = 0; c < g->C; c++) {
         float *dwc = dw + (size_t)c * R * S;
-        float bias_sum = 0.0f;
         for (int i = 0; i < n; i++) {
             const size_t pl = (size_t)i * g->C + c;
             const float *xp = x + pl * H * W, *dyp = dy + pl * P * Q;
             for (int p = 0; p < P; p++) {
                 const float *dyr = dyp + (size_t)p * Q;
-                for (int q = 0; db && q < Q; q++)
-                    bias_sum += dyr[q];
                 for (int r = 0; r < R; r++) {
                     const int ih = p * g->stride_h - g->pad_h + r * g->dil_h;
                     if (ih < 0 || ih >= H)
@@ -144,7 +141,5 @@ void cpu_dw_conv_backward_weight(const conv_geom *g, int n, const float *x, cons
                 }
             }
         }
-        if (db)
-            db[c] += bias_sum;
     }
 }

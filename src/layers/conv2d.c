@@ -222,29 +222,26 @@ static void conv2d_backward(layer *l, const layer_ctx *ctx)
     const int Kg = g->K / G, CRSg = CRS / G;
     const size_t in_size = (size_t)g->C * g->H * g->W;
     const float *w = l->p[0];
-    float *dw = l->g[0], *db = c->bias ? l->g[1] : NULL;
+    float *dw = l->g[0];
     const float *x = l->x[0];
     float *dx = l->dx[0];
+    /* The bias gradient is the same per-channel sum of dy whatever the path. */
+    if (c->bias)
+        ctx->be->bias_grad(l->n, g->K, PQ, l->dy, l->g[1]);
     if (c->algo == CONV_DEPTHWISE) {
-        ctx->be->dw_conv_backward_weight(g, l->n, x, l->dy, dw, db);
+        ctx->be->dw_conv_backward_weight(g, l->n, x, l->dy, dw);
         if (dx)
             ctx->be->dw_conv_backward_data(g, l->n, l->dy, w, dx, l->dx_accumulate[0]);
         return;
     }
     if (c->algo == CONV_DIRECT) {
-        ctx->be->conv_direct_backward(g, l->n, c->chunk, x, l->dy, w, dw, db, dx,
+        ctx->be->conv_direct_backward(g, l->n, c->chunk, x, l->dy, w, dw, dx,
                                       l->dx_accumulate[0], ctx->workspace);
         return;
     }
     if (c->algo == CONV_POINTWISE) {
         for (int i = 0; i < l->n; i++) {
             const float *dy = l->dy + (size_t)i * g->K * PQ, *xi = x + (size_t)i * g->C * PQ;
-            for (int k = 0; db && k < g->K; k++) {
-                float s = 0.0f;
-                for (int j = 0; j < PQ; j++)
-                    s += dy[(size_t)k * PQ + j];
-                db[k] += s;
-            }
             ctx->be->gemm(0, 1, g->K, g->C, PQ, 1.0f, dy, PQ, xi, PQ, 1.0f, dw, g->C);
             if (dx)
                 ctx->be->gemm(1, 0, g->C, PQ, g->K, 1.0f, w, g->C, dy, PQ,
@@ -261,15 +258,6 @@ static void conv2d_backward(layer *l, const layer_ctx *ctx)
             const float *dy = l->dy + (size_t)(n0 + i) * g->K * PQ;
             for (int k = 0; k < g->K; k++)
                 memcpy(tmp + (size_t)k * ld + i * PQ, dy + (size_t)k * PQ, sizeof(float) * PQ);
-        }
-        if (db) {
-            for (int k = 0; k < g->K; k++) {
-                const float *t = tmp + (size_t)k * ld;
-                float s = 0.0f;
-                for (int j = 0; j < ld; j++)
-                    s += t[j];
-                db[k] += s;
-            }
         }
         ctx->be->im2col(g, x + (size_t)n0 * in_size, nb, col, ld);
         for (int gi = 0; gi < G; gi++)
