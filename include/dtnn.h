@@ -75,6 +75,14 @@ typedef struct dtnn_opt_params dtnn_opt_params;
 
 typedef enum { DTNN_INIT_DEFAULT = 0, DTNN_INIT_HE, DTNN_INIT_XAVIER } dtnn_init_scheme;
 
+/* Which convolution algorithms a build may use (conv2d's own algo= option narrows it further). */
+typedef enum {
+    DTNN_CONV_AUTO = 0,     /* the fastest path that applies to each layer */
+    DTNN_CONV_IM2COL,       /* every convolution on im2col + GEMM: the reference path the fast
+                             * kernels are tested against (to compare speed or rule one out) */
+    DTNN_CONV_DIRECT        /* as auto, without Winograd: the direct kernels for 3x3 too */
+} dtnn_conv_algo;
+
 typedef struct {
     int max_batch;              /* largest batch forward() will be called with */
     int training;               /* 0: plan inference only (no gradient buffers) */
@@ -83,9 +91,7 @@ typedef struct {
     int threads;                /* kernel threads; 0 = keep the current setting */
     size_t workspace_limit;     /* bytes of scratch the convolutions may use (0 = 64 MiB) */
     int input_grad;             /* also compute d(loss)/d(input) (gradient checks, saliency) */
-    int conv_reference;         /* 1: every convolution on im2col + GEMM, the reference path
-                                 * the fast kernels are tested against (to compare speed, or
-                                 * to rule a fast kernel out) */
+    dtnn_conv_algo conv_algo;   /* DTNN_CONV_AUTO unless comparing paths */
     /* The memory check: before allocating, the build adds up what the model will need
      * (dtnn_model_memory) and refuses, with required vs available, what cannot fit. */
     int optimizer_slots;        /* optimizer state to count (dtnn_opt_state_slots; it is

@@ -4,8 +4,9 @@
  * channel counts that are no multiple of 8 (or of the direct kernel's 4-channel blocks),
  * non-square inputs, images narrower than a vector, batches split into several chunks, with
  * and without bias. The
- * same layer is built twice, with the same seed (so the same weights), once with algo=auto
- * and once with algo=im2col; forward output, input gradient and parameter gradients must agree.
+ * same layer is built with the same seed (so the same weights) with algo=auto (Winograd where
+ * it applies), algo=direct (the direct kernels there instead) and algo=im2col; forward output,
+ * input gradient and parameter gradients of both fast builds must agree with the reference.
  *
  * Tolerance: 1e-5 absolute + 1e-4 relative. The paths sum the same products in a different
  * order in float32; with at most 7 x 7 x 13 terms per output and values of order 1 that
@@ -65,9 +66,9 @@ static size_t run(dtnn_model *m, const float *x, int n, const float *probe)
     return (size_t)cols;
 }
 
-static void check_case(const conv_case *cc)
+static void check_case(const conv_case *cc, const char *algo)
 {
-    dtnn_model *fast = build_one(cc, "auto"), *ref = build_one(cc, "im2col");
+    dtnn_model *fast = build_one(cc, algo), *ref = build_one(cc, "im2col");
     if (!fast || !ref) {
         dtnn_model_free(fast);
         dtnn_model_free(ref);
@@ -86,7 +87,8 @@ static void check_case(const conv_case *cc)
     run(ref, x, cc->n, probe);
 
     char label[160];
-    snprintf(label, sizeof label, "%dx%dx%dx%d %s: y", cc->n, cc->c, cc->h, cc->w, cc->opts);
+    snprintf(label, sizeof label, "%dx%dx%dx%d %s algo=%s: y", cc->n, cc->c, cc->h, cc->w,
+             cc->opts, algo);
     const float *yf = dtnn_model_output(fast, NULL, NULL), *yr = dtnn_model_output(ref, NULL, NULL);
     test_compare(label, yf, yr, out_count, ATOL, RTOL);
     label[strlen(label) - 1] = '\0';
@@ -141,11 +143,18 @@ int main(void)
         {1, 3, 17, 2, "filters=1 kernel=3 padding=1"},
         {7, 11, 5, 2, "filters=4 kernel=3 padding=1 bias=0"},
         {64, 32, 32, 3, "filters=64 kernel=3 padding=1"},   /* 3 chunks of 1 image */
+        /* Winograd (auto): 3x3, padding 1, height even, width a multiple of 8 */
+        {13, 8, 16, 2, "filters=7 kernel=3 padding=1 bias=0"},
+        {3, 2, 8, 1, "filters=5 kernel=3 padding=1"},       /* one row of tiles */
+        {20, 6, 24, 2, "filters=10 kernel=3 padding=1"},    /* 12 tiles a row: 4 at a time */
+        {9, 16, 16, 5, "filters=33 kernel=3 padding=1"},    /* tiles past a 24-tile block */
         /* not a fast path (auto falls back to the reference): must agree trivially */
         {6, 9, 9, 2, "filters=7 kernel=1 stride=2"},
         {6, 7, 7, 2, "filters=12 kernel=3 padding=1 groups=6"},
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-        check_case(&cases[i]);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        check_case(&cases[i], "auto");
+        check_case(&cases[i], "direct");
+    }
     return test_finish("test_conv_paths");
 }

@@ -510,7 +510,13 @@ static void test_layers(void)
  *            adamw 135 / 1.3e-4 (127 / 1.0e-4); rmsprop 11% / 6.9e-3 (23% / 3.0e-3), of 271,098
  * RMSProp on resnet20 is the ill-conditioned case (its first steps are ~lr / sqrt(1 - alpha) =
  * 1e-2 in the sign of each gradient, so noise-level gradients matter most): it gets a loose
- * test, and lenet5 holds the tight one. Every limit below is at least 3x the observed value.
+ * test, and lenet5 holds the tight one. Its losses too: PyTorch's own float32 run is 8.5e-5
+ * (relative) from the float64 one. ResNet-20's losses moved when its 3x3 convolutions went to
+ * Winograd (max relative deviation, direct -> Winograd: sgd 3.2e-6 -> 2.1e-5, rmsprop 4.9e-5 ->
+ * 2.3e-4; PyTorch float32: sgd 7.5e-6). Per convolution Winograd is as close to the float64
+ * result as direct summation in absolute terms (tests/test_conv_paths.c), but its error
+ * follows the magnitude of a whole 4x4 tile, not of each output, and BN over 4 images of 8x8
+ * then ReLU pass that on. Every limit below is at least 3x the observed value.
  */
 typedef struct {
     const char *zoo, *kind;
@@ -527,10 +533,10 @@ static const optim_tolerance optim_tolerances[] = {
     {"lenet5", "adam", 1e-3, 1e-4, 1e-5},
     {"lenet5", "adamw", 1e-3, 1e-4, 1e-5},
     {"lenet5", "rmsprop", 3e-3, 1e-4, 1e-5},
-    {"resnet20", "sgd", 1e-4, 3e-5, 3e-5},
+    {"resnet20", "sgd", 1e-4, 3e-5, 1e-4},
     {"resnet20", "adam", 3e-3, 1e-3, 1e-5},
     {"resnet20", "adamw", 3e-3, 1e-3, 2e-5},
-    {"resnet20", "rmsprop", 0.4, 2e-2, 1e-4},
+    {"resnet20", "rmsprop", 0.4, 2e-2, 1e-3},
 };
 
 static const char *const optim_files[][2] = {

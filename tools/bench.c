@@ -35,7 +35,8 @@ static cli_opt bench_opts[] = {
     {"workspace-mb", OPT_FLOAT, "0", "scratch the convolutions may use, MiB (0: the library's "
      "default)", 0, NULL, 0},
     {"conv-algo", OPT_STRING, "auto", "convolutions: auto (the fastest path that applies) | "
-     "im2col (the reference path, for comparison)", 0, NULL, 0},
+     "direct (auto without Winograd) | im2col (the reference path), for comparison", 0, NULL,
+     0},
     {"profile", OPT_FLAG, NULL, "print per-layer forward/backward time", 0, NULL, 0},
     {"allreduce", OPT_STRING, "overlap", "under MPI: overlap | blocking | hierarchical", 0, NULL,
      0},
@@ -168,8 +169,8 @@ static int run_bench(const cli_opt *o, int n, dtnn_comm *comm, int threads)
     if (cli_given(o, n, "input") && cli_parse_chw(cli_str(o, n, "input"), &c, &h, &w))
         return cli_usage_error(cmd, "--input must be CxHxW, not '%s'", cli_str(o, n, "input"));
     const char *conv_algo = cli_str(o, n, "conv-algo");
-    if (strcmp(conv_algo, "auto") && strcmp(conv_algo, "im2col"))
-        return cli_usage_error(cmd, "--conv-algo is auto or im2col, not '%s'", conv_algo);
+    if (strcmp(conv_algo, "auto") && strcmp(conv_algo, "im2col") && strcmp(conv_algo, "direct"))
+        return cli_usage_error(cmd, "--conv-algo is auto, direct or im2col, not '%s'", conv_algo);
     dtnn_error err = {0};
     dtnn_allreduce_mode mode;
     dtnn_comm_dtype dtype;
@@ -191,7 +192,9 @@ static int run_bench(const cli_opt *o, int n, dtnn_comm *comm, int threads)
     bp.max_batch = batch;
     bp.threads = threads;
     bp.workspace_limit = (size_t)(cli_float(o, n, "workspace-mb") * 1048576.0);
-    bp.conv_reference = !strcmp(cli_str(o, n, "conv-algo"), "im2col");
+    bp.conv_algo = !strcmp(conv_algo, "im2col")   ? DTNN_CONV_IM2COL
+                   : !strcmp(conv_algo, "direct") ? DTNN_CONV_DIRECT
+                                                  : DTNN_CONV_AUTO;
     dtnn_opt_params op;
     dtnn_opt_params_default(&op, DTNN_OPT_SGD);
     op.momentum = 0.9f;

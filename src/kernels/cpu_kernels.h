@@ -1,6 +1,7 @@
 /*
  * cpu_kernels.h — the CPU kernels that cpu_backend.c puts into the backend table. One family
- * per file: gemm_blas.c, im2col.c, conv_direct.c, depthwise.c, pool.c, activation.c, batchnorm.c, softmax.c.
+ * per file: gemm_blas.c, im2col.c, conv_direct.c, conv_winograd.c,
+ * depthwise.c, pool.c, activation.c, batchnorm.c, softmax.c.
  */
 #ifndef DTNN_CPU_KERNELS_H
 #define DTNN_CPU_KERNELS_H
@@ -18,6 +19,13 @@ void cpu_conv_direct_forward(const conv_geom *g, int n, int chunk, const float *
 void cpu_conv_direct_backward(const conv_geom *g, int n, int chunk, const float *x,
                               const float *dy, const float *w, float *dw, float *dx,
                               int accumulate, float *workspace);
+int cpu_conv_winograd_supported(const conv_geom *g);
+size_t cpu_conv_winograd_workspace(const conv_geom *g, int chunk);
+void cpu_conv_winograd_forward(const conv_geom *g, int n, int chunk, const float *x,
+                               const float *w, const float *bias, float *y, float *workspace);
+void cpu_conv_winograd_backward_data(const conv_geom *g, int n, int chunk, const float *dy,
+                                     const float *w, float *dx, int accumulate,
+                                     float *workspace);
 void cpu_bias_grad(int n, int C, int hw, const float *dy, float *db);
 void cpu_dw_conv_forward(const conv_geom *g, int n, const float *x, const float *w,
                          const float *bias, float *y);

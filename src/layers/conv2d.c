@@ -10,7 +10,13 @@
  * time. This is the reference path every faster algorithm is tested against (algo=im2col
  * forces it; tests/test_gradcheck.c compares the paths on odd shapes).
  *
- * Faster paths, picked by algo=auto (the default) when they apply:
+ * Faster paths, picked by algo=auto (the default) when they apply (algo=direct: all but
+ * Winograd):
+ *   winograd   3x3, stride 1, padding 1, output height even and width a multiple of 8, within
+ *              the direct path's channel limit below (ResNet-20's blocks, VGG's first stage):
+ *              F(2x2, 3x3) for the forward pass and the input gradient
+ *              (kernels/conv_winograd.c), 2.25x fewer multiply-adds; the weight gradient on
+ *              the direct kernels.
  *   direct     stride 1, dilation 1, one group, kernels up to 7x7, padding below the kernel
  *              size, channels x kernel rows at most 192 (3x3 with up to 64 channels:
  *              ResNet-20/32/56's blocks, the first stage of VGG and ResNet-18/34, the CIFAR
@@ -28,15 +34,16 @@
 
 #include "layer.h"
 
-enum { CONV_AUTO = 0, CONV_IM2COL, CONV_DIRECT, CONV_DEPTHWISE, CONV_POINTWISE };
+enum { CONV_AUTO = 0, CONV_IM2COL, CONV_DIRECT, CONV_WINOGRAD, CONV_DEPTHWISE, CONV_POINTWISE };
 
 typedef struct {
     int filters, kh, kw, stride_h, stride_w, pad_h, pad_w, dil_h, dil_w, groups, bias;
-    int algo_asked;             /* CONV_AUTO or CONV_IM2COL (the option algo=) */
+    int algo_asked;             /* CONV_AUTO, CONV_IM2COL or CONV_DIRECT (the option algo=) */
     /* derived in infer */
     int algo;                   /* the path that runs: CONV_IM2COL, _DIRECT, ... */
     conv_geom g;
-    int chunk;                  /* images per GEMM */
+    int chunk;                  /* images per GEMM (or per direct pass) */
+    int chunk_winograd;         /* images per Winograd pass */
 } conv2d_cfg;
 
 static void conv2d_defaults(void *cfg)
@@ -68,14 +75,29 @@ static dtnn_status conv2d_set(void *cfg, const char *key, const char *value, dtn
     if (!strcmp(key, "bias"))
         return layer_opt_bool(key, value, &c->bias, err);
     if (!strcmp(key, "algo")) {
-        if (strcmp(value, "auto") && strcmp(value, "im2col"))
-            return dtnn_error_set(err, DTNN_ERR_ARG, "algo=%s: conv2d's algo is auto (the "
-                                  "fastest path that applies) or im2col (the reference)", value);
-        c->algo_asked = strcmp(value, "auto") ? CONV_IM2COL : CONV_AUTO;
-        return DTNN_OK;
+        if (!strcmp(value, "auto") || !strcmp(value, "im2col") || !strcmp(value, "direct")) {
+            c->algo_asked = !strcmp(value, "auto")     ? CONV_AUTO
+                            : !strcmp(value, "im2col") ? CONV_IM2COL
+                                                       : CONV_DIRECT;
+            return DTNN_OK;
+        }
+        return dtnn_error_set(err, DTNN_ERR_ARG, "algo=%s: conv2d's algo is auto (the fastest "
+                              "path that applies), direct (auto without Winograd) or im2col "
+                              "(the reference)", value);
     }
     return dtnn_error_set(err, DTNN_ERR_ARG, "unknown option '%s' for conv2d (filters, kernel, "
                           "stride, padding, dilation, groups, bias, algo)", key);
+}
+
+/* The most images (at least one) whose scratch fits a core's 1 MiB L2 cache and the
+ * workspace limit. */
+static int chunk_in_cache(size_t (*workspace)(const conv_geom *, int), const conv_geom *g,
+                          const layer *l)
+{
+    size_t fixed = workspace(g, 0), per = workspace(g, 1) - fixed;
+    size_t budget = DTNN_MIN(l->workspace_limit, (size_t)1 << 20);
+    size_t nb = budget > fixed ? (budget - fixed) / per : 0;
+    return (int)DTNN_MAX(1, DTNN_MIN((size_t)l->max_batch, nb));
 }
 
 static dtnn_status conv2d_infer(layer *l, dtnn_error *err)
@@ -120,14 +142,19 @@ static dtnn_status conv2d_infer(layer *l, dtnn_error *err)
         layer_declare(l, "bias", DTNN_TENSOR_PARAM, DTNN_F32, 1, bd, INIT_BIAS, fan_in, fan_out);
     }
     c->algo = CONV_IM2COL;
-    if (l->conv_reference)
-        c->algo_asked = CONV_IM2COL;
-    if (c->algo_asked == CONV_AUTO && c->groups == in.c && c->filters == in.c) {
+    /* the build's setting narrows the layer's: im2col beats direct beats auto */
+    int asked = c->algo_asked;
+    if (l->conv_algo == DTNN_CONV_IM2COL)
+        asked = CONV_IM2COL;
+    else if (l->conv_algo == DTNN_CONV_DIRECT && asked == CONV_AUTO)
+        asked = CONV_DIRECT;
+    const int fast = asked != CONV_IM2COL;
+    if (fast && c->groups == in.c && c->filters == in.c) {
         c->algo = CONV_DEPTHWISE;
         l->workspace_bytes = 0;
         return DTNN_OK;
     }
-    if (c->algo_asked == CONV_AUTO && c->groups == 1 && c->kh == 1 && c->kw == 1 &&
+    if (fast && c->groups == 1 && c->kh == 1 && c->kw == 1 &&
         c->stride_h == 1 && c->stride_w == 1 && c->pad_h == 0 && c->pad_w == 0) {
         c->algo = CONV_POINTWISE;
         l->workspace_bytes = 0;
@@ -140,18 +167,21 @@ static dtnn_status conv2d_infer(layer *l, dtnn_error *err)
      * filter block stay in L1 (3x3 with 64 channels: 24 + 9 KiB). With 128 to 512 channels
      * of 3x3 it re-read them from L2 and lost to im2col by up to 2x (vgg16-64's deep layers,
      * dtnn bench --profile with --conv-algo auto and im2col). */
-    if (c->algo_asked == CONV_AUTO && in.c * c->kh <= 192 && c->filters * c->kh <= 192 &&
+    if (fast && in.c * c->kh <= 192 && c->filters * c->kh <= 192 &&
         be->conv_direct_supported(g)) {
         /* Chunks whose padded planes fit the 1 MiB L2 cache of a core, so the kernels read
          * what pad_planes has just written from there: with 16 MiB chunks ResNet-20's first
          * stage ran at 7.5 / 15.5 ms forward / backward per layer instead of 4.7 / 9.0. */
-        size_t fixed = be->conv_direct_workspace(g, 0);
-        size_t per = be->conv_direct_workspace(g, 1) - fixed;
-        size_t budget = DTNN_MIN(l->workspace_limit, (size_t)1 << 20);
-        size_t nb = budget > fixed ? (budget - fixed) / per : 0;
         c->algo = CONV_DIRECT;
-        c->chunk = (int)DTNN_MAX(1, DTNN_MIN((size_t)l->max_batch, nb));
+        c->chunk = chunk_in_cache(be->conv_direct_workspace, g, l);
         l->workspace_bytes = be->conv_direct_workspace(g, c->chunk);
+        if (asked == CONV_AUTO && be->conv_winograd_supported(g)) {
+            /* Winograd's transformed inputs (4x the input) likewise stay in L2 */
+            c->algo = CONV_WINOGRAD;
+            c->chunk_winograd = chunk_in_cache(be->conv_winograd_workspace, g, l);
+            l->workspace_bytes = DTNN_MAX(l->workspace_bytes,
+                                          be->conv_winograd_workspace(g, c->chunk_winograd));
+        }
         return DTNN_OK;
     }
     /* Chunks whose scratch fits the 1 MiB L2 cache of a core: the GEMM then reads the columns
@@ -180,6 +210,11 @@ static void conv2d_forward(layer *l, const layer_ctx *ctx)
     }
     if (c->algo == CONV_DIRECT) {
         ctx->be->conv_direct_forward(g, l->n, c->chunk, x, w, b, l->y, ctx->workspace);
+        return;
+    }
+    if (c->algo == CONV_WINOGRAD) {
+        ctx->be->conv_winograd_forward(g, l->n, c->chunk_winograd, x, w, b, l->y,
+                                       ctx->workspace);
         return;
     }
     if (c->algo == CONV_POINTWISE) {
@@ -234,9 +269,14 @@ static void conv2d_backward(layer *l, const layer_ctx *ctx)
             ctx->be->dw_conv_backward_data(g, l->n, l->dy, w, dx, l->dx_accumulate[0]);
         return;
     }
-    if (c->algo == CONV_DIRECT) {
-        ctx->be->conv_direct_backward(g, l->n, c->chunk, x, l->dy, w, dw, dx,
-                                      l->dx_accumulate[0], ctx->workspace);
+    if (c->algo == CONV_DIRECT || c->algo == CONV_WINOGRAD) {
+        const int winograd_dx = c->algo == CONV_WINOGRAD && dx;
+        ctx->be->conv_direct_backward(g, l->n, c->chunk, x, l->dy, w, dw,
+                                      winograd_dx ? NULL : dx, l->dx_accumulate[0],
+                                      ctx->workspace);
+        if (winograd_dx)
+            ctx->be->conv_winograd_backward_data(g, l->n, c->chunk_winograd, l->dy, w, dx,
+                                                 l->dx_accumulate[0], ctx->workspace);
         return;
     }
     if (c->algo == CONV_POINTWISE) {
@@ -286,7 +326,7 @@ static double conv2d_flops(const layer *l)
 const layer_ops layer_conv2d = {
     .type = "conv2d",
     .summary = "2-D convolution (filters, kernel, stride, padding, dilation, groups, bias, "
-               "algo=auto|im2col)",
+               "algo=auto|direct|im2col)",
     .cfg_size = sizeof(conv2d_cfg),
     .min_inputs = 1,
     .max_inputs = 1,

@@ -106,7 +106,7 @@ struct layer {
     size_t workspace_bytes;     /* for a full max_batch; the model takes the maximum */
     int max_batch;
     size_t workspace_limit;     /* scratch a layer should stay under (it may chunk the batch) */
-    int conv_reference;         /* dtnn_build_params.conv_reference */
+    dtnn_conv_algo conv_algo;   /* dtnn_build_params.conv_algo */
     char origin[160];           /* "file.model:12" when parsed from a model file, else "" */
 
     /* run time */

@@ -480,7 +480,7 @@ dtnn_status dtnn_model_build(dtnn_model *m, const dtnn_build_params *p, dtnn_err
             l->in[k] = l->in_ids[k] == DTNN_INPUT ? m->input : m->layers[l->in_ids[k]]->out;
         l->max_batch = p->max_batch;
         l->workspace_limit = m->bp.workspace_limit;
-        l->conv_reference = m->bp.conv_reference;
+        l->conv_algo = m->bp.conv_algo;
         l->n_tensors = 0;
         if (l->ops->infer(l, err) != DTNN_OK) {
             char msg[sizeof err->message];

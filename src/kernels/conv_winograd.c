@@ -1,0 +1,372 @@
+/*
+ * conv_winograd.c — 3x3 convolution with stride 1 and padding 1 (ResNet's and VGG's 3x3
+ * layers) by Winograd's minimal filtering F(2x2, 3x3) (Lavin and Gray, 2016): the forward
+ * pass and the input gradient. Each 2x2 block of outputs comes from a 4x4 block of the
+ * padded input as Y = A^T [sum over channels of (G g G^T) . (B^T d B)] A, 16 products per
+ * channel pair where direct convolution needs 36: 2.25 times fewer multiply-adds. The weight
+ * gradient stays on the direct kernels (conv_direct.c).
+ *
+ * Shapes: output height even and width a multiple of 8 (so a row of tiles is whole groups of
+ * 4), which every CIFAR and ImageNet stage of those networks has down to 8x8; elsewhere conv2d
+ * uses the direct kernels. Built where the compiler targets AVX2 + FMA, as conv_direct.c.
+ *
+ * Per chunk of images:
+ *   1. each input plane is split into its four (row parity, column parity) planes of the
+ *      zero-padded image, so the 4x4 block of every tile in a row of tiles is a set of
+ *      contiguous loads, and transformed to V [16][ins][tiles] (B^T d B, 4 tiles at a time);
+ *   2. for each block of 24 tiles and 4 output channels, 16 small GEMMs over the input
+ *      channels (M[xi] = U[xi] V[xi], U = the transformed filters), kept in a 6 KiB buffer
+ *      and turned into outputs (A^T M A) at once, so M never goes to memory.
+ * The input gradient is the same computation over the output gradient with the filters
+ * transposed and rotated by 180 degrees (for padding 1 and a 3x3 kernel its padding is 1).
+ *
+ * Accuracy: the transforms have coefficients 0, +-1 and +-1/2, so results differ from
+ * direct summation by a few ulps of the largest intermediate (tests/test_conv_paths.c).
+ * Threads: jobs are (image, channel) for the input transform and (tile block, channel
+ * block) for the products; every output is summed by one thread in a fixed order.
+ */
+#include <stddef.h>
+#include <string.h>
+
+#include "cpu_kernels.h"
+
+static int winograd_shape(const conv_geom *g)
+{
+    return g->groups == 1 && g->R == 3 && g->S == 3 && g->stride_h == 1 && g->stride_w == 1 &&
+           g->dil_h == 1 && g->dil_w == 1 && g->pad_h == 1 && g->pad_w == 1 && g->H % 2 == 0 &&
+           g->W % 8 == 0 && g->H >= 2;
+}
+
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+
+#define CONV_WINOGRAD 1
+
+enum { XI = 16, KB = 4, TB = 24 };   /* transformed positions, channel block, tile block */
+
+typedef struct {
+    int rows, cols;     /* image size (input = output) */
+    int TH, TW;         /* tiles per column and row */
+    int PW;             /* row stride of a parity plane: TW + 1 */
+    size_t plane;       /* floats per parity plane, with room for the last group's reads */
+    int tiles;          /* per image */
+} wino_geom;
+
+static size_t round16(size_t n) { return (n + 15) / 16 * 16; }
+
+static wino_geom make_geom(int rows, int cols)
+{
+    wino_geom w;
+    w.rows = rows;
+    w.cols = cols;
+    w.TH = rows / 2;
+    w.TW = cols / 2;
+    w.PW = w.TW + 1;
+    w.plane = round16((size_t)(w.TH + 1) * w.PW + 4);
+    w.tiles = w.TH * w.TW;
+    return w;
+}
+
+static size_t channel_blocks(int channels) { return (size_t)(channels + KB - 1) / KB; }
+static size_t tile_cols(int tiles) { return (size_t)(tiles + TB - 1) / TB * TB; }
+
+static size_t filter_floats(int ins, int outs)
+{
+    return round16((size_t)XI * channel_blocks(outs) * ins * KB);
+}
+
+/* U [16][outs / KB][ins][KB] = G g G^T, g = w [k][c] (forward) or w [c][k] rotated by 180
+ * degrees (input gradient: outs = C, ins = K). Channels past the last block's end are 0. */
+static void transform_filters(const float *w, int K, int C, int for_input_grad, float *u)
+{
+    const int outs = for_input_grad ? C : K, ins = for_input_grad ? K : C;
+    const long long nb = (long long)channel_blocks(outs);
+#pragma omp parallel for schedule(static)
+    for (long long b = 0; b < nb; b++)
+        for (int i = 0; i < ins; i++)
+            for (int j = 0; j < KB; j++) {
+                const int o = (int)b * KB + j;
+                float g[3][3] = {{0}}, t[4][3], v[4][4];
+                for (int r = 0; r < 3 && o < outs; r++)
+                    for (int s = 0; s < 3; s++)
+                        g[r][s] = for_input_grad ? w[((size_t)i * C + o) * 9 + (2 - r) * 3 + 2 - s]
+                                                 : w[((size_t)o * C + i) * 9 + r * 3 + s];
+                for (int s = 0; s < 3; s++) {
+                    t[0][s] = g[0][s];
+                    t[1][s] = 0.5f * (g[0][s] + g[1][s] + g[2][s]);
+                    t[2][s] = 0.5f * (g[0][s] - g[1][s] + g[2][s]);
+                    t[3][s] = g[2][s];
+                }
+                for (int r = 0; r < 4; r++) {
+                    v[r][0] = t[r][0];
+                    v[r][1] = 0.5f * (t[r][0] + t[r][1] + t[r][2]);
+                    v[r][2] = 0.5f * (t[r][0] - t[r][1] + t[r][2]);
+                    v[r][3] = t[r][2];
+                }
+                for (int xi = 0; xi < XI; xi++)
+                    u[(((size_t)xi * nb + b) * ins + i) * KB + j] = v[xi / 4][xi % 4];
+            }
+}
+
+/* The four parity planes of one zero-padded plane: par[a][b][rr * PW + cc] is padded pixel
+ * (2 rr + a, 2 cc + b), padded pixel (y, x) being input pixel (y - 1, x - 1). Input column
+ * 2 cc goes to the odd plane at cc, column 2 cc + 1 to the even plane at cc + 1: a row is
+ * split 8 floats at a time (cols is a multiple of 8). */
+static void split_parity(const wino_geom *wg, const float *src, float *par)
+{
+    const int TW = wg->TW, PW = wg->PW;
+    for (int y = 0; y < 2 * wg->TH + 2; y++) {
+        float *even = par + (size_t)(y % 2 * 2) * wg->plane + (size_t)(y / 2) * PW;
+        float *odd = even + wg->plane;
+        if (y == 0 || y > wg->rows) {
+            memset(even, 0, sizeof(float) * PW);
+            memset(odd, 0, sizeof(float) * PW);
+            continue;
+        }
+        const float *row = src + (size_t)(y - 1) * wg->cols;
+        for (int cc = 0; cc < TW; cc += 4) {
+            __m128 lo = _mm_loadu_ps(row + 2 * cc), hi = _mm_loadu_ps(row + 2 * cc + 4);
+            _mm_storeu_ps(odd + cc, _mm_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0)));
+            _mm_storeu_ps(even + 1 + cc, _mm_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1)));
+        }
+        even[0] = 0.0f;
+        odd[TW] = 0.0f;
+    }
+}
+
+/* V[xi][tile] (xi_stride floats apart) = B^T d B for every tile of one plane, a vector of
+ * tiles in a row at a time: 8 (AVX) where rows of tiles are whole eights, else 4 (SSE). */
+#define TRANSFORM_INPUT(name, vec, lanes, load, store, add, sub)                              \
+    static void name(const wino_geom *wg, const float *par, float *v, size_t xi_stride)       \
+    {                                                                                          \
+        const int PW = wg->PW;                                                                 \
+        for (int ty = 0; ty < wg->TH; ty++)                                                    \
+            for (int tx = 0; tx < wg->TW; tx += (lanes)) {                                     \
+                vec e[4][4];                                                                   \
+                for (int i = 0; i < 4; i++) {                                                  \
+                    const float *pe = par + (size_t)(i % 2 * 2) * wg->plane +                  \
+                                      (size_t)(ty + i / 2) * PW + tx;                          \
+                    const float *po = pe + wg->plane;                                          \
+                    vec d0 = load(pe), d1 = load(po), d2 = load(pe + 1), d3 = load(po + 1);   \
+                    e[i][0] = sub(d0, d2);                                                     \
+                    e[i][1] = add(d1, d2);                                                     \
+                    e[i][2] = sub(d2, d1);                                                     \
+                    e[i][3] = sub(d1, d3);                                                     \
+                }                                                                              \
+                float *dst = v + (size_t)ty * wg->TW + tx;                                     \
+                for (int j = 0; j < 4; j++) {                                                  \
+                    store(dst + (0 * 4 + j) * xi_stride, sub(e[0][j], e[2][j]));               \
+                    store(dst + (1 * 4 + j) * xi_stride, add(e[1][j], e[2][j]));               \
+                    store(dst + (2 * 4 + j) * xi_stride, sub(e[2][j], e[1][j]));               \
+                    store(dst + (3 * 4 + j) * xi_stride, sub(e[1][j], e[3][j]));               \
+                }                                                                              \
+            }                                                                                  \
+    }
+
+TRANSFORM_INPUT(transform_input8, __m256, 8, _mm256_loadu_ps, _mm256_storeu_ps, _mm256_add_ps,
+                _mm256_sub_ps)
+TRANSFORM_INPUT(transform_input4, __m128, 4, _mm_loadu_ps, _mm_storeu_ps, _mm_add_ps,
+                _mm_sub_ps)
+
+/* m[j * ldm + 0..23] = sum over ins channels of u[c][j] * v[c * ldv + 0..23]: 12
+ * accumulators, 3 loads and 4 broadcasts per channel, as conv_direct.c's tile. The empty asm
+ * statement keeps the three loaded vectors in registers: GCC 12 otherwise folded the loads
+ * into all 12 FMAs (16 loads per 12 FMAs; the loop then waits on loads). */
+#define GEMM_ROW(j)                                                                            \
+    do {                                                                                       \
+        __m256 w##j = _mm256_broadcast_ss(u + (j));                                            \
+        a##j##0 = _mm256_fmadd_ps(w##j, x0, a##j##0);                                          \
+        a##j##1 = _mm256_fmadd_ps(w##j, x1, a##j##1);                                          \
+        a##j##2 = _mm256_fmadd_ps(w##j, x2, a##j##2);                                          \
+    } while (0)
+
+static void gemm_4x24(int ins, const float *u, const float *v, size_t ldv, float *m,
+                      size_t ldm)
+{
+    __m256 a00 = _mm256_setzero_ps(), a01 = a00, a02 = a00, a10 = a00, a11 = a00, a12 = a00;
+    __m256 a20 = a00, a21 = a00, a22 = a00, a30 = a00, a31 = a00, a32 = a00;
+#pragma GCC unroll 1
+    for (int c = 0; c < ins; c++, u += KB, v += ldv) {
+        __m256 x0 = _mm256_loadu_ps(v), x1 = _mm256_loadu_ps(v + 8);
+        __m256 x2 = _mm256_loadu_ps(v + 16);
+        __asm__("" : "+x"(x0), "+x"(x1), "+x"(x2));
+        GEMM_ROW(0);
+        GEMM_ROW(1);
+        GEMM_ROW(2);
+        GEMM_ROW(3);
+    }
+    _mm256_storeu_ps(m, a00), _mm256_storeu_ps(m + 8, a01), _mm256_storeu_ps(m + 16, a02);
+    m += ldm;
+    _mm256_storeu_ps(m, a10), _mm256_storeu_ps(m + 8, a11), _mm256_storeu_ps(m + 16, a12);
+    m += ldm;
+    _mm256_storeu_ps(m, a20), _mm256_storeu_ps(m + 8, a21), _mm256_storeu_ps(m + 16, a22);
+    m += ldm;
+    _mm256_storeu_ps(m, a30), _mm256_storeu_ps(m + 8, a31), _mm256_storeu_ps(m + 16, a32);
+}
+
+/* Outputs of a vector of tiles in a row (A^T m A) from m[xi][g ..], written or added to the
+ * two output rows at `out` (row stride cols), + bias: 8 tiles (AVX) or 4 (SSE), as the input
+ * transform. The two output columns of each tile are interleaved into a row with unpacks. */
+#define TRANSFORM_OUTPUT(name, vec, load, store, add, sub, set1, interleave)                  \
+    static void name(const float (*m)[TB], int g, float bias, int cols, float *out,           \
+                     int accumulate)                                                          \
+    {                                                                                          \
+        vec s[2][4];                                                                           \
+        for (int j = 0; j < 4; j++) {                                                          \
+            vec m0 = load(m[0 * 4 + j] + g), m1 = load(m[1 * 4 + j] + g);                      \
+            vec m2 = load(m[2 * 4 + j] + g), m3 = load(m[3 * 4 + j] + g);                      \
+            s[0][j] = add(add(m0, m1), m2);                                                    \
+            s[1][j] = sub(sub(m1, m2), m3);                                                    \
+        }                                                                                      \
+        const vec b = set1(bias);                                                              \
+        for (int a = 0; a < 2; a++) {                                                          \
+            vec even = add(add(add(s[a][0], s[a][1]), s[a][2]), b);                            \
+            vec odd = add(sub(sub(s[a][1], s[a][2]), s[a][3]), b);                             \
+            vec lo, hi;                                                                        \
+            interleave(even, odd, lo, hi);                                                     \
+            float *row = out + (size_t)a * cols;                                               \
+            const int half = (int)(sizeof(vec) / sizeof(float));                               \
+            if (accumulate) {                                                                  \
+                lo = add(lo, load(row));                                                       \
+                hi = add(hi, load(row + half));                                                \
+            }                                                                                  \
+            store(row, lo);                                                                    \
+            store(row + half, hi);                                                             \
+        }                                                                                      \
+    }
+
+#define INTERLEAVE4(e, o, lo, hi) ((lo) = _mm_unpacklo_ps(e, o), (hi) = _mm_unpackhi_ps(e, o))
+/* 256-bit unpacks work within 128-bit halves: put the halves back in order */
+#define INTERLEAVE8(e, o, lo, hi)                                                              \
+    do {                                                                                       \
+        __m256 l_ = _mm256_unpacklo_ps(e, o), h_ = _mm256_unpackhi_ps(e, o);                   \
+        (lo) = _mm256_permute2f128_ps(l_, h_, 0x20);                                           \
+        (hi) = _mm256_permute2f128_ps(l_, h_, 0x31);                                           \
+    } while (0)
+
+TRANSFORM_OUTPUT(transform_output8, __m256, _mm256_loadu_ps, _mm256_storeu_ps, _mm256_add_ps,
+                 _mm256_sub_ps, _mm256_set1_ps, INTERLEAVE8)
+TRANSFORM_OUTPUT(transform_output4, __m128, _mm_loadu_ps, _mm_storeu_ps, _mm_add_ps,
+                 _mm_sub_ps, _mm_set1_ps, INTERLEAVE4)
+
+/* Scratch per chunk: U, the parity planes of one plane per (image, channel) job, and V. */
+static size_t parity_floats(const wino_geom *wg) { return 4 * wg->plane; }
+
+/* out [n, outs, rows, cols] (+)= the 3x3 / pad 1 correlation of in [n, ins, rows, cols]
+ * with the filters transformed into u, + bias, `chunk` images at a time. */
+static void winograd_pass(const wino_geom *wg, int n, int chunk, int ins, int outs,
+                          const float *in, const float *u, const float *bias, float *out,
+                          int accumulate, float *scratch)
+{
+    const size_t plane_in = (size_t)wg->rows * wg->cols;
+    const long long kblocks = (long long)channel_blocks(outs);
+    for (int n0 = 0; n0 < n; n0 += chunk) {
+        const int nb = n - n0 < chunk ? n - n0 : chunk;
+        const int T = nb * wg->tiles;
+        const size_t ldv = tile_cols(T), xi_stride = (size_t)ins * ldv;
+        float *par = scratch, *v = par + (size_t)nb * ins * parity_floats(wg);
+        const long long planes = (long long)nb * ins;
+#pragma omp parallel for schedule(static)
+        for (long long pl = 0; pl < planes; pl++) {
+            const int i = (int)(pl / ins), c = (int)(pl % ins);
+            float *pp = par + (size_t)pl * parity_floats(wg);
+            split_parity(wg, in + ((size_t)(n0 + i) * ins + c) * plane_in, pp);
+            float *vc = v + (size_t)c * ldv + (size_t)i * wg->tiles;
+            if (wg->TW % 8 == 0)
+                transform_input8(wg, pp, vc, xi_stride);
+            else
+                transform_input4(wg, pp, vc, xi_stride);
+        }
+        /* the columns past the last tile are read by the last block: zero, not garbage
+         * (whose denormals or NaNs would only cost time, but cost it) */
+        for (int xi = 0; xi < XI; xi++)
+            for (int c = 0; c < ins; c++)
+                memset(v + xi * xi_stride + (size_t)c * ldv + T, 0,
+                       sizeof(float) * (ldv - (size_t)T));
+        const long long tblocks = (long long)(ldv / TB), jobs = tblocks * kblocks;
+        const int lanes = wg->TW % 8 == 0 ? 8 : 4;
+        const size_t out_image = (size_t)outs * plane_in;
+#pragma omp parallel for schedule(static)
+        for (long long job = 0; job < jobs; job++) {
+            const int tb = (int)(job / kblocks), kb = (int)(job % kblocks);
+            float m[KB][XI][TB];
+            for (int xi = 0; xi < XI; xi++)
+                gemm_4x24(ins, u + ((size_t)xi * kblocks + kb) * ins * KB,
+                          v + xi * xi_stride + (size_t)tb * TB, ldv, m[0][xi], XI * TB);
+            for (int j = 0; j < KB && kb * KB + j < outs; j++) {
+                const int k = kb * KB + j;
+                for (int g = 0; g < TB && tb * TB + g < T; g += lanes) {
+                    const int t = tb * TB + g, i = t / wg->tiles, r = t % wg->tiles;
+                    const int ty = r / wg->TW, tx = r % wg->TW;
+                    float *o = out + (size_t)(n0 + i) * out_image + (size_t)k * plane_in +
+                               (size_t)(2 * ty) * wg->cols + 2 * tx;
+                    const float bk = bias ? bias[k] : 0.0f;
+                    if (lanes == 8)
+                        transform_output8(m[j], g, bk, wg->cols, o, accumulate);
+                    else
+                        transform_output4(m[j], g, bk, wg->cols, o, accumulate);
+                }
+            }
+        }
+    }
+}
+#endif
+
+int cpu_conv_winograd_supported(const conv_geom *g)
+{
+#ifdef CONV_WINOGRAD
+    return winograd_shape(g);
+#else
+    (void)winograd_shape;
+    (void)g;
+    return 0;
+#endif
+}
+
+size_t cpu_conv_winograd_workspace(const conv_geom *g, int chunk)
+{
+#ifdef CONV_WINOGRAD
+    /* forward (ins C, outs K) and input gradient (ins K, outs C) share the scratch */
+    const wino_geom wg = make_geom(g->H, g->W);
+    const int most = g->C > g->K ? g->C : g->K;
+    const size_t filters = filter_floats(g->C, g->K) > filter_floats(g->K, g->C)
+                               ? filter_floats(g->C, g->K)
+                               : filter_floats(g->K, g->C);
+    const size_t per_chunk = (size_t)chunk * most * parity_floats(&wg) +
+                             (size_t)XI * most * tile_cols(chunk * wg.tiles);
+    return sizeof(float) * (filters + per_chunk);
+#else
+    (void)g;
+    (void)chunk;
+    return 0;
+#endif
+}
+
+void cpu_conv_winograd_forward(const conv_geom *g, int n, int chunk, const float *x,
+                               const float *w, const float *bias, float *y, float *workspace)
+{
+#ifdef CONV_WINOGRAD
+    const wino_geom wg = make_geom(g->H, g->W);
+    const size_t filters = cpu_conv_winograd_workspace(g, 0) / sizeof(float);
+    transform_filters(w, g->K, g->C, 0, workspace);
+    winograd_pass(&wg, n, chunk, g->C, g->K, x, workspace, bias, y, 0, workspace + filters);
+#else
+    (void)g, (void)n, (void)chunk, (void)x, (void)w, (void)bias, (void)y, (void)workspace;
+#endif
+}
+
+void cpu_conv_winograd_backward_data(const conv_geom *g, int n, int chunk, const float *dy,
+                                     const float *w, float *dx, int accumulate,
+                                     float *workspace)
+{
+#ifdef CONV_WINOGRAD
+    const wino_geom wg = make_geom(g->P, g->Q);
+    const size_t filters = cpu_conv_winograd_workspace(g, 0) / sizeof(float);
+    transform_filters(w, g->K, g->C, 1, workspace);
+    winograd_pass(&wg, n, chunk, g->K, g->C, dy, workspace, NULL, dx, accumulate,
+                  workspace + filters);
+#else
+    (void)g, (void)n, (void)chunk, (void)dy, (void)w, (void)dx, (void)accumulate;
+    (void)workspace;
+#endif
+}
