@@ -60,8 +60,8 @@ check "1 rank x accumulate 4" 2e-5 "$tmp/acc1.safetensors"
 # flips, the difference jumps, then grows ~4x per step, and where that happens moves with every
 # change of rounding (one process on 1 vs 2 threads differed by 9e-2 after 10 steps; with the
 # direct kernels 2 ranks agreed to 4.9e-7 for 4 steps and flipped at step 5; with Winograd
-# they flip at step 2, 2.1e-3, and seed 5 at step 3). After one step: 1.5e-7 (2 ranks) and
-# 1.6e-7 (4 ranks), against 8.8e-2 without --sync-bn, so 1e-5 tells them apart.
+# they flip at step 2, 2.1e-3, and seed 5 at step 3). After one step: 1.8e-7 (2 ranks) and
+# 1.7e-7 (4 ranks), against 8.8e-2 without --sync-bn, so 1e-5 tells them apart.
 # lenet5 above carries the 20-step check.
 rn=(--model resnet20 --dataset synthetic --synthetic-shape 3x16x16 --synthetic-samples 640
     --batch-size 32 --steps 1 --optimizer sgd --lr 0.05 --momentum 0.9 --threads 1 --seed 3 --quiet)

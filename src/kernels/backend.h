@@ -69,17 +69,17 @@ typedef struct dtnn_backend {
                                  const float *dy, const float *w, float *dw, float *dx,
                                  int accumulate, float *workspace);
 
-    /* Winograd F(2x2, 3x3) for 3x3 / stride 1 / padding 1 (kernels/conv_winograd.c): the
-     * forward pass and the input gradient (written or, with accumulate, added to), `chunk`
-     * images at a time with conv_winograd_workspace(g, chunk) bytes of scratch; the weight
-     * gradient is left to conv_direct_backward. 0 from supported where it does not apply. */
+    /* Winograd F(2x2, 3x3) for 3x3 / stride 1 / padding 1 (kernels/conv_winograd.c), with
+     * the same contract as the direct functions above (backward adds into dw; dx may be NULL).
+     * The weight gradient has its own chunk and scratch: workspace(g, chunk, 1) bytes for it,
+     * workspace(g, chunk, 0) for the other passes. supported is 0 where it does not apply. */
     int (*conv_winograd_supported)(const conv_geom *g);
-    size_t (*conv_winograd_workspace)(const conv_geom *g, int chunk);
+    size_t (*conv_winograd_workspace)(const conv_geom *g, int chunk, int weight_grad);
     void (*conv_winograd_forward)(const conv_geom *g, int n, int chunk, const float *x,
                                   const float *w, const float *bias, float *y, float *workspace);
-    void (*conv_winograd_backward_data)(const conv_geom *g, int n, int chunk, const float *dy,
-                                        const float *w, float *dx, int accumulate,
-                                        float *workspace);
+    void (*conv_winograd_backward)(const conv_geom *g, int n, int chunk, int weight_grad_chunk,
+                                   const float *x, const float *dy, const float *w, float *dw,
+                                   float *dx, int accumulate, float *workspace);
 
     /* Max pooling over n images; argmax [n, C, P, Q] holds the flat h * W + w of each max. */
     void (*maxpool_forward)(const pool_geom *g, int n, const float *x, float *y,

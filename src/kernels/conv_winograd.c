@@ -1,10 +1,9 @@
 /*
  * conv_winograd.c — 3x3 convolution with stride 1 and padding 1 (ResNet's and VGG's 3x3
- * layers) by Winograd's minimal filtering F(2x2, 3x3) (Lavin and Gray, 2016): the forward
- * pass and the input gradient. Each 2x2 block of outputs comes from a 4x4 block of the
+ * layers) by Winograd's minimal filtering F(2x2, 3x3) (Lavin and Gray, 2016): forward pass,
+ * input gradient and weight gradient. Each 2x2 block of outputs comes from a 4x4 block of the
  * padded input as Y = A^T [sum over channels of (G g G^T) . (B^T d B)] A, 16 products per
- * channel pair where direct convolution needs 36: 2.25 times fewer multiply-adds. The weight
- * gradient stays on the direct kernels (conv_direct.c).
+ * channel pair where direct convolution needs 36: 2.25 times fewer multiply-adds.
  *
  * Shapes: output height even and width a multiple of 8 (so a row of tiles is whole groups of
  * 4), which every CIFAR and ImageNet stage of those networks has down to 8x8; elsewhere conv2d
@@ -18,12 +17,14 @@
  *      channels (M[xi] = U[xi] V[xi], U = the transformed filters), kept in a 6 KiB buffer
  *      and turned into outputs (A^T M A) at once, so M never goes to memory.
  * The input gradient is the same computation over the output gradient with the filters
- * transposed and rotated by 180 degrees (for padding 1 and a 3x3 kernel its padding is 1).
+ * transposed and rotated by 180 degrees (for padding 1 and a 3x3 kernel its padding is 1);
+ * the weight gradient is below (winograd_weight_grad).
  *
  * Accuracy: the transforms have coefficients 0, +-1 and +-1/2, so results differ from
  * direct summation by a few ulps of the largest intermediate (tests/test_conv_paths.c).
- * Threads: jobs are (image, channel) for the input transform and (tile block, channel
- * block) for the products; every output is summed by one thread in a fixed order.
+ * Threads: jobs are (image, channel) for the transforms, (tile block, channel block) for the
+ * products and (position, channel blocks) for the weight gradient's; every output is summed by
+ * one thread in a fixed order, so no result depends on the thread count.
  */
 #include <stddef.h>
 #include <string.h>
@@ -53,6 +54,7 @@ typedef struct {
 } wino_geom;
 
 static size_t round16(size_t n) { return (n + 15) / 16 * 16; }
+static int imin(int a, int b) { return a < b ? a : b; }
 
 static wino_geom make_geom(int rows, int cols)
 {
@@ -252,6 +254,200 @@ TRANSFORM_OUTPUT(transform_output4, __m128, _mm_loadu_ps, _mm_storeu_ps, _mm_add
 /* Scratch per chunk: U, the parity planes of one plane per (image, channel) job, and V. */
 static size_t parity_floats(const wino_geom *wg) { return 4 * wg->plane; }
 
+/* V [16][ins][ldv] = B^T d B of every tile of images n0 .. n0 + nb - 1 of in [n, ins, rows,
+ * cols] (tile index = image * tiles + tile), each plane split into parity planes at par first;
+ * the columns past the last tile are zeroed, since blocks of 24 read them (garbage there would
+ * only be thrown away, but denormals or NaNs would cost time). */
+static void transform_inputs(const wino_geom *wg, int n0, int nb, int ins, const float *in,
+                             float *par, float *v, size_t ldv)
+{
+    const size_t plane_in = (size_t)wg->rows * wg->cols, xi_stride = (size_t)ins * ldv;
+    const int T = nb * wg->tiles;
+    const long long planes = (long long)nb * ins;
+#pragma omp parallel for schedule(static)
+    for (long long pl = 0; pl < planes; pl++) {
+        const int i = (int)(pl / ins), c = (int)(pl % ins);
+        float *pp = par + (size_t)pl * parity_floats(wg);
+        split_parity(wg, in + ((size_t)(n0 + i) * ins + c) * plane_in, pp);
+        float *vc = v + (size_t)c * ldv + (size_t)i * wg->tiles;
+        if (wg->TW % 8 == 0)
+            transform_input8(wg, pp, vc, xi_stride);
+        else
+            transform_input4(wg, pp, vc, xi_stride);
+    }
+    for (int xi = 0; xi < XI; xi++)
+        for (int c = 0; c < ins; c++)
+            memset(v + xi * xi_stride + (size_t)c * ldv + T, 0,
+                   sizeof(float) * (ldv - (size_t)T));
+}
+
+/* The weight gradient. With Y = A^T [sum over c of U_c . V_c] A, U = G g G^T:
+ * dL/dU[k][c] = sum over tiles of (A dY A^T) . V_c, and dL/dg = G^T (dL/dU) G. So per chunk
+ * the output gradient's 2x2 tiles become 4x4 (A dY A^T) in D [16][K][ldv], V is the forward's
+ * input transform, and 16 products D V^T, over tiles, sum into dU [16][K][C] (double across
+ * chunks); dw gets G^T dU G at the end: 16 multiply-adds per channel pair and output block of
+ * 2x2 where direct summation needs 36. */
+
+/* D[xi][tile] (xi_stride floats apart) = A dy A^T for every 2x2 tile of one output-gradient
+ * plane, a vector of tiles at a time; the two columns of each tile are split apart from a row
+ * of 2 * lanes floats (for AVX the in-lane shuffle is put back in order by a permute). */
+#define DEINTERLEAVE8(row, even, odd)                                                          \
+    do {                                                                                       \
+        __m256 lo_ = _mm256_loadu_ps(row), hi_ = _mm256_loadu_ps((row) + 8);                   \
+        (even) = _mm256_castpd_ps(_mm256_permute4x64_pd(                                       \
+            _mm256_castps_pd(_mm256_shuffle_ps(lo_, hi_, _MM_SHUFFLE(2, 0, 2, 0))), 0xd8));    \
+        (odd) = _mm256_castpd_ps(_mm256_permute4x64_pd(                                        \
+            _mm256_castps_pd(_mm256_shuffle_ps(lo_, hi_, _MM_SHUFFLE(3, 1, 3, 1))), 0xd8));    \
+    } while (0)
+#define DEINTERLEAVE4(row, even, odd)                                                          \
+    do {                                                                                       \
+        __m128 lo_ = _mm_loadu_ps(row), hi_ = _mm_loadu_ps((row) + 4);                         \
+        (even) = _mm_shuffle_ps(lo_, hi_, _MM_SHUFFLE(2, 0, 2, 0));                            \
+        (odd) = _mm_shuffle_ps(lo_, hi_, _MM_SHUFFLE(3, 1, 3, 1));                             \
+    } while (0)
+
+#define TRANSFORM_GRAD(name, vec, lanes, deinterleave, store, add, sub, zero)                 \
+    static void name(const wino_geom *wg, const float *dy, float *d, size_t xi_stride)        \
+    {                                                                                          \
+        for (int ty = 0; ty < wg->TH; ty++)                                                    \
+            for (int tx = 0; tx < wg->TW; tx += (lanes)) {                                     \
+                const float *r0 = dy + (size_t)(2 * ty) * wg->cols + 2 * tx;                   \
+                vec a, b, c, e;                                                                \
+                deinterleave(r0, a, b);                                                        \
+                deinterleave(r0 + wg->cols, c, e);                                             \
+                /* A dy: rows [a b], [a+c b+e], [a-c b-e], [-c -e]; then each row [p q] */     \
+                /* times A^T: [p, p+q, p-q, -q] */                                             \
+                const vec p[4] = {a, add(a, c), sub(a, c), sub(zero, c)};                      \
+                const vec q[4] = {b, add(b, e), sub(b, e), sub(zero, e)};                      \
+                float *dst = d + (size_t)ty * wg->TW + tx;                                     \
+                for (int i = 0; i < 4; i++) {                                                  \
+                    store(dst + (size_t)(i * 4 + 0) * xi_stride, p[i]);                        \
+                    store(dst + (size_t)(i * 4 + 1) * xi_stride, add(p[i], q[i]));             \
+                    store(dst + (size_t)(i * 4 + 2) * xi_stride, sub(p[i], q[i]));             \
+                    store(dst + (size_t)(i * 4 + 3) * xi_stride, sub(zero, q[i]));             \
+                }                                                                              \
+            }                                                                                  \
+    }
+
+TRANSFORM_GRAD(transform_grad8, __m256, 8, DEINTERLEAVE8, _mm256_storeu_ps, _mm256_add_ps,
+               _mm256_sub_ps, _mm256_setzero_ps())
+TRANSFORM_GRAD(transform_grad4, __m128, 4, DEINTERLEAVE4, _mm_storeu_ps, _mm_add_ps, _mm_sub_ps,
+               _mm_setzero_ps())
+
+static float hsum(__m256 v)
+{
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* sums[j][i] += sum over t < len of d_j[t] * v_i[t], 4 gradient rows by 3 input rows: 12
+ * accumulators, 3 + 4 loads per 12 FMAs; the empty asm statements keep the loads out of the
+ * FMAs, as in gemm_4x24. len is a multiple of 8. */
+#define DOT_ROW(j)                                                                             \
+    do {                                                                                       \
+        __m256 dj = _mm256_loadu_ps(d##j + t);                                                 \
+        __asm__("" : "+x"(dj));                                                                \
+        a##j##0 = _mm256_fmadd_ps(dj, x0, a##j##0);                                            \
+        a##j##1 = _mm256_fmadd_ps(dj, x1, a##j##1);                                            \
+        a##j##2 = _mm256_fmadd_ps(dj, x2, a##j##2);                                            \
+    } while (0)
+
+static void dot_4x3(const float *d0, const float *d1, const float *d2, const float *d3,
+                    const float *v0, const float *v1, const float *v2, size_t len,
+                    double sums[KB][3])
+{
+    __m256 a00 = _mm256_setzero_ps(), a01 = a00, a02 = a00, a10 = a00, a11 = a00, a12 = a00;
+    __m256 a20 = a00, a21 = a00, a22 = a00, a30 = a00, a31 = a00, a32 = a00;
+    for (size_t t = 0; t < len; t += 8) {
+        __m256 x0 = _mm256_loadu_ps(v0 + t), x1 = _mm256_loadu_ps(v1 + t);
+        __m256 x2 = _mm256_loadu_ps(v2 + t);
+        __asm__("" : "+x"(x0), "+x"(x1), "+x"(x2));
+        DOT_ROW(0);
+        DOT_ROW(1);
+        DOT_ROW(2);
+        DOT_ROW(3);
+    }
+    const __m256 acc[KB][3] = {{a00, a01, a02}, {a10, a11, a12}, {a20, a21, a22},
+                               {a30, a31, a32}};
+    for (int j = 0; j < KB; j++)
+        for (int i = 0; i < 3; i++)
+            sums[j][i] += hsum(acc[j][i]);
+}
+
+/* dw [K, C, 3, 3] += the weight gradient over n images, `chunk` at a time. The chunk's float
+ * lanes (a few hundred products each) go to double sums per chunk, in a fixed order: no result
+ * depends on the thread count. */
+static void winograd_weight_grad(const conv_geom *g, const wino_geom *wg, int n, int chunk,
+                                 const float *x, const float *dy, float *dw, double *du,
+                                 float *scratch)
+{
+    const int C = g->C, K = g->K;
+    const size_t plane = (size_t)wg->rows * wg->cols;
+    const long long kblocks = (long long)channel_blocks(K), cblocks = (C + 2) / 3;
+    memset(du, 0, sizeof(double) * XI * K * C);
+    for (int n0 = 0; n0 < n; n0 += chunk) {
+        const int nb = n - n0 < chunk ? n - n0 : chunk;
+        const int T = nb * wg->tiles;
+        const size_t ldv = tile_cols(T), len = ((size_t)T + 7) / 8 * 8;
+        float *par = scratch, *v = par + (size_t)nb * C * parity_floats(wg);
+        float *d = v + (size_t)XI * C * ldv;
+        transform_inputs(wg, n0, nb, C, x, par, v, ldv);
+        const long long planes = (long long)nb * K;
+#pragma omp parallel for schedule(static)
+        for (long long pl = 0; pl < planes; pl++) {
+            const int i = (int)(pl / K), k = (int)(pl % K);
+            const float *src = dy + ((size_t)(n0 + i) * K + k) * plane;
+            float *dk = d + (size_t)k * ldv + (size_t)i * wg->tiles;
+            if (wg->TW % 8 == 0)
+                transform_grad8(wg, src, dk, (size_t)K * ldv);
+            else
+                transform_grad4(wg, src, dk, (size_t)K * ldv);
+        }
+        for (int xi = 0; xi < XI; xi++)
+            for (int k = 0; k < K; k++)
+                memset(d + ((size_t)xi * K + k) * ldv + T, 0, sizeof(float) * (len - T));
+        const long long jobs = XI * kblocks * cblocks;
+#pragma omp parallel for schedule(static)
+        for (long long job = 0; job < jobs; job++) {
+            const int xi = (int)(job / (kblocks * cblocks));
+            const int kb = (int)(job / cblocks % kblocks), cb = (int)(job % cblocks);
+            const float *dr[KB], *vr[3];
+            /* rows past the last channel: any valid row, its sums are dropped below */
+            for (int j = 0; j < KB; j++)
+                dr[j] = d + ((size_t)xi * K + imin(kb * KB + j, K - 1)) * ldv;
+            for (int i = 0; i < 3; i++)
+                vr[i] = v + ((size_t)xi * C + imin(cb * 3 + i, C - 1)) * ldv;
+            double sums[KB][3] = {{0}};
+            dot_4x3(dr[0], dr[1], dr[2], dr[3], vr[0], vr[1], vr[2], len, sums);
+            for (int j = 0; j < KB && kb * KB + j < K; j++)
+                for (int i = 0; i < 3 && cb * 3 + i < C; i++)
+                    du[((size_t)xi * K + kb * KB + j) * C + cb * 3 + i] += sums[j][i];
+        }
+    }
+    /* dw = G^T dU G, G^T = [1 1/2 1/2 0; 0 1/2 -1/2 0; 0 1/2 1/2 1] */
+    static const double GT[3][4] = {{1, 0.5, 0.5, 0}, {0, 0.5, -0.5, 0}, {0, 0.5, 0.5, 1}};
+#pragma omp parallel for schedule(static)
+    for (long long kc = 0; kc < (long long)K * C; kc++) {
+        const int k = (int)(kc / C), c = (int)(kc % C);
+        double t[3][4];
+        for (int r = 0; r < 3; r++)
+            for (int j = 0; j < 4; j++) {
+                t[r][j] = 0.0;
+                for (int i = 0; i < 4; i++)
+                    t[r][j] += GT[r][i] * du[((size_t)(i * 4 + j) * K + k) * C + c];
+            }
+        for (int r = 0; r < 3; r++)
+            for (int s2 = 0; s2 < 3; s2++) {
+                double acc = 0.0;
+                for (int j = 0; j < 4; j++)
+                    acc += t[r][j] * GT[s2][j];
+                dw[((size_t)k * C + c) * 9 + r * 3 + s2] += (float)acc;
+            }
+    }
+}
+
 /* out [n, outs, rows, cols] (+)= the 3x3 / pad 1 correlation of in [n, ins, rows, cols]
  * with the filters transformed into u, + bias, `chunk` images at a time. */
 static void winograd_pass(const wino_geom *wg, int n, int chunk, int ins, int outs,
@@ -265,24 +461,7 @@ static void winograd_pass(const wino_geom *wg, int n, int chunk, int ins, int ou
         const int T = nb * wg->tiles;
         const size_t ldv = tile_cols(T), xi_stride = (size_t)ins * ldv;
         float *par = scratch, *v = par + (size_t)nb * ins * parity_floats(wg);
-        const long long planes = (long long)nb * ins;
-#pragma omp parallel for schedule(static)
-        for (long long pl = 0; pl < planes; pl++) {
-            const int i = (int)(pl / ins), c = (int)(pl % ins);
-            float *pp = par + (size_t)pl * parity_floats(wg);
-            split_parity(wg, in + ((size_t)(n0 + i) * ins + c) * plane_in, pp);
-            float *vc = v + (size_t)c * ldv + (size_t)i * wg->tiles;
-            if (wg->TW % 8 == 0)
-                transform_input8(wg, pp, vc, xi_stride);
-            else
-                transform_input4(wg, pp, vc, xi_stride);
-        }
-        /* the columns past the last tile are read by the last block: zero, not garbage
-         * (whose denormals or NaNs would only cost time, but cost it) */
-        for (int xi = 0; xi < XI; xi++)
-            for (int c = 0; c < ins; c++)
-                memset(v + xi * xi_stride + (size_t)c * ldv + T, 0,
-                       sizeof(float) * (ldv - (size_t)T));
+        transform_inputs(wg, n0, nb, ins, in, par, v, ldv);
         const long long tblocks = (long long)(ldv / TB), jobs = tblocks * kblocks;
         const int lanes = wg->TW % 8 == 0 ? 8 : 4;
         const size_t out_image = (size_t)outs * plane_in;
@@ -323,21 +502,26 @@ int cpu_conv_winograd_supported(const conv_geom *g)
 #endif
 }
 
-size_t cpu_conv_winograd_workspace(const conv_geom *g, int chunk)
+/* Scratch of a forward or input-gradient pass (transformed filters, then per chunk parity
+ * planes and V) or of the weight gradient (the double dU, then per chunk parity planes, V and
+ * D). */
+size_t cpu_conv_winograd_workspace(const conv_geom *g, int chunk, int weight_grad)
 {
 #ifdef CONV_WINOGRAD
-    /* forward (ins C, outs K) and input gradient (ins K, outs C) share the scratch */
     const wino_geom wg = make_geom(g->H, g->W);
+    const size_t cols = tile_cols(chunk * wg.tiles);
+    if (weight_grad)
+        return sizeof(float) * (round16(2 * (size_t)XI * g->K * g->C) +
+                                (size_t)chunk * g->C * parity_floats(&wg) +
+                                (size_t)XI * (g->C + g->K) * cols);
     const int most = g->C > g->K ? g->C : g->K;
     const size_t filters = filter_floats(g->C, g->K) > filter_floats(g->K, g->C)
                                ? filter_floats(g->C, g->K)
                                : filter_floats(g->K, g->C);
-    const size_t per_chunk = (size_t)chunk * most * parity_floats(&wg) +
-                             (size_t)XI * most * tile_cols(chunk * wg.tiles);
-    return sizeof(float) * (filters + per_chunk);
+    return sizeof(float) *
+           (filters + (size_t)chunk * most * parity_floats(&wg) + (size_t)XI * most * cols);
 #else
-    (void)g;
-    (void)chunk;
+    (void)g, (void)chunk, (void)weight_grad;
     return 0;
 #endif
 }
@@ -347,26 +531,31 @@ void cpu_conv_winograd_forward(const conv_geom *g, int n, int chunk, const float
 {
 #ifdef CONV_WINOGRAD
     const wino_geom wg = make_geom(g->H, g->W);
-    const size_t filters = cpu_conv_winograd_workspace(g, 0) / sizeof(float);
+    const size_t fixed = cpu_conv_winograd_workspace(g, 0, 0) / sizeof(float);
     transform_filters(w, g->K, g->C, 0, workspace);
-    winograd_pass(&wg, n, chunk, g->C, g->K, x, workspace, bias, y, 0, workspace + filters);
+    winograd_pass(&wg, n, chunk, g->C, g->K, x, workspace, bias, y, 0, workspace + fixed);
 #else
     (void)g, (void)n, (void)chunk, (void)x, (void)w, (void)bias, (void)y, (void)workspace;
 #endif
 }
 
-void cpu_conv_winograd_backward_data(const conv_geom *g, int n, int chunk, const float *dy,
-                                     const float *w, float *dx, int accumulate,
-                                     float *workspace)
+void cpu_conv_winograd_backward(const conv_geom *g, int n, int chunk, int weight_grad_chunk,
+                                const float *x, const float *dy, const float *w, float *dw,
+                                float *dx, int accumulate, float *workspace)
 {
 #ifdef CONV_WINOGRAD
-    const wino_geom wg = make_geom(g->P, g->Q);
-    const size_t filters = cpu_conv_winograd_workspace(g, 0) / sizeof(float);
+    const wino_geom wg = make_geom(g->H, g->W);
+    size_t fixed = cpu_conv_winograd_workspace(g, 0, 1) / sizeof(float);
+    winograd_weight_grad(g, &wg, n, weight_grad_chunk, x, dy, dw, (double *)workspace,
+                         workspace + fixed);
+    if (!dx)
+        return;
+    fixed = cpu_conv_winograd_workspace(g, 0, 0) / sizeof(float);
     transform_filters(w, g->K, g->C, 1, workspace);
     winograd_pass(&wg, n, chunk, g->K, g->C, dy, workspace, NULL, dx, accumulate,
-                  workspace + filters);
+                  workspace + fixed);
 #else
-    (void)g, (void)n, (void)chunk, (void)dy, (void)w, (void)dx, (void)accumulate;
-    (void)workspace;
+    (void)g, (void)n, (void)chunk, (void)weight_grad_chunk, (void)x, (void)dy, (void)w;
+    (void)dw, (void)dx, (void)accumulate, (void)workspace;
 #endif
 }

@@ -14,9 +14,8 @@
  * Winograd):
  *   winograd   3x3, stride 1, padding 1, output height even and width a multiple of 8, within
  *              the direct path's channel limit below (ResNet-20's blocks, VGG's first stage):
- *              F(2x2, 3x3) for the forward pass and the input gradient
- *              (kernels/conv_winograd.c), 2.25x fewer multiply-adds; the weight gradient on
- *              the direct kernels.
+ *              F(2x2, 3x3) (kernels/conv_winograd.c), 2.25x fewer multiply-adds; forward
+ *              always, backward from 32 channels on (below, on the direct kernels).
  *   direct     stride 1, dilation 1, one group, kernels up to 7x7, padding below the kernel
  *              size, channels x kernel rows at most 192 (3x3 with up to 64 channels:
  *              ResNet-20/32/56's blocks, the first stage of VGG and ResNet-18/34, the CIFAR
@@ -42,8 +41,10 @@ typedef struct {
     /* derived in infer */
     int algo;                   /* the path that runs: CONV_IM2COL, _DIRECT, ... */
     conv_geom g;
-    int chunk;                  /* images per GEMM (or per direct pass) */
-    int chunk_winograd;         /* images per Winograd pass */
+    int algo_backward;          /* CONV_WINOGRAD runs forward only where this is CONV_DIRECT */
+    int chunk;                  /* images per GEMM or per direct pass */
+    int chunk_winograd;         /* images per Winograd forward or input-gradient pass */
+    int chunk_weight_grad;      /* images per Winograd weight-gradient pass */
 } conv2d_cfg;
 
 static void conv2d_defaults(void *cfg)
@@ -89,14 +90,13 @@ static dtnn_status conv2d_set(void *cfg, const char *key, const char *value, dtn
                           "stride, padding, dilation, groups, bias, algo)", key);
 }
 
-/* The most images (at least one) whose scratch fits a core's 1 MiB L2 cache and the
- * workspace limit. */
-static int chunk_in_cache(size_t (*workspace)(const conv_geom *, int), const conv_geom *g,
-                          const layer *l)
+/* The most images (at least one) whose scratch per chunk (fixed: the part that does not grow
+ * with it) fits `budget` and, with the fixed part, the workspace limit. */
+static int chunk_for(size_t fixed, size_t per_image, size_t budget, const layer *l)
 {
-    size_t fixed = workspace(g, 0), per = workspace(g, 1) - fixed;
-    size_t budget = DTNN_MIN(l->workspace_limit, (size_t)1 << 20);
-    size_t nb = budget > fixed ? (budget - fixed) / per : 0;
+    size_t nb = budget / per_image;
+    if (l->workspace_limit > fixed)
+        nb = DTNN_MIN(nb, (l->workspace_limit - fixed) / per_image);
     return (int)DTNN_MAX(1, DTNN_MIN((size_t)l->max_batch, nb));
 }
 
@@ -172,15 +172,38 @@ static dtnn_status conv2d_infer(layer *l, dtnn_error *err)
         /* Chunks whose padded planes fit the 1 MiB L2 cache of a core, so the kernels read
          * what pad_planes has just written from there: with 16 MiB chunks ResNet-20's first
          * stage ran at 7.5 / 15.5 ms forward / backward per layer instead of 4.7 / 9.0. */
-        c->algo = CONV_DIRECT;
-        c->chunk = chunk_in_cache(be->conv_direct_workspace, g, l);
+        const size_t l2 = (size_t)1 << 20;
+        size_t fixed = be->conv_direct_workspace(g, 0);
+        c->algo = c->algo_backward = CONV_DIRECT;
+        c->chunk = chunk_for(fixed, be->conv_direct_workspace(g, 1) - fixed, l2, l);
         l->workspace_bytes = be->conv_direct_workspace(g, c->chunk);
         if (asked == CONV_AUTO && be->conv_winograd_supported(g)) {
-            /* Winograd's transformed inputs (4x the input) likewise stay in L2 */
+            /* Forward and input gradient: Winograd's transformed tiles (4x the input) stay in
+             * L2 as well. */
+            fixed = be->conv_winograd_workspace(g, 0, 0);
             c->algo = CONV_WINOGRAD;
-            c->chunk_winograd = chunk_in_cache(be->conv_winograd_workspace, g, l);
+            c->chunk_winograd =
+                chunk_for(fixed, be->conv_winograd_workspace(g, 1, 0) - fixed, l2, l);
             l->workspace_bytes = DTNN_MAX(l->workspace_bytes,
-                                          be->conv_winograd_workspace(g, c->chunk_winograd));
+                                          be->conv_winograd_workspace(g, c->chunk_winograd, 0));
+            /* Backward too from 32 channels on. Below, the transforms (their cost per
+             * multiply-add falls with the channel count) ate the gain: ResNet-20's 16-channel
+             * stage took 14.7 ms a layer backward against the direct kernels' 14.0 (whose input
+             * gradient shares its padded planes with the weight gradient), while its
+             * 32- and 64-channel stages went from 14.8 and 15.5 to 11.2 and 11.7 (dtnn bench
+             * --profile, batch 64, 1 thread, --conv-algo direct vs auto). The weight gradient
+             * reads one of its 16 position slices at a time, summing over tiles: 8 MiB chunks
+             * keep a slice within L2 and make those sums long (with 1 MiB the 8x8 stage summed
+             * 32 tiles a call and took 11.7 ms a layer, not 8). */
+            if (DTNN_MIN(in.c, c->filters) >= 32) {
+                fixed = be->conv_winograd_workspace(g, 0, 1);
+                c->algo_backward = CONV_WINOGRAD;
+                c->chunk_weight_grad =
+                    chunk_for(fixed, be->conv_winograd_workspace(g, 1, 1) - fixed, 8 * l2, l);
+                l->workspace_bytes =
+                    DTNN_MAX(l->workspace_bytes,
+                             be->conv_winograd_workspace(g, c->chunk_weight_grad, 1));
+            }
         }
         return DTNN_OK;
     }
@@ -269,14 +292,14 @@ static void conv2d_backward(layer *l, const layer_ctx *ctx)
             ctx->be->dw_conv_backward_data(g, l->n, l->dy, w, dx, l->dx_accumulate[0]);
         return;
     }
+    if (c->algo == CONV_WINOGRAD && c->algo_backward == CONV_WINOGRAD) {
+        ctx->be->conv_winograd_backward(g, l->n, c->chunk_winograd, c->chunk_weight_grad, x,
+                                        l->dy, w, dw, dx, l->dx_accumulate[0], ctx->workspace);
+        return;
+    }
     if (c->algo == CONV_DIRECT || c->algo == CONV_WINOGRAD) {
-        const int winograd_dx = c->algo == CONV_WINOGRAD && dx;
-        ctx->be->conv_direct_backward(g, l->n, c->chunk, x, l->dy, w, dw,
-                                      winograd_dx ? NULL : dx, l->dx_accumulate[0],
-                                      ctx->workspace);
-        if (winograd_dx)
-            ctx->be->conv_winograd_backward_data(g, l->n, c->chunk_winograd, l->dy, w, dx,
-                                                 l->dx_accumulate[0], ctx->workspace);
+        ctx->be->conv_direct_backward(g, l->n, c->chunk, x, l->dy, w, dw, dx,
+                                      l->dx_accumulate[0], ctx->workspace);
         return;
     }
     if (c->algo == CONV_POINTWISE) {
