@@ -144,15 +144,22 @@ int main(void)
         {7, 11, 5, 2, "filters=4 kernel=3 padding=1 bias=0"},
         /* 5 chunks of 1 image; Winograd's weight gradient 4 + 1 */
         {64, 32, 32, 5, "filters=64 kernel=3 padding=1"},
-        /* Winograd (auto) forward: 3x3, padding 1, height even, width a multiple of 8 */
-        {13, 8, 16, 2, "filters=7 kernel=3 padding=1 bias=0"},
-        {3, 2, 8, 1, "filters=5 kernel=3 padding=1"},       /* one row of tiles */
-        {20, 6, 24, 2, "filters=10 kernel=3 padding=1"},    /* 12 tiles a row: 4 at a time */
-        {9, 16, 16, 5, "filters=33 kernel=3 padding=1"},    /* tiles past a 24-tile block */
+        /* Winograd (auto) forward: 3x3, padding 1, height even, width a multiple of 8, 16
+         * channels in and out or more */
+        {17, 8, 16, 2, "filters=18 kernel=3 padding=1 bias=0"},
+        {16, 2, 8, 1, "filters=21 kernel=3 padding=1"},     /* one row of tiles */
+        {20, 6, 24, 2, "filters=19 kernel=3 padding=1"},    /* 12 tiles a row: 4 at a time */
+        {19, 16, 16, 5, "filters=33 kernel=3 padding=1"},   /* tiles past a 24-tile block */
         /* and its backward, from 32 channels on: channel counts no multiple of its blocks of
          * 4 filters and 3 inputs, 8 and 4 tiles a row */
         {33, 8, 16, 2, "filters=35 kernel=3 padding=1"},
         {40, 4, 8, 3, "filters=32 kernel=3 padding=1 bias=0"},
+        /* wide layers (over 64 channels in or out): the products by BLAS; 3 + 2 images per
+         * chunk; backward on im2col below 32 channels */
+        {65, 8, 8, 2, "filters=70 kernel=3 padding=1"},
+        {128, 32, 32, 5, "filters=128 kernel=3 padding=1"},
+        {16, 8, 16, 2, "filters=80 kernel=3 padding=1"},
+        {130, 4, 8, 3, "filters=24 kernel=3 padding=1 bias=0"},
         /* not a fast path (auto falls back to the reference): must agree trivially */
         {6, 9, 9, 2, "filters=7 kernel=1 stride=2"},
         {6, 7, 7, 2, "filters=12 kernel=3 padding=1 groups=6"},

@@ -510,13 +510,15 @@ static void test_layers(void)
  *            adamw 135 / 1.3e-4 (127 / 1.0e-4); rmsprop 11% / 6.9e-3 (23% / 3.0e-3), of 271,098
  * RMSProp on resnet20 is the ill-conditioned case (its first steps are ~lr / sqrt(1 - alpha) =
  * 1e-2 in the sign of each gradient, so noise-level gradients matter most): it gets a loose
- * test, and lenet5 holds the tight one. Its losses too: PyTorch's own float32 run is 8.5e-5
- * (relative) from the float64 one. ResNet-20's losses moved when its 3x3 convolutions went to
- * Winograd (max relative deviation, direct -> Winograd: sgd 3.2e-6 -> 2.6e-5, rmsprop 4.9e-5 ->
- * 2.3e-4; PyTorch float32: sgd 7.5e-6). Per convolution Winograd is as close to the float64
- * result as direct summation in absolute terms (tests/test_conv_paths.c), but its error
- * follows the magnitude of a whole 4x4 tile, not of each output, and BN over 4 images of 8x8
- * then ReLU pass that on. Every limit below is at least 3x the observed value.
+ * test, and lenet5 holds the tight one. Every limit below is at least 3x the observed value.
+ * The trajectories run on the reference convolution (im2col + GEMM): they test the optimizers
+ * and the layers' composition, and on such chaotic runs the rounding of a convolution
+ * algorithm swamps the optimizer. With ResNet-20's 16-channel layers on Winograd (whose error
+ * follows the largest value of a 4x4 tile rather than each output; per layer it is within
+ * tests/test_conv_paths.c's tolerance) rmsprop ended 6.1e-2 and adamw 1.1e-3 from float64,
+ * against im2col's 6.9e-3 and 1.3e-4 and PyTorch float32's own 3.0e-3 and 1.0e-4. SGD, which
+ * has no such amplification, runs again on the fast convolutions (as dtnn trains) with the
+ * same tolerances: 0 values beyond tight, losses within 4.4e-6.
  */
 typedef struct {
     const char *zoo, *kind;
@@ -533,10 +535,10 @@ static const optim_tolerance optim_tolerances[] = {
     {"lenet5", "adam", 1e-3, 1e-4, 1e-5},
     {"lenet5", "adamw", 1e-3, 1e-4, 1e-5},
     {"lenet5", "rmsprop", 3e-3, 1e-4, 1e-5},
-    {"resnet20", "sgd", 1e-4, 3e-5, 1e-4},
+    {"resnet20", "sgd", 1e-4, 3e-5, 3e-5},
     {"resnet20", "adam", 3e-3, 1e-3, 1e-5},
     {"resnet20", "adamw", 3e-3, 1e-3, 2e-5},
-    {"resnet20", "rmsprop", 0.4, 2e-2, 1e-3},
+    {"resnet20", "rmsprop", 0.4, 2e-2, 1e-4},
 };
 
 static const char *const optim_files[][2] = {
@@ -680,7 +682,7 @@ static void compare_state(dtnn_model *m, const st_file *f, const char *prefix,
 
 static void run_optimizer(const char *zoo, const st_file *f, const char *opt_name,
                           const float *x, const int32_t *labels, int n, int c, int h, int w,
-                          int steps)
+                          int steps, dtnn_conv_algo conv_algo)
 {
     dtnn_error err;
     char key[64];
@@ -713,6 +715,7 @@ static void run_optimizer(const char *zoo, const st_file *f, const char *opt_nam
     bp.max_batch = n;
     bp.training = 1;
     bp.seed = 1;
+    bp.conv_algo = conv_algo;
     dtnn_optimizer *opt = NULL;
     float *losses = calloc((size_t)steps, sizeof(float));
     if (dtnn_model_build(m, &bp, &err) != DTNN_OK) {
@@ -742,12 +745,13 @@ static void run_optimizer(const char *zoo, const st_file *f, const char *opt_nam
     }
     char label[128];
     snprintf(key, sizeof key, "%s.losses", opt_name);
-    snprintf(label, sizeof label, "%s %s: %d losses", zoo, opt_name, steps);
+    const char *path = conv_algo == DTNN_CONV_AUTO ? " (fast convolutions)" : "";
+    snprintf(label, sizeof label, "%s %s%s: %d losses", zoo, opt_name, path, steps);
     float *want = ref_load(f, key, "F32", (size_t)steps, NULL);
     if (want)
         test_compare(label, losses, want, (size_t)steps, 0.0, tol->loss_rtol);
     free(want);
-    snprintf(label, sizeof label, "%s %s: state after %d steps", zoo, opt_name, steps);
+    snprintf(label, sizeof label, "%s %s%s: state after %d steps", zoo, opt_name, path, steps);
     compare_state(m, f, opt_name, label, tol);
 done:
     free(losses);
@@ -780,9 +784,13 @@ static void test_optimizers(const char *path, const char *zoo)
         for (int i = 0; i < n; i++)
             labels[i] = (int32_t)labels64[i];
         char name[32];
-        while (next_token(&opts, name, sizeof name))
+        while (next_token(&opts, name, sizeof name)) {
             run_optimizer(zoo, &f, name, x, labels, n, (int)tx->dims[1], (int)tx->dims[2],
-                          (int)tx->dims[3], steps);
+                          (int)tx->dims[3], steps, DTNN_CONV_IM2COL);
+            if (!strcmp(name, "sgd"))
+                run_optimizer(zoo, &f, name, x, labels, n, (int)tx->dims[1],
+                              (int)tx->dims[2], (int)tx->dims[3], steps, DTNN_CONV_AUTO);
+        }
     }
     printf("\n");
     free(x);

@@ -75,6 +75,8 @@ typedef struct dtnn_backend {
      * workspace(g, chunk, 0) for the other passes. supported is 0 where it does not apply. */
     int (*conv_winograd_supported)(const conv_geom *g);
     size_t (*conv_winograd_workspace)(const conv_geom *g, int chunk, int weight_grad);
+    /* the chunk those passes run best with, within `limit` bytes of scratch */
+    int (*conv_winograd_chunk)(const conv_geom *g, int max_batch, size_t limit, int weight_grad);
     void (*conv_winograd_forward)(const conv_geom *g, int n, int chunk, const float *x,
                                   const float *w, const float *bias, float *y, float *workspace);
     void (*conv_winograd_backward)(const conv_geom *g, int n, int chunk, int weight_grad_chunk,

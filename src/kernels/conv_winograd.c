@@ -69,6 +69,13 @@ static wino_geom make_geom(int rows, int cols)
     return w;
 }
 
+/* Wide layers (more than 64 channels in or out: VGG's deeper stages) multiply their
+ * transformed tiles with BLAS, as GEMMs of [outs][ins] by [ins][tiles]: there the filters of
+ * one position (up to 512 x 512) no longer stay in cache for gemm_4x24, which streamed them
+ * from memory once per block of 24 tiles. */
+enum { WIDE = 64 };
+static int wide(const conv_geom *g) { return g->C > WIDE || g->K > WIDE; }
+
 static size_t channel_blocks(int channels) { return (size_t)(channels + KB - 1) / KB; }
 static size_t tile_cols(int tiles) { return (size_t)(tiles + TB - 1) / TB * TB; }
 
@@ -77,9 +84,11 @@ static size_t filter_floats(int ins, int outs)
     return round16((size_t)XI * channel_blocks(outs) * ins * KB);
 }
 
-/* U [16][outs / KB][ins][KB] = G g G^T, g = w [k][c] (forward) or w [c][k] rotated by 180
- * degrees (input gradient: outs = C, ins = K). Channels past the last block's end are 0. */
-static void transform_filters(const float *w, int K, int C, int for_input_grad, float *u)
+/* U = G g G^T, g = w [k][c] (forward) or w [c][k] rotated by 180 degrees (input gradient:
+ * outs = C, ins = K), as [16][outs / KB][ins][KB] for gemm_4x24 (channels past the last
+ * block's end 0) or, with `rows`, as 16 row-major [outs][ins] matrices for BLAS. */
+static void transform_filters(const float *w, int K, int C, int for_input_grad, int rows,
+                              float *u)
 {
     const int outs = for_input_grad ? C : K, ins = for_input_grad ? K : C;
     const long long nb = (long long)channel_blocks(outs);
@@ -105,8 +114,12 @@ static void transform_filters(const float *w, int K, int C, int for_input_grad, 
                     v[r][2] = 0.5f * (t[r][0] - t[r][1] + t[r][2]);
                     v[r][3] = t[r][2];
                 }
-                for (int xi = 0; xi < XI; xi++)
-                    u[(((size_t)xi * nb + b) * ins + i) * KB + j] = v[xi / 4][xi % 4];
+                for (int xi = 0; xi < XI; xi++) {
+                    if (!rows)
+                        u[(((size_t)xi * nb + b) * ins + i) * KB + j] = v[xi / 4][xi % 4];
+                    else if (o < outs)
+                        u[((size_t)xi * outs + o) * ins + i] = v[xi / 4][xi % 4];
+                }
             }
 }
 
@@ -206,17 +219,17 @@ static void gemm_4x24(int ins, const float *u, const float *v, size_t ldv, float
     _mm256_storeu_ps(m, a30), _mm256_storeu_ps(m + 8, a31), _mm256_storeu_ps(m + 16, a32);
 }
 
-/* Outputs of a vector of tiles in a row (A^T m A) from m[xi][g ..], written or added to the
+/* Outputs of a vector of tiles in a row (A^T m A) from m[xi * xi_stride ..], written or added to the
  * two output rows at `out` (row stride cols), + bias: 8 tiles (AVX) or 4 (SSE), as the input
  * transform. The two output columns of each tile are interleaved into a row with unpacks. */
 #define TRANSFORM_OUTPUT(name, vec, load, store, add, sub, set1, interleave)                  \
-    static void name(const float (*m)[TB], int g, float bias, int cols, float *out,           \
+    static void name(const float *m, size_t xi_stride, float bias, int cols, float *out,      \
                      int accumulate)                                                          \
     {                                                                                          \
         vec s[2][4];                                                                           \
         for (int j = 0; j < 4; j++) {                                                          \
-            vec m0 = load(m[0 * 4 + j] + g), m1 = load(m[1 * 4 + j] + g);                      \
-            vec m2 = load(m[2 * 4 + j] + g), m3 = load(m[3 * 4 + j] + g);                      \
+            vec m0 = load(m + (0 * 4 + j) * xi_stride), m1 = load(m + (1 * 4 + j) * xi_stride); \
+            vec m2 = load(m + (2 * 4 + j) * xi_stride), m3 = load(m + (3 * 4 + j) * xi_stride); \
             s[0][j] = add(add(m0, m1), m2);                                                    \
             s[1][j] = sub(sub(m1, m2), m3);                                                    \
         }                                                                                      \
@@ -376,17 +389,68 @@ static void dot_4x3(const float *d0, const float *d1, const float *d2, const flo
             sums[j][i] += hsum(acc[j][i]);
 }
 
-/* dw [K, C, 3, 3] += the weight gradient over n images, `chunk` at a time. The chunk's float
- * lanes (a few hundred products each) go to double sums per chunk, in a fixed order: no result
- * depends on the thread count. */
+/* D [16][K][ldv] = A dy A^T of every tile of images n0 .. n0 + nb - 1 of dy [n, K, rows, cols],
+ * zero past the last tile. */
+static void transform_grads(const wino_geom *wg, int n0, int nb, int K, const float *dy,
+                            float *d, size_t ldv)
+{
+    const size_t plane = (size_t)wg->rows * wg->cols;
+    const int T = nb * wg->tiles;
+    const long long planes = (long long)nb * K;
+#pragma omp parallel for schedule(static)
+    for (long long pl = 0; pl < planes; pl++) {
+        const int i = (int)(pl / K), k = (int)(pl % K);
+        const float *src = dy + ((size_t)(n0 + i) * K + k) * plane;
+        float *dk = d + (size_t)k * ldv + (size_t)i * wg->tiles;
+        if (wg->TW % 8 == 0)
+            transform_grad8(wg, src, dk, (size_t)K * ldv);
+        else
+            transform_grad4(wg, src, dk, (size_t)K * ldv);
+    }
+    for (int xi = 0; xi < XI; xi++)
+        for (int k = 0; k < K; k++)
+            memset(d + ((size_t)xi * K + k) * ldv + T, 0, sizeof(float) * (ldv - (size_t)T));
+}
+
+/* dw [K, C, 3, 3] += G^T dU G, dU [16][K][C] in double (dud) or float (duf). */
+static void filter_grad(int K, int C, const double *dud, const float *duf, float *dw)
+{
+    /* G^T = [1 1/2 1/2 0; 0 1/2 -1/2 0; 0 1/2 1/2 1] */
+    static const double GT[3][4] = {{1, 0.5, 0.5, 0}, {0, 0.5, -0.5, 0}, {0, 0.5, 0.5, 1}};
+#pragma omp parallel for schedule(static)
+    for (long long kc = 0; kc < (long long)K * C; kc++) {
+        double t[3][4];
+        for (int r = 0; r < 3; r++)
+            for (int j = 0; j < 4; j++) {
+                t[r][j] = 0.0;
+                for (int i = 0; i < 4; i++) {
+                    const size_t at = (size_t)(i * 4 + j) * K * C + (size_t)kc;
+                    t[r][j] += GT[r][i] * (dud ? dud[at] : (double)duf[at]);
+                }
+            }
+        for (int r = 0; r < 3; r++)
+            for (int s = 0; s < 3; s++) {
+                double acc = 0.0;
+                for (int j = 0; j < 4; j++)
+                    acc += t[r][j] * GT[s][j];
+                dw[(size_t)kc * 9 + r * 3 + s] += (float)acc;
+            }
+    }
+}
+
+/* dw [K, C, 3, 3] += the weight gradient over n images, `chunk` at a time, with the sums over
+ * tiles by dot_4x3 into double dU (narrow layers: the chunk's float lanes, a few hundred
+ * products each, go to double per chunk) or, for wide ones, by BLAS into float dU (16 GEMMs
+ * K x C x tiles per chunk). Either way in a fixed order. */
 static void winograd_weight_grad(const conv_geom *g, const wino_geom *wg, int n, int chunk,
-                                 const float *x, const float *dy, float *dw, double *du,
+                                 const float *x, const float *dy, float *dw, float *du,
                                  float *scratch)
 {
-    const int C = g->C, K = g->K;
-    const size_t plane = (size_t)wg->rows * wg->cols;
+    const int C = g->C, K = g->K, gemm = wide(g);
     const long long kblocks = (long long)channel_blocks(K), cblocks = (C + 2) / 3;
-    memset(du, 0, sizeof(double) * XI * K * C);
+    double *dud = gemm ? NULL : (double *)du;
+    if (dud)
+        memset(dud, 0, sizeof(double) * XI * K * C);
     for (int n0 = 0; n0 < n; n0 += chunk) {
         const int nb = n - n0 < chunk ? n - n0 : chunk;
         const int T = nb * wg->tiles;
@@ -394,20 +458,14 @@ static void winograd_weight_grad(const conv_geom *g, const wino_geom *wg, int n,
         float *par = scratch, *v = par + (size_t)nb * C * parity_floats(wg);
         float *d = v + (size_t)XI * C * ldv;
         transform_inputs(wg, n0, nb, C, x, par, v, ldv);
-        const long long planes = (long long)nb * K;
-#pragma omp parallel for schedule(static)
-        for (long long pl = 0; pl < planes; pl++) {
-            const int i = (int)(pl / K), k = (int)(pl % K);
-            const float *src = dy + ((size_t)(n0 + i) * K + k) * plane;
-            float *dk = d + (size_t)k * ldv + (size_t)i * wg->tiles;
-            if (wg->TW % 8 == 0)
-                transform_grad8(wg, src, dk, (size_t)K * ldv);
-            else
-                transform_grad4(wg, src, dk, (size_t)K * ldv);
+        transform_grads(wg, n0, nb, K, dy, d, ldv);
+        if (gemm) {
+            for (int xi = 0; xi < XI; xi++)
+                cpu_gemm(0, 1, K, C, (int)ldv, 1.0f, d + (size_t)xi * K * ldv, (int)ldv,
+                         v + (size_t)xi * C * ldv, (int)ldv, n0 ? 1.0f : 0.0f,
+                         du + (size_t)xi * K * C, C);
+            continue;
         }
-        for (int xi = 0; xi < XI; xi++)
-            for (int k = 0; k < K; k++)
-                memset(d + ((size_t)xi * K + k) * ldv + T, 0, sizeof(float) * (len - T));
         const long long jobs = XI * kblocks * cblocks;
 #pragma omp parallel for schedule(static)
         for (long long job = 0; job < jobs; job++) {
@@ -423,28 +481,46 @@ static void winograd_weight_grad(const conv_geom *g, const wino_geom *wg, int n,
             dot_4x3(dr[0], dr[1], dr[2], dr[3], vr[0], vr[1], vr[2], len, sums);
             for (int j = 0; j < KB && kb * KB + j < K; j++)
                 for (int i = 0; i < 3 && cb * 3 + i < C; i++)
-                    du[((size_t)xi * K + kb * KB + j) * C + cb * 3 + i] += sums[j][i];
+                    dud[((size_t)xi * K + kb * KB + j) * C + cb * 3 + i] += sums[j][i];
         }
     }
-    /* dw = G^T dU G, G^T = [1 1/2 1/2 0; 0 1/2 -1/2 0; 0 1/2 1/2 1] */
-    static const double GT[3][4] = {{1, 0.5, 0.5, 0}, {0, 0.5, -0.5, 0}, {0, 0.5, 0.5, 1}};
+    filter_grad(K, C, dud, gemm ? du : NULL, dw);
+}
+
+/* The wide form of a pass: V as below, then 16 BLAS GEMMs M[xi] = U[xi] V[xi] ([outs][ins]
+ * by [ins][tiles]) into M [16][outs][ldv], then outputs per (image, channel) plane. */
+static void winograd_gemm_pass(const wino_geom *wg, int n, int chunk, int ins, int outs,
+                               const float *in, const float *u, const float *bias, float *out,
+                               int accumulate, float *scratch)
+{
+    const size_t plane = (size_t)wg->rows * wg->cols, out_image = (size_t)outs * plane;
+    const int lanes = wg->TW % 8 == 0 ? 8 : 4;
+    for (int n0 = 0; n0 < n; n0 += chunk) {
+        const int nb = n - n0 < chunk ? n - n0 : chunk;
+        const size_t ldv = tile_cols(nb * wg->tiles), m_stride = (size_t)outs * ldv;
+        float *par = scratch, *v = par + (size_t)nb * ins * parity_floats(wg);
+        float *m = v + (size_t)XI * ins * ldv;
+        transform_inputs(wg, n0, nb, ins, in, par, v, ldv);
+        for (int xi = 0; xi < XI; xi++)
+            cpu_gemm(0, 0, outs, (int)ldv, ins, 1.0f, u + (size_t)xi * outs * ins, ins,
+                     v + (size_t)xi * ins * ldv, (int)ldv, 0.0f, m + xi * m_stride, (int)ldv);
+        const long long planes = (long long)nb * outs;
 #pragma omp parallel for schedule(static)
-    for (long long kc = 0; kc < (long long)K * C; kc++) {
-        const int k = (int)(kc / C), c = (int)(kc % C);
-        double t[3][4];
-        for (int r = 0; r < 3; r++)
-            for (int j = 0; j < 4; j++) {
-                t[r][j] = 0.0;
-                for (int i = 0; i < 4; i++)
-                    t[r][j] += GT[r][i] * du[((size_t)(i * 4 + j) * K + k) * C + c];
-            }
-        for (int r = 0; r < 3; r++)
-            for (int s2 = 0; s2 < 3; s2++) {
-                double acc = 0.0;
-                for (int j = 0; j < 4; j++)
-                    acc += t[r][j] * GT[s2][j];
-                dw[((size_t)k * C + c) * 9 + r * 3 + s2] += (float)acc;
-            }
+        for (long long pl = 0; pl < planes; pl++) {
+            const int i = (int)(pl / outs), k = (int)(pl % outs);
+            const float *mk = m + (size_t)k * ldv + (size_t)i * wg->tiles;
+            float *o = out + (size_t)(n0 + i) * out_image + (size_t)k * plane;
+            const float bk = bias ? bias[k] : 0.0f;
+            for (int ty = 0; ty < wg->TH; ty++)
+                for (int tx = 0; tx < wg->TW; tx += lanes) {
+                    const float *mt = mk + (size_t)ty * wg->TW + tx;
+                    float *ot = o + (size_t)(2 * ty) * wg->cols + 2 * tx;
+                    if (lanes == 8)
+                        transform_output8(mt, m_stride, bk, wg->cols, ot, accumulate);
+                    else
+                        transform_output4(mt, m_stride, bk, wg->cols, ot, accumulate);
+                }
+        }
     }
 }
 
@@ -481,9 +557,9 @@ static void winograd_pass(const wino_geom *wg, int n, int chunk, int ins, int ou
                                (size_t)(2 * ty) * wg->cols + 2 * tx;
                     const float bk = bias ? bias[k] : 0.0f;
                     if (lanes == 8)
-                        transform_output8(m[j], g, bk, wg->cols, o, accumulate);
+                        transform_output8(m[j][0] + g, TB, bk, wg->cols, o, accumulate);
                     else
-                        transform_output4(m[j], g, bk, wg->cols, o, accumulate);
+                        transform_output4(m[j][0] + g, TB, bk, wg->cols, o, accumulate);
                 }
             }
         }
@@ -503,18 +579,21 @@ int cpu_conv_winograd_supported(const conv_geom *g)
 }
 
 /* Scratch of a forward or input-gradient pass (transformed filters, then per chunk parity
- * planes and V) or of the weight gradient (the double dU, then per chunk parity planes, V and
- * D). */
+ * planes and V, and for wide layers M) or of the weight gradient (dU, double for narrow
+ * layers, then per chunk parity planes, V and D). */
 size_t cpu_conv_winograd_workspace(const conv_geom *g, int chunk, int weight_grad)
 {
 #ifdef CONV_WINOGRAD
     const wino_geom wg = make_geom(g->H, g->W);
-    const size_t cols = tile_cols(chunk * wg.tiles);
+    const size_t cols = tile_cols(chunk * wg.tiles), pairs = (size_t)g->K * g->C;
     if (weight_grad)
-        return sizeof(float) * (round16(2 * (size_t)XI * g->K * g->C) +
+        return sizeof(float) * (round16((wide(g) ? 1 : 2) * XI * pairs) +
                                 (size_t)chunk * g->C * parity_floats(&wg) +
                                 (size_t)XI * (g->C + g->K) * cols);
     const int most = g->C > g->K ? g->C : g->K;
+    if (wide(g))
+        return sizeof(float) * (round16(XI * pairs) + (size_t)chunk * most * parity_floats(&wg) +
+                                (size_t)XI * (g->C + g->K) * cols);
     const size_t filters = filter_floats(g->C, g->K) > filter_floats(g->K, g->C)
                                ? filter_floats(g->C, g->K)
                                : filter_floats(g->K, g->C);
@@ -526,14 +605,44 @@ size_t cpu_conv_winograd_workspace(const conv_geom *g, int chunk, int weight_gra
 #endif
 }
 
+/* Images per chunk: the most (at least one, at most max_batch) whose scratch fits `budget`
+ * beside the fixed part, and the workspace limit with it.
+ *   narrow forward / input gradient: 1 MiB, the transformed tiles stay in L2;
+ *   narrow weight gradient: 8 MiB; it reads one of 16 position slices at a time, summing over
+ *     tiles, so a slice stays within L2 and the sums are long (with 1 MiB ResNet-20's 8x8
+ *     stage summed 32 tiles a call and took 11.7 ms a layer instead of 8);
+ *   wide: 16 MiB, so the GEMMs have a few hundred tiles for their N. */
+int cpu_conv_winograd_chunk(const conv_geom *g, int max_batch, size_t limit, int weight_grad)
+{
+#ifdef CONV_WINOGRAD
+    const size_t mib = (size_t)1 << 20;
+    const size_t budget = wide(g) ? 16 * mib : weight_grad ? 8 * mib : mib;
+    const size_t fixed = cpu_conv_winograd_workspace(g, 0, weight_grad);
+    const size_t per = cpu_conv_winograd_workspace(g, 1, weight_grad) - fixed;
+    size_t nb = budget / per;
+    if (limit > fixed && (limit - fixed) / per < nb)
+        nb = (limit - fixed) / per;
+    if (nb > (size_t)max_batch)
+        nb = (size_t)max_batch;
+    return nb ? (int)nb : 1;
+#else
+    (void)g, (void)max_batch, (void)limit, (void)weight_grad;
+    return 1;
+#endif
+}
+
 void cpu_conv_winograd_forward(const conv_geom *g, int n, int chunk, const float *x,
                                const float *w, const float *bias, float *y, float *workspace)
 {
 #ifdef CONV_WINOGRAD
     const wino_geom wg = make_geom(g->H, g->W);
     const size_t fixed = cpu_conv_winograd_workspace(g, 0, 0) / sizeof(float);
-    transform_filters(w, g->K, g->C, 0, workspace);
-    winograd_pass(&wg, n, chunk, g->C, g->K, x, workspace, bias, y, 0, workspace + fixed);
+    transform_filters(w, g->K, g->C, 0, wide(g), workspace);
+    if (wide(g))
+        winograd_gemm_pass(&wg, n, chunk, g->C, g->K, x, workspace, bias, y, 0,
+                           workspace + fixed);
+    else
+        winograd_pass(&wg, n, chunk, g->C, g->K, x, workspace, bias, y, 0, workspace + fixed);
 #else
     (void)g, (void)n, (void)chunk, (void)x, (void)w, (void)bias, (void)y, (void)workspace;
 #endif
@@ -546,14 +655,17 @@ void cpu_conv_winograd_backward(const conv_geom *g, int n, int chunk, int weight
 #ifdef CONV_WINOGRAD
     const wino_geom wg = make_geom(g->H, g->W);
     size_t fixed = cpu_conv_winograd_workspace(g, 0, 1) / sizeof(float);
-    winograd_weight_grad(g, &wg, n, weight_grad_chunk, x, dy, dw, (double *)workspace,
-                         workspace + fixed);
+    winograd_weight_grad(g, &wg, n, weight_grad_chunk, x, dy, dw, workspace, workspace + fixed);
     if (!dx)
         return;
     fixed = cpu_conv_winograd_workspace(g, 0, 0) / sizeof(float);
-    transform_filters(w, g->K, g->C, 1, workspace);
-    winograd_pass(&wg, n, chunk, g->K, g->C, dy, workspace, NULL, dx, accumulate,
-                  workspace + fixed);
+    transform_filters(w, g->K, g->C, 1, wide(g), workspace);
+    if (wide(g))
+        winograd_gemm_pass(&wg, n, chunk, g->K, g->C, dy, workspace, NULL, dx, accumulate,
+                           workspace + fixed);
+    else
+        winograd_pass(&wg, n, chunk, g->K, g->C, dy, workspace, NULL, dx, accumulate,
+                      workspace + fixed);
 #else
     (void)g, (void)n, (void)chunk, (void)weight_grad_chunk, (void)x, (void)dy, (void)w;
     (void)dw, (void)dx, (void)accumulate, (void)workspace;

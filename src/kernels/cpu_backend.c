@@ -15,6 +15,7 @@ static const dtnn_backend cpu_backend = {
     .conv_direct_backward = cpu_conv_direct_backward,
     .conv_winograd_supported = cpu_conv_winograd_supported,
     .conv_winograd_workspace = cpu_conv_winograd_workspace,
+    .conv_winograd_chunk = cpu_conv_winograd_chunk,
     .conv_winograd_forward = cpu_conv_winograd_forward,
     .conv_winograd_backward = cpu_conv_winograd_backward,
     .bias_grad = cpu_bias_grad,

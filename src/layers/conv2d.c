@@ -12,10 +12,10 @@
  *
  * Faster paths, picked by algo=auto (the default) when they apply (algo=direct: all but
  * Winograd):
- *   winograd   3x3, stride 1, padding 1, output height even and width a multiple of 8, within
- *              the direct path's channel limit below (ResNet-20's blocks, VGG's first stage):
- *              F(2x2, 3x3) (kernels/conv_winograd.c), 2.25x fewer multiply-adds; forward
- *              always, backward from 32 channels on (below, on the direct kernels).
+ *   winograd   3x3, stride 1, padding 1, output height even and width a multiple of 8
+ *              (ResNet-20's blocks, VGG's stages down to 8x8): F(2x2, 3x3)
+ *              (kernels/conv_winograd.c), 2.25x fewer multiply-adds; forward always,
+ *              backward from 32 channels on (below, on the direct or im2col path).
  *   direct     stride 1, dilation 1, one group, kernels up to 7x7, padding below the kernel
  *              size, channels x kernel rows at most 192 (3x3 with up to 64 channels:
  *              ResNet-20/32/56's blocks, the first stage of VGG and ResNet-18/34, the CIFAR
@@ -41,7 +41,8 @@ typedef struct {
     /* derived in infer */
     int algo;                   /* the path that runs: CONV_IM2COL, _DIRECT, ... */
     conv_geom g;
-    int algo_backward;          /* CONV_WINOGRAD runs forward only where this is CONV_DIRECT */
+    int algo_backward;          /* the path of backward: with CONV_WINOGRAD forward, Winograd,
+                                 * direct or im2col (narrow or wide layers) */
     int chunk;                  /* images per GEMM or per direct pass */
     int chunk_winograd;         /* images per Winograd forward or input-gradient pass */
     int chunk_weight_grad;      /* images per Winograd weight-gradient pass */
@@ -100,6 +101,18 @@ static int chunk_for(size_t fixed, size_t per_image, size_t budget, const layer 
     return (int)DTNN_MAX(1, DTNN_MIN((size_t)l->max_batch, nb));
 }
 
+/* Chunks whose scratch fits the 1 MiB L2 cache of a core: the GEMM then reads the columns
+ * im2col has just written from cache instead of memory. Measured (dtnn bench, batch 64, 1
+ * thread, images/s with 0.5 / 1 / 64 MiB chunks): resnet20 96 / 93 / 69, cifarcnn 220 /
+ * 215 / 167; 2 threads: resnet20 155 / 160 / 129, cifarcnn 384 / 383 / 341. */
+static void plan_im2col(conv2d_cfg *c, layer *l)
+{
+    const conv_geom *g = &c->g;
+    size_t per_image = ((size_t)g->C * g->R * g->S + g->K) * g->P * g->Q * sizeof(float);
+    c->chunk = chunk_for(0, per_image, (size_t)1 << 20, l);
+    l->workspace_bytes = per_image * c->chunk;
+}
+
 static dtnn_status conv2d_infer(layer *l, dtnn_error *err)
 {
     conv2d_cfg *c = l->cfg;
@@ -141,7 +154,7 @@ static dtnn_status conv2d_infer(layer *l, dtnn_error *err)
         int64_t bd[1] = {c->filters};
         layer_declare(l, "bias", DTNN_TENSOR_PARAM, DTNN_F32, 1, bd, INIT_BIAS, fan_in, fan_out);
     }
-    c->algo = CONV_IM2COL;
+    c->algo = c->algo_backward = CONV_IM2COL;
     /* the build's setting narrows the layer's: im2col beats direct beats auto */
     int asked = c->algo_asked;
     if (l->conv_algo == DTNN_CONV_IM2COL)
@@ -150,13 +163,13 @@ static dtnn_status conv2d_infer(layer *l, dtnn_error *err)
         asked = CONV_DIRECT;
     const int fast = asked != CONV_IM2COL;
     if (fast && c->groups == in.c && c->filters == in.c) {
-        c->algo = CONV_DEPTHWISE;
+        c->algo = c->algo_backward = CONV_DEPTHWISE;
         l->workspace_bytes = 0;
         return DTNN_OK;
     }
     if (fast && c->groups == 1 && c->kh == 1 && c->kw == 1 &&
         c->stride_h == 1 && c->stride_w == 1 && c->pad_h == 0 && c->pad_w == 0) {
-        c->algo = CONV_POINTWISE;
+        c->algo = c->algo_backward = CONV_POINTWISE;
         l->workspace_bytes = 0;
         return DTNN_OK;
     }
@@ -167,55 +180,44 @@ static dtnn_status conv2d_infer(layer *l, dtnn_error *err)
      * filter block stay in L1 (3x3 with 64 channels: 24 + 9 KiB). With 128 to 512 channels
      * of 3x3 it re-read them from L2 and lost to im2col by up to 2x (vgg16-64's deep layers,
      * dtnn bench --profile with --conv-algo auto and im2col). */
-    if (fast && in.c * c->kh <= 192 && c->filters * c->kh <= 192 &&
-        be->conv_direct_supported(g)) {
+    const int direct = fast && in.c * c->kh <= 192 && c->filters * c->kh <= 192 &&
+                       be->conv_direct_supported(g);
+    /* Winograd from 16 channels in and out: with 3 (an RGB input) the transforms cost more
+     * than the products they save (vgg16-64's first layer, forward 18 ms direct, 28 ms
+     * Winograd; dtnn bench --profile, batch 64, 1 thread). */
+    const int winograd = asked == CONV_AUTO && DTNN_MIN(in.c, c->filters) >= 16 &&
+                         be->conv_winograd_supported(g);
+    if (direct) {
         /* Chunks whose padded planes fit the 1 MiB L2 cache of a core, so the kernels read
          * what pad_planes has just written from there: with 16 MiB chunks ResNet-20's first
          * stage ran at 7.5 / 15.5 ms forward / backward per layer instead of 4.7 / 9.0. */
-        const size_t l2 = (size_t)1 << 20;
         size_t fixed = be->conv_direct_workspace(g, 0);
         c->algo = c->algo_backward = CONV_DIRECT;
-        c->chunk = chunk_for(fixed, be->conv_direct_workspace(g, 1) - fixed, l2, l);
+        c->chunk = chunk_for(fixed, be->conv_direct_workspace(g, 1) - fixed, (size_t)1 << 20, l);
         l->workspace_bytes = be->conv_direct_workspace(g, c->chunk);
-        if (asked == CONV_AUTO && be->conv_winograd_supported(g)) {
-            /* Forward and input gradient: Winograd's transformed tiles (4x the input) stay in
-             * L2 as well. */
-            fixed = be->conv_winograd_workspace(g, 0, 0);
-            c->algo = CONV_WINOGRAD;
-            c->chunk_winograd =
-                chunk_for(fixed, be->conv_winograd_workspace(g, 1, 0) - fixed, l2, l);
-            l->workspace_bytes = DTNN_MAX(l->workspace_bytes,
-                                          be->conv_winograd_workspace(g, c->chunk_winograd, 0));
-            /* Backward too from 32 channels on. Below, the transforms (their cost per
-             * multiply-add falls with the channel count) ate the gain: ResNet-20's 16-channel
-             * stage took 14.7 ms a layer backward against the direct kernels' 14.0 (whose input
-             * gradient shares its padded planes with the weight gradient), while its
-             * 32- and 64-channel stages went from 14.8 and 15.5 to 11.2 and 11.7 (dtnn bench
-             * --profile, batch 64, 1 thread, --conv-algo direct vs auto). The weight gradient
-             * reads one of its 16 position slices at a time, summing over tiles: 8 MiB chunks
-             * keep a slice within L2 and make those sums long (with 1 MiB the 8x8 stage summed
-             * 32 tiles a call and took 11.7 ms a layer, not 8). */
-            if (DTNN_MIN(in.c, c->filters) >= 32) {
-                fixed = be->conv_winograd_workspace(g, 0, 1);
-                c->algo_backward = CONV_WINOGRAD;
-                c->chunk_weight_grad =
-                    chunk_for(fixed, be->conv_winograd_workspace(g, 1, 1) - fixed, 8 * l2, l);
-                l->workspace_bytes =
-                    DTNN_MAX(l->workspace_bytes,
-                             be->conv_winograd_workspace(g, c->chunk_weight_grad, 1));
-            }
-        }
-        return DTNN_OK;
+    } else {
+        plan_im2col(c, l);
     }
-    /* Chunks whose scratch fits the 1 MiB L2 cache of a core: the GEMM then reads the columns
-     * im2col has just written from cache instead of memory. Measured (dtnn bench, batch 64, 1
-     * thread, images/s with 0.5 / 1 / 64 MiB chunks): resnet20 96 / 93 / 69, cifarcnn 220 /
-     * 215 / 167; 2 threads: resnet20 155 / 160 / 129, cifarcnn 384 / 383 / 341. */
-    const size_t chunk_target = (size_t)1 << 20;
-    size_t per_image = ((size_t)in.c * c->kh * c->kw + c->filters) * g->P * g->Q * sizeof(float);
-    size_t nb = DTNN_MIN(l->workspace_limit, chunk_target) / per_image;
-    c->chunk = (int)DTNN_MAX(1, DTNN_MIN((size_t)l->max_batch, nb));
-    l->workspace_bytes = per_image * c->chunk;
+    if (winograd) {
+        c->algo = CONV_WINOGRAD;
+        c->chunk_winograd = be->conv_winograd_chunk(g, l->max_batch, l->workspace_limit, 0);
+        l->workspace_bytes = DTNN_MAX(l->workspace_bytes,
+                                      be->conv_winograd_workspace(g, c->chunk_winograd, 0));
+        /* Backward too from 32 channels on. Below, the transforms (their cost per
+         * multiply-add falls with the channel count) ate the gain: ResNet-20's 16-channel
+         * stage took 14.7 ms a layer backward against the direct kernels' 14.0 (whose input
+         * gradient shares its padded planes with the weight gradient), while its 32- and
+         * 64-channel stages went from 14.8 and 15.5 to 11.2 and 11.7 (dtnn bench --profile,
+         * batch 64, 1 thread, --conv-algo direct vs auto). */
+        if (DTNN_MIN(in.c, c->filters) >= 32) {
+            c->algo_backward = CONV_WINOGRAD;
+            c->chunk_weight_grad =
+                be->conv_winograd_chunk(g, l->max_batch, l->workspace_limit, 1);
+            l->workspace_bytes =
+                DTNN_MAX(l->workspace_bytes,
+                         be->conv_winograd_workspace(g, c->chunk_weight_grad, 1));
+        }
+    }
     return DTNN_OK;
 }
 
@@ -292,12 +294,12 @@ static void conv2d_backward(layer *l, const layer_ctx *ctx)
             ctx->be->dw_conv_backward_data(g, l->n, l->dy, w, dx, l->dx_accumulate[0]);
         return;
     }
-    if (c->algo == CONV_WINOGRAD && c->algo_backward == CONV_WINOGRAD) {
+    if (c->algo_backward == CONV_WINOGRAD) {
         ctx->be->conv_winograd_backward(g, l->n, c->chunk_winograd, c->chunk_weight_grad, x,
                                         l->dy, w, dw, dx, l->dx_accumulate[0], ctx->workspace);
         return;
     }
-    if (c->algo == CONV_DIRECT || c->algo == CONV_WINOGRAD) {
+    if (c->algo_backward == CONV_DIRECT) {
         ctx->be->conv_direct_backward(g, l->n, c->chunk, x, l->dy, w, dw, dx,
                                       l->dx_accumulate[0], ctx->workspace);
         return;
