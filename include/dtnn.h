@@ -234,6 +234,8 @@ size_t dtnn_model_buffer_bytes(const dtnn_model *m);
 typedef struct {
     const char *name;
     const char *type;
+    const char *method;        /* algorithm of a layer that has several ("winograd" or, with
+                                * another backward, "winograd/direct"); "" otherwise */
     int c, h, w;               /* output shape per sample */
     size_t params;             /* trainable parameters */
     double flops;              /* forward FLOPs per sample (2 x MACs for conv/linear) */

@@ -24,6 +24,7 @@
 typedef struct {
     int c, h, w, n;
     const char *opts;   /* conv2d options without algo= */
+    const char *method; /* the path algo=auto must take (dtnn_layer_info.method), if given */
 } conv_case;
 
 static dtnn_model *build_one(const conv_case *cc, const char *algo)
@@ -74,6 +75,17 @@ static void check_case(const conv_case *cc, const char *algo)
         dtnn_model_free(ref);
         return;
     }
+    /* the case must exercise the path it is listed for: auto its method, direct no Winograd */
+    dtnn_layer_info info;
+    dtnn_model_layer_info(fast, 0, &info);
+    const int is_auto = !strcmp(algo, "auto");
+    if ((is_auto && cc->method && strcmp(info.method, cc->method)) ||
+        (!is_auto && !strncmp(info.method, "winograd", 8))) {
+        fprintf(stderr, "FAIL %dx%dx%dx%d %s algo=%s: runs '%s', expected '%s'\n", cc->n, cc->c,
+                cc->h, cc->w, cc->opts, algo, info.method,
+                is_auto ? cc->method : "no Winograd");
+        test_failures++;
+    }
     const size_t in_count = (size_t)cc->n * cc->c * cc->h * cc->w;
     float *x = malloc(sizeof(float) * in_count);
     test_fill(x, in_count, 11);
@@ -114,55 +126,55 @@ int main(void)
 {
     static const conv_case cases[] = {
         /* depthwise: groups == C == K */
-        {5, 9, 7, 3, "filters=5 kernel=3 padding=1 groups=5"},
-        {13, 8, 11, 1, "filters=13 kernel=3 stride=2 padding=1 groups=13 bias=0"},
-        {6, 10, 9, 2, "filters=6 kernel=5 stride=2 padding=2 groups=6"},
-        {3, 12, 13, 2, "filters=3 kernel=7 stride=2 padding=3 groups=3 bias=0"},
-        {7, 6, 6, 2, "filters=7 kernel=1 groups=7"},
-        {9, 7, 8, 2, "filters=9 kernel=3 padding=0 groups=9"},
-        {4, 9, 10, 2, "filters=4 kernel=3 padding=2 dilation=2 groups=4"},
-        {5, 7, 9, 2, "filters=5 kernel=3x5 stride=1x2 padding=1x2 groups=5"},
-        {6, 5, 5, 3, "filters=6 kernel=5 padding=0 groups=6"},
+        {5, 9, 7, 3, "filters=5 kernel=3 padding=1 groups=5", "depthwise"},
+        {13, 8, 11, 1, "filters=13 kernel=3 stride=2 padding=1 groups=13 bias=0", NULL},
+        {6, 10, 9, 2, "filters=6 kernel=5 stride=2 padding=2 groups=6", NULL},
+        {3, 12, 13, 2, "filters=3 kernel=7 stride=2 padding=3 groups=3 bias=0", NULL},
+        {7, 6, 6, 2, "filters=7 kernel=1 groups=7", NULL},
+        {9, 7, 8, 2, "filters=9 kernel=3 padding=0 groups=9", NULL},
+        {4, 9, 10, 2, "filters=4 kernel=3 padding=2 dilation=2 groups=4", NULL},
+        {5, 7, 9, 2, "filters=5 kernel=3x5 stride=1x2 padding=1x2 groups=5", NULL},
+        {6, 5, 5, 3, "filters=6 kernel=5 padding=0 groups=6", NULL},
         /* pointwise: 1x1, stride 1, no padding, one group */
-        {5, 7, 9, 3, "filters=11 kernel=1"},
-        {13, 1, 1, 1, "filters=3 kernel=1 bias=0"},
-        {16, 8, 8, 2, "filters=24 kernel=1 bias=0"},
+        {5, 7, 9, 3, "filters=11 kernel=1", "pointwise"},
+        {13, 1, 1, 1, "filters=3 kernel=1 bias=0", NULL},
+        {16, 8, 8, 2, "filters=24 kernel=1 bias=0", NULL},
         /* direct: stride 1, one group, any kernel up to 7x7, padding below the kernel size */
-        {1, 28, 28, 3, "filters=6 kernel=5 padding=2"},     /* LeNet-5 */
-        {6, 14, 14, 2, "filters=16 kernel=5"},
-        {5, 11, 9, 2, "filters=7 kernel=7 padding=3 bias=0"},
-        {3, 9, 10, 2, "filters=5 kernel=3 padding=0"},
-        {4, 8, 7, 1, "filters=6 kernel=3 padding=2"},
-        {3, 7, 12, 2, "filters=5 kernel=3x5 padding=1x2"},
-        {2, 6, 9, 2, "filters=3 kernel=2 padding=1"},
-        {5, 10, 6, 2, "filters=4 kernel=5x3 padding=0x1 bias=0"},
-        {3, 7, 9, 1, "filters=5 kernel=3 padding=1"},
-        {16, 32, 32, 2, "filters=16 kernel=3 padding=1"},
-        {13, 1, 1, 2, "filters=6 kernel=3 padding=1 bias=0"},
-        {5, 8, 8, 3, "filters=9 kernel=3 padding=1"},
-        {1, 3, 17, 2, "filters=1 kernel=3 padding=1"},
-        {7, 11, 5, 2, "filters=4 kernel=3 padding=1 bias=0"},
+        {1, 28, 28, 3, "filters=6 kernel=5 padding=2", "direct"},     /* LeNet-5 */
+        {6, 14, 14, 2, "filters=16 kernel=5", NULL},
+        {5, 11, 9, 2, "filters=7 kernel=7 padding=3 bias=0", NULL},
+        {3, 9, 10, 2, "filters=5 kernel=3 padding=0", NULL},
+        {4, 8, 7, 1, "filters=6 kernel=3 padding=2", NULL},
+        {3, 7, 12, 2, "filters=5 kernel=3x5 padding=1x2", NULL},
+        {2, 6, 9, 2, "filters=3 kernel=2 padding=1", NULL},
+        {5, 10, 6, 2, "filters=4 kernel=5x3 padding=0x1 bias=0", NULL},
+        {3, 7, 9, 1, "filters=5 kernel=3 padding=1", NULL},
+        {16, 32, 32, 2, "filters=16 kernel=3 padding=1", "winograd/direct"},
+        {13, 1, 1, 2, "filters=6 kernel=3 padding=1 bias=0", NULL},
+        {5, 8, 8, 3, "filters=9 kernel=3 padding=1", "direct"},
+        {1, 3, 17, 2, "filters=1 kernel=3 padding=1", NULL},
+        {7, 11, 5, 2, "filters=4 kernel=3 padding=1 bias=0", NULL},
         /* 5 chunks of 1 image; Winograd's weight gradient 4 + 1 */
-        {64, 32, 32, 5, "filters=64 kernel=3 padding=1"},
+        {64, 32, 32, 5, "filters=64 kernel=3 padding=1", "winograd"},
         /* Winograd (auto) forward: 3x3, padding 1, height even, width a multiple of 8, 16
          * channels in and out or more */
-        {17, 8, 16, 2, "filters=18 kernel=3 padding=1 bias=0"},
-        {16, 2, 8, 1, "filters=21 kernel=3 padding=1"},     /* one row of tiles */
-        {20, 6, 24, 2, "filters=19 kernel=3 padding=1"},    /* 12 tiles a row: 4 at a time */
-        {19, 16, 16, 5, "filters=33 kernel=3 padding=1"},   /* tiles past a 24-tile block */
+        {17, 8, 16, 2, "filters=18 kernel=3 padding=1 bias=0", "winograd/direct"},
+        {16, 2, 8, 1, "filters=21 kernel=3 padding=1", "winograd/direct"}, /* a row of tiles */
+        {20, 6, 24, 2, "filters=19 kernel=3 padding=1", "winograd/direct"}, /* 12 a row */
+        {19, 16, 16, 5, "filters=33 kernel=3 padding=1", "winograd/direct"}, /* 24+ tiles */
         /* and its backward, from 32 channels on: channel counts no multiple of its blocks of
          * 4 filters and 3 inputs, 8 and 4 tiles a row */
-        {33, 8, 16, 2, "filters=35 kernel=3 padding=1"},
-        {40, 4, 8, 3, "filters=32 kernel=3 padding=1 bias=0"},
+        {33, 8, 16, 2, "filters=35 kernel=3 padding=1", "winograd"},
+        {40, 4, 8, 3, "filters=32 kernel=3 padding=1 bias=0", "winograd"},
         /* wide layers (over 64 channels in or out): the products by BLAS; 3 + 2 images per
          * chunk; backward on im2col below 32 channels */
-        {65, 8, 8, 2, "filters=70 kernel=3 padding=1"},
-        {128, 32, 32, 5, "filters=128 kernel=3 padding=1"},
-        {16, 8, 16, 2, "filters=80 kernel=3 padding=1"},
-        {130, 4, 8, 3, "filters=24 kernel=3 padding=1 bias=0"},
+        {65, 8, 8, 2, "filters=70 kernel=3 padding=1", "winograd"},
+        {128, 32, 32, 5, "filters=128 kernel=3 padding=1", "winograd"},
+        {16, 8, 16, 2, "filters=80 kernel=3 padding=1", "winograd/im2col"},
+        {130, 4, 8, 3, "filters=24 kernel=3 padding=1 bias=0", "winograd/im2col"},
         /* not a fast path (auto falls back to the reference): must agree trivially */
-        {6, 9, 9, 2, "filters=7 kernel=1 stride=2"},
-        {6, 7, 7, 2, "filters=12 kernel=3 padding=1 groups=6"},
+        {6, 9, 9, 2, "filters=7 kernel=1 stride=2", "im2col"},
+        {6, 7, 7, 2, "filters=12 kernel=3 padding=1 groups=6", NULL},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         check_case(&cases[i], "auto");

@@ -148,11 +148,13 @@ static void print_profile(dtnn_model *m, int64_t steps)
         dtnn_model_layer_info(m, i, &li);
         total += li.seconds_fwd + li.seconds_bwd;
     }
-    printf("%-24s %-14s %10s %10s %7s\n", "layer", "type", "fwd ms", "bwd ms", "share");
+    printf("%-24s %-14s %-16s %10s %10s %7s\n", "layer", "type", "method", "fwd ms", "bwd ms",
+           "share");
     for (int i = 0; i < dtnn_model_layer_count(m); i++) {
         dtnn_layer_info li;
         dtnn_model_layer_info(m, i, &li);
-        printf("%-24s %-14s %10.3f %10.3f %6.1f%%\n", li.name, li.type,
+        printf("%-24s %-14s %-16s %10.3f %10.3f %6.1f%%\n", li.name, li.type,
+               li.method[0] ? li.method : "-",
                1e3 * li.seconds_fwd / (double)steps, 1e3 * li.seconds_bwd / (double)steps,
                total > 0 ? 100.0 * (li.seconds_fwd + li.seconds_bwd) / total : 0.0);
     }

@@ -7,7 +7,8 @@
  *
  * Shapes: output height even and width a multiple of 8 (so a row of tiles is whole groups of
  * 4), which every CIFAR and ImageNet stage of those networks has down to 8x8; elsewhere conv2d
- * uses the direct kernels. Built where the compiler targets AVX2 + FMA, as conv_direct.c.
+ * uses the direct kernels or im2col. Built where the compiler targets AVX2 + FMA, as
+ * conv_direct.c.
  *
  * Per chunk of images:
  *   1. each input plane is split into its four (row parity, column parity) planes of the
@@ -15,7 +16,9 @@
  *      contiguous loads, and transformed to V [16][ins][tiles] (B^T d B, 4 tiles at a time);
  *   2. for each block of 24 tiles and 4 output channels, 16 small GEMMs over the input
  *      channels (M[xi] = U[xi] V[xi], U = the transformed filters), kept in a 6 KiB buffer
- *      and turned into outputs (A^T M A) at once, so M never goes to memory.
+ *      and turned into outputs (A^T M A) at once, so M never goes to memory. Wide layers
+ *      (more than 64 channels) run the 16 products as BLAS GEMMs instead, through M
+ *      [16][outs][tiles] (winograd_gemm_pass).
  * The input gradient is the same computation over the output gradient with the filters
  * transposed and rotated by 180 degrees (for padding 1 and a 3x3 kernel its padding is 1);
  * the weight gradient is below (winograd_weight_grad).
@@ -24,7 +27,8 @@
  * direct summation by a few ulps of the largest intermediate (tests/test_conv_paths.c).
  * Threads: jobs are (image, channel) for the transforms, (tile block, channel block) for the
  * products and (position, channel blocks) for the weight gradient's; every output is summed by
- * one thread in a fixed order, so no result depends on the thread count.
+ * one thread in a fixed order, so no result depends on the thread count. The wide form's
+ * GEMMs are BLAS's, as on the im2col path.
  */
 #include <stddef.h>
 #include <string.h>

@@ -341,6 +341,16 @@ static void conv2d_backward(layer *l, const layer_ctx *ctx)
     }
 }
 
+static const char *conv2d_method(const layer *l)
+{
+    static const char *const names[] = {"auto", "im2col", "direct", "winograd", "depthwise",
+                                        "pointwise"};
+    const conv2d_cfg *c = l->cfg;
+    if (c->algo != CONV_WINOGRAD || c->algo_backward == CONV_WINOGRAD)
+        return names[c->algo];
+    return c->algo_backward == CONV_DIRECT ? "winograd/direct" : "winograd/im2col";
+}
+
 static double conv2d_flops(const layer *l)
 {
     const conv2d_cfg *c = l->cfg;
@@ -361,4 +371,5 @@ const layer_ops layer_conv2d = {
     .forward = conv2d_forward,
     .backward = conv2d_backward,
     .flops = conv2d_flops,
+    .method = conv2d_method,
 };

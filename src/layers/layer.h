@@ -77,6 +77,8 @@ typedef struct {
     void (*forward)(layer *l, const layer_ctx *ctx);
     void (*backward)(layer *l, const layer_ctx *ctx);
     double (*flops)(const layer *l);    /* forward FLOPs per sample; NULL = 0 */
+    /* The algorithm a built layer runs, for profiles ("winograd", ...); NULL: one only. */
+    const char *(*method)(const layer *l);
     /* Memory sharing (model.c): an `inplace` layer may write its output over its single
      * input, because its forward reads each value before writing the same position and its
      * backward needs no more than that output (ReLU: y > 0 exactly where x > 0). The model

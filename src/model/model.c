@@ -797,6 +797,7 @@ void dtnn_model_layer_info(const dtnn_model *m, int i, dtnn_layer_info *info)
     memset(info, 0, sizeof *info);
     info->name = l->name;
     info->type = l->ops->type;
+    info->method = (m->built && l->ops->method) ? l->ops->method(l) : "";
     info->c = l->out.c;
     info->h = l->out.h;
     info->w = l->out.w;
