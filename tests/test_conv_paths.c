@@ -113,7 +113,8 @@ static void check_case(const conv_case *cc, const char *algo)
      * * W, close enough, for this tolerance), most of them cancelling:
      * its rounding error grows with that count, not with the (small) result, so the absolute
      * part of its tolerance grows with it too, from 256 terms on. */
-    const double terms = (double)cc->n * cc->h * cc->w, atol_grad = ATOL * (terms > 256 ? terms / 256 : 1);
+    const double terms = (double)cc->n * cc->h * cc->w;
+    const double atol_grad = ATOL * (terms > 256 ? terms / 256 : 1);
     test_compare(label, dtnn_model_grads(fast), dtnn_model_grads(ref),
                  dtnn_model_param_count(fast), atol_grad, RTOL);
     free(x);

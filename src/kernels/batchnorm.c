@@ -1,13 +1,15 @@
 /*
  * batchnorm.c — batch normalisation over [n, C, hw] as torch.nn.BatchNorm2d/1d, in the phases
- * backend.h describes, and the per-channel sum convolutions need for their bias gradient: training normalises with the batch mean and biased variance and updates
- * the running estimates with the unbiased variance; evaluation uses the running estimates.
+ * backend.h describes, and the per-channel sums convolutions need for their bias gradient:
+ * training normalises with the batch mean and biased variance and updates the running
+ * estimates with the unbiased variance; evaluation uses the running estimates.
  * Per-channel sums are accumulated in double, one channel per thread, so results do not
  * depend on the thread count. Within a channel, value j goes to lane j % LANES of LANES
  * double accumulators, added up at the end: the same fixed order on every run, and a loop
  * the compiler vectorises, where one double accumulator was a chain of dependent adds (4
- * cycles a value: batch norm took 16% of a ResNet-20 step, dtnn bench --profile). Backward: dx = gamma * invstd / m * (m * dy - sum(dy) - xhat *
- * sum(dy * xhat)), m = the number of values per channel (over all ranks when synchronised).
+ * cycles a value: batch norm took 16% of a ResNet-20 step, dtnn bench --profile).
+ * Backward: dx = gamma * invstd / m * (m * dy - sum(dy) - xhat * sum(dy * xhat)), m = the
+ * number of values per channel (over all ranks when synchronised).
  */
 #include <math.h>
 

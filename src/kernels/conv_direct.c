@@ -126,6 +126,7 @@ static void pad_planes(long long planes, int rows, int cols, int top, int left, 
 #pragma omp parallel for schedule(static)
     for (long long pl = 0; pl < planes; pl++) {
         const float *s = src + (size_t)pl * rows * cols;
+        prefetch_floats(s + (size_t)rows * cols, (size_t)rows * cols);
         float *d = dst + (size_t)pl * Ls;
         memset(d, 0, sizeof(float) * first);
         for (int y = 0; y < rows; y++) {

@@ -223,9 +223,10 @@ static void gemm_4x24(int ins, const float *u, const float *v, size_t ldv, float
     _mm256_storeu_ps(m, a30), _mm256_storeu_ps(m + 8, a31), _mm256_storeu_ps(m + 16, a32);
 }
 
-/* Outputs of a vector of tiles in a row (A^T m A) from m[xi * xi_stride ..], written or added to the
- * two output rows at `out` (row stride cols), + bias: 8 tiles (AVX) or 4 (SSE), as the input
- * transform. The two output columns of each tile are interleaved into a row with unpacks. */
+/* Outputs of a vector of tiles in a row (A^T m A) from m[xi * xi_stride ..], written or added
+ * to the two output rows at `out` (row stride cols), + bias: 8 tiles (AVX) or 4 (SSE), as the
+ * input transform. The two output columns of each tile are interleaved into a row with
+ * unpacks. */
 #define TRANSFORM_OUTPUT(name, vec, load, store, add, sub, set1, interleave)                  \
     static void name(const float *m, size_t xi_stride, float bias, int cols, float *out,      \
                      int accumulate)                                                          \
@@ -285,7 +286,9 @@ static void transform_inputs(const wino_geom *wg, int n0, int nb, int ins, const
     for (long long pl = 0; pl < planes; pl++) {
         const int i = (int)(pl / ins), c = (int)(pl % ins);
         float *pp = par + (size_t)pl * parity_floats(wg);
-        split_parity(wg, in + ((size_t)(n0 + i) * ins + c) * plane_in, pp);
+        const float *src = in + ((size_t)(n0 + i) * ins + c) * plane_in;
+        prefetch_floats(src + plane_in, plane_in);
+        split_parity(wg, src, pp);
         float *vc = v + (size_t)c * ldv + (size_t)i * wg->tiles;
         if (wg->TW % 8 == 0)
             transform_input8(wg, pp, vc, xi_stride);
@@ -405,6 +408,7 @@ static void transform_grads(const wino_geom *wg, int n0, int nb, int K, const fl
     for (long long pl = 0; pl < planes; pl++) {
         const int i = (int)(pl / K), k = (int)(pl % K);
         const float *src = dy + ((size_t)(n0 + i) * K + k) * plane;
+        prefetch_floats(src + plane, plane);
         float *dk = d + (size_t)k * ldv + (size_t)i * wg->tiles;
         if (wg->TW % 8 == 0)
             transform_grad8(wg, src, dk, (size_t)K * ldv);

@@ -61,4 +61,16 @@ void cpu_softmax_forward(int rows, int cols, const float *x, float *y);
 void cpu_softmax_backward(int rows, int cols, const float *y, const float *dy, float *dx,
                           int accumulate);
 
+/* Asks for `count` floats from p to be brought into cache, a line at a time. Kernels that work
+ * plane by plane call it on the next plane: a plane of a CIFAR activation is one 4 KiB page,
+ * and the hardware prefetchers do not run across pages, so each plane otherwise starts with
+ * a stall on memory. The Winograd and direct convolutions' plane copies: resnet20 batch 64,
+ * 1 thread, 159-169 -> 180-191 images/s (3 alternating runs). Batch norm's loops over images
+ * got slower with it (a whole page asked for at once, ahead of little work), so they do not. */
+static inline void prefetch_floats(const float *p, size_t count)
+{
+    for (size_t i = 0; i < count; i += 16)
+        __builtin_prefetch(p + i);
+}
+
 #endif
