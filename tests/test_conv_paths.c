@@ -168,13 +168,20 @@ int main(void)
         {33, 8, 16, 2, "filters=35 kernel=3 padding=1", "winograd"},
         {40, 4, 8, 3, "filters=32 kernel=3 padding=1 bias=0", "winograd"},
         /* wide layers (over 64 channels in or out): the products by BLAS; 3 + 2 images per
-         * chunk; backward on im2col below 32 channels */
+         * chunk; backward on im2col below 32 channels (its products on register tiles with
+         * up to 64 filters) */
         {65, 8, 8, 2, "filters=70 kernel=3 padding=1", "winograd"},
         {128, 32, 32, 5, "filters=128 kernel=3 padding=1", "winograd"},
         {16, 8, 16, 2, "filters=80 kernel=3 padding=1", "winograd/im2col"},
-        {130, 4, 8, 3, "filters=24 kernel=3 padding=1 bias=0", "winograd/im2col"},
+        {130, 4, 8, 3, "filters=24 kernel=3 padding=1 bias=0", "winograd/im2col-tiles"},
+        /* im2col with up to 64 filters per group: the products on register tiles (row and
+         * column counts no multiple of the 4 x 24 tiles, nor of 8 for the dot products) */
+        {6, 9, 9, 2, "filters=7 kernel=1 stride=2", "im2col-tiles"},
+        {16, 32, 32, 3, "filters=32 kernel=3 stride=2 padding=1", "im2col-tiles"},
+        {13, 9, 11, 2, "filters=21 kernel=5 stride=2 padding=2 bias=0", "im2col-tiles"},
+        {10, 8, 8, 1, "filters=64 kernel=3 stride=2 dilation=2 padding=2", "im2col-tiles"},
         /* not a fast path (auto falls back to the reference): must agree trivially */
-        {6, 9, 9, 2, "filters=7 kernel=1 stride=2", "im2col"},
+        {6, 7, 9, 2, "filters=65 kernel=3 stride=2", "im2col"},
         {6, 7, 7, 2, "filters=12 kernel=3 padding=1 groups=6", NULL},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

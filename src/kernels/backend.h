@@ -38,6 +38,14 @@ typedef struct dtnn_backend {
     void (*gemm)(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
                  int lda, const float *b, int ldb, float beta, float *c, int ldc);
 
+    /* Products with a small dimension (gemm_tiles.c): c = op(a) b (op(a) m x k, b k x n) with
+     * gemm_tiles_scratch(m, k) bytes of scratch, and c += a b^T (a m x k, b n x k). */
+    size_t (*gemm_tiles_scratch)(int m, int k);
+    void (*gemm_tiles)(int trans_a, int m, int n, int k, const float *a, int lda, const float *b,
+                       int ldb, float *c, int ldc, float *scratch);
+    void (*gemm_dots)(int m, int n, int k, const float *a, int lda, const float *b, int ldb,
+                      float *c, int ldc);
+
     /* Unfolds `images` consecutive images x [images, C, H, W] into col rows (c * R + r) * S + s,
      * columns i * P * Q + p * Q + q, row stride ldcol. Zero where padded. */
     void (*im2col)(const conv_geom *g, const float *x, int images, float *col, int ldcol);

@@ -258,14 +258,6 @@ static void direct_pass(const pass_geom *pg, int n, int ins, int outs, const flo
     }
 }
 
-static float hsum(__m256 v)
-{
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-
 /* Three taps (r, s0 .. s0 + 2) of MR filters: sums[j][s] += sum over images and p < L8 of
  * dy_j[p] * xr[p + s]. 12 accumulators, the 3 shifted inputs and one dy vector take all 16
  * ymm registers; the empty asm statements keep the loaded vectors in registers, since GCC 12
@@ -303,7 +295,7 @@ static void weight_grad_taps(const float *xr, const float *dy0, const float *dy1
                                {a30, a31, a32}};
     for (int j = 0; j < MR; j++)
         for (int s = 0; s < 3; s++)
-            sums[j][s] += hsum(acc[j][s]);
+            sums[j][s] += cpu_hsum8(acc[j][s]);
 }
 
 /* dw [K, C, R, S] += sum over images and pixels of dy (wide planes of dy_plane floats) times

@@ -43,8 +43,6 @@ static int winograd_shape(const conv_geom *g)
 }
 
 #if defined(__AVX2__) && defined(__FMA__)
-#include <immintrin.h>
-
 #define CONV_WINOGRAD 1
 
 enum { XI = 16, KB = 4, TB = 24 };   /* transformed positions, channel block, tile block */
@@ -75,7 +73,7 @@ static wino_geom make_geom(int rows, int cols)
 
 /* Wide layers (more than 64 channels in or out: VGG's deeper stages) multiply their
  * transformed tiles with BLAS, as GEMMs of [outs][ins] by [ins][tiles]: there the filters of
- * one position (up to 512 x 512) no longer stay in cache for gemm_4x24, which streamed them
+ * one position (up to 512 x 512) no longer stay in cache for cpu_tile_4x24, which streamed them
  * from memory once per block of 24 tiles. */
 enum { WIDE = 64 };
 static int wide(const conv_geom *g) { return g->C > WIDE || g->K > WIDE; }
@@ -89,7 +87,7 @@ static size_t filter_floats(int ins, int outs)
 }
 
 /* U = G g G^T, g = w [k][c] (forward) or w [c][k] rotated by 180 degrees (input gradient:
- * outs = C, ins = K), as [16][outs / KB][ins][KB] for gemm_4x24 (channels past the last
+ * outs = C, ins = K), as [16][outs / KB][ins][KB] for cpu_tile_4x24 (channels past the last
  * block's end 0) or, with `rows`, as 16 row-major [outs][ins] matrices for BLAS. */
 static void transform_filters(const float *w, int K, int C, int for_input_grad, int rows,
                               float *u)
@@ -186,42 +184,6 @@ TRANSFORM_INPUT(transform_input8, __m256, 8, _mm256_loadu_ps, _mm256_storeu_ps, 
                 _mm256_sub_ps)
 TRANSFORM_INPUT(transform_input4, __m128, 4, _mm_loadu_ps, _mm_storeu_ps, _mm_add_ps,
                 _mm_sub_ps)
-
-/* m[j * ldm + 0..23] = sum over ins channels of u[c][j] * v[c * ldv + 0..23]: 12
- * accumulators, 3 loads and 4 broadcasts per channel, as conv_direct.c's tile. The empty asm
- * statement keeps the three loaded vectors in registers: GCC 12 otherwise folded the loads
- * into all 12 FMAs (16 loads per 12 FMAs; the loop then waits on loads). */
-#define GEMM_ROW(j)                                                                            \
-    do {                                                                                       \
-        __m256 w##j = _mm256_broadcast_ss(u + (j));                                            \
-        a##j##0 = _mm256_fmadd_ps(w##j, x0, a##j##0);                                          \
-        a##j##1 = _mm256_fmadd_ps(w##j, x1, a##j##1);                                          \
-        a##j##2 = _mm256_fmadd_ps(w##j, x2, a##j##2);                                          \
-    } while (0)
-
-static void gemm_4x24(int ins, const float *u, const float *v, size_t ldv, float *m,
-                      size_t ldm)
-{
-    __m256 a00 = _mm256_setzero_ps(), a01 = a00, a02 = a00, a10 = a00, a11 = a00, a12 = a00;
-    __m256 a20 = a00, a21 = a00, a22 = a00, a30 = a00, a31 = a00, a32 = a00;
-#pragma GCC unroll 1
-    for (int c = 0; c < ins; c++, u += KB, v += ldv) {
-        __m256 x0 = _mm256_loadu_ps(v), x1 = _mm256_loadu_ps(v + 8);
-        __m256 x2 = _mm256_loadu_ps(v + 16);
-        __asm__("" : "+x"(x0), "+x"(x1), "+x"(x2));
-        GEMM_ROW(0);
-        GEMM_ROW(1);
-        GEMM_ROW(2);
-        GEMM_ROW(3);
-    }
-    _mm256_storeu_ps(m, a00), _mm256_storeu_ps(m + 8, a01), _mm256_storeu_ps(m + 16, a02);
-    m += ldm;
-    _mm256_storeu_ps(m, a10), _mm256_storeu_ps(m + 8, a11), _mm256_storeu_ps(m + 16, a12);
-    m += ldm;
-    _mm256_storeu_ps(m, a20), _mm256_storeu_ps(m + 8, a21), _mm256_storeu_ps(m + 16, a22);
-    m += ldm;
-    _mm256_storeu_ps(m, a30), _mm256_storeu_ps(m + 8, a31), _mm256_storeu_ps(m + 16, a32);
-}
 
 /* Outputs of a vector of tiles in a row (A^T m A) from m[xi * xi_stride ..], written or added
  * to the two output rows at `out` (row stride cols), + bias: 8 tiles (AVX) or 4 (SSE), as the
@@ -354,48 +316,6 @@ TRANSFORM_GRAD(transform_grad8, __m256, 8, DEINTERLEAVE8, _mm256_storeu_ps, _mm2
 TRANSFORM_GRAD(transform_grad4, __m128, 4, DEINTERLEAVE4, _mm_storeu_ps, _mm_add_ps, _mm_sub_ps,
                _mm_setzero_ps())
 
-static float hsum(__m256 v)
-{
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-
-/* sums[j][i] += sum over t < len of d_j[t] * v_i[t], 4 gradient rows by 3 input rows: 12
- * accumulators, 3 + 4 loads per 12 FMAs; the empty asm statements keep the loads out of the
- * FMAs, as in gemm_4x24. len is a multiple of 8. */
-#define DOT_ROW(j)                                                                             \
-    do {                                                                                       \
-        __m256 dj = _mm256_loadu_ps(d##j + t);                                                 \
-        __asm__("" : "+x"(dj));                                                                \
-        a##j##0 = _mm256_fmadd_ps(dj, x0, a##j##0);                                            \
-        a##j##1 = _mm256_fmadd_ps(dj, x1, a##j##1);                                            \
-        a##j##2 = _mm256_fmadd_ps(dj, x2, a##j##2);                                            \
-    } while (0)
-
-static void dot_4x3(const float *d0, const float *d1, const float *d2, const float *d3,
-                    const float *v0, const float *v1, const float *v2, size_t len,
-                    double sums[KB][3])
-{
-    __m256 a00 = _mm256_setzero_ps(), a01 = a00, a02 = a00, a10 = a00, a11 = a00, a12 = a00;
-    __m256 a20 = a00, a21 = a00, a22 = a00, a30 = a00, a31 = a00, a32 = a00;
-    for (size_t t = 0; t < len; t += 8) {
-        __m256 x0 = _mm256_loadu_ps(v0 + t), x1 = _mm256_loadu_ps(v1 + t);
-        __m256 x2 = _mm256_loadu_ps(v2 + t);
-        __asm__("" : "+x"(x0), "+x"(x1), "+x"(x2));
-        DOT_ROW(0);
-        DOT_ROW(1);
-        DOT_ROW(2);
-        DOT_ROW(3);
-    }
-    const __m256 acc[KB][3] = {{a00, a01, a02}, {a10, a11, a12}, {a20, a21, a22},
-                               {a30, a31, a32}};
-    for (int j = 0; j < KB; j++)
-        for (int i = 0; i < 3; i++)
-            sums[j][i] += hsum(acc[j][i]);
-}
-
 /* D [16][K][ldv] = A dy A^T of every tile of images n0 .. n0 + nb - 1 of dy [n, K, rows, cols],
  * zero past the last tile. */
 static void transform_grads(const wino_geom *wg, int n0, int nb, int K, const float *dy,
@@ -447,7 +367,7 @@ static void filter_grad(int K, int C, const double *dud, const float *duf, float
 }
 
 /* dw [K, C, 3, 3] += the weight gradient over n images, `chunk` at a time, with the sums over
- * tiles by dot_4x3 into double dU (narrow layers: the chunk's float lanes, a few hundred
+ * tiles by cpu_dot_4x3 into double dU (narrow layers: the chunk's float lanes, a few hundred
  * products each, go to double per chunk) or, for wide ones, by BLAS into float dU (16 GEMMs
  * K x C x tiles per chunk). Either way in a fixed order. */
 static void winograd_weight_grad(const conv_geom *g, const wino_geom *wg, int n, int chunk,
@@ -486,7 +406,7 @@ static void winograd_weight_grad(const conv_geom *g, const wino_geom *wg, int n,
             for (int i = 0; i < 3; i++)
                 vr[i] = v + ((size_t)xi * C + imin(cb * 3 + i, C - 1)) * ldv;
             double sums[KB][3] = {{0}};
-            dot_4x3(dr[0], dr[1], dr[2], dr[3], vr[0], vr[1], vr[2], len, sums);
+            cpu_dot_4x3(dr, vr, len, sums);
             for (int j = 0; j < KB && kb * KB + j < K; j++)
                 for (int i = 0; i < 3 && cb * 3 + i < C; i++)
                     dud[((size_t)xi * K + kb * KB + j) * C + cb * 3 + i] += sums[j][i];
@@ -554,8 +474,8 @@ static void winograd_pass(const wino_geom *wg, int n, int chunk, int ins, int ou
             const int tb = (int)(job / kblocks), kb = (int)(job % kblocks);
             float m[KB][XI][TB];
             for (int xi = 0; xi < XI; xi++)
-                gemm_4x24(ins, u + ((size_t)xi * kblocks + kb) * ins * KB,
-                          v + xi * xi_stride + (size_t)tb * TB, ldv, m[0][xi], XI * TB);
+                cpu_tile_4x24(ins, u + ((size_t)xi * kblocks + kb) * ins * KB,
+                              v + xi * xi_stride + (size_t)tb * TB, ldv, m[0][xi], XI * TB);
             for (int j = 0; j < KB && kb * KB + j < outs; j++) {
                 const int k = kb * KB + j;
                 for (int g = 0; g < TB && tb * TB + g < T; g += lanes) {

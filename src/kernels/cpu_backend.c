@@ -7,6 +7,9 @@
 static const dtnn_backend cpu_backend = {
     .name = "cpu",
     .gemm = cpu_gemm,
+    .gemm_tiles_scratch = cpu_gemm_tiles_scratch,
+    .gemm_tiles = cpu_gemm_tiles,
+    .gemm_dots = cpu_gemm_dots,
     .im2col = cpu_im2col,
     .col2im = cpu_col2im,
     .conv_direct_supported = cpu_conv_direct_supported,

@@ -1,7 +1,7 @@
 /*
  * cpu_kernels.h — the CPU kernels that cpu_backend.c puts into the backend table. One family
  * per file: gemm_blas.c, im2col.c, conv_direct.c, conv_winograd.c,
- * depthwise.c, pool.c, activation.c, batchnorm.c, softmax.c.
+ * gemm_tiles.c, depthwise.c, pool.c, activation.c, batchnorm.c, softmax.c.
  */
 #ifndef DTNN_CPU_KERNELS_H
 #define DTNN_CPU_KERNELS_H
@@ -60,6 +60,31 @@ void cpu_bn_forward_eval(int n, int C, int hw, const float *x, const float *gamm
 void cpu_softmax_forward(int rows, int cols, const float *x, float *y);
 void cpu_softmax_backward(int rows, int cols, const float *y, const float *dy, float *dx,
                           int accumulate);
+
+/* Small-dimension products (gemm_tiles.c): C = op(A) B, op(A) m x k, B k x n, C m x n, with
+ * cpu_gemm_tiles_scratch(m, k) bytes of scratch; C += A B^T, A m x k, B n x k. */
+size_t cpu_gemm_tiles_scratch(int m, int k);
+void cpu_gemm_tiles(int trans_a, int m, int n, int k, const float *a, int lda, const float *b,
+                    int ldb, float *c, int ldc, float *scratch);
+void cpu_gemm_dots(int m, int n, int k, const float *a, int lda, const float *b, int ldb,
+                   float *c, int ldc);
+
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+/* Their micro-kernels, for the convolutions built on them: a 4 x 24 tile of C from A packed
+ * [k][4] and rows of B; and 4 x 3 dot products of length len (a multiple of 8). */
+void cpu_tile_4x24(int k, const float *a, const float *b, size_t ldb, float *c, size_t ldc);
+void cpu_dot_4x3(const float *const a[4], const float *const b[3], size_t len,
+                 double sums[4][3]);
+
+static inline float cpu_hsum8(__m256 v)
+{
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+#endif
 
 /* Asks for `count` floats from p to be brought into cache, a line at a time. Kernels that work
  * plane by plane call it on the next plane: a plane of a CIFAR activation is one 4 KiB page,

@@ -33,7 +33,15 @@
 
 #include "layer.h"
 
-enum { CONV_AUTO = 0, CONV_IM2COL, CONV_DIRECT, CONV_WINOGRAD, CONV_DEPTHWISE, CONV_POINTWISE };
+enum {
+    CONV_AUTO = 0,
+    CONV_IM2COL,
+    CONV_DIRECT,
+    CONV_WINOGRAD,
+    CONV_DEPTHWISE,
+    CONV_POINTWISE,
+    CONV_IM2COL_TILES
+};
 
 typedef struct {
     int filters, kh, kw, stride_h, stride_w, pad_h, pad_w, dil_h, dil_w, groups, bias;
@@ -105,12 +113,17 @@ static int chunk_for(size_t fixed, size_t per_image, size_t budget, const layer 
  * im2col has just written from cache instead of memory. Measured (dtnn bench, batch 64, 1
  * thread, images/s with 0.5 / 1 / 64 MiB chunks): resnet20 96 / 93 / 69, cifarcnn 220 /
  * 215 / 167; 2 threads: resnet20 155 / 160 / 129, cifarcnn 384 / 383 / 341. */
-static void plan_im2col(conv2d_cfg *c, layer *l)
+static void plan_im2col(conv2d_cfg *c, layer *l, const dtnn_backend *be, int tiles)
 {
     const conv_geom *g = &c->g;
     size_t per_image = ((size_t)g->C * g->R * g->S + g->K) * g->P * g->Q * sizeof(float);
-    c->chunk = chunk_for(0, per_image, (size_t)1 << 20, l);
-    l->workspace_bytes = per_image * c->chunk;
+    size_t scratch = 0;
+    if (tiles) {
+        const int Kg = g->K / g->groups, CRSg = g->C / g->groups * g->R * g->S;
+        scratch = DTNN_MAX(be->gemm_tiles_scratch(Kg, CRSg), be->gemm_tiles_scratch(CRSg, Kg));
+    }
+    c->chunk = chunk_for(scratch, per_image, (size_t)1 << 20, l);
+    l->workspace_bytes = per_image * c->chunk + scratch;
 }
 
 static dtnn_status conv2d_infer(layer *l, dtnn_error *err)
@@ -196,7 +209,12 @@ static dtnn_status conv2d_infer(layer *l, dtnn_error *err)
         c->chunk = chunk_for(fixed, be->conv_direct_workspace(g, 1) - fixed, (size_t)1 << 20, l);
         l->workspace_bytes = be->conv_direct_workspace(g, c->chunk);
     } else {
-        plan_im2col(c, l);
+        /* im2col with few filters per group: the products on gemm_tiles.c's register tiles,
+         * not BLAS, whose kernels reach a third to a half of peak with M = 16 to 64 rows
+         * (ResNet-20's stride-2 layers). */
+        const int tiles = fast && c->filters / c->groups <= 64;
+        plan_im2col(c, l, be, tiles);
+        c->algo = c->algo_backward = tiles ? CONV_IM2COL_TILES : CONV_IM2COL;
     }
     if (winograd) {
         c->algo = CONV_WINOGRAD;
@@ -257,10 +275,16 @@ static void conv2d_forward(layer *l, const layer_ctx *ctx)
         int nb = DTNN_MIN(c->chunk, l->n - n0);
         int ld = nb * PQ;
         float *col = ctx->workspace, *tmp = col + (size_t)CRS * ld;
+        float *scratch = tmp + (size_t)g->K * ld;
         ctx->be->im2col(g, x + (size_t)n0 * g->C * g->H * g->W, nb, col, ld);
-        for (int gi = 0; gi < G; gi++)
-            ctx->be->gemm(0, 0, Kg, ld, CRSg, 1.0f, w + (size_t)gi * Kg * CRSg, CRSg,
-                          col + (size_t)gi * CRSg * ld, ld, 0.0f, tmp + (size_t)gi * Kg * ld, ld);
+        for (int gi = 0; gi < G; gi++) {
+            const float *wg = w + (size_t)gi * Kg * CRSg, *cg = col + (size_t)gi * CRSg * ld;
+            float *tg = tmp + (size_t)gi * Kg * ld;
+            if (c->algo == CONV_IM2COL_TILES)
+                ctx->be->gemm_tiles(0, Kg, ld, CRSg, wg, CRSg, cg, ld, tg, ld, scratch);
+            else
+                ctx->be->gemm(0, 0, Kg, ld, CRSg, 1.0f, wg, CRSg, cg, ld, 0.0f, tg, ld);
+        }
         for (int i = 0; i < nb; i++) {
             float *y = l->y + (size_t)(n0 + i) * g->K * PQ;
             for (int k = 0; k < g->K; k++) {
@@ -325,15 +349,26 @@ static void conv2d_backward(layer *l, const layer_ctx *ctx)
                 memcpy(tmp + (size_t)k * ld + i * PQ, dy + (size_t)k * PQ, sizeof(float) * PQ);
         }
         ctx->be->im2col(g, x + (size_t)n0 * in_size, nb, col, ld);
-        for (int gi = 0; gi < G; gi++)
-            ctx->be->gemm(0, 1, Kg, CRSg, ld, 1.0f, tmp + (size_t)gi * Kg * ld, ld,
-                          col + (size_t)gi * CRSg * ld, ld, 1.0f, dw + (size_t)gi * Kg * CRSg,
-                          CRSg);
+        const int tiles = c->algo_backward == CONV_IM2COL_TILES;
+        float *scratch = tmp + (size_t)g->K * ld;
+        for (int gi = 0; gi < G; gi++) {
+            const float *tg = tmp + (size_t)gi * Kg * ld, *cg = col + (size_t)gi * CRSg * ld;
+            float *dwg = dw + (size_t)gi * Kg * CRSg;
+            if (tiles)
+                ctx->be->gemm_dots(Kg, CRSg, ld, tg, ld, cg, ld, dwg, CRSg);
+            else
+                ctx->be->gemm(0, 1, Kg, CRSg, ld, 1.0f, tg, ld, cg, ld, 1.0f, dwg, CRSg);
+        }
         if (!dx)
             continue;
-        for (int gi = 0; gi < G; gi++)
-            ctx->be->gemm(1, 0, CRSg, ld, Kg, 1.0f, w + (size_t)gi * Kg * CRSg, CRSg,
-                          tmp + (size_t)gi * Kg * ld, ld, 0.0f, col + (size_t)gi * CRSg * ld, ld);
+        for (int gi = 0; gi < G; gi++) {
+            const float *wg = w + (size_t)gi * Kg * CRSg, *tg = tmp + (size_t)gi * Kg * ld;
+            float *cg = col + (size_t)gi * CRSg * ld;
+            if (tiles)
+                ctx->be->gemm_tiles(1, CRSg, ld, Kg, wg, CRSg, tg, ld, cg, ld, scratch);
+            else
+                ctx->be->gemm(1, 0, CRSg, ld, Kg, 1.0f, wg, CRSg, tg, ld, 0.0f, cg, ld);
+        }
         float *dxn = dx + (size_t)n0 * in_size;
         if (!l->dx_accumulate[0])
             memset(dxn, 0, sizeof(float) * in_size * nb);
@@ -343,12 +378,14 @@ static void conv2d_backward(layer *l, const layer_ctx *ctx)
 
 static const char *conv2d_method(const layer *l)
 {
-    static const char *const names[] = {"auto", "im2col", "direct", "winograd", "depthwise",
-                                        "pointwise"};
+    static const char *const names[] = {"auto",      "im2col",    "direct",      "winograd",
+                                        "depthwise", "pointwise", "im2col-tiles"};
     const conv2d_cfg *c = l->cfg;
     if (c->algo != CONV_WINOGRAD || c->algo_backward == CONV_WINOGRAD)
         return names[c->algo];
-    return c->algo_backward == CONV_DIRECT ? "winograd/direct" : "winograd/im2col";
+    return c->algo_backward == CONV_DIRECT         ? "winograd/direct"
+           : c->algo_backward == CONV_IM2COL_TILES ? "winograd/im2col-tiles"
+                                                   : "winograd/im2col";
 }
 
 static double conv2d_flops(const layer *l)

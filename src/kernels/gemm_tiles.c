@@ -1,0 +1,176 @@
+/*
+ * gemm_tiles.c — matrix products with one dimension small (4 to 64: a CIFAR layer's filters),
+ * where OpenBLAS reaches a third to a half of its peak: C = op(A) B by 4 x 24 register tiles
+ * (the im2col path's forward and input gradient with few filters, Winograd's per-position
+ * products), and C += A B^T by dot products along the long dimension (weight gradients).
+ * The micro-kernels are shared with conv_winograd.c. Every output is summed by one thread in
+ * a fixed order, so results do not depend on the thread count. Built with AVX2 + FMA; elsewhere
+ * the two drivers call BLAS.
+ */
+#include <stddef.h>
+#include <string.h>
+
+#include "cpu_kernels.h"
+
+enum { MR = 4, NR = 24 };
+
+static size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
+
+size_t cpu_gemm_tiles_scratch(int m, int k)
+{
+    return sizeof(float) * (round_up((size_t)m, MR) * k + (size_t)k * NR);
+}
+
+#if defined(__AVX2__) && defined(__FMA__)
+
+/* c[j * ldc + 0..23] = sum over k of a[p][j] * b[p * ldb + 0..23], a packed as [k][4]: 12
+ * accumulators, 3 loads and 4 broadcasts per step. The empty asm statement keeps the three
+ * loaded vectors in registers: GCC 12 otherwise folded the loads into all 12 FMAs (16 loads per
+ * 12 FMAs; the loop then waits on loads). */
+#define TILE_ROW(j)                                                                            \
+    do {                                                                                       \
+        __m256 w##j = _mm256_broadcast_ss(a + (j));                                            \
+        c##j##0 = _mm256_fmadd_ps(w##j, x0, c##j##0);                                          \
+        c##j##1 = _mm256_fmadd_ps(w##j, x1, c##j##1);                                          \
+        c##j##2 = _mm256_fmadd_ps(w##j, x2, c##j##2);                                          \
+    } while (0)
+
+void cpu_tile_4x24(int k, const float *a, const float *b, size_t ldb, float *c, size_t ldc)
+{
+    __m256 c00 = _mm256_setzero_ps(), c01 = c00, c02 = c00, c10 = c00, c11 = c00, c12 = c00;
+    __m256 c20 = c00, c21 = c00, c22 = c00, c30 = c00, c31 = c00, c32 = c00;
+#pragma GCC unroll 1
+    for (int p = 0; p < k; p++, a += MR, b += ldb) {
+        __m256 x0 = _mm256_loadu_ps(b), x1 = _mm256_loadu_ps(b + 8);
+        __m256 x2 = _mm256_loadu_ps(b + 16);
+        __asm__("" : "+x"(x0), "+x"(x1), "+x"(x2));
+        TILE_ROW(0);
+        TILE_ROW(1);
+        TILE_ROW(2);
+        TILE_ROW(3);
+    }
+    _mm256_storeu_ps(c, c00), _mm256_storeu_ps(c + 8, c01), _mm256_storeu_ps(c + 16, c02);
+    c += ldc;
+    _mm256_storeu_ps(c, c10), _mm256_storeu_ps(c + 8, c11), _mm256_storeu_ps(c + 16, c12);
+    c += ldc;
+    _mm256_storeu_ps(c, c20), _mm256_storeu_ps(c + 8, c21), _mm256_storeu_ps(c + 16, c22);
+    c += ldc;
+    _mm256_storeu_ps(c, c30), _mm256_storeu_ps(c + 8, c31), _mm256_storeu_ps(c + 16, c32);
+}
+
+/* sums[j][i] += sum over t < len of a[j][t] * b[i][t]: 12 accumulators, 3 + 4 loads per 12
+ * FMAs (the asm statements as above); len is a multiple of 8. */
+#define DOT_ROW(j)                                                                             \
+    do {                                                                                       \
+        __m256 d = _mm256_loadu_ps(a[j] + t);                                                  \
+        __asm__("" : "+x"(d));                                                                 \
+        c##j##0 = _mm256_fmadd_ps(d, x0, c##j##0);                                             \
+        c##j##1 = _mm256_fmadd_ps(d, x1, c##j##1);                                             \
+        c##j##2 = _mm256_fmadd_ps(d, x2, c##j##2);                                             \
+    } while (0)
+
+void cpu_dot_4x3(const float *const a[4], const float *const b[3], size_t len,
+                 double sums[4][3])
+{
+    __m256 c00 = _mm256_setzero_ps(), c01 = c00, c02 = c00, c10 = c00, c11 = c00, c12 = c00;
+    __m256 c20 = c00, c21 = c00, c22 = c00, c30 = c00, c31 = c00, c32 = c00;
+    for (size_t t = 0; t < len; t += 8) {
+        __m256 x0 = _mm256_loadu_ps(b[0] + t), x1 = _mm256_loadu_ps(b[1] + t);
+        __m256 x2 = _mm256_loadu_ps(b[2] + t);
+        __asm__("" : "+x"(x0), "+x"(x1), "+x"(x2));
+        DOT_ROW(0);
+        DOT_ROW(1);
+        DOT_ROW(2);
+        DOT_ROW(3);
+    }
+    const __m256 acc[4][3] = {{c00, c01, c02}, {c10, c11, c12}, {c20, c21, c22},
+                              {c30, c31, c32}};
+    for (int j = 0; j < 4; j++)
+        for (int i = 0; i < 3; i++)
+            sums[j][i] += cpu_hsum8(acc[j][i]);
+}
+
+/* op(A) (m x k; A is k x m when trans_a) as blocks [m / 4][k][4], rows past m zero. */
+static void pack_a(int trans_a, int m, int k, const float *a, int lda, float *packed)
+{
+    const long long blocks = (long long)(round_up((size_t)m, MR) / MR);
+#pragma omp parallel for schedule(static)
+    for (long long bl = 0; bl < blocks; bl++)
+        for (int p = 0; p < k; p++)
+            for (int j = 0; j < MR; j++) {
+                const int r = (int)bl * MR + j;
+                float v = 0.0f;
+                if (r < m)
+                    v = trans_a ? a[(size_t)p * lda + r] : a[(size_t)r * lda + p];
+                packed[((size_t)bl * k + p) * MR + j] = v;
+            }
+}
+#endif
+
+void cpu_gemm_tiles(int trans_a, int m, int n, int k, const float *a, int lda, const float *b,
+                    int ldb, float *c, int ldc, float *scratch)
+{
+#if defined(__AVX2__) && defined(__FMA__)
+    float *packed = scratch, *tail = packed + round_up((size_t)m, MR) * k;
+    pack_a(trans_a, m, k, a, lda, packed);
+    /* the last columns (n % 24) from a zero-padded copy, so no tile reads past B's rows */
+    const int full = n / NR * NR, rest = n - full;
+    for (int p = 0; rest && p < k; p++) {
+        memcpy(tail + (size_t)p * NR, b + (size_t)p * ldb + full, sizeof(float) * rest);
+        memset(tail + (size_t)p * NR + rest, 0, sizeof(float) * (NR - rest));
+    }
+    const long long mblocks = (long long)(round_up((size_t)m, MR) / MR);
+    const long long nblocks = (n + NR - 1) / NR, jobs = mblocks * nblocks;
+    /* column-block major: consecutive jobs of a thread reuse one 24-column panel of B from
+     * L1 (its rows are far apart) against the small packed A */
+#pragma omp parallel for schedule(static)
+    for (long long job = 0; job < jobs; job++) {
+        const int nb = (int)(job / mblocks), mb = (int)(job % mblocks);
+        const int r0 = mb * MR, c0 = nb * NR, rows = m - r0 < MR ? m - r0 : MR;
+        const int cols = n - c0 < NR ? n - c0 : NR;
+        const float *ap = packed + (size_t)mb * k * MR;
+        if (rows == MR && cols == NR) {
+            cpu_tile_4x24(k, ap, b + c0, (size_t)ldb, c + (size_t)r0 * ldc + c0, (size_t)ldc);
+            continue;
+        }
+        float t[MR][NR];
+        cpu_tile_4x24(k, ap, cols == NR ? b + c0 : tail, cols == NR ? (size_t)ldb : NR, t[0],
+                      NR);
+        for (int j = 0; j < rows; j++)
+            memcpy(c + (size_t)(r0 + j) * ldc + c0, t[j], sizeof(float) * cols);
+    }
+#else
+    (void)scratch;
+    cpu_gemm(trans_a, 0, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, ldc);
+#endif
+}
+
+void cpu_gemm_dots(int m, int n, int k, const float *a, int lda, const float *b, int ldb,
+                   float *c, int ldc)
+{
+#if defined(__AVX2__) && defined(__FMA__)
+    const long long mblocks = (m + 3) / 4, nblocks = (n + 2) / 3, jobs = mblocks * nblocks;
+    const size_t len = (size_t)k / 8 * 8;
+#pragma omp parallel for schedule(static)
+    for (long long job = 0; job < jobs; job++) {
+        const int mb = (int)(job / nblocks), nb = (int)(job % nblocks);
+        const float *ar[4], *br[3];
+        /* rows past the end: any valid row, their sums are dropped below */
+        for (int j = 0; j < 4; j++)
+            ar[j] = a + (size_t)(mb * 4 + j < m ? mb * 4 + j : m - 1) * lda;
+        for (int i = 0; i < 3; i++)
+            br[i] = b + (size_t)(nb * 3 + i < n ? nb * 3 + i : n - 1) * ldb;
+        double sums[4][3] = {{0}};
+        cpu_dot_4x3(ar, br, len, sums);
+        for (int j = 0; j < 4; j++)
+            for (int i = 0; i < 3; i++)
+                for (size_t t = len; t < (size_t)k; t++)
+                    sums[j][i] += (double)ar[j][t] * br[i][t];
+        for (int j = 0; j < 4 && mb * 4 + j < m; j++)
+            for (int i = 0; i < 3 && nb * 3 + i < n; i++)
+                c[(size_t)(mb * 4 + j) * ldc + nb * 3 + i] += (float)sums[j][i];
+    }
+#else
+    cpu_gemm(0, 1, m, n, k, 1.0f, a, lda, b, ldb, 1.0f, c, ldc);
+#endif
+}
