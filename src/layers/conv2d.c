@@ -8,14 +8,14 @@
  * scratch (col + GEMM output) fits a core's L2 cache (and the workspace limit), so the GEMM
  * reads the columns from cache; a layer whose single image needs more goes one image at a
  * time. This is the reference path every faster algorithm is tested against (algo=im2col
- * forces it; tests/test_gradcheck.c compares the paths on odd shapes).
+ * forces it; tests/test_conv_paths.c compares the paths on odd shapes).
  *
  * Faster paths, picked by algo=auto (the default) when they apply (algo=direct: all but
  * Winograd):
- *   winograd   3x3, stride 1, padding 1, output height even and width a multiple of 8
- *              (ResNet-20's blocks, VGG's stages down to 8x8): F(2x2, 3x3)
- *              (kernels/conv_winograd.c), 2.25x fewer multiply-adds; forward always,
- *              backward from 32 channels on (below, on the direct or im2col path).
+ *   winograd   3x3, stride 1, padding 1, output height even and width a multiple of 8, 16
+ *              channels in and out or more (ResNet-20's blocks, VGG's stages down to 8x8):
+ *              F(2x2, 3x3) (kernels/conv_winograd.c), 2.25x fewer multiply-adds; forward
+ *              always, backward from 32 channels on (below, on the direct or im2col path).
  *   direct     stride 1, dilation 1, one group, kernels up to 7x7, padding below the kernel
  *              size, channels x kernel rows at most 192 (3x3 with up to 64 channels:
  *              ResNet-20/32/56's blocks, the first stage of VGG and ResNet-18/34, the CIFAR
@@ -28,6 +28,8 @@
  *              expansions and projections, DenseNet's bottlenecks): an image [C, H*W] already
  *              is its own column matrix, so one GEMM per image reads x and writes y in place,
  *              with no im2col, no scatter and no workspace.
+ *   im2col-tiles  the im2col path with at most 64 filters per group (ResNet's stride-2
+ *              layers): its products on kernels/gemm_tiles.c's register tiles, not BLAS.
  */
 #include <string.h>
 
