@@ -38,11 +38,13 @@ typedef struct dtnn_backend {
     void (*gemm)(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
                  int lda, const float *b, int ldb, float beta, float *c, int ldc);
 
-    /* Products with a small dimension (gemm_tiles.c): c = op(a) b (op(a) m x k, b k x n) with
-     * gemm_tiles_scratch(m, k) bytes of scratch, and c += a b^T (a m x k, b n x k). */
+    /* Products with a small dimension (gemm_tiles.c): c = op(a) b (op(a) m x k, b k x n), op(a)
+     * packed by gemm_tiles_pack into gemm_tiles_scratch(m, k) bytes once for any number of b;
+     * and c += a b^T (a m x k, b n x k). */
     size_t (*gemm_tiles_scratch)(int m, int k);
-    void (*gemm_tiles)(int trans_a, int m, int n, int k, const float *a, int lda, const float *b,
-                       int ldb, float *c, int ldc, float *scratch);
+    void (*gemm_tiles_pack)(int trans_a, int m, int k, const float *a, int lda, float *scratch);
+    void (*gemm_tiles)(int m, int n, int k, const float *b, int ldb, float *c, int ldc,
+                       float *scratch);
     void (*gemm_dots)(int m, int n, int k, const float *a, int lda, const float *b, int ldb,
                       float *c, int ldc);
 

@@ -56,7 +56,6 @@ typedef struct {
 } wino_geom;
 
 static size_t round16(size_t n) { return (n + 15) / 16 * 16; }
-static int imin(int a, int b) { return a < b ? a : b; }
 
 static wino_geom make_geom(int rows, int cols)
 {
@@ -350,8 +349,8 @@ static void transform_grads(const wino_geom *wg, int n0, int nb, int K, const fl
                    sizeof(float) * (ldv - (size_t)T));
 }
 
-/* dw [K, C, 3, 3] += G^T dU G, dU [16][K][C] in double (dud) or float (duf). */
-static void filter_grad(int K, int C, const double *dud, const float *duf, float *dw)
+/* dw [K, C, 3, 3] += G^T dU G, dU [16][K][C]. */
+static void filter_grad(int K, int C, const float *du, float *dw)
 {
     /* G^T = [1 1/2 1/2 0; 0 1/2 -1/2 0; 0 1/2 1/2 1] */
     static const double GT[3][4] = {{1, 0.5, 0.5, 0}, {0, 0.5, -0.5, 0}, {0, 0.5, 0.5, 1}};
@@ -361,10 +360,8 @@ static void filter_grad(int K, int C, const double *dud, const float *duf, float
         for (int r = 0; r < 3; r++)
             for (int j = 0; j < 4; j++) {
                 t[r][j] = 0.0;
-                for (int i = 0; i < 4; i++) {
-                    const size_t at = (size_t)(i * 4 + j) * K * C + (size_t)kc;
-                    t[r][j] += GT[r][i] * (dud ? dud[at] : (double)duf[at]);
-                }
+                for (int i = 0; i < 4; i++)
+                    t[r][j] += GT[r][i] * du[(size_t)(i * 4 + j) * K * C + (size_t)kc];
             }
         for (int r = 0; r < 3; r++)
             for (int s = 0; s < 3; s++) {
@@ -376,53 +373,34 @@ static void filter_grad(int K, int C, const double *dud, const float *duf, float
     }
 }
 
-/* dw [K, C, 3, 3] += the weight gradient over n images, `chunk` at a time, with the sums over
- * tiles by cpu_dot_4x3 into double dU (narrow layers: the chunk's float lanes, a few hundred
- * products each, go to double per chunk) or, for wide ones, by BLAS into float dU (16 GEMMs
- * K x C x tiles per chunk). Either way in a fixed order. */
+/* dw [K, C, 3, 3] += the weight gradient over n images, `chunk` at a time: per chunk, 16
+ * products D V^T over the tiles add into dU [16][K][C], by gemm_tiles.c's dot products for
+ * narrow layers (their 4-filter blocks keep a row of D in registers) and by BLAS for wide
+ * ones, as the im2col path's weight gradients. Either way in a fixed order. */
 static void winograd_weight_grad(const conv_geom *g, const wino_geom *wg, int n, int chunk,
                                  const float *x, const float *dy, float *dw, float *du,
                                  float *scratch)
 {
-    const int C = g->C, K = g->K, gemm = wide(g);
-    const long long kblocks = (long long)channel_blocks(K), cblocks = (C + 2) / 3;
-    double *dud = gemm ? NULL : (double *)du;
-    if (dud)
-        memset(dud, 0, sizeof(double) * XI * K * C);
+    const int C = g->C, K = g->K;
+    memset(du, 0, sizeof(float) * XI * K * C);
     for (int n0 = 0; n0 < n; n0 += chunk) {
         const int nb = n - n0 < chunk ? n - n0 : chunk;
-        const int T = nb * wg->tiles;
-        const size_t ldv = tile_cols(T), len = ((size_t)T + 7) / 8 * 8;
+        /* the tiles, rounded up to 8 for the dot products: the columns past them are zero */
+        const size_t ldv = tile_cols(nb * wg->tiles), len = ((size_t)nb * wg->tiles + 7) / 8 * 8;
         float *par = scratch, *v = par + (size_t)nb * C * parity_floats(wg);
         float *d = v + XI * slab(C, ldv);
         transform_inputs(wg, n0, nb, C, x, par, v, ldv);
         transform_grads(wg, n0, nb, K, dy, d, ldv);
-        if (gemm) {
-            for (int xi = 0; xi < XI; xi++)
-                cpu_gemm(0, 1, K, C, (int)ldv, 1.0f, d + xi * slab(K, ldv), (int)ldv,
-                         v + xi * slab(C, ldv), (int)ldv, n0 ? 1.0f : 0.0f,
-                         du + (size_t)xi * K * C, C);
-            continue;
-        }
-        const long long jobs = XI * kblocks * cblocks;
-#pragma omp parallel for schedule(static)
-        for (long long job = 0; job < jobs; job++) {
-            const int xi = (int)(job / (kblocks * cblocks));
-            const int kb = (int)(job / cblocks % kblocks), cb = (int)(job % cblocks);
-            const float *dr[KB], *vr[3];
-            /* rows past the last channel: any valid row, its sums are dropped below */
-            for (int j = 0; j < KB; j++)
-                dr[j] = d + xi * slab(K, ldv) + (size_t)imin(kb * KB + j, K - 1) * ldv;
-            for (int i = 0; i < 3; i++)
-                vr[i] = v + xi * slab(C, ldv) + (size_t)imin(cb * 3 + i, C - 1) * ldv;
-            double sums[KB][3] = {{0}};
-            cpu_dot_4x3(dr, vr, len, sums);
-            for (int j = 0; j < KB && kb * KB + j < K; j++)
-                for (int i = 0; i < 3 && cb * 3 + i < C; i++)
-                    dud[((size_t)xi * K + kb * KB + j) * C + cb * 3 + i] += sums[j][i];
+        for (int xi = 0; xi < XI; xi++) {
+            const float *dp = d + xi * slab(K, ldv), *vp = v + xi * slab(C, ldv);
+            float *dup = du + (size_t)xi * K * C;
+            if (wide(g))
+                cpu_gemm(0, 1, K, C, (int)len, 1.0f, dp, (int)ldv, vp, (int)ldv, 1.0f, dup, C);
+            else
+                cpu_gemm_dots(K, C, (int)len, dp, (int)ldv, vp, (int)ldv, dup, C);
         }
     }
-    filter_grad(K, C, dud, gemm ? du : NULL, dw);
+    filter_grad(K, C, du, dw);
 }
 
 /* The wide form of a pass: V as below, then 16 BLAS GEMMs M[xi] = U[xi] V[xi] ([outs][ins]
@@ -517,24 +495,25 @@ int cpu_conv_winograd_supported(const conv_geom *g)
 }
 
 /* Scratch of a forward or input-gradient pass (transformed filters, then per chunk parity
- * planes and V, and for wide layers M) or of the weight gradient (dU, double for narrow
- * layers, then per chunk parity planes, V and D). */
+ * planes and V, and for wide layers M) or of the weight gradient (dU, then per chunk parity
+ * planes, V and D). */
 size_t cpu_conv_winograd_workspace(const conv_geom *g, int chunk, int weight_grad)
 {
 #ifdef CONV_WINOGRAD
     const wino_geom wg = make_geom(g->H, g->W);
     const size_t cols = tile_cols(chunk * wg.tiles), pairs = (size_t)g->K * g->C;
     if (weight_grad)
-        return sizeof(float) * (round16((wide(g) ? 1 : 2) * XI * pairs) +
+        return sizeof(float) * (round16(XI * pairs) +
                                 (size_t)chunk * g->C * parity_floats(&wg) +
                                 XI * (slab(g->C, cols) + slab(g->K, cols)));
     const int most = g->C > g->K ? g->C : g->K;
     if (wide(g))
         return sizeof(float) * (round16(XI * pairs) + (size_t)chunk * most * parity_floats(&wg) +
                                 XI * (slab(g->C, cols) + slab(g->K, cols)));
-    const size_t filters = filter_floats(g->C, g->K) > filter_floats(g->K, g->C)
-                               ? filter_floats(g->C, g->K)
-                               : filter_floats(g->K, g->C);
+    /* the forward's filters or the input gradient's, whichever is larger (blocks of 4 pad
+     * the output channels) */
+    const size_t fwd = filter_floats(g->C, g->K), bwd = filter_floats(g->K, g->C);
+    const size_t filters = fwd > bwd ? fwd : bwd;
     return sizeof(float) *
            (filters + (size_t)chunk * most * parity_floats(&wg) + XI * slab(most, cols));
 #else

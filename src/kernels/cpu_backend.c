@@ -8,6 +8,7 @@ static const dtnn_backend cpu_backend = {
     .name = "cpu",
     .gemm = cpu_gemm,
     .gemm_tiles_scratch = cpu_gemm_tiles_scratch,
+    .gemm_tiles_pack = cpu_gemm_tiles_pack,
     .gemm_tiles = cpu_gemm_tiles,
     .gemm_dots = cpu_gemm_dots,
     .im2col = cpu_im2col,

@@ -62,20 +62,20 @@ void cpu_softmax_backward(int rows, int cols, const float *y, const float *dy, f
                           int accumulate);
 
 /* Small-dimension products (gemm_tiles.c): C = op(A) B, op(A) m x k, B k x n, C m x n, with
- * cpu_gemm_tiles_scratch(m, k) bytes of scratch; C += A B^T, A m x k, B n x k. */
+ * op(A) packed once into cpu_gemm_tiles_scratch(m, k) bytes of scratch for any number of B;
+ * C += A B^T, A m x k, B n x k. */
 size_t cpu_gemm_tiles_scratch(int m, int k);
-void cpu_gemm_tiles(int trans_a, int m, int n, int k, const float *a, int lda, const float *b,
-                    int ldb, float *c, int ldc, float *scratch);
+void cpu_gemm_tiles_pack(int trans_a, int m, int k, const float *a, int lda, float *scratch);
+void cpu_gemm_tiles(int m, int n, int k, const float *b, int ldb, float *c, int ldc,
+                    float *scratch);
 void cpu_gemm_dots(int m, int n, int k, const float *a, int lda, const float *b, int ldb,
                    float *c, int ldc);
 
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
-/* Their micro-kernels, for the convolutions built on them: a 4 x 24 tile of C from A packed
- * [k][4] and rows of B; and 4 x 3 dot products of length len (a multiple of 8). */
+/* Their register tile, for the convolutions built on it: a 4 x 24 tile of C from A packed
+ * [k][4] and rows of B. */
 void cpu_tile_4x24(int k, const float *a, const float *b, size_t ldb, float *c, size_t ldc);
-void cpu_dot_4x3(const float *const a[4], const float *const b[3], size_t len,
-                 double sums[4][3]);
 
 static inline float cpu_hsum8(__m256 v)
 {

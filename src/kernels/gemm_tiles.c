@@ -3,9 +3,9 @@
  * where OpenBLAS reaches a third to a half of its peak: C = op(A) B by 4 x 24 register tiles
  * (the im2col path's forward and input gradient with few filters, Winograd's per-position
  * products), and C += A B^T by dot products along the long dimension (weight gradients).
- * The micro-kernels are shared with conv_winograd.c. Every output is summed by one thread in
- * a fixed order, so results do not depend on the thread count. Built with AVX2 + FMA; elsewhere
- * the two drivers call BLAS.
+ * conv_winograd.c calls the tile kernel directly and the dot products for its weight
+ * gradient. Every output is summed by one thread in a fixed order, so results do not depend on
+ * the thread count. Built with AVX2 + FMA; elsewhere the drivers call BLAS.
  */
 #include <stddef.h>
 #include <string.h>
@@ -14,6 +14,12 @@
 
 enum { MR = 4, NR = 24 };
 
+#if defined(__AVX2__) && defined(__FMA__)
+#define CPU_TILES 1
+#else
+#define CPU_TILES 0
+#endif
+
 static size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
 size_t cpu_gemm_tiles_scratch(int m, int k)
@@ -21,7 +27,7 @@ size_t cpu_gemm_tiles_scratch(int m, int k)
     return sizeof(float) * (round_up((size_t)m, MR) * k + (size_t)k * NR);
 }
 
-#if defined(__AVX2__) && defined(__FMA__)
+#if CPU_TILES
 
 /* c[j * ldc + 0..23] = sum over k of a[p][j] * b[p * ldb + 0..23], a packed as [k][4]: 12
  * accumulators, 3 loads and 4 broadcasts per step. The empty asm statement keeps the three
@@ -69,8 +75,8 @@ void cpu_tile_4x24(int k, const float *a, const float *b, size_t ldb, float *c, 
         c##j##2 = _mm256_fmadd_ps(d, x2, c##j##2);                                             \
     } while (0)
 
-void cpu_dot_4x3(const float *const a[4], const float *const b[3], size_t len,
-                 double sums[4][3])
+static void dot_4x3(const float *const a[4], const float *const b[3], size_t len,
+                    double sums[4][3])
 {
     __m256 c00 = _mm256_setzero_ps(), c01 = c00, c02 = c00, c10 = c00, c11 = c00, c12 = c00;
     __m256 c20 = c00, c21 = c00, c22 = c00, c30 = c00, c31 = c00, c32 = c00;
@@ -90,9 +96,13 @@ void cpu_dot_4x3(const float *const a[4], const float *const b[3], size_t len,
             sums[j][i] += cpu_hsum8(acc[j][i]);
 }
 
-/* op(A) (m x k; A is k x m when trans_a) as blocks [m / 4][k][4], rows past m zero. */
-static void pack_a(int trans_a, int m, int k, const float *a, int lda, float *packed)
+#endif
+
+/* op(A) (m x k; A is k x m when trans_a) into the scratch, once for any number of products
+ * with it: as blocks [m / 4][k][4], rows past m zero (without AVX2: row-major, for BLAS). */
+void cpu_gemm_tiles_pack(int trans_a, int m, int k, const float *a, int lda, float *scratch)
 {
+    const int simd = CPU_TILES;
     const long long blocks = (long long)(round_up((size_t)m, MR) / MR);
 #pragma omp parallel for schedule(static)
     for (long long bl = 0; bl < blocks; bl++)
@@ -102,17 +112,19 @@ static void pack_a(int trans_a, int m, int k, const float *a, int lda, float *pa
                 float v = 0.0f;
                 if (r < m)
                     v = trans_a ? a[(size_t)p * lda + r] : a[(size_t)r * lda + p];
-                packed[((size_t)bl * k + p) * MR + j] = v;
+                if (simd)
+                    scratch[((size_t)bl * k + p) * MR + j] = v;
+                else if (r < m)
+                    scratch[(size_t)r * k + p] = v;
             }
 }
-#endif
 
-void cpu_gemm_tiles(int trans_a, int m, int n, int k, const float *a, int lda, const float *b,
-                    int ldb, float *c, int ldc, float *scratch)
+void cpu_gemm_tiles(int m, int n, int k, const float *b, int ldb, float *c, int ldc,
+                    float *scratch)
 {
-#if defined(__AVX2__) && defined(__FMA__)
-    float *packed = scratch, *tail = packed + round_up((size_t)m, MR) * k;
-    pack_a(trans_a, m, k, a, lda, packed);
+#if CPU_TILES
+    const float *packed = scratch;
+    float *tail = scratch + round_up((size_t)m, MR) * k;
     /* the last columns (n % 24) from a zero-padded copy, so no tile reads past B's rows */
     const int full = n / NR * NR, rest = n - full;
     for (int p = 0; rest && p < k; p++) {
@@ -140,15 +152,14 @@ void cpu_gemm_tiles(int trans_a, int m, int n, int k, const float *a, int lda, c
             memcpy(c + (size_t)(r0 + j) * ldc + c0, t[j], sizeof(float) * cols);
     }
 #else
-    (void)scratch;
-    cpu_gemm(trans_a, 0, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, ldc);
+    cpu_gemm(0, 0, m, n, k, 1.0f, scratch, k, b, ldb, 0.0f, c, ldc);
 #endif
 }
 
 void cpu_gemm_dots(int m, int n, int k, const float *a, int lda, const float *b, int ldb,
                    float *c, int ldc)
 {
-#if defined(__AVX2__) && defined(__FMA__)
+#if CPU_TILES
     const long long mblocks = (m + 3) / 4, nblocks = (n + 2) / 3, jobs = mblocks * nblocks;
     const size_t len = (size_t)k / 8 * 8;
 #pragma omp parallel for schedule(static)
@@ -161,7 +172,7 @@ void cpu_gemm_dots(int m, int n, int k, const float *a, int lda, const float *b,
         for (int i = 0; i < 3; i++)
             br[i] = b + (size_t)(nb * 3 + i < n ? nb * 3 + i : n - 1) * ldb;
         double sums[4][3] = {{0}};
-        cpu_dot_4x3(ar, br, len, sums);
+        dot_4x3(ar, br, len, sums);
         for (int j = 0; j < 4; j++)
             for (int i = 0; i < 3; i++)
                 for (size_t t = len; t < (size_t)k; t++)

@@ -56,6 +56,7 @@ typedef struct {
     int chunk;                  /* images per GEMM or per direct pass */
     int chunk_winograd;         /* images per Winograd forward or input-gradient pass */
     int chunk_weight_grad;      /* images per Winograd weight-gradient pass */
+    size_t pack_floats;         /* im2col-tiles: scratch per group for the packed filters */
 } conv2d_cfg;
 
 static void conv2d_defaults(void *cfg)
@@ -119,13 +120,16 @@ static void plan_im2col(conv2d_cfg *c, layer *l, const dtnn_backend *be, int til
 {
     const conv_geom *g = &c->g;
     size_t per_image = ((size_t)g->C * g->R * g->S + g->K) * g->P * g->Q * sizeof(float);
-    size_t scratch = 0;
+    c->pack_floats = 0;
     if (tiles) {
+        /* one packed filter matrix per group, forward W or backward W^T, packed once a call */
         const int Kg = g->K / g->groups, CRSg = g->C / g->groups * g->R * g->S;
-        scratch = DTNN_MAX(be->gemm_tiles_scratch(Kg, CRSg), be->gemm_tiles_scratch(CRSg, Kg));
+        c->pack_floats = DTNN_MAX(be->gemm_tiles_scratch(Kg, CRSg),
+                                  be->gemm_tiles_scratch(CRSg, Kg)) / sizeof(float);
     }
-    c->chunk = chunk_for(scratch, per_image, (size_t)1 << 20, l);
-    l->workspace_bytes = per_image * c->chunk + scratch;
+    const size_t packs = sizeof(float) * c->pack_floats * g->groups;
+    c->chunk = chunk_for(packs, per_image, (size_t)1 << 20, l);
+    l->workspace_bytes = per_image * c->chunk + packs;
 }
 
 static dtnn_status conv2d_infer(layer *l, dtnn_error *err)
@@ -202,7 +206,15 @@ static dtnn_status conv2d_infer(layer *l, dtnn_error *err)
      * Winograd; dtnn bench --profile, batch 64, 1 thread). */
     const int winograd = asked == CONV_AUTO && DTNN_MIN(in.c, c->filters) >= 16 &&
                          be->conv_winograd_supported(g);
-    if (direct) {
+    /* Winograd backward from 32 channels on. Below, the transforms (their cost per
+     * multiply-add falls with the channel count) ate the gain: ResNet-20's 16-channel stage
+     * took 14.7 ms a layer backward against the direct kernels' 14.0 (whose input gradient
+     * shares its padded planes with the weight gradient), while its 32- and 64-channel stages
+     * went from 14.8 and 15.5 to 11.2 and 11.7 (dtnn bench --profile, batch 64, 1 thread,
+     * --conv-algo direct vs auto). */
+    const int winograd_backward = winograd && DTNN_MIN(in.c, c->filters) >= 32;
+    l->workspace_bytes = 0;
+    if (!winograd_backward && direct) {
         /* Chunks whose padded planes fit the 1 MiB L2 cache of a core, so the kernels read
          * what pad_planes has just written from there: with 16 MiB chunks ResNet-20's first
          * stage ran at 7.5 / 15.5 ms forward / backward per layer instead of 4.7 / 9.0. */
@@ -210,7 +222,7 @@ static dtnn_status conv2d_infer(layer *l, dtnn_error *err)
         c->algo = c->algo_backward = CONV_DIRECT;
         c->chunk = chunk_for(fixed, be->conv_direct_workspace(g, 1) - fixed, (size_t)1 << 20, l);
         l->workspace_bytes = be->conv_direct_workspace(g, c->chunk);
-    } else {
+    } else if (!winograd_backward) {
         /* im2col with few filters per group: the products on gemm_tiles.c's register tiles,
          * not BLAS, whose kernels reach a third to a half of peak with M = 16 to 64 rows
          * (ResNet-20's stride-2 layers). */
@@ -223,20 +235,12 @@ static dtnn_status conv2d_infer(layer *l, dtnn_error *err)
         c->chunk_winograd = be->conv_winograd_chunk(g, l->max_batch, l->workspace_limit, 0);
         l->workspace_bytes = DTNN_MAX(l->workspace_bytes,
                                       be->conv_winograd_workspace(g, c->chunk_winograd, 0));
-        /* Backward too from 32 channels on. Below, the transforms (their cost per
-         * multiply-add falls with the channel count) ate the gain: ResNet-20's 16-channel
-         * stage took 14.7 ms a layer backward against the direct kernels' 14.0 (whose input
-         * gradient shares its padded planes with the weight gradient), while its 32- and
-         * 64-channel stages went from 14.8 and 15.5 to 11.2 and 11.7 (dtnn bench --profile,
-         * batch 64, 1 thread, --conv-algo direct vs auto). */
-        if (DTNN_MIN(in.c, c->filters) >= 32) {
-            c->algo_backward = CONV_WINOGRAD;
-            c->chunk_weight_grad =
-                be->conv_winograd_chunk(g, l->max_batch, l->workspace_limit, 1);
-            l->workspace_bytes =
-                DTNN_MAX(l->workspace_bytes,
-                         be->conv_winograd_workspace(g, c->chunk_weight_grad, 1));
-        }
+    }
+    if (winograd_backward) {
+        c->algo_backward = CONV_WINOGRAD;
+        c->chunk_weight_grad = be->conv_winograd_chunk(g, l->max_batch, l->workspace_limit, 1);
+        l->workspace_bytes = DTNN_MAX(l->workspace_bytes,
+                                      be->conv_winograd_workspace(g, c->chunk_weight_grad, 1));
     }
     return DTNN_OK;
 }
@@ -273,19 +277,24 @@ static void conv2d_forward(layer *l, const layer_ctx *ctx)
         }
         return;
     }
+    const int tiles = c->algo == CONV_IM2COL_TILES;
+    float *packs = ctx->workspace;
+    for (int gi = 0; tiles && gi < G; gi++)
+        ctx->be->gemm_tiles_pack(0, Kg, CRSg, w + (size_t)gi * Kg * CRSg, CRSg,
+                                 packs + gi * c->pack_floats);
     for (int n0 = 0; n0 < l->n; n0 += c->chunk) {
         int nb = DTNN_MIN(c->chunk, l->n - n0);
         int ld = nb * PQ;
-        float *col = ctx->workspace, *tmp = col + (size_t)CRS * ld;
-        float *scratch = tmp + (size_t)g->K * ld;
+        float *col = packs + G * c->pack_floats, *tmp = col + (size_t)CRS * ld;
         ctx->be->im2col(g, x + (size_t)n0 * g->C * g->H * g->W, nb, col, ld);
         for (int gi = 0; gi < G; gi++) {
-            const float *wg = w + (size_t)gi * Kg * CRSg, *cg = col + (size_t)gi * CRSg * ld;
+            const float *cg = col + (size_t)gi * CRSg * ld;
             float *tg = tmp + (size_t)gi * Kg * ld;
-            if (c->algo == CONV_IM2COL_TILES)
-                ctx->be->gemm_tiles(0, Kg, ld, CRSg, wg, CRSg, cg, ld, tg, ld, scratch);
+            if (tiles)
+                ctx->be->gemm_tiles(Kg, ld, CRSg, cg, ld, tg, ld, packs + gi * c->pack_floats);
             else
-                ctx->be->gemm(0, 0, Kg, ld, CRSg, 1.0f, wg, CRSg, cg, ld, 0.0f, tg, ld);
+                ctx->be->gemm(0, 0, Kg, ld, CRSg, 1.0f, w + (size_t)gi * Kg * CRSg, CRSg, cg, ld,
+                              0.0f, tg, ld);
         }
         for (int i = 0; i < nb; i++) {
             float *y = l->y + (size_t)(n0 + i) * g->K * PQ;
@@ -340,10 +349,15 @@ static void conv2d_backward(layer *l, const layer_ctx *ctx)
         }
         return;
     }
+    const int tiles = c->algo_backward == CONV_IM2COL_TILES;
+    float *packs = ctx->workspace;
+    for (int gi = 0; tiles && dx && gi < G; gi++)
+        ctx->be->gemm_tiles_pack(1, CRSg, Kg, w + (size_t)gi * Kg * CRSg, CRSg,
+                                 packs + gi * c->pack_floats);
     for (int n0 = 0; n0 < l->n; n0 += c->chunk) {
         int nb = DTNN_MIN(c->chunk, l->n - n0);
         int ld = nb * PQ;
-        float *col = ctx->workspace, *tmp = col + (size_t)CRS * ld;
+        float *col = packs + G * c->pack_floats, *tmp = col + (size_t)CRS * ld;
         /* dy [nb, K, PQ] -> tmp [K, nb * PQ] */
         for (int i = 0; i < nb; i++) {
             const float *dy = l->dy + (size_t)(n0 + i) * g->K * PQ;
@@ -351,8 +365,6 @@ static void conv2d_backward(layer *l, const layer_ctx *ctx)
                 memcpy(tmp + (size_t)k * ld + i * PQ, dy + (size_t)k * PQ, sizeof(float) * PQ);
         }
         ctx->be->im2col(g, x + (size_t)n0 * in_size, nb, col, ld);
-        const int tiles = c->algo_backward == CONV_IM2COL_TILES;
-        float *scratch = tmp + (size_t)g->K * ld;
         for (int gi = 0; gi < G; gi++) {
             const float *tg = tmp + (size_t)gi * Kg * ld, *cg = col + (size_t)gi * CRSg * ld;
             float *dwg = dw + (size_t)gi * Kg * CRSg;
@@ -364,12 +376,13 @@ static void conv2d_backward(layer *l, const layer_ctx *ctx)
         if (!dx)
             continue;
         for (int gi = 0; gi < G; gi++) {
-            const float *wg = w + (size_t)gi * Kg * CRSg, *tg = tmp + (size_t)gi * Kg * ld;
+            const float *tg = tmp + (size_t)gi * Kg * ld;
             float *cg = col + (size_t)gi * CRSg * ld;
             if (tiles)
-                ctx->be->gemm_tiles(1, CRSg, ld, Kg, wg, CRSg, tg, ld, cg, ld, scratch);
+                ctx->be->gemm_tiles(CRSg, ld, Kg, tg, ld, cg, ld, packs + gi * c->pack_floats);
             else
-                ctx->be->gemm(1, 0, CRSg, ld, Kg, 1.0f, wg, CRSg, tg, ld, 0.0f, cg, ld);
+                ctx->be->gemm(1, 0, CRSg, ld, Kg, 1.0f, w + (size_t)gi * Kg * CRSg, CRSg, tg, ld,
+                              0.0f, cg, ld);
         }
         float *dxn = dx + (size_t)n0 * in_size;
         if (!l->dx_accumulate[0])
