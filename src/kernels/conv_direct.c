@@ -169,47 +169,6 @@ static void pack_filters(const float *w, int K, int C, int taps, int for_input_g
                 }
 }
 
-/* One tile: MR output channels x NR wide pixels, summed over `ins` padded input planes. The
- * 12 accumulators + 3 input vectors + 1 broadcast fill the 16 ymm registers; they are named
- * variables, not an array, and the tap loop is not unrolled, because GCC 12 otherwise spilled
- * accumulators to the stack and folded each input load into every FMA (38 GFLOP/s instead
- * of 60-70 on ResNet-20's first stage). */
-#define TILE_ROW(j)                                                                            \
-    do {                                                                                       \
-        __m256 w##j = _mm256_broadcast_ss(wb + (j));                                           \
-        a##j##0 = _mm256_fmadd_ps(w##j, x0, a##j##0);                                          \
-        a##j##1 = _mm256_fmadd_ps(w##j, x1, a##j##1);                                          \
-        a##j##2 = _mm256_fmadd_ps(w##j, x2, a##j##2);                                          \
-    } while (0)
-
-static void tile_4x24(const pass_geom *pg, int ins, const float *in, const float *wb,
-                      float out[MR][NR])
-{
-    __m256 a00 = _mm256_setzero_ps(), a01 = a00, a02 = a00, a10 = a00, a11 = a00, a12 = a00;
-    __m256 a20 = a00, a21 = a00, a22 = a00, a30 = a00, a31 = a00, a32 = a00;
-    const int taps = pg->taps;
-    const ptrdiff_t *offsets = pg->offsets;
-    for (int c = 0; c < ins; c++, in += pg->Ls) {
-#pragma GCC unroll 1
-        for (int t = 0; t < taps; t++, wb += MR) {
-            const float *src = in + offsets[t];
-            __m256 x0 = _mm256_loadu_ps(src);
-            __m256 x1 = _mm256_loadu_ps(src + 8);
-            __m256 x2 = _mm256_loadu_ps(src + 16);
-            TILE_ROW(0);
-            TILE_ROW(1);
-            TILE_ROW(2);
-            TILE_ROW(3);
-        }
-    }
-    _mm256_storeu_ps(out[0], a00), _mm256_storeu_ps(out[0] + 8, a01);
-    _mm256_storeu_ps(out[0] + 16, a02), _mm256_storeu_ps(out[1], a10);
-    _mm256_storeu_ps(out[1] + 8, a11), _mm256_storeu_ps(out[1] + 16, a12);
-    _mm256_storeu_ps(out[2], a20), _mm256_storeu_ps(out[2] + 8, a21);
-    _mm256_storeu_ps(out[2] + 16, a22), _mm256_storeu_ps(out[3], a30);
-    _mm256_storeu_ps(out[3] + 8, a31), _mm256_storeu_ps(out[3] + 16, a32);
-}
-
 /* Writes (or adds) the real pixels of a tile into `outs` NCHW planes of rows x cols from
  * channel o0; the thrown-away columns and pixels past the last row are skipped. */
 static void store_tile(const pass_geom *pg, float tile[MR][NR], int p0, int o0, int outs,
@@ -251,7 +210,7 @@ static void direct_pass(const pass_geom *pg, int n, int ins, int outs, const flo
         const float *wb = packed + (size_t)b * ins * pg->taps * MR;
         float tile[MR][NR];
         for (int p0 = 0; p0 < pg->Lw; p0 += NR) {
-            tile_4x24(pg, ins, img + p0, wb, tile);
+            cpu_tile_4x24_taps(ins, pg->taps, pg->offsets, pg->Ls, wb, img + p0, tile[0], NR);
             store_tile(pg, tile, p0, b * MR, outs, bias, out + (size_t)i * out_image,
                        accumulate);
         }

@@ -74,8 +74,11 @@ void cpu_gemm_dots(int m, int n, int k, const float *a, int lda, const float *b,
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
 /* Their register tile, for the convolutions built on it: a 4 x 24 tile of C from A packed
- * [k][4] and rows of B. */
+ * [k][4] and rows of B; or, over `taps` shifted reads of each row (a packed [steps][taps][4]),
+ * the direct convolution's tile. */
 void cpu_tile_4x24(int k, const float *a, const float *b, size_t ldb, float *c, size_t ldc);
+void cpu_tile_4x24_taps(int steps, int taps, const ptrdiff_t *offsets, size_t step,
+                        const float *a, const float *b, float *c, size_t ldc);
 
 static inline float cpu_hsum8(__m256 v)
 {
