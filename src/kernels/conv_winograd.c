@@ -239,7 +239,7 @@ TRANSFORM_OUTPUT(transform_output8, __m256, _mm256_loadu_ps, _mm256_storeu_ps, _
 TRANSFORM_OUTPUT(transform_output4, __m128, _mm_loadu_ps, _mm_storeu_ps, _mm_add_ps,
                  _mm_sub_ps, _mm_set1_ps, INTERLEAVE4)
 
-/* Scratch per chunk: U, the parity planes of one plane per (image, channel) job, and V. */
+/* Floats of one input plane's four parity planes (one set per (image, channel) of a chunk). */
 static size_t parity_floats(const wino_geom *wg) { return 4 * wg->plane; }
 
 /* V [16][ins][ldv] = B^T d B of every tile of images n0 .. n0 + nb - 1 of in [n, ins, rows,
@@ -274,9 +274,10 @@ static void transform_inputs(const wino_geom *wg, int n0, int nb, int ins, const
 /* The weight gradient. With Y = A^T [sum over c of U_c . V_c] A, U = G g G^T:
  * dL/dU[k][c] = sum over tiles of (A dY A^T) . V_c, and dL/dg = G^T (dL/dU) G. So per chunk
  * the output gradient's 2x2 tiles become 4x4 (A dY A^T) in D [16][K][ldv], V is the forward's
- * input transform, and 16 products D V^T, over tiles, sum into dU [16][K][C] (double across
- * chunks); dw gets G^T dU G at the end: 16 multiply-adds per channel pair and output block of
- * 2x2 where direct summation needs 36. */
+ * input transform (computed again: keeping it would hold 4x every such layer's input for the
+ * whole step), and 16 products D V^T, over tiles, sum into dU [16][K][C]; dw gets G^T dU G at
+ * the end: 16 multiply-adds per channel pair and output block of 2x2 where direct summation
+ * needs 36. */
 
 /* D[xi][tile] (xi_stride floats apart) = A dy A^T for every 2x2 tile of one output-gradient
  * plane, a vector of tiles at a time; the two columns of each tile are split apart from a row
