@@ -92,6 +92,8 @@ typedef struct {
     size_t workspace_limit;     /* bytes of scratch the convolutions may use (0 = 64 MiB) */
     int input_grad;             /* also compute d(loss)/d(input) (gradient checks, saliency) */
     dtnn_conv_algo conv_algo;   /* DTNN_CONV_AUTO unless comparing paths */
+    int unfused;                /* 1: every layer runs on its own, no ReLU fused into the batch
+                                 * norm or add before it (the reference for the fused pairs) */
     /* The memory check: before allocating, the build adds up what the model will need
      * (dtnn_model_memory) and refuses, with required vs available, what cannot fit. */
     int optimizer_slots;        /* optimizer state to count (dtnn_opt_state_slots; it is

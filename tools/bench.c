@@ -37,6 +37,8 @@ static cli_opt bench_opts[] = {
     {"conv-algo", OPT_STRING, "auto", "convolutions: auto (the fastest path that applies) | "
      "direct (auto without Winograd) | im2col (the reference path), for comparison", 0, NULL,
      0},
+    {"no-fusion", OPT_FLAG, NULL, "run every layer on its own (no ReLU fused into the batch "
+     "norm or add before it), for comparison", 0, NULL, 0},
     {"profile", OPT_FLAG, NULL, "print per-layer forward/backward time", 0, NULL, 0},
     {"allreduce", OPT_STRING, "overlap", "under MPI: overlap | blocking | hierarchical", 0, NULL,
      0},
@@ -197,6 +199,7 @@ static int run_bench(const cli_opt *o, int n, dtnn_comm *comm, int threads)
     bp.conv_algo = !strcmp(conv_algo, "im2col")   ? DTNN_CONV_IM2COL
                    : !strcmp(conv_algo, "direct") ? DTNN_CONV_DIRECT
                                                   : DTNN_CONV_AUTO;
+    bp.unfused = cli_flag(o, n, "no-fusion");
     dtnn_opt_params op;
     dtnn_opt_params_default(&op, DTNN_OPT_SGD);
     op.momentum = 0.9f;

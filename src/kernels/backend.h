@@ -110,30 +110,38 @@ typedef struct dtnn_backend {
 
     /* Batch norm over [n, C, hw], training mode in phases, so synchronised batch norm can sum
      * the per-channel statistics over the ranks between them (one process just goes on):
-     *   bn_channel_sums   sum of x per channel (mean == NULL), or of (x - mean)^2
-     *   bn_apply_train    normalise with mean = sum / count and the biased variance
-     *                     sqdev / count; save mean and 1/sqrt(var + eps); update the running
-     *                     estimates as PyTorch (unbiased variance, running = (1 - momentum) *
-     *                     running + momentum * batch)
+     *   bn_moments        per channel: sum of d = x - shift and of d^2 (shift = the running
+     *                     mean, the same on every rank)
+     *   bn_apply_train    normalise with the batch mean shift + sum / count and the biased
+     *                     variance sumsq / count - (sum / count)^2; save mean and
+     *                     1/sqrt(var + eps); update the running estimates as PyTorch (unbiased
+     *                     variance, running = (1 - momentum) * running + momentum * batch);
+     *                     shift is running_mean as it was before the update
      *   bn_backward_sums  per channel: sum(dy) and sum(dy * xhat)
      *   bn_backward_apply dx = gamma * invstd * (dy - sdy / count - xhat * sdyx / count)
-     * Sums are in double, serially per channel: results do not depend on the thread count. */
-    void (*bn_channel_sums)(int n, int C, int hw, const float *x, const double *mean,
-                            double *out);
+     * With `relu` the output is clamped at 0 (a ReLU fused in); then backward's dy is the
+     * gradient at the ReLU's output, passed where the normalised value (recomputed from x,
+     * gamma and beta exactly as the forward computed it) is positive. Sums are in double, serially per channel: results do not depend on the
+     * thread count. */
+    void (*bn_moments)(int n, int C, int hw, const float *x, const float *shift, double *sum,
+                       double *sumsq);
     void (*bn_apply_train)(int n, int C, int hw, const float *x, const float *gamma,
-                           const float *beta, const double *sum, const double *sqdev,
-                           double count, float eps, float momentum, float *y, float *save_mean,
-                           float *save_invstd, float *running_mean, float *running_var);
+                           const float *beta, const double *sum, const double *sumsq,
+                           double count, float eps, float momentum, int relu, float *y,
+                           float *save_mean, float *save_invstd, float *running_mean,
+                           float *running_var);
     void (*bn_backward_sums)(int n, int C, int hw, const float *x, const float *dy,
+                             const float *gamma, const float *beta, int relu,
                              const float *save_mean, const float *save_invstd, double *sdy,
                              double *sdyx);
     void (*bn_backward_apply)(int n, int C, int hw, const float *x, const float *dy,
-                              const float *gamma, const float *save_mean,
-                              const float *save_invstd, const double *sdy, const double *sdyx,
-                              double count, float *dx, int accumulate);
+                              const float *gamma, const float *beta, int relu,
+                              const float *save_mean, const float *save_invstd,
+                              const double *sdy, const double *sdyx, double count, float *dx,
+                              int accumulate);
     void (*bn_forward_eval)(int n, int C, int hw, const float *x, const float *gamma,
                             const float *beta, const float *running_mean,
-                            const float *running_var, float eps, float *y);
+                            const float *running_var, float eps, int relu, float *y);
 
     /* Row-wise softmax of [rows, cols]; backward: dx = y * (dy - sum(dy * y)). */
     void (*softmax_forward)(int rows, int cols, const float *x, float *y);

@@ -42,21 +42,23 @@ void cpu_avgpool_backward(const pool_geom *g, int n, const float *dy, float *dx,
 void cpu_act_forward(act_kind kind, float param, size_t count, const float *x, float *y);
 void cpu_act_backward(act_kind kind, float param, size_t count, const float *x, const float *y,
                       const float *dy, float *dx, int accumulate);
-void cpu_bn_channel_sums(int n, int C, int hw, const float *x, const double *mean, double *out);
+void cpu_bn_moments(int n, int C, int hw, const float *x, const float *shift, double *sum,
+                    double *sumsq);
 void cpu_bn_apply_train(int n, int C, int hw, const float *x, const float *gamma,
-                        const float *beta, const double *sum, const double *sqdev, double count,
-                        float eps, float momentum, float *y, float *save_mean,
+                        const float *beta, const double *sum, const double *sumsq, double count,
+                        float eps, float momentum, int relu, float *y, float *save_mean,
                         float *save_invstd, float *running_mean, float *running_var);
 void cpu_bn_backward_sums(int n, int C, int hw, const float *x, const float *dy,
+                          const float *gamma, const float *beta, int relu,
                           const float *save_mean, const float *save_invstd, double *sdy,
                           double *sdyx);
 void cpu_bn_backward_apply(int n, int C, int hw, const float *x, const float *dy,
-                           const float *gamma, const float *save_mean, const float *save_invstd,
-                           const double *sdy, const double *sdyx, double count, float *dx,
-                           int accumulate);
+                           const float *gamma, const float *beta, int relu,
+                           const float *save_mean, const float *save_invstd, const double *sdy,
+                           const double *sdyx, double count, float *dx, int accumulate);
 void cpu_bn_forward_eval(int n, int C, int hw, const float *x, const float *gamma,
                          const float *beta, const float *running_mean, const float *running_var,
-                         float eps, float *y);
+                         float eps, int relu, float *y);
 void cpu_softmax_forward(int rows, int cols, const float *x, float *y);
 void cpu_softmax_backward(int rows, int cols, const float *y, const float *dy, float *dx,
                           int accumulate);

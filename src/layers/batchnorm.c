@@ -8,7 +8,8 @@
  * 1/sqrt(var + eps) of the last training forward are kept in aux for backward. Backward is
  * defined for training-mode forwards only (the model never runs backward after an eval forward).
  * Not supported: affine=False, track_running_stats=False, momentum=None (cumulative average).
- * The arithmetic lives in the backend's bn_* kernels. With synchronised batch norm (the
+ * A ReLU right after it may be fused in (layer.h, relu_epilogue). The arithmetic lives in the
+ * backend's bn_* kernels. With synchronised batch norm (the
  * layer context carries a reduction) the per-channel sums are added over the ranks between
  * the kernel phases, as torch.nn.SyncBatchNorm; otherwise the same phases run locally.
  */
@@ -69,7 +70,7 @@ static dtnn_status batchnorm_infer(layer *l, dtnn_error *err)
     l->aux_bytes = 0;
     l->aux_fixed_bytes = 2 * sizeof(float) * (size_t)in.c;
     /* Per-channel double sums plus the count (see batchnorm_forward). */
-    l->workspace_bytes = sizeof(double) * (3 * (size_t)in.c + 1);
+    l->workspace_bytes = sizeof(double) * (2 * (size_t)in.c + 1);
     return DTNN_OK;
 }
 
@@ -80,7 +81,8 @@ static int reduce(const layer_ctx *ctx, double *buf, size_t n)
     return !ctx->reduce_sum || ctx->reduce_sum(ctx->reduce_user, buf, n) == DTNN_OK;
 }
 
-/* Workspace: sum [C], count, mean [C], sqdev [C]; backward: sdy [C], sdyx [C]. */
+/* Workspace: sum [C], sumsq [C], count (one message when synchronised); backward: sdy [C],
+ * sdyx [C]. */
 static void batchnorm_forward(layer *l, const layer_ctx *ctx)
 {
     batchnorm_cfg *c = l->cfg;
@@ -89,21 +91,17 @@ static void batchnorm_forward(layer *l, const layer_ctx *ctx)
     float *running_mean = l->p[BN_RUNNING_MEAN], *running_var = l->p[BN_RUNNING_VAR];
     if (!ctx->training) {
         ctx->be->bn_forward_eval(l->n, C, c->hw, l->x[0], gamma, beta, running_mean,
-                                 running_var, c->eps, l->y);
+                                 running_var, c->eps, l->relu_fused, l->y);
         return;
     }
-    double *sum = ctx->workspace, *count = sum + C, *mean = count + 1, *sqdev = mean + C;
-    ctx->be->bn_channel_sums(l->n, C, c->hw, l->x[0], NULL, sum);
+    double *sum = ctx->workspace, *sumsq = sum + C, *count = sumsq + C;
+    ctx->be->bn_moments(l->n, C, c->hw, l->x[0], running_mean, sum, sumsq);
     *count = (double)l->n * c->hw;
-    int ok = reduce(ctx, sum, (size_t)C + 1); /* the sums and the count, in one message */
-    for (int ch = 0; ch < C; ch++)
-        mean[ch] = sum[ch] / *count;
-    ctx->be->bn_channel_sums(l->n, C, c->hw, l->x[0], mean, sqdev);
-    ok &= reduce(ctx, sqdev, (size_t)C);
+    const int ok = reduce(ctx, sum, 2 * (size_t)C + 1);
     float *save_mean = l->aux, *save_invstd = save_mean + C;
-    ctx->be->bn_apply_train(l->n, C, c->hw, l->x[0], gamma, beta, sum, sqdev, *count, c->eps,
-                            c->momentum, l->y, save_mean, save_invstd, running_mean,
-                            running_var);
+    ctx->be->bn_apply_train(l->n, C, c->hw, l->x[0], gamma, beta, sum, sumsq, *count, c->eps,
+                            c->momentum, l->relu_fused, l->y, save_mean, save_invstd,
+                            running_mean, running_var);
     if (!ok)
         for (size_t i = 0; i < shape_size(l->out) * l->n; i++)
             l->y[i] = NAN;
@@ -112,14 +110,15 @@ static void batchnorm_forward(layer *l, const layer_ctx *ctx)
     (*tracked)++;
 }
 
+/* With a ReLU fused in, dy is the gradient at the ReLU's output (layer.h). */
 static void batchnorm_backward(layer *l, const layer_ctx *ctx)
 {
     batchnorm_cfg *c = l->cfg;
     const int C = c->channels;
     const float *save_mean = l->aux, *save_invstd = save_mean + C;
     double *sdy = ctx->workspace, *sdyx = sdy + C;
-    ctx->be->bn_backward_sums(l->n, C, c->hw, l->x[0], l->dy, save_mean, save_invstd, sdy,
-                              sdyx);
+    ctx->be->bn_backward_sums(l->n, C, c->hw, l->x[0], l->dy, l->p[BN_WEIGHT], l->p[BN_BIAS],
+                              l->relu_fused, save_mean, save_invstd, sdy, sdyx);
     /* This rank's sums: when synchronised, the gradient all-reduce adds the ranks'. */
     for (int ch = 0; ch < C; ch++) {
         l->g[BN_WEIGHT][ch] += (float)sdyx[ch];
@@ -128,12 +127,15 @@ static void batchnorm_backward(layer *l, const layer_ctx *ctx)
     int ok = reduce(ctx, sdy, 2 * (size_t)C);
     if (!l->dx[0])
         return;
-    ctx->be->bn_backward_apply(l->n, C, c->hw, l->x[0], l->dy, l->p[BN_WEIGHT], save_mean,
-                               save_invstd, sdy, sdyx, c->count, l->dx[0], l->dx_accumulate[0]);
+    ctx->be->bn_backward_apply(l->n, C, c->hw, l->x[0], l->dy, l->p[BN_WEIGHT], l->p[BN_BIAS],
+                               l->relu_fused, save_mean, save_invstd, sdy, sdyx, c->count,
+                               l->dx[0], l->dx_accumulate[0]);
     if (!ok)
         for (size_t i = 0; i < shape_size(l->in[0]) * l->n; i++)
             l->dx[0][i] = NAN;
 }
+
+static const char *batchnorm_method(const layer *l) { return l->relu_fused ? "+relu" : ""; }
 
 static double batchnorm_flops(const layer *l)
 {
@@ -153,4 +155,6 @@ const layer_ops layer_batchnorm = {
     .forward = batchnorm_forward,
     .backward = batchnorm_backward,
     .flops = batchnorm_flops,
+    .method = batchnorm_method,
+    .relu_epilogue = 1,
 };

@@ -7,7 +7,8 @@
  * aligned flat buffer, laid out in layer order; every tensor has a PyTorch state_dict name
  * ("<layer name>.<suffix>"). Each layer owns its output array for max_batch samples, except
  * the ReLUs (and flattens) that write over their input's (plan_inplace); one scratch workspace
- * (the largest any layer asks for) is shared by all layers.
+ * (the largest any layer asks for) is shared by all layers. A ReLU in place after a batch norm
+ * or an add is done by that layer in the same pass (plan_fusion) and skipped.
  * Backward visits layers in reverse; when an output feeds several layers, the first gradient to
  * arrive writes and the others add (dx_accumulate), so no gradient buffer is ever cleared.
  *
@@ -52,13 +53,41 @@ static int plan_inplace(const dtnn_model *m, int *alias)
     return 0;
 }
 
+extern const layer_ops layer_relu;
+
+/* Which ReLUs their producer does (layer_ops.relu_epilogue): a ReLU running in place on the
+ * output of a layer that can clamp it, unless the build asks for every layer on its own
+ * (dtnn_build_params.unfused). first[i] is the lowest layer whose backward uses layer i's
+ * output gradient: i, or for a fused ReLU its producer, which reads the ReLU's output gradient
+ * as its own (so plan_gradient_pool keeps it alive until then). */
+static void plan_fusion(dtnn_model *m, const int *alias, int *first)
+{
+    for (int i = 0; i < m->n_layers; i++) {
+        m->layers[i]->relu_fused = m->layers[i]->fused = 0;
+        first[i] = i;
+    }
+    for (int i = 0; i < m->n_layers && !m->bp.unfused; i++) {
+        layer *l = m->layers[i];
+        if (l->ops != &layer_relu || alias[i] < 0 || alias[i] != l->in_ids[0])
+            continue;
+        layer *producer = m->layers[alias[i]];
+        if (!producer->ops->relu_epilogue || producer->relu_fused)
+            continue;
+        producer->relu_fused = 1;
+        l->fused = 1;
+        first[i] = alias[i];
+    }
+}
+
 /* Places each layer's output gradient (size[i] floats) in a shared pool: the gradient of layer
- * i is alive over the layers [i, last consumer of i] (backward runs from the last consumer,
- * which writes it first, down to i, which reads it last). Largest first, each at the lowest
+ * i is alive over the layers [first[i], last consumer of i] (backward runs from the last
+ * consumer, which writes it first, down to first[i], which reads it last: i itself, or the
+ * producer of a fused ReLU). Largest first, each at the lowest
  * offset that overlaps in memory no placed buffer alive at the same time: first-fit
  * interval colouring, O(n^2) for n layers, at build time only. Returns the pool's size in
  * floats, or SIZE_MAX when out of memory. */
-static size_t plan_gradient_pool(const dtnn_model *m, const size_t *size, size_t *offset)
+static size_t plan_gradient_pool(const dtnn_model *m, const int *first, const size_t *size,
+                                 size_t *offset)
 {
     const int n = m->n_layers;
     int *last = malloc(sizeof(int) * (size_t)n), *order = malloc(sizeof(int) * (size_t)n);
@@ -94,7 +123,7 @@ static size_t plan_gradient_pool(const dtnn_model *m, const size_t *size, size_t
         int live = 0;
         for (int b = 0; b < a; b++) {
             const int j = order[b];
-            if (j <= last[i] && i <= last[j])
+            if (first[j] <= last[i] && first[i] <= last[j])
                 placed[live++] = j;
         }
         for (int x = 1; x < live; x++) {
@@ -520,25 +549,30 @@ dtnn_status dtnn_model_build(dtnn_model *m, const dtnn_build_params *p, dtnn_err
         return dtnn_error_set(err, DTNN_ERR_NOMEM, "out of memory");
     }
     int *alias = calloc((size_t)m->n_layers, sizeof(int));
-    if (!alias || plan_inplace(m, alias)) {
+    int *first = calloc((size_t)m->n_layers, sizeof(int));
+    if (!alias || !first || plan_inplace(m, alias)) {
         free(alias);
+        free(first);
         free(grad_size);
         free(grad_offset);
         return dtnn_error_set(err, DTNN_ERR_NOMEM, "out of memory");
     }
+    plan_fusion(m, alias, first);
     for (int i = 0; i < m->n_layers; i++) {
         layer *l = m->layers[i];
         size_t sz = dtnn_round_up(shape_size(l->out) * (size_t)p->max_batch, 16);
         act_floats += alias[i] < 0 ? sz : 0;
-        grad_size[i] = sz;
+        /* a fused ReLU's producer takes the ReLU's output gradient instead of its own */
+        grad_size[i] = l->relu_fused ? 0 : sz;
         aux_bytes += dtnn_round_up(l->aux_bytes * (size_t)p->max_batch + l->aux_fixed_bytes, 64);
         ws = DTNN_MAX(ws, l->workspace_bytes);
     }
     const size_t outputs_floats = act_floats;
     if (p->training) {
-        size_t pool = plan_gradient_pool(m, grad_size, grad_offset);
+        size_t pool = plan_gradient_pool(m, first, grad_size, grad_offset);
         if (pool == SIZE_MAX) {
             free(alias);
+            free(first);
             free(grad_size);
             free(grad_offset);
             return dtnn_error_set(err, DTNN_ERR_NOMEM, "out of memory");
@@ -548,6 +582,7 @@ dtnn_status dtnn_model_build(dtnn_model *m, const dtnn_build_params *p, dtnn_err
     free(grad_size);
     if ((st = check_memory(m, p, act_floats, aux_bytes, ws, err))) {
         free(alias);
+        free(first);
         free(grad_offset);
         return st;
     }
@@ -565,6 +600,7 @@ dtnn_status dtnn_model_build(dtnn_model *m, const dtnn_build_params *p, dtnn_err
     if (!m->params || (p->training && !m->grads) || !m->buffers || !m->activations || !m->aux ||
         !m->workspace || (p->training && p->input_grad && !m->input_grad)) {
         free(alias);
+        free(first);
         free(grad_offset);
         return dtnn_error_set(err, DTNN_ERR_NOMEM,
                               "out of memory: the model needs %.1f MiB of parameters and "
@@ -607,8 +643,13 @@ dtnn_status dtnn_model_build(dtnn_model *m, const dtnn_build_params *p, dtnn_err
                 l->dx[k] = src == DTNN_INPUT ? m->input_grad : m->layers[src]->dy;
         }
     }
+    /* A fused ReLU's output gradient is read by its producer's backward. */
+    for (int i = 0; i < m->n_layers && p->training; i++)
+        if (m->layers[i]->fused)
+            m->layers[first[i]]->dy = m->layers[i]->dy;
     free(grad_offset);
     free(alias);
+    free(first);
     /* Reverse order: the first gradient to reach a producer writes, later ones add. */
     char *seen = calloc(m->n_layers + 1, 1); /* slot n_layers: the model input */
     if (!seen)
@@ -654,6 +695,8 @@ void dtnn_model_set_sync_bn(dtnn_model *m, dtnn_comm *comm) { m->sync_comm = com
 
 static void layer_time(dtnn_model *m, layer *l, int backward)
 {
+    if (l->fused)
+        return;     /* its producer did the work */
     const layer_ctx ctx = {m->be, m->workspace, m->workspace_bytes, m->training, m->seed,
                            m->step, m->sync_comm ? reduce_over_ranks : NULL, m->sync_comm};
     if (!m->profiling) {
@@ -797,7 +840,7 @@ void dtnn_model_layer_info(const dtnn_model *m, int i, dtnn_layer_info *info)
     memset(info, 0, sizeof *info);
     info->name = l->name;
     info->type = l->ops->type;
-    info->method = (m->built && l->ops->method) ? l->ops->method(l) : "";
+    info->method = !m->built ? "" : l->fused ? "fused" : l->ops->method ? l->ops->method(l) : "";
     info->c = l->out.c;
     info->h = l->out.h;
     info->w = l->out.w;

@@ -1,0 +1,215 @@
+/*
+ * test_fusion.c — a ReLU fused into the batch norm or add before it (model.c, plan_fusion)
+ * computes what the two layers compute on their own (dtnn_build_params.unfused): outputs,
+ * parameter and input gradients, batch-norm running statistics, in training and in evaluation.
+ * The ReLU's decision is recomputed (batch norm) or read (add) in the same float operations,
+ * so the two agree to rounding of the folded constants, and the fused model must not be
+ * slower to plan or bigger. Also checks which ReLUs are fused: not one whose producer feeds
+ * another layer too, nor a second ReLU in a row, and a batch norm on flat features is.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "testutil.h"
+
+/* Batch norm (2d and 1d) and a 3-input add, each followed by a ReLU; a batch norm whose
+ * output also feeds the add (no fusion there), a ReLU after a ReLU (not fused twice). */
+static const char *const MIXED_MODEL =
+    "[input]\nshape = 3x8x8\n"
+    "[conv2d]\nname = c1\nfilters = 6\nkernel = 3\npadding = 1\n"
+    "[batchnorm]\nname = bn1\n"
+    "[relu]\nname = r1\n"
+    "[conv2d]\nname = c2\nfilters = 6\nkernel = 3\npadding = 1\n"
+    "[batchnorm]\nname = bn2\n"
+    "[relu]\nname = r2\n"
+    "[relu]\nname = r2b\n"
+    "[conv2d]\nname = c3\nfilters = 6\nkernel = 1\ninputs = r1\n"
+    "[batchnorm]\nname = bn3\n"
+    "[relu]\nname = r3\n"
+    "[add]\nname = sum\ninputs = r2b, r3, bn3\n"
+    "[relu]\nname = r4\n"
+    "[flatten]\n"
+    "[linear]\nname = fc1\nout_features = 12\n"
+    "[batchnorm]\nname = bn4\n"
+    "[relu]\nname = r5\n"
+    "[linear]\nname = fc2\nout_features = 5\n";
+
+static dtnn_model *build(const char *spec, int unfused, int batch, dtnn_error *err)
+{
+    dtnn_model *m = dtnn_model_from_spec(spec, 0, 0, 0, 0, err);
+    if (!m)
+        return NULL;
+    dtnn_build_params bp;
+    dtnn_build_params_default(&bp);
+    bp.max_batch = batch;
+    bp.input_grad = 1;
+    bp.seed = 7;
+    bp.unfused = unfused;
+    if (dtnn_model_build(m, &bp, err)) {
+        dtnn_model_free(m);
+        return NULL;
+    }
+    return m;
+}
+
+static const char *method_of(const dtnn_model *m, const char *name)
+{
+    for (int i = 0; i < dtnn_model_layer_count(m); i++) {
+        dtnn_layer_info li;
+        dtnn_model_layer_info(m, i, &li);
+        if (!strcmp(li.name, name))
+            return li.method;
+    }
+    return "(missing)";
+}
+
+/* Two training steps' forward and backward (the second with the running statistics of the
+ * first, the gradients summed) and one evaluation forward, compared between the two builds. */
+static void compare(const char *label, const char *spec, int batch)
+{
+    dtnn_error err = {0};
+    dtnn_model *fused = build(spec, 0, batch, &err);
+    CHECK(fused != NULL);
+    dtnn_model *plain = fused ? build(spec, 1, batch, &err) : NULL;
+    CHECK(plain != NULL);
+    if (!fused || !plain) {
+        fprintf(stderr, "%s: %s\n", label, err.message);
+        dtnn_model_free(fused);
+        dtnn_model_free(plain);
+        return;
+    }
+    int c, h, w;
+    dtnn_model_input_shape(fused, &c, &h, &w);
+    const size_t in = (size_t)c * h * w * batch;
+    float *x = malloc(sizeof(float) * in);
+    test_fill(x, in, 11);
+    dtnn_model *ms[2] = {fused, plain};
+    int classes = 0;
+    for (int k = 0; k < 2; k++)
+        dtnn_model_zero_grad(ms[k]);
+    char what[128];
+    for (int step = 0; step < 2; step++) {
+        for (int k = 0; k < 2; k++) {
+            CHECK_OK(dtnn_model_forward(ms[k], x, batch, 1, &err), &err);
+            int n;
+            dtnn_model_output(ms[k], &n, &classes);
+            float *dy = dtnn_model_output_grad(ms[k]);
+            test_fill(dy, (size_t)n * classes, 23 + step);
+        }
+        snprintf(what, sizeof what, "%s step %d: output", label, step);
+        test_compare(what, dtnn_model_output(fused, NULL, NULL),
+                     dtnn_model_output(plain, NULL, NULL), (size_t)batch * classes, 1e-6, 1e-5);
+        for (int k = 0; k < 2; k++)
+            CHECK_OK(dtnn_model_backward(ms[k], &err), &err);
+        snprintf(what, sizeof what, "%s step %d: input gradient", label, step);
+        test_compare(what, dtnn_model_input_grad(fused), dtnn_model_input_grad(plain), in, 1e-6,
+                     1e-5);
+    }
+    snprintf(what, sizeof what, "%s: parameter gradients", label);
+    test_compare(what, dtnn_model_grads(fused), dtnn_model_grads(plain),
+                 dtnn_model_param_count(fused), 1e-6, 1e-5);
+    /* running means and variances (the float buffers; num_batches_tracked must match too) */
+    for (int t = 0; t < dtnn_model_tensor_count(fused); t++) {
+        const dtnn_tensor_info *a = dtnn_model_tensor(fused, t), *b = dtnn_model_tensor(plain, t);
+        if (a->kind != DTNN_TENSOR_BUFFER)
+            continue;
+        if (a->dtype == DTNN_F32) {
+            snprintf(what, sizeof what, "%s: %s", label, a->name);
+            test_compare(what, (const float *)(dtnn_model_buffers(fused) + a->offset),
+                         (const float *)(dtnn_model_buffers(plain) + b->offset), a->count, 1e-7,
+                         1e-6);
+        } else {
+            CHECK(!memcmp(dtnn_model_buffers(fused) + a->offset,
+                          dtnn_model_buffers(plain) + b->offset, 8));
+        }
+    }
+    for (int k = 0; k < 2; k++)
+        CHECK_OK(dtnn_model_forward(ms[k], x, batch, 0, &err), &err);
+    snprintf(what, sizeof what, "%s: evaluation output", label);
+    test_compare(what, dtnn_model_output(fused, NULL, NULL), dtnn_model_output(plain, NULL, NULL),
+                 (size_t)batch * classes, 1e-6, 1e-5);
+    dtnn_memory mf, mp;
+    dtnn_model_memory(fused, &mf);
+    dtnn_model_memory(plain, &mp);
+    CHECK(mf.activations <= mp.activations);
+    free(x);
+    dtnn_model_free(fused);
+    dtnn_model_free(plain);
+}
+
+static void check_plan(const char *path)
+{
+    dtnn_error err = {0};
+    dtnn_model *m = build(path, 0, 2, &err);
+    CHECK(m != NULL);
+    if (!m)
+        return;
+    CHECK(!strcmp(method_of(m, "bn1"), "+relu"));
+    CHECK(!strcmp(method_of(m, "r1"), "fused"));
+    CHECK(!strcmp(method_of(m, "bn2"), "+relu"));
+    CHECK(!strcmp(method_of(m, "r2"), "fused"));
+    CHECK(!strcmp(method_of(m, "r2b"), ""));     /* after a ReLU: runs on its own */
+    CHECK(!strcmp(method_of(m, "bn3"), ""));     /* feeds r3 and the add */
+    CHECK(!strcmp(method_of(m, "r3"), ""));
+    CHECK(!strcmp(method_of(m, "sum"), "+relu"));
+    CHECK(!strcmp(method_of(m, "r4"), "fused"));
+    CHECK(!strcmp(method_of(m, "bn4"), "+relu"));  /* BatchNorm1d */
+    CHECK(!strcmp(method_of(m, "r5"), "fused"));
+    dtnn_model_free(m);
+    m = build(path, 1, 2, &err);
+    CHECK(m != NULL);
+    if (m) {
+        CHECK(!strcmp(method_of(m, "bn1"), ""));
+        CHECK(!strcmp(method_of(m, "r1"), ""));
+        CHECK(!strcmp(method_of(m, "sum"), ""));
+    }
+    dtnn_model_free(m);
+}
+
+/* A NaN before a fused ReLU stays NaN, as after ReLU on its own (a diverging run must show). */
+static void check_nan(const char *path)
+{
+    dtnn_error err = {0};
+    dtnn_model *m = build(path, 0, 2, &err);
+    CHECK(m != NULL);
+    if (!m)
+        return;
+    int c, h, w;
+    dtnn_model_input_shape(m, &c, &h, &w);
+    const size_t in = (size_t)c * h * w * 2;
+    float *x = malloc(sizeof(float) * in);
+    test_fill(x, in, 5);
+    x[3] = NAN;
+    CHECK_OK(dtnn_model_forward(m, x, 2, 1, &err), &err);
+    char where[256] = "";
+    CHECK(dtnn_model_find_nonfinite(m, where, sizeof where));
+    CHECK(strstr(where, "'c1'") != NULL);
+    int n, classes;
+    const float *y = dtnn_model_output(m, &n, &classes);
+    int nan_out = 0;
+    for (int i = 0; i < n * classes; i++)
+        nan_out |= isnan(y[i]);
+    CHECK(nan_out);
+    free(x);
+    dtnn_model_free(m);
+}
+
+int main(void)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/dtnn_test_fusion.%ld.model", (long)getpid());
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL);
+    if (!f)
+        return test_finish("test_fusion");
+    fputs(MIXED_MODEL, f);
+    fclose(f);
+    check_plan(path);
+    compare("mixed (batch 3)", path, 3);
+    compare("resnet20 (batch 4)", "resnet20", 4);
+    check_nan(path);
+    remove(path);
+    return test_finish("test_fusion");
+}
