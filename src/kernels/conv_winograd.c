@@ -526,15 +526,18 @@ size_t cpu_conv_winograd_workspace(const conv_geom *g, int chunk, int weight_gra
 /* Images per chunk: the most (at least one, at most max_batch) whose scratch fits `budget`
  * beside the fixed part, and the workspace limit with it.
  *   narrow forward / input gradient: 1 MiB, the transformed tiles stay in L2;
- *   narrow weight gradient: 8 MiB; it reads one of 16 position slices at a time, summing over
- *     tiles, so a slice stays within L2 and the sums are long (with 1 MiB ResNet-20's 8x8
- *     stage summed 32 tiles a call and took 11.7 ms a layer instead of 8);
+ *   narrow weight gradient: 4 MiB; it reads one of 16 position slices at a time, summing over
+ *     tiles, so a slice stays within L2 and the sums are long. Backward / forward time of
+ *     ResNet-20's 32-channel 16x16 and 64-channel 8x8 layers (one-layer models, 3 runs each,
+ *     alternating): 1 MiB 2.32-2.44 / 3.16-3.24 (the 8x8 stage sums 32 tiles a call),
+ *     2 MiB 2.07-2.19 / 2.56-2.73, 4 MiB 2.14-2.23 / 2.36-2.55, 8 MiB 2.64-2.66 / 2.78-3.06
+ *     (the transformed tiles no longer stay in L2 between the transforms and the products);
  *   wide: 16 MiB, so the GEMMs have a few hundred tiles for their N. */
 int cpu_conv_winograd_chunk(const conv_geom *g, int max_batch, size_t limit, int weight_grad)
 {
 #ifdef CONV_WINOGRAD
     const size_t mib = (size_t)1 << 20;
-    const size_t budget = wide(g) ? 16 * mib : weight_grad ? 8 * mib : mib;
+    const size_t budget = wide(g) ? 16 * mib : weight_grad ? 4 * mib : mib;
     const size_t fixed = cpu_conv_winograd_workspace(g, 0, weight_grad);
     const size_t per = cpu_conv_winograd_workspace(g, 1, weight_grad) - fixed;
     size_t nb = budget / per;
