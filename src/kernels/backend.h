@@ -121,7 +121,10 @@ typedef struct dtnn_backend {
      *   bn_backward_apply dx = gamma * invstd * (dy - sdy / count - xhat * sdyx / count)
      * With `relu` the output is clamped at 0 (a ReLU fused in); then backward's dy is the
      * gradient at the ReLU's output, passed where the normalised value (recomputed from x,
-     * gamma and beta exactly as the forward computed it) is positive. Sums are in double, serially per channel: results do not depend on the
+     * gamma and beta exactly as the forward computed it) is positive.
+     * Without synchronisation, bn_train_forward and bn_train_backward do all phases with
+     * count = n * hw, each channel's back to back while it is in cache (dx NULL: the sums
+     * only), with the same results. Sums are in double, serially per channel: results do not depend on the
      * thread count. */
     void (*bn_moments)(int n, int C, int hw, const float *x, const float *shift, double *sum,
                        double *sumsq);
@@ -139,6 +142,14 @@ typedef struct dtnn_backend {
                               const float *save_mean, const float *save_invstd,
                               const double *sdy, const double *sdyx, double count, float *dx,
                               int accumulate);
+    void (*bn_train_forward)(int n, int C, int hw, const float *x, const float *gamma,
+                             const float *beta, float eps, float momentum, int relu, float *y,
+                             float *save_mean, float *save_invstd, float *running_mean,
+                             float *running_var);
+    void (*bn_train_backward)(int n, int C, int hw, const float *x, const float *dy,
+                              const float *gamma, const float *beta, int relu,
+                              const float *save_mean, const float *save_invstd, double *sdy,
+                              double *sdyx, float *dx, int accumulate);
     void (*bn_forward_eval)(int n, int C, int hw, const float *x, const float *gamma,
                             const float *beta, const float *running_mean,
                             const float *running_var, float eps, int relu, float *y);

@@ -223,17 +223,78 @@ void cpu_bias_grad(int n, int C, int hw, const float *dy, float *db)
     }
 }
 
+/* The per-channel steps. The phased entry points run one step over all channels (synchronised
+ * batch norm sums the ranks' statistics between them); the one-process ones run both steps of
+ * a channel back to back, while its values are still in L2 (a CIFAR channel is 256 KiB at
+ * batch 64): one read of x from memory fewer forward, one of x and dy backward, the same
+ * arithmetic in the same order. */
+static void channel_moments(int n, int C, int hw, const float *x, int c, double shift,
+                            double *sum, double *sumsq)
+{
+    double a[LANES] = {0}, b[LANES] = {0};
+    for (int i = 0; i < n; i++)
+        moments_row(hw, AT(x, i, c), shift, a, b);
+    *sum = lanes_total(a);
+    *sumsq = lanes_total(b);
+}
+
+static void channel_apply_train(int n, int C, int hw, const float *x, int c, const float *gamma,
+                                const float *beta, double sum, double sumsq, double count,
+                                float eps, float momentum, int relu, float *y, float *save_mean,
+                                float *save_invstd, float *running_mean, float *running_var)
+{
+    /* the moments are about the running mean as it was before this update */
+    const double d = sum / count, mean = running_mean[c] + d;
+    double var = sumsq / count - d * d;
+    if (var < 0.0)
+        var = 0.0;
+    float invstd = (float)(1.0 / sqrt(var + eps));
+    float fmean = (float)mean, scale = gamma[c] * invstd;
+    for (int i = 0; i < n; i++)
+        normalise_row(hw, AT(x, i, c), fmean, scale, beta[c], relu, AT(y, i, c));
+    save_mean[c] = fmean;
+    save_invstd[c] = invstd;
+    double unbiased = count > 1 ? var * count / (count - 1) : var;
+    running_mean[c] = (float)((1.0 - momentum) * running_mean[c] + momentum * mean);
+    running_var[c] = (float)((1.0 - momentum) * running_var[c] + momentum * unbiased);
+}
+
+/* sum(dy) and sum(dy * xhat) = invstd sum(dy (x - mean)), in double */
+static void channel_grad_sums(int n, int C, int hw, const float *x, const float *dy, int c,
+                              const float *gamma, const float *beta, int relu,
+                              const float *save_mean, const float *save_invstd, double *sdy,
+                              double *sdyx)
+{
+    const bn_relu r = {gamma[c] * save_invstd[c], beta[c]};
+    double a[LANES] = {0}, b[LANES] = {0};
+    for (int i = 0; i < n; i++)
+        grad_sums_row(hw, AT(x, i, c), AT(dy, i, c), relu ? &r : NULL, save_mean[c], a, b);
+    *sdy = lanes_total(a);
+    *sdyx = save_invstd[c] * lanes_total(b);
+}
+
+/* dx = k (dy - mdy - xhat mdyx) = dy k + ((x - mean) xs + off), the per-channel constants
+ * xs = -k invstd mdyx and off = -k mdy folded in double */
+static void channel_grad_apply(int n, int C, int hw, const float *x, const float *dy, int c,
+                               const float *gamma, const float *beta, int relu,
+                               const float *save_mean, const float *save_invstd, double sdy,
+                               double sdyx, double count, float *dx, int accumulate)
+{
+    const bn_relu r = {gamma[c] * save_invstd[c], beta[c]};
+    const double invstd = save_invstd[c], k = gamma[c] * invstd;
+    const double mdy = sdy / count, mdyx = sdyx / count;
+    const float kf = (float)k, xs = (float)(-k * invstd * mdyx), off = (float)(-k * mdy);
+    for (int i = 0; i < n; i++)
+        grad_apply_row(hw, AT(x, i, c), AT(dy, i, c), relu ? &r : NULL, save_mean[c], kf, xs, off,
+                       accumulate, AT(dx, i, c));
+}
+
 void cpu_bn_moments(int n, int C, int hw, const float *x, const float *shift, double *sum,
                     double *sumsq)
 {
 #pragma omp parallel for schedule(static)
-    for (int c = 0; c < C; c++) {
-        double a[LANES] = {0}, b[LANES] = {0};
-        for (int i = 0; i < n; i++)
-            moments_row(hw, AT(x, i, c), shift[c], a, b);
-        sum[c] = lanes_total(a);
-        sumsq[c] = lanes_total(b);
-    }
+    for (int c = 0; c < C; c++)
+        channel_moments(n, C, hw, x, c, shift[c], &sum[c], &sumsq[c]);
 }
 
 void cpu_bn_apply_train(int n, int C, int hw, const float *x, const float *gamma,
@@ -242,21 +303,23 @@ void cpu_bn_apply_train(int n, int C, int hw, const float *x, const float *gamma
                         float *save_invstd, float *running_mean, float *running_var)
 {
 #pragma omp parallel for schedule(static)
+    for (int c = 0; c < C; c++)
+        channel_apply_train(n, C, hw, x, c, gamma, beta, sum[c], sumsq[c], count, eps, momentum,
+                            relu, y, save_mean, save_invstd, running_mean, running_var);
+}
+
+void cpu_bn_train_forward(int n, int C, int hw, const float *x, const float *gamma,
+                          const float *beta, float eps, float momentum, int relu, float *y,
+                          float *save_mean, float *save_invstd, float *running_mean,
+                          float *running_var)
+{
+    const double count = (double)n * hw;
+#pragma omp parallel for schedule(static)
     for (int c = 0; c < C; c++) {
-        /* the moments are about the running mean as it was before this update */
-        const double d = sum[c] / count, mean = running_mean[c] + d;
-        double var = sumsq[c] / count - d * d;
-        if (var < 0.0)
-            var = 0.0;
-        float invstd = (float)(1.0 / sqrt(var + eps));
-        float fmean = (float)mean, scale = gamma[c] * invstd;
-        for (int i = 0; i < n; i++)
-            normalise_row(hw, AT(x, i, c), fmean, scale, beta[c], relu, AT(y, i, c));
-        save_mean[c] = fmean;
-        save_invstd[c] = invstd;
-        double unbiased = count > 1 ? var * count / (count - 1) : var;
-        running_mean[c] = (float)((1.0 - momentum) * running_mean[c] + momentum * mean);
-        running_var[c] = (float)((1.0 - momentum) * running_var[c] + momentum * unbiased);
+        double sum, sumsq;
+        channel_moments(n, C, hw, x, c, running_mean[c], &sum, &sumsq);
+        channel_apply_train(n, C, hw, x, c, gamma, beta, sum, sumsq, count, eps, momentum, relu,
+                            y, save_mean, save_invstd, running_mean, running_var);
     }
 }
 
@@ -273,38 +336,40 @@ void cpu_bn_forward_eval(int n, int C, int hw, const float *x, const float *gamm
     }
 }
 
-/* sum(dy) and sum(dy * xhat) = invstd sum(dy (x - mean)), in double */
 void cpu_bn_backward_sums(int n, int C, int hw, const float *x, const float *dy,
                           const float *gamma, const float *beta, int relu,
                           const float *save_mean, const float *save_invstd, double *sdy,
                           double *sdyx)
 {
 #pragma omp parallel for schedule(static)
-    for (int c = 0; c < C; c++) {
-        const bn_relu r = {gamma[c] * save_invstd[c], beta[c]};
-        double a[LANES] = {0}, b[LANES] = {0};
-        for (int i = 0; i < n; i++)
-            grad_sums_row(hw, AT(x, i, c), AT(dy, i, c), relu ? &r : NULL, save_mean[c], a, b);
-        sdy[c] = lanes_total(a);
-        sdyx[c] = save_invstd[c] * lanes_total(b);
-    }
+    for (int c = 0; c < C; c++)
+        channel_grad_sums(n, C, hw, x, dy, c, gamma, beta, relu, save_mean, save_invstd, &sdy[c],
+                          &sdyx[c]);
 }
 
-/* dx = k (dy - mdy - xhat mdyx) = dy k + ((x - mean) xs + off), the per-channel constants
- * xs = -k invstd mdyx and off = -k mdy folded in double */
 void cpu_bn_backward_apply(int n, int C, int hw, const float *x, const float *dy,
                            const float *gamma, const float *beta, int relu,
                            const float *save_mean, const float *save_invstd, const double *sdy,
                            const double *sdyx, double count, float *dx, int accumulate)
 {
 #pragma omp parallel for schedule(static)
+    for (int c = 0; c < C; c++)
+        channel_grad_apply(n, C, hw, x, dy, c, gamma, beta, relu, save_mean, save_invstd, sdy[c],
+                           sdyx[c], count, dx, accumulate);
+}
+
+void cpu_bn_train_backward(int n, int C, int hw, const float *x, const float *dy,
+                           const float *gamma, const float *beta, int relu,
+                           const float *save_mean, const float *save_invstd, double *sdy,
+                           double *sdyx, float *dx, int accumulate)
+{
+    const double count = (double)n * hw;
+#pragma omp parallel for schedule(static)
     for (int c = 0; c < C; c++) {
-        const bn_relu r = {gamma[c] * save_invstd[c], beta[c]};
-        const double invstd = save_invstd[c], k = gamma[c] * invstd;
-        const double mdy = sdy[c] / count, mdyx = sdyx[c] / count;
-        const float kf = (float)k, xs = (float)(-k * invstd * mdyx), off = (float)(-k * mdy);
-        for (int i = 0; i < n; i++)
-            grad_apply_row(hw, AT(x, i, c), AT(dy, i, c), relu ? &r : NULL, save_mean[c], kf, xs,
-                           off, accumulate, AT(dx, i, c));
+        channel_grad_sums(n, C, hw, x, dy, c, gamma, beta, relu, save_mean, save_invstd, &sdy[c],
+                          &sdyx[c]);
+        if (dx)
+            channel_grad_apply(n, C, hw, x, dy, c, gamma, beta, relu, save_mean, save_invstd,
+                               sdy[c], sdyx[c], count, dx, accumulate);
     }
 }

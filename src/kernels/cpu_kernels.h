@@ -56,6 +56,14 @@ void cpu_bn_backward_apply(int n, int C, int hw, const float *x, const float *dy
                            const float *gamma, const float *beta, int relu,
                            const float *save_mean, const float *save_invstd, const double *sdy,
                            const double *sdyx, double count, float *dx, int accumulate);
+void cpu_bn_train_forward(int n, int C, int hw, const float *x, const float *gamma,
+                          const float *beta, float eps, float momentum, int relu, float *y,
+                          float *save_mean, float *save_invstd, float *running_mean,
+                          float *running_var);
+void cpu_bn_train_backward(int n, int C, int hw, const float *x, const float *dy,
+                           const float *gamma, const float *beta, int relu,
+                           const float *save_mean, const float *save_invstd, double *sdy,
+                           double *sdyx, float *dx, int accumulate);
 void cpu_bn_forward_eval(int n, int C, int hw, const float *x, const float *gamma,
                          const float *beta, const float *running_mean, const float *running_var,
                          float eps, int relu, float *y);

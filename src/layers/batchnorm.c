@@ -9,9 +9,11 @@
  * defined for training-mode forwards only (the model never runs backward after an eval forward).
  * Not supported: affine=False, track_running_stats=False, momentum=None (cumulative average).
  * A ReLU right after it may be fused in (layer.h, relu_epilogue). The arithmetic lives in the
- * backend's bn_* kernels. With synchronised batch norm (the
- * layer context carries a reduction) the per-channel sums are added over the ranks between
- * the kernel phases, as torch.nn.SyncBatchNorm; otherwise the same phases run locally.
+ * backend's bn_* kernels. With synchronised batch norm (the layer context carries a
+ * reduction) the per-channel sums are added over the ranks between the kernel phases, as
+ * torch.nn.SyncBatchNorm; otherwise the same phases run channel by channel, each channel's
+ * back to back while it is in cache (bn_train_forward / bn_train_backward), with the same
+ * results.
  */
 #include <math.h>
 #include <string.h>
@@ -81,8 +83,24 @@ static int reduce(const layer_ctx *ctx, double *buf, size_t n)
     return !ctx->reduce_sum || ctx->reduce_sum(ctx->reduce_user, buf, n) == DTNN_OK;
 }
 
-/* Workspace: sum [C], sumsq [C], count (one message when synchronised); backward: sdy [C],
- * sdyx [C]. */
+/* Synchronised: the phases with the ranks' sums added between them. Workspace: sum [C],
+ * sumsq [C], count (one message). Returns 0 when the reduction failed. */
+static int forward_synchronised(layer *l, const layer_ctx *ctx)
+{
+    batchnorm_cfg *c = l->cfg;
+    const int C = c->channels;
+    float *save_mean = l->aux, *save_invstd = save_mean + C;
+    double *sum = ctx->workspace, *sumsq = sum + C, *count = sumsq + C;
+    ctx->be->bn_moments(l->n, C, c->hw, l->x[0], l->p[BN_RUNNING_MEAN], sum, sumsq);
+    *count = (double)l->n * c->hw;
+    const int ok = reduce(ctx, sum, 2 * (size_t)C + 1);
+    ctx->be->bn_apply_train(l->n, C, c->hw, l->x[0], l->p[BN_WEIGHT], l->p[BN_BIAS], sum, sumsq,
+                            *count, c->eps, c->momentum, l->relu_fused, l->y, save_mean,
+                            save_invstd, l->p[BN_RUNNING_MEAN], l->p[BN_RUNNING_VAR]);
+    c->count = *count;
+    return ok;
+}
+
 static void batchnorm_forward(layer *l, const layer_ctx *ctx)
 {
     batchnorm_cfg *c = l->cfg;
@@ -94,42 +112,50 @@ static void batchnorm_forward(layer *l, const layer_ctx *ctx)
                                  running_var, c->eps, l->relu_fused, l->y);
         return;
     }
-    double *sum = ctx->workspace, *sumsq = sum + C, *count = sumsq + C;
-    ctx->be->bn_moments(l->n, C, c->hw, l->x[0], running_mean, sum, sumsq);
-    *count = (double)l->n * c->hw;
-    const int ok = reduce(ctx, sum, 2 * (size_t)C + 1);
-    float *save_mean = l->aux, *save_invstd = save_mean + C;
-    ctx->be->bn_apply_train(l->n, C, c->hw, l->x[0], gamma, beta, sum, sumsq, *count, c->eps,
-                            c->momentum, l->relu_fused, l->y, save_mean, save_invstd,
-                            running_mean, running_var);
-    if (!ok)
-        for (size_t i = 0; i < shape_size(l->out) * l->n; i++)
-            l->y[i] = NAN;
-    c->count = *count;
+    if (ctx->reduce_sum) {
+        if (!forward_synchronised(l, ctx))
+            for (size_t i = 0; i < shape_size(l->out) * l->n; i++)
+                l->y[i] = NAN;
+    } else {
+        float *save_mean = l->aux, *save_invstd = save_mean + C;
+        ctx->be->bn_train_forward(l->n, C, c->hw, l->x[0], gamma, beta, c->eps, c->momentum,
+                                  l->relu_fused, l->y, save_mean, save_invstd, running_mean,
+                                  running_var);
+        c->count = (double)l->n * c->hw;
+    }
     int64_t *tracked = l->p[BN_NUM_BATCHES];
     (*tracked)++;
 }
 
-/* With a ReLU fused in, dy is the gradient at the ReLU's output (layer.h). */
+/* With a ReLU fused in, dy is the gradient at the ReLU's output (layer.h). Workspace: sdy [C],
+ * sdyx [C]. */
 static void batchnorm_backward(layer *l, const layer_ctx *ctx)
 {
     batchnorm_cfg *c = l->cfg;
     const int C = c->channels;
     const float *save_mean = l->aux, *save_invstd = save_mean + C;
+    const float *gamma = l->p[BN_WEIGHT], *beta = l->p[BN_BIAS];
     double *sdy = ctx->workspace, *sdyx = sdy + C;
-    ctx->be->bn_backward_sums(l->n, C, c->hw, l->x[0], l->dy, l->p[BN_WEIGHT], l->p[BN_BIAS],
-                              l->relu_fused, save_mean, save_invstd, sdy, sdyx);
+    if (!ctx->reduce_sum)
+        ctx->be->bn_train_backward(l->n, C, c->hw, l->x[0], l->dy, gamma, beta, l->relu_fused,
+                                   save_mean, save_invstd, sdy, sdyx, l->dx[0],
+                                   l->dx_accumulate[0]);
+    else
+        ctx->be->bn_backward_sums(l->n, C, c->hw, l->x[0], l->dy, gamma, beta, l->relu_fused,
+                                  save_mean, save_invstd, sdy, sdyx);
     /* This rank's sums: when synchronised, the gradient all-reduce adds the ranks'. */
     for (int ch = 0; ch < C; ch++) {
         l->g[BN_WEIGHT][ch] += (float)sdyx[ch];
         l->g[BN_BIAS][ch] += (float)sdy[ch];
     }
+    if (!ctx->reduce_sum)
+        return;
     int ok = reduce(ctx, sdy, 2 * (size_t)C);
     if (!l->dx[0])
         return;
-    ctx->be->bn_backward_apply(l->n, C, c->hw, l->x[0], l->dy, l->p[BN_WEIGHT], l->p[BN_BIAS],
-                               l->relu_fused, save_mean, save_invstd, sdy, sdyx, c->count,
-                               l->dx[0], l->dx_accumulate[0]);
+    ctx->be->bn_backward_apply(l->n, C, c->hw, l->x[0], l->dy, gamma, beta, l->relu_fused,
+                               save_mean, save_invstd, sdy, sdyx, c->count, l->dx[0],
+                               l->dx_accumulate[0]);
     if (!ok)
         for (size_t i = 0; i < shape_size(l->in[0]) * l->n; i++)
             l->dx[0][i] = NAN;
