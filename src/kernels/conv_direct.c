@@ -1,6 +1,7 @@
 /*
  * conv_direct.c — direct convolution with stride 1, dilation 1 and one group, kernels up to
- * 7x7 with padding up to kernel - 1: ResNet's 3x3 blocks, VGG's first stage, LeNet's 5x5.
+ * 7x7 with padding up to kernel - 1: ResNet's 3x3 blocks, VGG's first stage, LeNet's 5x5;
+ * and with stride 2 forward and weight gradient (ResNet's downsampling, strided_pass).
  * Forward, input gradient and weight gradient without im2col, with AVX2 + FMA micro-kernels
  * (built where the compiler targets them, as -march=native does on x86-64; elsewhere conv2d
  * keeps its im2col path).
@@ -34,10 +35,18 @@
 
 enum { MAX_KERNEL = 7 };
 
-/* Shapes the kernels take; the same test whether or not this build has them. */
+/* Shapes the kernels take; the same test whether or not this build has them. Stride 2:
+ * forward and weight gradient (the input gradient stays with conv2d's im2col path). */
 static int direct_shape(const conv_geom *g)
 {
     return g->groups == 1 && g->stride_h == 1 && g->stride_w == 1 && g->dil_h == 1 &&
+           g->dil_w == 1 && g->R <= MAX_KERNEL && g->S <= MAX_KERNEL && g->pad_h < g->R &&
+           g->pad_w < g->S;
+}
+
+static int strided_shape(const conv_geom *g)
+{
+    return g->groups == 1 && g->stride_h == 2 && g->stride_w == 2 && g->dil_h == 1 &&
            g->dil_w == 1 && g->R <= MAX_KERNEL && g->S <= MAX_KERNEL && g->pad_h < g->R &&
            g->pad_w < g->S;
 }
@@ -59,6 +68,7 @@ typedef struct {
     int Lo, Lw;             /* wide output pixels rows * Wp, and rounded up to whole tiles */
     size_t Ls;              /* floats per padded plane: every read of every tile is inside */
     ptrdiff_t offsets[MAX_TAPS];
+    size_t Lpar;            /* stride 2: floats per parity plane, 4 of them make a plane */
 } pass_geom;
 
 static size_t round16(size_t n) { return (n + 15) / 16 * 16; }
@@ -73,6 +83,7 @@ static pass_geom make_pass(int in_rows, int in_cols, int top, int left, int R, i
     p.R = R;
     p.S = S;
     p.taps = R * S;
+    p.Lpar = 0;
     /* One padding run between rows serves as the right padding of a row and the left padding
      * of the next: a row is `left` zeros then the input, and reads past its end land on the
      * next row's zeros. A 3x3 / 1 row is W + 1 wide, not W + 2: 8x8 images waste 11% of the
@@ -93,8 +104,44 @@ static pass_geom make_pass(int in_rows, int in_cols, int top, int left, int R, i
     return p;
 }
 
+/* Stride 2 as a stride-1 pass over the four (row parity, column parity) planes of the
+ * padded input: tap (r, s) of output (p, q) reads padded pixel (2p + r, 2q + s), which is
+ * pixel (p + r/2, q + s/2) of parity plane (r % 2, s % 2). The planes of a channel lie one
+ * after the other, so a tap is again one offset from the channel's start and the tile kernel
+ * runs unchanged, 9 multiply-adds per output for 3x3, where im2col first copied the input 9
+ * times. Row stride Q + (S - 1) / 2: the last (S - 1) / 2 columns of a row are thrown away. */
+static pass_geom strided_pass(const conv_geom *g)
+{
+    pass_geom p;
+    memset(&p, 0, sizeof p);
+    p.in_rows = g->H;
+    p.in_cols = g->W;
+    p.top = g->pad_h;
+    p.left = g->pad_w;
+    p.R = g->R;
+    p.S = g->S;
+    p.taps = g->R * g->S;
+    p.rows = g->P;
+    p.cols = g->Q;
+    p.Wp = g->Q + (g->S - 1) / 2;
+    p.Lo = p.rows * p.Wp;
+    p.Lw = (p.Lo + NR - 1) / NR * NR;
+    /* reads reach Lw - 1 + the largest in-plane shift, and the weight gradient's 2 more */
+    size_t plane = (size_t)(g->P + (g->R - 1) / 2) * p.Wp;
+    size_t reach = (size_t)p.Lw + (size_t)((g->R - 1) / 2) * p.Wp + (g->S - 1) / 2 + 8;
+    p.Lpar = round16(plane > reach ? plane : reach);
+    p.Ls = 4 * p.Lpar;
+    for (int r = 0; r < g->R; r++)
+        for (int s = 0; s < g->S; s++)
+            p.offsets[r * g->S + s] = (ptrdiff_t)((r % 2) * 2 + s % 2) * (ptrdiff_t)p.Lpar +
+                                      (ptrdiff_t)(r / 2) * p.Wp + s / 2;
+    return p;
+}
+
 static pass_geom forward_pass(const conv_geom *g)
 {
+    if (g->stride_h == 2)
+        return strided_pass(g);
     return make_pass(g->H, g->W, g->pad_h, g->pad_w, g->R, g->S);
 }
 
@@ -142,9 +189,43 @@ static void pad_planes(long long planes, int rows, int cols, int top, int left, 
     }
 }
 
+/* Stride 2: each input plane as its four parity planes of the zero-padded plane (above). */
+static void split_parity_planes(const pass_geom *p, long long planes, const float *src,
+                                float *dst)
+{
+    const int H = p->in_rows, W = p->in_cols, Wp = p->Wp;
+    const int rows = (int)(p->Lpar / (size_t)Wp);
+#pragma omp parallel for schedule(static)
+    for (long long pl = 0; pl < planes; pl++) {
+        const float *s = src + (size_t)pl * H * W;
+        prefetch_floats(s + (size_t)H * W, (size_t)H * W);
+        for (int a = 0; a < 2; a++)
+            for (int b = 0; b < 2; b++) {
+                float *d = dst + (size_t)pl * p->Ls + (size_t)(a * 2 + b) * p->Lpar;
+                for (int i = 0; i < rows; i++) {
+                    const int y = 2 * i + a - p->top;
+                    float *row = d + (size_t)i * Wp;
+                    if (y < 0 || y >= H) {
+                        memset(row, 0, sizeof(float) * Wp);
+                        continue;
+                    }
+                    const float *sr = s + (size_t)y * W;
+                    for (int j = 0; j < Wp; j++) {
+                        const int x = 2 * j + b - p->left;
+                        row[j] = x >= 0 && x < W ? sr[x] : 0.0f;
+                    }
+                }
+                memset(d + (size_t)rows * Wp, 0, sizeof(float) * (p->Lpar - (size_t)rows * Wp));
+            }
+    }
+}
+
 static void pad_input(const pass_geom *p, long long planes, const float *src, float *dst)
 {
-    pad_planes(planes, p->in_rows, p->in_cols, p->top, p->left, p->Wp, p->Ls, src, dst);
+    if (p->Lpar)
+        split_parity_planes(p, planes, src, dst);
+    else
+        pad_planes(planes, p->in_rows, p->in_cols, p->top, p->left, p->Wp, p->Ls, src, dst);
 }
 
 /* Filters w [K, C, R, S] as blocks [K/MR][C][tap][MR] for the forward pass, or, when
@@ -232,9 +313,10 @@ static void direct_pass(const pass_geom *pg, int n, int ins, int outs, const flo
         a##j##2 = _mm256_fmadd_ps(d, x2, a##j##2);                                             \
     } while (0)
 
-static void weight_grad_taps(const float *xr, const float *dy0, const float *dy1,
+static void weight_grad_taps(const float *const xt[3], const float *dy0, const float *dy1,
                              const float *dy2, const float *dy3, int L8, float acc[MR][3][8])
 {
+    const float *xa = xt[0], *xb = xt[1], *xc = xt[2];
     __m256 a00 = _mm256_loadu_ps(acc[0][0]), a01 = _mm256_loadu_ps(acc[0][1]);
     __m256 a02 = _mm256_loadu_ps(acc[0][2]), a10 = _mm256_loadu_ps(acc[1][0]);
     __m256 a11 = _mm256_loadu_ps(acc[1][1]), a12 = _mm256_loadu_ps(acc[1][2]);
@@ -242,9 +324,9 @@ static void weight_grad_taps(const float *xr, const float *dy0, const float *dy1
     __m256 a22 = _mm256_loadu_ps(acc[2][2]), a30 = _mm256_loadu_ps(acc[3][0]);
     __m256 a31 = _mm256_loadu_ps(acc[3][1]), a32 = _mm256_loadu_ps(acc[3][2]);
     for (int p = 0; p < L8; p += 8) {
-        __m256 x0 = _mm256_loadu_ps(xr + p);
-        __m256 x1 = _mm256_loadu_ps(xr + p + 1);
-        __m256 x2 = _mm256_loadu_ps(xr + p + 2);
+        __m256 x0 = _mm256_loadu_ps(xa + p);
+        __m256 x1 = _mm256_loadu_ps(xb + p);
+        __m256 x2 = _mm256_loadu_ps(xc + p);
         __asm__("" : "+x"(x0), "+x"(x1), "+x"(x2));
         WG_ROW(0);
         WG_ROW(1);
@@ -270,7 +352,7 @@ static void weight_grad(const pass_geom *pg, int n, int C, int K, const float *x
                         const float *dyw, size_t dy_plane, float *dw)
 {
     const long long jobs = (long long)blocks(K) * C;
-    const int Wp = pg->Wp, R = pg->R, S = pg->S, L8 = (pg->Lo + 7) / 8 * 8;
+    const int R = pg->R, S = pg->S, L8 = (pg->Lo + 7) / 8 * 8;
     const size_t x_image = (size_t)C * pg->Ls, dy_image = (size_t)K * dy_plane;
 #pragma omp parallel for schedule(static)
     for (long long job = 0; job < jobs; job++) {
@@ -290,9 +372,14 @@ static void weight_grad(const pass_geom *pg, int n, int C, int K, const float *x
             const float *xi = xp + (size_t)i * x_image + (size_t)c * pg->Ls;
             const size_t di = (size_t)i * dy_image;
             for (int r = 0; r < R; r++)
-                for (int s0 = 0; s0 < S; s0 += 3)
-                    weight_grad_taps(xi + (size_t)r * Wp + s0, dy[0] + di, dy[1] + di,
-                                     dy[2] + di, dy[3] + di, L8, acc[r][s0 / 3]);
+                for (int s0 = 0; s0 < S; s0 += 3) {
+                    /* taps past S: any valid plane, their sums are dropped below */
+                    const float *xt[3];
+                    for (int e = 0; e < 3; e++)
+                        xt[e] = xi + pg->offsets[r * S + (s0 + e < S ? s0 + e : S - 1)];
+                    weight_grad_taps(xt, dy[0] + di, dy[1] + di, dy[2] + di, dy[3] + di, L8,
+                                     acc[r][s0 / 3]);
+                }
         }
         for (int j = 0; j < MR && b * MR + j < K; j++)
             for (int r = 0; r < R; r++)
@@ -307,9 +394,10 @@ static void weight_grad(const pass_geom *pg, int n, int C, int K, const float *x
 int cpu_conv_direct_supported(const conv_geom *g)
 {
 #ifdef CONV_DIRECT
-    return direct_shape(g);
+    return direct_shape(g) ? 2 : strided_shape(g) ? 1 : 0;
 #else
     (void)direct_shape;
+    (void)strided_shape;
     (void)g;
     return 0;
 #endif
@@ -320,9 +408,13 @@ size_t cpu_conv_direct_workspace(const conv_geom *g, int chunk)
 #ifdef CONV_DIRECT
     pass_geom f = forward_pass(g), d = input_grad_pass(g);
     const size_t taps = (size_t)g->R * g->S;
-    size_t per_image = (size_t)g->C * f.Ls + (size_t)g->K * d.Ls;
-    if (!dy_planes_shared(&f, &d))
+    size_t per_image = (size_t)g->C * f.Ls;
+    if (f.Lpar)     /* stride 2: the weight gradient's wide dy planes only */
         per_image += (size_t)g->K * dy_wide_plane(&f);
+    else if (dy_planes_shared(&f, &d))
+        per_image += (size_t)g->K * d.Ls;
+    else
+        per_image += (size_t)g->K * (d.Ls + dy_wide_plane(&f));
     return sizeof(float) * (round16(blocks(g->K) * g->C * taps * MR) +
                             round16(blocks(g->C) * g->K * taps * MR) + (size_t)chunk * per_image);
 #else
@@ -360,11 +452,14 @@ void cpu_conv_direct_backward(const conv_geom *g, int n, int chunk, const float 
     const int C = g->C, K = g->K;
     const size_t out_plane = (size_t)g->P * g->Q;
     const size_t in_image = (size_t)C * g->H * g->W, out_image = K * out_plane;
-    const int shared = dy_planes_shared(&f, &d);
+    const int shared = !f.Lpar && dy_planes_shared(&f, &d);
+    if (f.Lpar)
+        dx = NULL;  /* stride 2: the caller computes the input gradient (im2col) */
     float *packed = workspace + round16(blocks(K) * C * f.taps * MR);
     float *xp = packed + round16(blocks(C) * K * f.taps * MR);
     float *dyp = xp + (size_t)chunk * C * f.Ls;
-    float *dyw = shared ? dyp + (size_t)d.top * d.Wp + d.left : dyp + (size_t)chunk * K * d.Ls;
+    float *dyw = shared ? dyp + (size_t)d.top * d.Wp + d.left
+                 : f.Lpar ? dyp : dyp + (size_t)chunk * K * d.Ls;
     const size_t dyw_plane = shared ? d.Ls : dy_wide_plane(&f);
     if (dx)
         pack_filters(w, K, C, f.taps, 1, packed);

@@ -54,6 +54,8 @@ typedef struct {
     int algo_backward;          /* the path of backward: with CONV_WINOGRAD forward, Winograd,
                                  * direct or im2col (narrow or wide layers) */
     int chunk;                  /* images per GEMM or per direct pass */
+    int chunk_direct;           /* stride 2 on the direct kernels: images per direct pass */
+    int weight_grad_direct;     /* stride 2: the weight gradient on the direct kernels too */
     int chunk_winograd;         /* images per Winograd forward or input-gradient pass */
     int chunk_weight_grad;      /* images per Winograd weight-gradient pass */
     size_t pack_floats;         /* im2col-tiles: scratch per group for the packed filters */
@@ -199,8 +201,12 @@ static dtnn_status conv2d_infer(layer *l, dtnn_error *err)
      * filter block stay in L1 (3x3 with 64 channels: 24 + 9 KiB). With 128 to 512 channels
      * of 3x3 it re-read them from L2 and lost to im2col by up to 2x (vgg16-64's deep layers,
      * dtnn bench --profile with --conv-algo auto and im2col). */
-    const int direct = fast && in.c * c->kh <= 192 && c->filters * c->kh <= 192 &&
-                       be->conv_direct_supported(g);
+    const int direct_fits = fast && in.c * c->kh <= 192 && c->filters * c->kh <= 192;
+    const int direct = direct_fits && be->conv_direct_supported(g) == 2;
+    /* Stride 2 (ResNet's downsampling 3x3s): forward and weight gradient on the direct
+     * kernels over parity planes, the input gradient on im2col. Through im2col the forward
+     * copied the input 9 times and that copy took twice as long as the products. */
+    const int strided = direct_fits && be->conv_direct_supported(g) == 1;
     /* Winograd from 16 channels in and out: with 3 (an RGB input) the transforms cost more
      * than the products they save (vgg16-64's first layer, forward 18 ms direct, 28 ms
      * Winograd; dtnn bench --profile, batch 64, 1 thread). */
@@ -229,6 +235,20 @@ static dtnn_status conv2d_infer(layer *l, dtnn_error *err)
         const int tiles = fast && c->filters / c->groups <= 64;
         plan_im2col(c, l, be, tiles);
         c->algo = c->algo_backward = tiles ? CONV_IM2COL_TILES : CONV_IM2COL;
+        c->weight_grad_direct = 0;
+        if (strided) {
+            size_t fixed = be->conv_direct_workspace(g, 0);
+            c->algo = CONV_DIRECT;
+            /* its weight gradient too from 16x16 outputs on. Smaller, a row of each plane is
+             * too short for its per-call overhead: ResNet-20's 32 -> 64 channel layer (8x8
+             * out) took 11.1-11.5 ms backward against im2col's 9.9-10.4, while the 16 -> 32
+             * one (16x16 out) went from 13.0-13.7 to 10.8-12.0 (profile, alternating) */
+            c->weight_grad_direct = g->P * g->Q >= 256;
+            c->chunk_direct = chunk_for(fixed, be->conv_direct_workspace(g, 1) - fixed,
+                                        (size_t)1 << 20, l);
+            l->workspace_bytes = DTNN_MAX(l->workspace_bytes,
+                                          be->conv_direct_workspace(g, c->chunk_direct));
+        }
     }
     if (winograd) {
         c->algo = CONV_WINOGRAD;
@@ -258,7 +278,9 @@ static void conv2d_forward(layer *l, const layer_ctx *ctx)
         return;
     }
     if (c->algo == CONV_DIRECT) {
-        ctx->be->conv_direct_forward(g, l->n, c->chunk, x, w, b, l->y, ctx->workspace);
+        ctx->be->conv_direct_forward(g, l->n, c->algo_backward == CONV_DIRECT ? c->chunk
+                                                                             : c->chunk_direct,
+                                     x, w, b, l->y, ctx->workspace);
         return;
     }
     if (c->algo == CONV_WINOGRAD) {
@@ -349,6 +371,14 @@ static void conv2d_backward(layer *l, const layer_ctx *ctx)
         }
         return;
     }
+    /* stride 2 with a direct forward: the weight gradient on the direct kernels too */
+    const int direct_weights = c->algo == CONV_DIRECT && c->weight_grad_direct;
+    if (direct_weights) {
+        ctx->be->conv_direct_backward(g, l->n, c->chunk_direct, x, l->dy, w, dw, NULL, 0,
+                                      ctx->workspace);
+        if (!dx)
+            return;
+    }
     const int tiles = c->algo_backward == CONV_IM2COL_TILES;
     float *packs = ctx->workspace;
     for (int gi = 0; tiles && dx && gi < G; gi++)
@@ -364,8 +394,9 @@ static void conv2d_backward(layer *l, const layer_ctx *ctx)
             for (int k = 0; k < g->K; k++)
                 memcpy(tmp + (size_t)k * ld + i * PQ, dy + (size_t)k * PQ, sizeof(float) * PQ);
         }
-        ctx->be->im2col(g, x + (size_t)n0 * in_size, nb, col, ld);
-        for (int gi = 0; gi < G; gi++) {
+        if (!direct_weights)
+            ctx->be->im2col(g, x + (size_t)n0 * in_size, nb, col, ld);
+        for (int gi = 0; gi < G && !direct_weights; gi++) {
             const float *tg = tmp + (size_t)gi * Kg * ld, *cg = col + (size_t)gi * CRSg * ld;
             float *dwg = dw + (size_t)gi * Kg * CRSg;
             if (tiles)
@@ -396,6 +427,8 @@ static const char *conv2d_method(const layer *l)
     static const char *const names[] = {"auto",      "im2col",    "direct",      "winograd",
                                         "depthwise", "pointwise", "im2col-tiles"};
     const conv2d_cfg *c = l->cfg;
+    if (c->algo == CONV_DIRECT && c->algo_backward != CONV_DIRECT)
+        return c->algo_backward == CONV_IM2COL_TILES ? "direct/im2col-tiles" : "direct/im2col";
     if (c->algo != CONV_WINOGRAD || c->algo_backward == CONV_WINOGRAD)
         return names[c->algo];
     return c->algo_backward == CONV_DIRECT         ? "winograd/direct"
