@@ -298,51 +298,10 @@ static void direct_pass(const pass_geom *pg, int n, int ins, int outs, const flo
     }
 }
 
-/* Three taps (r, s0 .. s0 + 2) of MR filters over one image: acc[j][s] (8 float lanes) +=
- * dy_j[p] * xr[p + s] for p < L8. 12 accumulators, the 3 shifted inputs and one dy vector
- * take all 16 ymm registers; the empty asm statements keep the loaded vectors in registers,
- * since GCC 12 otherwise re-read x or dy from memory inside every FMA (15 or 16 loads per 12
- * FMAs instead of 7, and the loop bound by loads). The accumulators live in memory between
- * calls, so the caller can run all taps of one image while its planes are in L1. */
-#define WG_ROW(j)                                                                              \
-    do {                                                                                       \
-        __m256 d = _mm256_loadu_ps(dy##j + p);                                                 \
-        __asm__("" : "+x"(d));                                                                 \
-        a##j##0 = _mm256_fmadd_ps(d, x0, a##j##0);                                             \
-        a##j##1 = _mm256_fmadd_ps(d, x1, a##j##1);                                             \
-        a##j##2 = _mm256_fmadd_ps(d, x2, a##j##2);                                             \
-    } while (0)
-
-static void weight_grad_taps(const float *const xt[3], const float *dy0, const float *dy1,
-                             const float *dy2, const float *dy3, int L8, float acc[MR][3][8])
-{
-    const float *xa = xt[0], *xb = xt[1], *xc = xt[2];
-    __m256 a00 = _mm256_loadu_ps(acc[0][0]), a01 = _mm256_loadu_ps(acc[0][1]);
-    __m256 a02 = _mm256_loadu_ps(acc[0][2]), a10 = _mm256_loadu_ps(acc[1][0]);
-    __m256 a11 = _mm256_loadu_ps(acc[1][1]), a12 = _mm256_loadu_ps(acc[1][2]);
-    __m256 a20 = _mm256_loadu_ps(acc[2][0]), a21 = _mm256_loadu_ps(acc[2][1]);
-    __m256 a22 = _mm256_loadu_ps(acc[2][2]), a30 = _mm256_loadu_ps(acc[3][0]);
-    __m256 a31 = _mm256_loadu_ps(acc[3][1]), a32 = _mm256_loadu_ps(acc[3][2]);
-    for (int p = 0; p < L8; p += 8) {
-        __m256 x0 = _mm256_loadu_ps(xa + p);
-        __m256 x1 = _mm256_loadu_ps(xb + p);
-        __m256 x2 = _mm256_loadu_ps(xc + p);
-        __asm__("" : "+x"(x0), "+x"(x1), "+x"(x2));
-        WG_ROW(0);
-        WG_ROW(1);
-        WG_ROW(2);
-        WG_ROW(3);
-    }
-    _mm256_storeu_ps(acc[0][0], a00), _mm256_storeu_ps(acc[0][1], a01);
-    _mm256_storeu_ps(acc[0][2], a02), _mm256_storeu_ps(acc[1][0], a10);
-    _mm256_storeu_ps(acc[1][1], a11), _mm256_storeu_ps(acc[1][2], a12);
-    _mm256_storeu_ps(acc[2][0], a20), _mm256_storeu_ps(acc[2][1], a21);
-    _mm256_storeu_ps(acc[2][2], a22), _mm256_storeu_ps(acc[3][0], a30);
-    _mm256_storeu_ps(acc[3][1], a31), _mm256_storeu_ps(acc[3][2], a32);
-}
-
 /* dw [K, C, R, S] += sum over images and pixels of dy (wide planes of dy_plane floats) times
- * the shifted padded input xp. One job = a block of MR filters and one input channel; image by
+ * the shifted padded input xp: per three taps (r, s0 .. s0 + 2) of MR filters, the dot
+ * products of gemm_tiles.c (4 dy rows against 3 shifted x rows, 8 float lanes each kept in
+ * acc between calls). One job = a block of MR filters and one input channel; image by
  * image, all R x S taps, so the image's 4 dy planes and x plane (20 KiB for a CIFAR plane)
  * are read from L1 by every tap after the first. Tap by tap over the whole chunk, each tap
  * read them from L2 again: ResNet-20's 16-channel layer (a one-layer model, 3 runs each,
@@ -361,7 +320,7 @@ static void weight_grad(const pass_geom *pg, int n, int C, int K, const float *x
          * planes), each adding at most a few thousand products per lane, so float lanes,
          * summed in double at the end of the chunk */
         float acc[MAX_KERNEL][(MAX_KERNEL + 2) / 3][MR][3][8];
-        memset(acc, 0, sizeof acc);
+        memset(acc, 0, sizeof acc[0] * R);
         const float *dy[MR];
         for (int j = 0; j < MR; j++) {
             /* past the last filter: any valid plane, its sums are dropped below */
@@ -371,14 +330,14 @@ static void weight_grad(const pass_geom *pg, int n, int C, int K, const float *x
         for (int i = 0; i < n; i++) {
             const float *xi = xp + (size_t)i * x_image + (size_t)c * pg->Ls;
             const size_t di = (size_t)i * dy_image;
+            const float *const dyi[MR] = {dy[0] + di, dy[1] + di, dy[2] + di, dy[3] + di};
             for (int r = 0; r < R; r++)
                 for (int s0 = 0; s0 < S; s0 += 3) {
                     /* taps past S: any valid plane, their sums are dropped below */
                     const float *xt[3];
                     for (int e = 0; e < 3; e++)
                         xt[e] = xi + pg->offsets[r * S + (s0 + e < S ? s0 + e : S - 1)];
-                    weight_grad_taps(xt, dy[0] + di, dy[1] + di, dy[2] + di, dy[3] + di, L8,
-                                     acc[r][s0 / 3]);
+                    cpu_dot_4x3(dyi, xt, 0, (size_t)L8, acc[r][s0 / 3]);
                 }
         }
         for (int j = 0; j < MR && b * MR + j < K; j++)

@@ -89,6 +89,10 @@ void cpu_gemm_dots(int m, int n, int k, const float *a, int lda, const float *b,
 void cpu_tile_4x24(int k, const float *a, const float *b, size_t ldb, float *c, size_t ldc);
 void cpu_tile_4x24_taps(int steps, int taps, const ptrdiff_t *offsets, size_t step,
                         const float *a, const float *b, float *c, size_t ldc);
+/* Their dot products: acc[j][i] (8 float lanes) += a[j][t] * b[i][t] for t in [t0, t1), a
+ * multiple of 8 long. */
+void cpu_dot_4x3(const float *const a[4], const float *const b[3], size_t t0, size_t t1,
+                 float acc[4][3][8]);
 
 static inline float cpu_hsum8(__m256 v)
 {

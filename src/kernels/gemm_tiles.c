@@ -79,9 +79,11 @@ void cpu_tile_4x24(int k, const float *a, const float *b, size_t ldb, float *c, 
 }
 
 /* acc[j][i][0..7] += the lanes of sum over t in [t0, t1) of a[j][t] * b[i][t]: 12
- * accumulators, 3 + 4 loads per 12 FMAs (the asm statement as above); t1 - t0 a multiple of 8.
+ * accumulators, 3 + 4 loads per 12 FMAs (the asm statements as above: without them GCC 12
+ * re-read a or b inside every FMA, 15 or 16 loads per 12 FMAs); t1 - t0 a multiple of 8.
  * The accumulators live in memory between calls, so a caller can cut the sum into pieces
- * and get the same lanes as one call over the whole length. */
+ * and get the same lanes as one call over the whole length. Also the direct convolution's
+ * weight gradient (4 filters' dy rows against 3 shifted input rows, conv_direct.c). */
 #define DOT_ROW(j)                                                                             \
     do {                                                                                       \
         __m256 d = _mm256_loadu_ps(a[j] + t);                                                  \
@@ -91,8 +93,8 @@ void cpu_tile_4x24(int k, const float *a, const float *b, size_t ldb, float *c, 
         c##j##2 = _mm256_fmadd_ps(d, x2, c##j##2);                                             \
     } while (0)
 
-static void dot_4x3(const float *const a[4], const float *const b[3], size_t t0, size_t t1,
-                    float acc[4][3][8])
+void cpu_dot_4x3(const float *const a[4], const float *const b[3], size_t t0, size_t t1,
+                 float acc[4][3][8])
 {
     __m256 c00 = _mm256_loadu_ps(acc[0][0]), c01 = _mm256_loadu_ps(acc[0][1]);
     __m256 c02 = _mm256_loadu_ps(acc[0][2]), c10 = _mm256_loadu_ps(acc[1][0]);
@@ -205,11 +207,11 @@ void cpu_gemm_dots(int m, int n, int k, const float *a, int lda, const float *b,
                 br[g][i] = b + (size_t)(row < n ? row : n - 1) * ldb;
             }
         float acc[DOT_GROUP][4][3][8];
-        memset(acc, 0, sizeof acc);
+        memset(acc, 0, sizeof acc[0] * nbs);
         for (size_t t0 = 0; t0 < len; t0 += DOT_PIECE) {
             const size_t t1 = len - t0 < DOT_PIECE ? len : t0 + DOT_PIECE;
             for (int g = 0; g < nbs; g++)
-                dot_4x3(ar, br[g], t0, t1, acc[g]);
+                cpu_dot_4x3(ar, br[g], t0, t1, acc[g]);
         }
         for (int g = 0; g < nbs; g++) {
             const int col0 = (nb0 + g) * 3;

@@ -53,8 +53,8 @@ typedef struct {
     conv_geom g;
     int algo_backward;          /* the path of backward: with CONV_WINOGRAD forward, Winograd,
                                  * direct or im2col (narrow or wide layers) */
-    int chunk;                  /* images per GEMM or per direct pass */
-    int chunk_direct;           /* stride 2 on the direct kernels: images per direct pass */
+    int chunk;                  /* images per im2col GEMM */
+    int chunk_direct;           /* images per direct pass */
     int weight_grad_direct;     /* stride 2: the weight gradient on the direct kernels too */
     int chunk_winograd;         /* images per Winograd forward or input-gradient pass */
     int chunk_weight_grad;      /* images per Winograd weight-gradient pass */
@@ -132,6 +132,18 @@ static void plan_im2col(conv2d_cfg *c, layer *l, const dtnn_backend *be, int til
     const size_t packs = sizeof(float) * c->pack_floats * g->groups;
     c->chunk = chunk_for(packs, per_image, (size_t)1 << 20, l);
     l->workspace_bytes = per_image * c->chunk + packs;
+}
+
+/* The direct kernels' chunk and scratch: chunks whose padded planes fit the 1 MiB L2 cache of
+ * a core, so the kernels read what pad_planes has just written from there: with 16 MiB chunks
+ * ResNet-20's first stage ran at 7.5 / 15.5 ms forward / backward per layer instead of 4.7 /
+ * 9.0. Returns the workspace bytes. */
+static size_t plan_direct(conv2d_cfg *c, const layer *l, const dtnn_backend *be)
+{
+    const size_t fixed = be->conv_direct_workspace(&c->g, 0);
+    c->chunk_direct = chunk_for(fixed, be->conv_direct_workspace(&c->g, 1) - fixed,
+                                (size_t)1 << 20, l);
+    return be->conv_direct_workspace(&c->g, c->chunk_direct);
 }
 
 static dtnn_status conv2d_infer(layer *l, dtnn_error *err)
@@ -221,13 +233,8 @@ static dtnn_status conv2d_infer(layer *l, dtnn_error *err)
     const int winograd_backward = winograd && DTNN_MIN(in.c, c->filters) >= 32;
     l->workspace_bytes = 0;
     if (!winograd_backward && direct) {
-        /* Chunks whose padded planes fit the 1 MiB L2 cache of a core, so the kernels read
-         * what pad_planes has just written from there: with 16 MiB chunks ResNet-20's first
-         * stage ran at 7.5 / 15.5 ms forward / backward per layer instead of 4.7 / 9.0. */
-        size_t fixed = be->conv_direct_workspace(g, 0);
         c->algo = c->algo_backward = CONV_DIRECT;
-        c->chunk = chunk_for(fixed, be->conv_direct_workspace(g, 1) - fixed, (size_t)1 << 20, l);
-        l->workspace_bytes = be->conv_direct_workspace(g, c->chunk);
+        l->workspace_bytes = plan_direct(c, l, be);
     } else if (!winograd_backward) {
         /* im2col with few filters per group: the products on gemm_tiles.c's register tiles,
          * not BLAS, whose kernels reach a third to a half of peak with M = 16 to 64 rows
@@ -237,17 +244,13 @@ static dtnn_status conv2d_infer(layer *l, dtnn_error *err)
         c->algo = c->algo_backward = tiles ? CONV_IM2COL_TILES : CONV_IM2COL;
         c->weight_grad_direct = 0;
         if (strided) {
-            size_t fixed = be->conv_direct_workspace(g, 0);
             c->algo = CONV_DIRECT;
             /* its weight gradient too from 16x16 outputs on. Smaller, a row of each plane is
              * too short for its per-call overhead: ResNet-20's 32 -> 64 channel layer (8x8
              * out) took 11.1-11.5 ms backward against im2col's 9.9-10.4, while the 16 -> 32
              * one (16x16 out) went from 13.0-13.7 to 10.8-12.0 (profile, alternating) */
             c->weight_grad_direct = g->P * g->Q >= 256;
-            c->chunk_direct = chunk_for(fixed, be->conv_direct_workspace(g, 1) - fixed,
-                                        (size_t)1 << 20, l);
-            l->workspace_bytes = DTNN_MAX(l->workspace_bytes,
-                                          be->conv_direct_workspace(g, c->chunk_direct));
+            l->workspace_bytes = DTNN_MAX(l->workspace_bytes, plan_direct(c, l, be));
         }
     }
     if (winograd) {
@@ -265,6 +268,24 @@ static dtnn_status conv2d_infer(layer *l, dtnn_error *err)
     return DTNN_OK;
 }
 
+/* The im2col path's product with group gi's filters W_g [Kg, CRSg]: out [m, ld] = W_g b
+ * (forward: b = the columns) or, with `trans`, W_g^T b (input gradient: b = dy), on
+ * gemm_tiles.c's register tiles with the filters packed once a call (algo im2col-tiles) or on
+ * BLAS. */
+static void filter_product(const layer_ctx *ctx, const conv2d_cfg *c, int tiles, int trans,
+                           int gi, const float *w, const float *b, int ld, float *out,
+                           float *packs)
+{
+    const conv_geom *g = &c->g;
+    const int Kg = g->K / g->groups, CRSg = g->C / g->groups * g->R * g->S;
+    const int m = trans ? CRSg : Kg, k = trans ? Kg : CRSg;
+    if (tiles)
+        ctx->be->gemm_tiles(m, ld, k, b, ld, out, ld, packs + gi * c->pack_floats);
+    else
+        ctx->be->gemm(trans, 0, m, ld, k, 1.0f, w + (size_t)gi * Kg * CRSg, CRSg, b, ld, 0.0f,
+                      out, ld);
+}
+
 static void conv2d_forward(layer *l, const layer_ctx *ctx)
 {
     conv2d_cfg *c = l->cfg;
@@ -278,9 +299,7 @@ static void conv2d_forward(layer *l, const layer_ctx *ctx)
         return;
     }
     if (c->algo == CONV_DIRECT) {
-        ctx->be->conv_direct_forward(g, l->n, c->algo_backward == CONV_DIRECT ? c->chunk
-                                                                             : c->chunk_direct,
-                                     x, w, b, l->y, ctx->workspace);
+        ctx->be->conv_direct_forward(g, l->n, c->chunk_direct, x, w, b, l->y, ctx->workspace);
         return;
     }
     if (c->algo == CONV_WINOGRAD) {
@@ -309,15 +328,9 @@ static void conv2d_forward(layer *l, const layer_ctx *ctx)
         int ld = nb * PQ;
         float *col = packs + G * c->pack_floats, *tmp = col + (size_t)CRS * ld;
         ctx->be->im2col(g, x + (size_t)n0 * g->C * g->H * g->W, nb, col, ld);
-        for (int gi = 0; gi < G; gi++) {
-            const float *cg = col + (size_t)gi * CRSg * ld;
-            float *tg = tmp + (size_t)gi * Kg * ld;
-            if (tiles)
-                ctx->be->gemm_tiles(Kg, ld, CRSg, cg, ld, tg, ld, packs + gi * c->pack_floats);
-            else
-                ctx->be->gemm(0, 0, Kg, ld, CRSg, 1.0f, w + (size_t)gi * Kg * CRSg, CRSg, cg, ld,
-                              0.0f, tg, ld);
-        }
+        for (int gi = 0; gi < G; gi++)
+            filter_product(ctx, c, tiles, 0, gi, w, col + (size_t)gi * CRSg * ld, ld,
+                           tmp + (size_t)gi * Kg * ld, packs);
         for (int i = 0; i < nb; i++) {
             float *y = l->y + (size_t)(n0 + i) * g->K * PQ;
             for (int k = 0; k < g->K; k++) {
@@ -357,7 +370,7 @@ static void conv2d_backward(layer *l, const layer_ctx *ctx)
         return;
     }
     if (c->algo_backward == CONV_DIRECT) {
-        ctx->be->conv_direct_backward(g, l->n, c->chunk, x, l->dy, w, dw, dx,
+        ctx->be->conv_direct_backward(g, l->n, c->chunk_direct, x, l->dy, w, dw, dx,
                                       l->dx_accumulate[0], ctx->workspace);
         return;
     }
@@ -406,15 +419,9 @@ static void conv2d_backward(layer *l, const layer_ctx *ctx)
         }
         if (!dx)
             continue;
-        for (int gi = 0; gi < G; gi++) {
-            const float *tg = tmp + (size_t)gi * Kg * ld;
-            float *cg = col + (size_t)gi * CRSg * ld;
-            if (tiles)
-                ctx->be->gemm_tiles(CRSg, ld, Kg, tg, ld, cg, ld, packs + gi * c->pack_floats);
-            else
-                ctx->be->gemm(1, 0, CRSg, ld, Kg, 1.0f, w + (size_t)gi * Kg * CRSg, CRSg, tg, ld,
-                              0.0f, cg, ld);
-        }
+        for (int gi = 0; gi < G; gi++)
+            filter_product(ctx, c, tiles, 1, gi, w, tmp + (size_t)gi * Kg * ld, ld,
+                           col + (size_t)gi * CRSg * ld, packs);
         float *dxn = dx + (size_t)n0 * in_size;
         if (!l->dx_accumulate[0])
             memset(dxn, 0, sizeof(float) * in_size * nb);
