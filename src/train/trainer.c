@@ -198,12 +198,15 @@ static dtnn_status average_buffers(dtnn_model *m, dtnn_comm *comm, dtnn_error *e
 
 /* Fails early when a file cannot be created in path's folder, or when the folder lacks the
  * space for `bytes` more (a checkpoint is written beside the previous one, then renamed over
- * it), rather than after hours. */
+ * it), rather than after hours. The file it creates and removes has the name the writer gives
+ * its temporary (safetensors.c: PATH.tmp.<pid>), so a process killed in between leaves only
+ * what a kill during a save can leave anyway (tests/cli_signals.sh kills at random moments;
+ * a ".probe.<pid>" name was once left behind there). */
 static dtnn_status check_writable(const char *path, const char *what, size_t bytes,
                                   dtnn_error *err)
 {
     char probe[4096];
-    snprintf(probe, sizeof probe, "%s.probe.%ld", path, (long)getpid());
+    snprintf(probe, sizeof probe, "%s.tmp.%ld", path, (long)getpid());
     FILE *f = fopen(probe, "wb");
     if (!f)
         return dtnn_error_set(err, DTNN_ERR_IO, "cannot write the %s '%s': %s", what, path,
