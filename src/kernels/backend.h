@@ -80,10 +80,12 @@ typedef struct dtnn_backend {
                                  const float *dy, const float *w, float *dw, float *dx,
                                  int accumulate, float *workspace);
 
-    /* Winograd F(2x2, 3x3) for 3x3 / stride 1 / padding 1 (kernels/conv_winograd.c), with
-     * the same contract as the direct functions above (backward adds into dw; dx may be NULL).
-     * The weight gradient has its own chunk and scratch: workspace(g, chunk, 1) bytes for it,
-     * workspace(g, chunk, 0) for the other passes. supported is 0 where it does not apply. */
+    /* Winograd F(2x2, 3x3) and F(4x4, 3x3) for 3x3 / stride 1 / padding 1
+     * (kernels/conv_winograd.c), with the same contract as the direct functions above
+     * (backward adds into dw; dx may be NULL, and so may dw). The weight gradient has its own
+     * chunk and scratch: workspace(g, chunk, 1) bytes for it, workspace(g, chunk, 0) for the
+     * other passes. supported is 0 where it does not apply, else the output tile size the
+     * forward pass and input gradient use (2 or 4). */
     int (*conv_winograd_supported)(const conv_geom *g);
     size_t (*conv_winograd_workspace)(const conv_geom *g, int chunk, int weight_grad);
     /* the chunk those passes run best with, within `limit` bytes of scratch */

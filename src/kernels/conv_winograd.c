@@ -1,30 +1,37 @@
 /*
  * conv_winograd.c — 3x3 convolution with stride 1 and padding 1 (ResNet's and VGG's 3x3
- * layers) by Winograd's minimal filtering F(2x2, 3x3) (Lavin and Gray, 2016): forward pass,
- * input gradient and weight gradient. Each 2x2 block of outputs comes from a 4x4 block of the
- * padded input as Y = A^T [sum over channels of (G g G^T) . (B^T d B)] A, 16 products per
- * channel pair where direct convolution needs 36: 2.25 times fewer multiply-adds.
+ * layers) by Winograd's minimal filtering F(m x m, 3x3) (Lavin and Gray, 2016): forward pass,
+ * input gradient and weight gradient. Each m x m block of outputs comes from an alpha x alpha
+ * block (alpha = m + 2) of the padded input as
+ * Y = A^T [sum over channels of (G g G^T) . (B^T d B)] A, alpha^2 products per channel pair:
+ *   F(2x2, 3x3): 16 where direct convolution needs 36, 2.25 times fewer multiply-adds;
+ *   F(4x4, 3x3): 36 where it needs 144, 4 times fewer, for the forward pass and the input
+ *     gradient where a row of tiles is whole groups of 4 (below, tile_size). The weight
+ *     gradient stays on F(2x2) (its sums over every tile of the batch amplify F(4x4)'s error).
  *
- * Shapes: output height even and width a multiple of 8 (so a row of tiles is whole groups of
- * 4), which every CIFAR and ImageNet stage of those networks has down to 8x8; elsewhere conv2d
- * uses the direct kernels or im2col. Built where the compiler targets AVX2 + FMA, as
- * conv_direct.c.
+ * Shapes: output height even and width a multiple of 8 (so a row of F(2x2) tiles is whole
+ * groups of 4), which every CIFAR and ImageNet stage of those networks has down to 8x8;
+ * elsewhere conv2d uses the direct kernels or im2col. Built where the compiler targets AVX2 +
+ * FMA, as conv_direct.c.
  *
  * Per chunk of images:
- *   1. each input plane is split into its four (row parity, column parity) planes of the
- *      zero-padded image, so the 4x4 block of every tile in a row of tiles is a set of
- *      contiguous loads, and transformed to V [16][ins][tiles] (B^T d B, 4 tiles at a time);
- *   2. for each block of 24 tiles and 4 output channels, 16 small GEMMs over the input
- *      channels (M[xi] = U[xi] V[xi], U = the transformed filters), kept in a 6 KiB buffer
- *      and turned into outputs (A^T M A) at once, so M never goes to memory. Wide layers
- *      (more than 64 channels) run the 16 products as BLAS GEMMs instead, through M
- *      [16][outs][tiles] (winograd_gemm_pass).
+ *   1. each input plane is split into four planes of the zero-padded image (F(2x2): its
+ *      (row parity, column parity) planes; F(4x4): its column phases mod 4), so the block of
+ *      every tile in a row of tiles is a set of contiguous loads, and transformed to
+ *      V [alpha^2][ins][tiles] (B^T d B, 4 or 8 tiles at a time);
+ *   2. for each block of 24 tiles and 4 output channels, alpha^2 small GEMMs over the input
+ *      channels (M[xi] = U[xi] V[xi], U = the transformed filters), kept in a 6 or 13.5 KiB
+ *      buffer and turned into outputs (A^T M A) at once, so M never goes to memory. Wide
+ *      layers (more than 64 channels) run the products as BLAS GEMMs instead, through M
+ *      [alpha^2][outs][tiles] (winograd_gemm_pass).
  * The input gradient is the same computation over the output gradient with the filters
  * transposed and rotated by 180 degrees (for padding 1 and a 3x3 kernel its padding is 1);
  * the weight gradient is below (winograd_weight_grad).
  *
- * Accuracy: the transforms have coefficients 0, +-1 and +-1/2, so results differ from
- * direct summation by a few ulps of the largest intermediate (tests/test_conv_paths.c).
+ * Accuracy: F(2x2)'s transforms have coefficients 0, +-1 and +-1/2, so its results differ
+ * from direct summation by a few ulps of the largest intermediate; F(4x4)'s reach 8 (and 1/24
+ * in G), so its error is about ten times larger, a few 1e-6 of the sum of |x w| (tolerances in
+ * tests/test_conv_paths.c).
  * Threads: jobs are (image, channel) for the transforms, (tile block, channel block) for the
  * products and (position, channel blocks) for the weight gradient's; every output is summed by
  * one thread in a fixed order, so no result depends on the thread count. The wide form's
@@ -45,28 +52,46 @@ static int winograd_shape(const conv_geom *g)
 #if defined(__AVX2__) && defined(__FMA__)
 #define CONV_WINOGRAD 1
 
-enum { XI = 16, KB = 4, TB = 24 };   /* transformed positions, channel block, tile block */
+enum { KB = 4, TB = 24 };   /* channel block, tile block */
+enum { XI_MAX = 36 };       /* transformed positions of F(4x4, 3x3) */
 
 typedef struct {
+    int m;              /* outputs per tile side: 2 for F(2x2, 3x3), 4 for F(4x4, 3x3) */
+    int xi;             /* transformed positions: (m + 2)^2 */
     int rows, cols;     /* image size (input = output) */
     int TH, TW;         /* tiles per column and row */
-    int PW;             /* row stride of a parity plane: TW + 1 */
-    size_t plane;       /* floats per parity plane, with room for the last group's reads */
+    int PW;             /* row stride of a parity or phase plane: TW + 1 */
+    size_t plane;       /* floats per such plane, with room for the last group's reads */
     int tiles;          /* per image */
+    int lanes;          /* tiles a transform handles at once: 8 (AVX) or 4 (SSE) */
 } wino_geom;
 
 static size_t round16(size_t n) { return (n + 15) / 16 * 16; }
 
-static wino_geom make_geom(int rows, int cols)
+/* F(4x4, 3x3) where rows of tiles are whole groups of 4 (width a multiple of 16, height of
+ * 4): its transforms cost about what F(2x2)'s do per output, and its products 1.8x less.
+ * ResNet-20's 16-channel 32x32 layer forward 6.0-6.1 -> 4.2-4.4 ms, its 32-channel 16x16
+ * one 3.8-4.1 -> 3.4-3.5 (dtnn bench --profile, batch 64, 1 thread, alternating). The 8x8
+ * stage (2 tiles a row) stays on F(2x2). */
+static int tile_size(const conv_geom *g) { return g->H % 4 == 0 && g->W % 16 == 0 ? 4 : 2; }
+
+/* the geometry of the forward pass and input gradient, or of the weight gradient (F(2x2)) */
+static wino_geom make_geom(const conv_geom *g, int weight_grad)
 {
     wino_geom w;
-    w.rows = rows;
-    w.cols = cols;
-    w.TH = rows / 2;
-    w.TW = cols / 2;
+    w.m = weight_grad ? 2 : tile_size(g);
+    w.xi = (w.m + 2) * (w.m + 2);
+    w.rows = g->H;
+    w.cols = g->W;
+    w.TH = w.rows / w.m;
+    w.TW = w.cols / w.m;
     w.PW = w.TW + 1;
-    w.plane = round16((size_t)(w.TH + 1) * w.PW + 4);
+    /* F(2x2): four (row parity, column parity) planes of TH + 1 rows; F(4x4): four column
+     * phase planes of every padded row */
+    const int plane_rows = w.m == 2 ? w.TH + 1 : w.rows + 2;
+    w.plane = round16((size_t)plane_rows * w.PW + 4);
     w.tiles = w.TH * w.TW;
+    w.lanes = w.TW % 8 == 0 ? 8 : 4;
     return w;
 }
 
@@ -77,8 +102,8 @@ static wino_geom make_geom(int rows, int cols)
 enum { WIDE = 64 };
 static int wide(const conv_geom *g) { return g->C > WIDE || g->K > WIDE; }
 
-/* Floats from one position's slab of transformed tiles ([16][rows][ldv]) to the next: 64
- * bytes more than its rows, so the 16 positions a transform writes at once fall into
+/* Floats from one position's slab of transformed tiles ([xi][rows][ldv]) to the next: 64
+ * bytes more than its rows, so the 16 or 36 positions a transform writes at once fall into
  * different cache sets. Slabs of a multiple of 4 KiB put all 16 into one set of the 8-way L1:
  * the input transform took 21% of a 16-channel layer's forward pass (perf). */
 static size_t slab(int rows, size_t ldv)
@@ -89,46 +114,54 @@ static size_t slab(int rows, size_t ldv)
 static size_t channel_blocks(int channels) { return (size_t)(channels + KB - 1) / KB; }
 static size_t tile_cols(int tiles) { return (size_t)(tiles + TB - 1) / TB * TB; }
 
-static size_t filter_floats(int ins, int outs)
+static size_t filter_floats(const wino_geom *wg, int ins, int outs)
 {
-    return round16((size_t)XI * channel_blocks(outs) * ins * KB);
+    return round16((size_t)wg->xi * channel_blocks(outs) * ins * KB);
 }
 
-/* U = G g G^T, g = w [k][c] (forward) or w [c][k] rotated by 180 degrees (input gradient:
- * outs = C, ins = K), as [16][outs / KB][ins][KB] for cpu_tile_4x24 (channels past the last
- * block's end 0) or, with `rows`, as 16 row-major [outs][ins] matrices for BLAS. */
-static void transform_filters(const float *w, int K, int C, int for_input_grad, int rows,
-                              float *u)
+/* The filter transforms G (alpha x 3, alpha = m + 2): rows for the interpolation points 0,
+ * +-1 and infinity (F(2x2)) and 0, +-1, +-2 and infinity (F(4x4)). */
+static const double G2[4][3] = {{1, 0, 0}, {0.5, 0.5, 0.5}, {0.5, -0.5, 0.5}, {0, 0, 1}};
+static const double G4[6][3] = {{1.0 / 4, 0, 0},
+                                {-1.0 / 6, -1.0 / 6, -1.0 / 6},
+                                {-1.0 / 6, 1.0 / 6, -1.0 / 6},
+                                {1.0 / 24, 1.0 / 12, 1.0 / 6},
+                                {1.0 / 24, -1.0 / 12, 1.0 / 6},
+                                {0, 0, 1}};
+
+static const double (*filter_matrix(const wino_geom *wg))[3] { return wg->m == 2 ? G2 : G4; }
+
+/* U = G g G^T (in double, rounded once), g = w [k][c] (forward) or w [c][k] rotated by 180
+ * degrees (input gradient: outs = C, ins = K), as [xi][outs / KB][ins][KB] for cpu_tile_4x24
+ * (channels past the last block's end 0) or, with `rows`, as xi row-major [outs][ins]
+ * matrices for BLAS. */
+static void transform_filters(const wino_geom *wg, const float *w, int K, int C,
+                              int for_input_grad, int rows, float *u)
 {
     const int outs = for_input_grad ? C : K, ins = for_input_grad ? K : C;
+    const int alpha = wg->m + 2;
+    const double(*G)[3] = filter_matrix(wg);
     const long long nb = (long long)channel_blocks(outs);
 #pragma omp parallel for schedule(static)
     for (long long b = 0; b < nb; b++)
         for (int i = 0; i < ins; i++)
             for (int j = 0; j < KB; j++) {
                 const int o = (int)b * KB + j;
-                float g[3][3] = {{0}}, t[4][3], v[4][4];
+                double g[3][3] = {{0}}, t[6][3];
                 for (int r = 0; r < 3 && o < outs; r++)
                     for (int s = 0; s < 3; s++)
                         g[r][s] = for_input_grad ? w[((size_t)i * C + o) * 9 + (2 - r) * 3 + 2 - s]
                                                  : w[((size_t)o * C + i) * 9 + r * 3 + s];
-                for (int s = 0; s < 3; s++) {
-                    t[0][s] = g[0][s];
-                    t[1][s] = 0.5f * (g[0][s] + g[1][s] + g[2][s]);
-                    t[2][s] = 0.5f * (g[0][s] - g[1][s] + g[2][s]);
-                    t[3][s] = g[2][s];
-                }
-                for (int r = 0; r < 4; r++) {
-                    v[r][0] = t[r][0];
-                    v[r][1] = 0.5f * (t[r][0] + t[r][1] + t[r][2]);
-                    v[r][2] = 0.5f * (t[r][0] - t[r][1] + t[r][2]);
-                    v[r][3] = t[r][2];
-                }
-                for (int xi = 0; xi < XI; xi++) {
+                for (int a = 0; a < alpha; a++)
+                    for (int s = 0; s < 3; s++)
+                        t[a][s] = G[a][0] * g[0][s] + G[a][1] * g[1][s] + G[a][2] * g[2][s];
+                for (int xi = 0; xi < wg->xi; xi++) {
+                    const double *ta = t[xi / alpha], *gb = G[xi % alpha];
+                    const float v = (float)(ta[0] * gb[0] + ta[1] * gb[1] + ta[2] * gb[2]);
                     if (!rows)
-                        u[(((size_t)xi * nb + b) * ins + i) * KB + j] = v[xi / 4][xi % 4];
+                        u[(((size_t)xi * nb + b) * ins + i) * KB + j] = v;
                     else if (o < outs)
-                        u[((size_t)xi * outs + o) * ins + i] = v[xi / 4][xi % 4];
+                        u[((size_t)xi * outs + o) * ins + i] = v;
                 }
             }
 }
@@ -239,10 +272,248 @@ TRANSFORM_OUTPUT(transform_output8, __m256, _mm256_loadu_ps, _mm256_storeu_ps, _
 TRANSFORM_OUTPUT(transform_output4, __m128, _mm_loadu_ps, _mm_storeu_ps, _mm_add_ps,
                  _mm_sub_ps, _mm_set1_ps, INTERLEAVE4)
 
-/* Floats of one input plane's four parity planes (one set per (image, channel) of a chunk). */
+/* F(4x4, 3x3). A tile is 4x4 outputs from a 6x6 block of the padded input, so tiles step by 4
+ * columns: each padded row is split into its four column phases (padded column 4 q + p at
+ * [p][q]), and the six columns of a vector of tiles are then contiguous loads (phases 0-3 at
+ * q, phases 0 and 1 at q + 1). The 1-D transforms (Lavin and Gray's matrices):
+ *   B^T d: [4d0 - 5d2 + d4, (d4 - 4d2) +- (d3 - 4d1), (d4 - d2) +- 2(d3 - d1), 4d1 - 5d3 + d5]
+ *   A^T m: [m0 + (m1 + m2) + (m3 + m4), (m1 - m2) + 2(m3 - m4), (m1 + m2) + 4(m3 + m4),
+ *           (m1 - m2) + 8(m3 - m4) + m5]
+ *   A y:   [y0, (y0 + y2) +- (y1 + y3), (y0 + 4y2) +- 2(y1 + 4y3), y3]  (the weight gradient)
+ * A tile's four output columns lie in four vectors (a lane per tile) and are put in row order
+ * with 4x4 transposes within 128-bit lanes (and, for AVX, a 128-bit permute); the output
+ * gradient's are split the same way back. */
+#define F4_KERNELS(sfx, vec, lanes, load, store, add, sub, mul, fmadd, set1, unpacklo, unpackhi, \
+                   shuffle, gather4, scatter4)                                                 \
+    static inline void bt6_##sfx(const vec d[6], vec o[6])                                     \
+    {                                                                                          \
+        const vec four = set1(4.0f), mfour = set1(-4.0f), mfive = set1(-5.0f);                 \
+        const vec a = fmadd(mfour, d[2], d[4]), b = fmadd(mfour, d[1], d[3]);                  \
+        const vec c = sub(d[4], d[2]), e = mul(set1(2.0f), sub(d[3], d[1]));                   \
+        o[0] = fmadd(four, d[0], fmadd(mfive, d[2], d[4]));                                    \
+        o[1] = add(a, b);                                                                      \
+        o[2] = sub(a, b);                                                                      \
+        o[3] = add(c, e);                                                                      \
+        o[4] = sub(c, e);                                                                      \
+        o[5] = fmadd(four, d[1], fmadd(mfive, d[3], d[5]));                                    \
+    }                                                                                          \
+    static inline void at6_##sfx(const vec m[6], vec o[4])                                     \
+    {                                                                                          \
+        const vec a = add(m[1], m[2]), b = sub(m[1], m[2]);                                    \
+        const vec c = add(m[3], m[4]), d = sub(m[3], m[4]);                                    \
+        o[0] = add(add(m[0], a), c);                                                           \
+        o[1] = fmadd(set1(2.0f), d, b);                                                        \
+        o[2] = fmadd(set1(4.0f), c, a);                                                        \
+        o[3] = add(fmadd(set1(8.0f), d, b), m[5]);                                             \
+    }                                                                                          \
+    static inline void a4_##sfx(const vec y[4], vec o[6])                                      \
+    {                                                                                          \
+        const vec a = add(y[0], y[2]), b = add(y[1], y[3]);                                    \
+        const vec c = fmadd(set1(4.0f), y[2], y[0]);                                           \
+        const vec e = mul(set1(2.0f), fmadd(set1(4.0f), y[3], y[1]));                          \
+        o[0] = y[0];                                                                           \
+        o[1] = add(a, b);                                                                      \
+        o[2] = sub(a, b);                                                                      \
+        o[3] = add(c, e);                                                                      \
+        o[4] = sub(c, e);                                                                      \
+        o[5] = y[3];                                                                           \
+    }                                                                                          \
+    /* r[0..3] -> their 4x4 transposes within each 128-bit lane */                             \
+    static inline void transpose4_##sfx(vec r[4])                                              \
+    {                                                                                          \
+        const vec t0 = unpacklo(r[0], r[1]), t1 = unpackhi(r[0], r[1]);                        \
+        const vec t2 = unpacklo(r[2], r[3]), t3 = unpackhi(r[2], r[3]);                        \
+        r[0] = shuffle(t0, t2, _MM_SHUFFLE(1, 0, 1, 0));                                       \
+        r[1] = shuffle(t0, t2, _MM_SHUFFLE(3, 2, 3, 2));                                       \
+        r[2] = shuffle(t1, t3, _MM_SHUFFLE(1, 0, 1, 0));                                       \
+        r[3] = shuffle(t1, t3, _MM_SHUFFLE(3, 2, 3, 2));                                       \
+    }                                                                                          \
+    /* V[xi][tile] = B^T d B for every tile of one plane, from its phase planes */             \
+    static void transform_input6_##sfx(const wino_geom *wg, const float *par, float *v,         \
+                                       size_t xi_stride)                                        \
+    {                                                                                          \
+        const size_t pl = wg->plane;                                                           \
+        for (int ty = 0; ty < wg->TH; ty++)                                                    \
+            for (int tx = 0; tx < wg->TW; tx += (lanes)) {                                     \
+                vec e[6][6];                                                                   \
+                for (int i = 0; i < 6; i++) {                                                  \
+                    const float *p = par + (size_t)(4 * ty + i) * wg->PW + tx;                 \
+                    const vec d[6] = {load(p),          load(p + pl),     load(p + 2 * pl),   \
+                                      load(p + 3 * pl), load(p + 1),      load(p + pl + 1)};  \
+                    bt6_##sfx(d, e[i]);                                                        \
+                }                                                                              \
+                float *dst = v + (size_t)ty * wg->TW + tx;                                     \
+                for (int j = 0; j < 6; j++) {                                                  \
+                    const vec col[6] = {e[0][j], e[1][j], e[2][j], e[3][j], e[4][j], e[5][j]}; \
+                    vec o[6];                                                                  \
+                    bt6_##sfx(col, o);                                                         \
+                    for (int k = 0; k < 6; k++)                                                \
+                        store(dst + (size_t)(k * 6 + j) * xi_stride, o[k]);                    \
+                }                                                                              \
+            }                                                                                  \
+    }                                                                                          \
+    /* Outputs of a vector of tiles in a row (A^T m A), written or added to the four output   \
+     * rows at `out` (row stride cols), + bias */                                              \
+    static void transform_output6_##sfx(const float *m, size_t xi_stride, float bias,          \
+                                        int cols, float *out, int accumulate)                  \
+    {                                                                                          \
+        vec s[4][6];                                                                           \
+        for (int j = 0; j < 6; j++) {                                                          \
+            vec col[6], o[4];                                                                  \
+            for (int i = 0; i < 6; i++)                                                        \
+                col[i] = load(m + (size_t)(i * 6 + j) * xi_stride);                            \
+            at6_##sfx(col, o);                                                                 \
+            for (int a = 0; a < 4; a++)                                                        \
+                s[a][j] = o[a];                                                                \
+        }                                                                                      \
+        const vec b = set1(bias);                                                              \
+        for (int a = 0; a < 4; a++) {                                                          \
+            vec o[4];                                                                          \
+            at6_##sfx(s[a], o);                                                                \
+            for (int k = 0; k < 4; k++)                                                        \
+                o[k] = add(o[k], b);                                                           \
+            transpose4_##sfx(o);                                                               \
+            scatter4(out + (size_t)a * cols, o, accumulate);                                   \
+        }                                                                                      \
+    }                                                                                          \
+    /* D[xi][tile] = A dy A^T for every 4x4 tile of one output-gradient plane */              \
+    static void transform_grad6_##sfx(const wino_geom *wg, const float *dy, float *d,          \
+                                      size_t xi_stride)                                        \
+    {                                                                                          \
+        for (int ty = 0; ty < wg->TH; ty++)                                                    \
+            for (int tx = 0; tx < wg->TW; tx += (lanes)) {                                     \
+                vec y[4][4], p[6][4];                                                          \
+                for (int r = 0; r < 4; r++) {                                                  \
+                    gather4(dy + (size_t)(4 * ty + r) * wg->cols + 4 * tx, y[r]);              \
+                    transpose4_##sfx(y[r]);                                                    \
+                }                                                                              \
+                for (int c = 0; c < 4; c++) {                                                  \
+                    const vec col[4] = {y[0][c], y[1][c], y[2][c], y[3][c]};                   \
+                    vec o[6];                                                                  \
+                    a4_##sfx(col, o);                                                          \
+                    for (int i = 0; i < 6; i++)                                                \
+                        p[i][c] = o[i];                                                        \
+                }                                                                              \
+                float *dst = d + (size_t)ty * wg->TW + tx;                                     \
+                for (int i = 0; i < 6; i++) {                                                  \
+                    vec o[6];                                                                  \
+                    a4_##sfx(p[i], o);                                                         \
+                    for (int j = 0; j < 6; j++)                                                \
+                        store(dst + (size_t)(i * 6 + j) * xi_stride, o[j]);                    \
+                }                                                                              \
+            }                                                                                  \
+    }
+
+/* A row of 4 tiles' 4 columns each, as 4 vectors of tiles (SSE: one tile a vector) */
+static inline void gather4_sse(const float *row, __m128 r[4])
+{
+    for (int t = 0; t < 4; t++)
+        r[t] = _mm_loadu_ps(row + 4 * t);
+}
+
+static inline void scatter4_sse(float *row, const __m128 r[4], int accumulate)
+{
+    for (int t = 0; t < 4; t++)
+        _mm_storeu_ps(row + 4 * t, accumulate ? _mm_add_ps(r[t], _mm_loadu_ps(row + 4 * t)) : r[t]);
+}
+
+/* AVX: a vector holds tiles t and t + 4 in its halves, the order transpose4 works in */
+static inline void gather4_avx(const float *row, __m256 r[4])
+{
+    const __m256 a = _mm256_loadu_ps(row), b = _mm256_loadu_ps(row + 8);
+    const __m256 c = _mm256_loadu_ps(row + 16), d = _mm256_loadu_ps(row + 24);
+    r[0] = _mm256_permute2f128_ps(a, c, 0x20);
+    r[1] = _mm256_permute2f128_ps(a, c, 0x31);
+    r[2] = _mm256_permute2f128_ps(b, d, 0x20);
+    r[3] = _mm256_permute2f128_ps(b, d, 0x31);
+}
+
+static inline void scatter4_avx(float *row, const __m256 r[4], int accumulate)
+{
+    __m256 q[4] = {_mm256_permute2f128_ps(r[0], r[1], 0x20), _mm256_permute2f128_ps(r[2], r[3], 0x20),
+                   _mm256_permute2f128_ps(r[0], r[1], 0x31), _mm256_permute2f128_ps(r[2], r[3], 0x31)};
+    for (int t = 0; t < 4; t++)
+        _mm256_storeu_ps(row + 8 * t,
+                         accumulate ? _mm256_add_ps(q[t], _mm256_loadu_ps(row + 8 * t)) : q[t]);
+}
+
+F4_KERNELS(avx, __m256, 8, _mm256_loadu_ps, _mm256_storeu_ps, _mm256_add_ps, _mm256_sub_ps,
+           _mm256_mul_ps, _mm256_fmadd_ps, _mm256_set1_ps, _mm256_unpacklo_ps,
+           _mm256_unpackhi_ps, _mm256_shuffle_ps, gather4_avx, scatter4_avx)
+F4_KERNELS(sse, __m128, 4, _mm_loadu_ps, _mm_storeu_ps, _mm_add_ps, _mm_sub_ps, _mm_mul_ps,
+           _mm_fmadd_ps, _mm_set1_ps, _mm_unpacklo_ps, _mm_unpackhi_ps, _mm_shuffle_ps,
+           gather4_sse, scatter4_sse)
+
+/* The four column phases of one zero-padded plane: par[p][y * PW + q] is padded pixel
+ * (y, 4 q + p), padded pixel (y, x) being input pixel (y - 1, x - 1). Input columns 4 q ..
+ * 4 q + 3 go to phases 1, 2, 3 at q and phase 0 at q + 1: a row is split 16 floats at a
+ * time by a 4x4 transpose (cols is a multiple of 16). */
+static void split_phases(const wino_geom *wg, const float *src, float *par)
+{
+    const int PW = wg->PW, TW = wg->TW;
+    const size_t pl = wg->plane;
+    for (int y = 0; y < wg->rows + 2; y++) {
+        float *p0 = par + (size_t)y * PW;
+        if (y == 0 || y > wg->rows) {
+            for (int p = 0; p < 4; p++)
+                memset(p0 + p * pl, 0, sizeof(float) * PW);
+            continue;
+        }
+        const float *row = src + (size_t)(y - 1) * wg->cols;
+        for (int q = 0; q < TW; q += 4) {
+            __m128 r[4];
+            gather4_sse(row + 4 * q, r);
+            transpose4_sse(r);
+            _mm_storeu_ps(p0 + pl + q, r[0]);
+            _mm_storeu_ps(p0 + 2 * pl + q, r[1]);
+            _mm_storeu_ps(p0 + 3 * pl + q, r[2]);
+            _mm_storeu_ps(p0 + 1 + q, r[3]);
+        }
+        p0[0] = 0.0f;
+        p0[pl + TW] = p0[2 * pl + TW] = p0[3 * pl + TW] = 0.0f;
+    }
+}
+
+/* The dispatch of one plane's input transform, a vector of tiles' output transform and one
+ * plane's output-gradient transform over the tile size and vector width. */
+static void transform_plane(const wino_geom *wg, const float *src, float *par, float *v,
+                            size_t xi_stride)
+{
+    if (wg->m == 2) {
+        split_parity(wg, src, par);
+        if (wg->lanes == 8)
+            transform_input8(wg, par, v, xi_stride);
+        else
+            transform_input4(wg, par, v, xi_stride);
+    } else {
+        split_phases(wg, src, par);
+        if (wg->lanes == 8)
+            transform_input6_avx(wg, par, v, xi_stride);
+        else
+            transform_input6_sse(wg, par, v, xi_stride);
+    }
+}
+
+/* outputs of tiles ty, tx .. tx + lanes - 1 of a plane at `plane` */
+static void transform_output(const wino_geom *wg, const float *m, size_t xi_stride, float bias,
+                             int ty, int tx, float *plane, int accumulate)
+{
+    float *out = plane + (size_t)(wg->m * ty) * wg->cols + wg->m * tx;
+    if (wg->m == 4 && wg->lanes == 8)
+        transform_output6_avx(m, xi_stride, bias, wg->cols, out, accumulate);
+    else if (wg->m == 4)
+        transform_output6_sse(m, xi_stride, bias, wg->cols, out, accumulate);
+    else if (wg->lanes == 8)
+        transform_output8(m, xi_stride, bias, wg->cols, out, accumulate);
+    else
+        transform_output4(m, xi_stride, bias, wg->cols, out, accumulate);
+}
+
+/* Floats of one input plane's four parity or phase planes (one set per (image, channel) of a
+ * chunk). */
 static size_t parity_floats(const wino_geom *wg) { return 4 * wg->plane; }
 
-/* V [16][ins][ldv] = B^T d B of every tile of images n0 .. n0 + nb - 1 of in [n, ins, rows,
+/* V [xi][ins][ldv] = B^T d B of every tile of images n0 .. n0 + nb - 1 of in [n, ins, rows,
  * cols] (tile index = image * tiles + tile), each plane split into parity planes at par first;
  * the columns past the last tile are zeroed, since blocks of 24 read them (garbage there would
  * only be thrown away, but denormals or NaNs would cost time). */
@@ -258,14 +529,9 @@ static void transform_inputs(const wino_geom *wg, int n0, int nb, int ins, const
         float *pp = par + (size_t)pl * parity_floats(wg);
         const float *src = in + ((size_t)(n0 + i) * ins + c) * plane_in;
         prefetch_floats(src + plane_in, plane_in);
-        split_parity(wg, src, pp);
-        float *vc = v + (size_t)c * ldv + (size_t)i * wg->tiles;
-        if (wg->TW % 8 == 0)
-            transform_input8(wg, pp, vc, xi_stride);
-        else
-            transform_input4(wg, pp, vc, xi_stride);
+        transform_plane(wg, src, pp, v + (size_t)c * ldv + (size_t)i * wg->tiles, xi_stride);
     }
-    for (int xi = 0; xi < XI; xi++)
+    for (int xi = 0; xi < wg->xi; xi++)
         for (int c = 0; c < ins; c++)
             memset(v + xi * xi_stride + (size_t)c * ldv + T, 0,
                    sizeof(float) * (ldv - (size_t)T));
@@ -273,11 +539,11 @@ static void transform_inputs(const wino_geom *wg, int n0, int nb, int ins, const
 
 /* The weight gradient. With Y = A^T [sum over c of U_c . V_c] A, U = G g G^T:
  * dL/dU[k][c] = sum over tiles of (A dY A^T) . V_c, and dL/dg = G^T (dL/dU) G. So per chunk
- * the output gradient's 2x2 tiles become 4x4 (A dY A^T) in D [16][K][ldv], V is the forward's
- * input transform (computed again: keeping it would hold 4x every such layer's input for the
- * whole step), and 16 products D V^T, over tiles, sum into dU [16][K][C]; dw gets G^T dU G at
- * the end: 16 multiply-adds per channel pair and output block of 2x2 where direct summation
- * needs 36. */
+ * the output gradient's m x m tiles become alpha x alpha (A dY A^T) in D [xi][K][ldv], V is
+ * the forward's input transform (computed again: keeping it would hold 2.25-4x every such
+ * layer's input for the whole step), and xi products D V^T, over tiles, sum into
+ * dU [xi][K][C]; dw gets G^T dU G at the end: 16 (36) multiply-adds per channel pair and
+ * output block of 2x2 (4x4) where direct summation needs 36 (144). */
 
 /* D[xi][tile] (xi_stride floats apart) = A dy A^T for every 2x2 tile of one output-gradient
  * plane, a vector of tiles at a time; the two columns of each tile are split apart from a row
@@ -325,7 +591,7 @@ TRANSFORM_GRAD(transform_grad8, __m256, 8, DEINTERLEAVE8, _mm256_storeu_ps, _mm2
 TRANSFORM_GRAD(transform_grad4, __m128, 4, DEINTERLEAVE4, _mm_storeu_ps, _mm_add_ps, _mm_sub_ps,
                _mm_setzero_ps())
 
-/* D [16][K][ldv] = A dy A^T of every tile of images n0 .. n0 + nb - 1 of dy [n, K, rows, cols],
+/* D [xi][K][ldv] = A dy A^T of every tile of images n0 .. n0 + nb - 1 of dy [n, K, rows, cols],
  * zero past the last tile. */
 static void transform_grads(const wino_geom *wg, int n0, int nb, int K, const float *dy,
                             float *d, size_t ldv)
@@ -339,42 +605,46 @@ static void transform_grads(const wino_geom *wg, int n0, int nb, int K, const fl
         const float *src = dy + ((size_t)(n0 + i) * K + k) * plane;
         prefetch_floats(src + plane, plane);
         float *dk = d + (size_t)k * ldv + (size_t)i * wg->tiles;
-        if (wg->TW % 8 == 0)
+        if (wg->m == 4 && wg->lanes == 8)
+            transform_grad6_avx(wg, src, dk, slab(K, ldv));
+        else if (wg->m == 4)
+            transform_grad6_sse(wg, src, dk, slab(K, ldv));
+        else if (wg->lanes == 8)
             transform_grad8(wg, src, dk, slab(K, ldv));
         else
             transform_grad4(wg, src, dk, slab(K, ldv));
     }
-    for (int xi = 0; xi < XI; xi++)
+    for (int xi = 0; xi < wg->xi; xi++)
         for (int k = 0; k < K; k++)
             memset(d + xi * slab(K, ldv) + (size_t)k * ldv + T, 0,
                    sizeof(float) * (ldv - (size_t)T));
 }
 
-/* dw [K, C, 3, 3] += G^T dU G, dU [16][K][C]. */
-static void filter_grad(int K, int C, const float *du, float *dw)
+/* dw [K, C, 3, 3] += G^T dU G, dU [xi][K][C]. */
+static void filter_grad(const wino_geom *wg, int K, int C, const float *du, float *dw)
 {
-    /* G^T = [1 1/2 1/2 0; 0 1/2 -1/2 0; 0 1/2 1/2 1] */
-    static const double GT[3][4] = {{1, 0.5, 0.5, 0}, {0, 0.5, -0.5, 0}, {0, 0.5, 0.5, 1}};
+    const int alpha = wg->m + 2;
+    const double(*G)[3] = filter_matrix(wg);
 #pragma omp parallel for schedule(static)
     for (long long kc = 0; kc < (long long)K * C; kc++) {
-        double t[3][4];
+        double t[3][6];
         for (int r = 0; r < 3; r++)
-            for (int j = 0; j < 4; j++) {
+            for (int j = 0; j < alpha; j++) {
                 t[r][j] = 0.0;
-                for (int i = 0; i < 4; i++)
-                    t[r][j] += GT[r][i] * du[(size_t)(i * 4 + j) * K * C + (size_t)kc];
+                for (int i = 0; i < alpha; i++)
+                    t[r][j] += G[i][r] * du[(size_t)(i * alpha + j) * K * C + (size_t)kc];
             }
         for (int r = 0; r < 3; r++)
             for (int s = 0; s < 3; s++) {
                 double acc = 0.0;
-                for (int j = 0; j < 4; j++)
-                    acc += t[r][j] * GT[s][j];
+                for (int j = 0; j < alpha; j++)
+                    acc += t[r][j] * G[j][s];
                 dw[(size_t)kc * 9 + r * 3 + s] += (float)acc;
             }
     }
 }
 
-/* dw [K, C, 3, 3] += the weight gradient over n images, `chunk` at a time: per chunk, 16
+/* dw [K, C, 3, 3] += the weight gradient over n images, `chunk` at a time: per chunk, xi
  * products D V^T over the tiles add into dU [16][K][C], by gemm_tiles.c's dot products for
  * narrow layers (their 4-filter blocks keep a row of D in registers) and by BLAS for wide
  * ones, as the im2col path's weight gradients. Either way in a fixed order. */
@@ -383,16 +653,16 @@ static void winograd_weight_grad(const conv_geom *g, const wino_geom *wg, int n,
                                  float *scratch)
 {
     const int C = g->C, K = g->K;
-    memset(du, 0, sizeof(float) * XI * K * C);
+    memset(du, 0, sizeof(float) * wg->xi * K * C);
     for (int n0 = 0; n0 < n; n0 += chunk) {
         const int nb = n - n0 < chunk ? n - n0 : chunk;
         /* the tiles, rounded up to 8 for the dot products: the columns past them are zero */
         const size_t ldv = tile_cols(nb * wg->tiles), len = ((size_t)nb * wg->tiles + 7) / 8 * 8;
         float *par = scratch, *v = par + (size_t)nb * C * parity_floats(wg);
-        float *d = v + XI * slab(C, ldv);
+        float *d = v + wg->xi * slab(C, ldv);
         transform_inputs(wg, n0, nb, C, x, par, v, ldv);
         transform_grads(wg, n0, nb, K, dy, d, ldv);
-        for (int xi = 0; xi < XI; xi++) {
+        for (int xi = 0; xi < wg->xi; xi++) {
             const float *dp = d + xi * slab(K, ldv), *vp = v + xi * slab(C, ldv);
             float *dup = du + (size_t)xi * K * C;
             if (wide(g))
@@ -401,24 +671,23 @@ static void winograd_weight_grad(const conv_geom *g, const wino_geom *wg, int n,
                 cpu_gemm_dots(K, C, (int)len, dp, (int)ldv, vp, (int)ldv, dup, C);
         }
     }
-    filter_grad(K, C, du, dw);
+    filter_grad(wg, K, C, du, dw);
 }
 
-/* The wide form of a pass: V as below, then 16 BLAS GEMMs M[xi] = U[xi] V[xi] ([outs][ins]
- * by [ins][tiles]) into M [16][outs][ldv], then outputs per (image, channel) plane. */
+/* The wide form of a pass: V as below, then xi BLAS GEMMs M[xi] = U[xi] V[xi] ([outs][ins]
+ * by [ins][tiles]) into M [xi][outs][ldv], then outputs per (image, channel) plane. */
 static void winograd_gemm_pass(const wino_geom *wg, int n, int chunk, int ins, int outs,
                                const float *in, const float *u, const float *bias, float *out,
                                int accumulate, float *scratch)
 {
     const size_t plane = (size_t)wg->rows * wg->cols, out_image = (size_t)outs * plane;
-    const int lanes = wg->TW % 8 == 0 ? 8 : 4;
     for (int n0 = 0; n0 < n; n0 += chunk) {
         const int nb = n - n0 < chunk ? n - n0 : chunk;
         const size_t ldv = tile_cols(nb * wg->tiles), m_stride = slab(outs, ldv);
         float *par = scratch, *v = par + (size_t)nb * ins * parity_floats(wg);
-        float *m = v + XI * slab(ins, ldv);
+        float *m = v + wg->xi * slab(ins, ldv);
         transform_inputs(wg, n0, nb, ins, in, par, v, ldv);
-        for (int xi = 0; xi < XI; xi++)
+        for (int xi = 0; xi < wg->xi; xi++)
             cpu_gemm(0, 0, outs, (int)ldv, ins, 1.0f, u + (size_t)xi * outs * ins, ins,
                      v + xi * slab(ins, ldv), (int)ldv, 0.0f, m + xi * m_stride, (int)ldv);
         const long long planes = (long long)nb * outs;
@@ -429,14 +698,9 @@ static void winograd_gemm_pass(const wino_geom *wg, int n, int chunk, int ins, i
             float *o = out + (size_t)(n0 + i) * out_image + (size_t)k * plane;
             const float bk = bias ? bias[k] : 0.0f;
             for (int ty = 0; ty < wg->TH; ty++)
-                for (int tx = 0; tx < wg->TW; tx += lanes) {
-                    const float *mt = mk + (size_t)ty * wg->TW + tx;
-                    float *ot = o + (size_t)(2 * ty) * wg->cols + 2 * tx;
-                    if (lanes == 8)
-                        transform_output8(mt, m_stride, bk, wg->cols, ot, accumulate);
-                    else
-                        transform_output4(mt, m_stride, bk, wg->cols, ot, accumulate);
-                }
+                for (int tx = 0; tx < wg->TW; tx += wg->lanes)
+                    transform_output(wg, mk + (size_t)ty * wg->TW + tx, m_stride, bk, ty, tx, o,
+                                     accumulate);
         }
     }
 }
@@ -456,27 +720,24 @@ static void winograd_pass(const wino_geom *wg, int n, int chunk, int ins, int ou
         float *par = scratch, *v = par + (size_t)nb * ins * parity_floats(wg);
         transform_inputs(wg, n0, nb, ins, in, par, v, ldv);
         const long long tblocks = (long long)(ldv / TB), jobs = tblocks * kblocks;
-        const int lanes = wg->TW % 8 == 0 ? 8 : 4;
+        const int xis = wg->xi, lanes = wg->lanes;
         const size_t out_image = (size_t)outs * plane_in;
 #pragma omp parallel for schedule(static)
         for (long long job = 0; job < jobs; job++) {
             const int tb = (int)(job / kblocks), kb = (int)(job % kblocks);
-            float m[KB][XI][TB];
-            for (int xi = 0; xi < XI; xi++)
+            /* M of the block: [KB][xi][TB], 6 KiB (F(2x2)) or 13.5 KiB (F(4x4)) */
+            float m[KB * XI_MAX * TB];
+            for (int xi = 0; xi < xis; xi++)
                 cpu_tile_4x24(ins, u + ((size_t)xi * kblocks + kb) * ins * KB,
-                              v + xi * xi_stride + (size_t)tb * TB, ldv, m[0][xi], XI * TB);
+                              v + xi * xi_stride + (size_t)tb * TB, ldv, m + xi * TB,
+                              (size_t)xis * TB);
             for (int j = 0; j < KB && kb * KB + j < outs; j++) {
                 const int k = kb * KB + j;
                 for (int g = 0; g < TB && tb * TB + g < T; g += lanes) {
                     const int t = tb * TB + g, i = t / wg->tiles, r = t % wg->tiles;
-                    const int ty = r / wg->TW, tx = r % wg->TW;
-                    float *o = out + (size_t)(n0 + i) * out_image + (size_t)k * plane_in +
-                               (size_t)(2 * ty) * wg->cols + 2 * tx;
-                    const float bk = bias ? bias[k] : 0.0f;
-                    if (lanes == 8)
-                        transform_output8(m[j][0] + g, TB, bk, wg->cols, o, accumulate);
-                    else
-                        transform_output4(m[j][0] + g, TB, bk, wg->cols, o, accumulate);
+                    float *o = out + (size_t)(n0 + i) * out_image + (size_t)k * plane_in;
+                    transform_output(wg, m + (size_t)j * xis * TB + g, TB, bias ? bias[k] : 0.0f,
+                                     r / wg->TW, r % wg->TW, o, accumulate);
                 }
             }
         }
@@ -487,7 +748,7 @@ static void winograd_pass(const wino_geom *wg, int n, int chunk, int ins, int ou
 int cpu_conv_winograd_supported(const conv_geom *g)
 {
 #ifdef CONV_WINOGRAD
-    return winograd_shape(g);
+    return winograd_shape(g) ? tile_size(g) : 0;
 #else
     (void)winograd_shape;
     (void)g;
@@ -501,22 +762,23 @@ int cpu_conv_winograd_supported(const conv_geom *g)
 size_t cpu_conv_winograd_workspace(const conv_geom *g, int chunk, int weight_grad)
 {
 #ifdef CONV_WINOGRAD
-    const wino_geom wg = make_geom(g->H, g->W);
+    const wino_geom wg = make_geom(g, weight_grad);
     const size_t cols = tile_cols(chunk * wg.tiles), pairs = (size_t)g->K * g->C;
+    const size_t xi = (size_t)wg.xi;
     if (weight_grad)
-        return sizeof(float) * (round16(XI * pairs) +
+        return sizeof(float) * (round16(xi * pairs) +
                                 (size_t)chunk * g->C * parity_floats(&wg) +
-                                XI * (slab(g->C, cols) + slab(g->K, cols)));
+                                xi * (slab(g->C, cols) + slab(g->K, cols)));
     const int most = g->C > g->K ? g->C : g->K;
     if (wide(g))
-        return sizeof(float) * (round16(XI * pairs) + (size_t)chunk * most * parity_floats(&wg) +
-                                XI * (slab(g->C, cols) + slab(g->K, cols)));
+        return sizeof(float) * (round16(xi * pairs) + (size_t)chunk * most * parity_floats(&wg) +
+                                xi * (slab(g->C, cols) + slab(g->K, cols)));
     /* the forward's filters or the input gradient's, whichever is larger (blocks of 4 pad
      * the output channels) */
-    const size_t fwd = filter_floats(g->C, g->K), bwd = filter_floats(g->K, g->C);
+    const size_t fwd = filter_floats(&wg, g->C, g->K), bwd = filter_floats(&wg, g->K, g->C);
     const size_t filters = fwd > bwd ? fwd : bwd;
     return sizeof(float) *
-           (filters + (size_t)chunk * most * parity_floats(&wg) + XI * slab(most, cols));
+           (filters + (size_t)chunk * most * parity_floats(&wg) + xi * slab(most, cols));
 #else
     (void)g, (void)chunk, (void)weight_grad;
     return 0;
@@ -556,9 +818,9 @@ void cpu_conv_winograd_forward(const conv_geom *g, int n, int chunk, const float
                                const float *w, const float *bias, float *y, float *workspace)
 {
 #ifdef CONV_WINOGRAD
-    const wino_geom wg = make_geom(g->H, g->W);
+    const wino_geom wg = make_geom(g, 0);
     const size_t fixed = cpu_conv_winograd_workspace(g, 0, 0) / sizeof(float);
-    transform_filters(w, g->K, g->C, 0, wide(g), workspace);
+    transform_filters(&wg, w, g->K, g->C, 0, wide(g), workspace);
     if (wide(g))
         winograd_gemm_pass(&wg, n, chunk, g->C, g->K, x, workspace, bias, y, 0,
                            workspace + fixed);
@@ -574,13 +836,14 @@ void cpu_conv_winograd_backward(const conv_geom *g, int n, int chunk, int weight
                                 float *dx, int accumulate, float *workspace)
 {
 #ifdef CONV_WINOGRAD
-    const wino_geom wg = make_geom(g->H, g->W);
+    const wino_geom wg = make_geom(g, 0), wgw = make_geom(g, 1);
     size_t fixed = cpu_conv_winograd_workspace(g, 0, 1) / sizeof(float);
-    winograd_weight_grad(g, &wg, n, weight_grad_chunk, x, dy, dw, workspace, workspace + fixed);
+    if (dw)
+        winograd_weight_grad(g, &wgw, n, weight_grad_chunk, x, dy, dw, workspace, workspace + fixed);
     if (!dx)
         return;
     fixed = cpu_conv_winograd_workspace(g, 0, 0) / sizeof(float);
-    transform_filters(w, g->K, g->C, 1, wide(g), workspace);
+    transform_filters(&wg, w, g->K, g->C, 1, wide(g), workspace);
     if (wide(g))
         winograd_gemm_pass(&wg, n, chunk, g->K, g->C, dy, workspace, NULL, dx, accumulate,
                            workspace + fixed);

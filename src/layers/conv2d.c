@@ -14,8 +14,9 @@
  * Winograd):
  *   winograd   3x3, stride 1, padding 1, output height even and width a multiple of 8, 16
  *              channels in and out or more (ResNet-20's blocks, VGG's stages down to 8x8):
- *              F(2x2, 3x3) (kernels/conv_winograd.c), 2.25x fewer multiply-adds; forward
- *              always, backward from 32 channels on (below, on the direct or im2col path).
+ *              F(4x4, 3x3) or F(2x2, 3x3) (kernels/conv_winograd.c), 4x or 2.25x fewer
+ *              multiply-adds; forward always, backward from 32 channels on, and below the
+ *              input gradient where F(4x4) applies (else on the direct or im2col path).
  *   direct     stride 1, dilation 1, one group, kernels up to 7x7, padding below the kernel
  *              size, channels x kernel rows at most 192 (3x3 with up to 64 channels:
  *              ResNet-20/32/56's blocks, the first stage of VGG and ResNet-18/34, the CIFAR
@@ -55,7 +56,8 @@ typedef struct {
                                  * direct or im2col (narrow or wide layers) */
     int chunk;                  /* images per im2col GEMM */
     int chunk_direct;           /* images per direct pass */
-    int weight_grad_direct;     /* stride 2: the weight gradient on the direct kernels too */
+    int weight_grad_direct;     /* the weight gradient on the direct kernels while the rest of
+                                 * backward is not (stride 2: im2col; Winograd's narrow layers) */
     int chunk_winograd;         /* images per Winograd forward or input-gradient pass */
     int chunk_weight_grad;      /* images per Winograd weight-gradient pass */
     size_t pack_floats;         /* im2col-tiles: scratch per group for the packed filters */
@@ -222,8 +224,8 @@ static dtnn_status conv2d_infer(layer *l, dtnn_error *err)
     /* Winograd from 16 channels in and out: with 3 (an RGB input) the transforms cost more
      * than the products they save (vgg16-64's first layer, forward 18 ms direct, 28 ms
      * Winograd; dtnn bench --profile, batch 64, 1 thread). */
-    const int winograd = asked == CONV_AUTO && DTNN_MIN(in.c, c->filters) >= 16 &&
-                         be->conv_winograd_supported(g);
+    const int winograd_tile = asked == CONV_AUTO ? be->conv_winograd_supported(g) : 0;
+    const int winograd = DTNN_MIN(in.c, c->filters) >= 16 && winograd_tile;
     /* Winograd backward from 32 channels on. Below, the transforms (their cost per
      * multiply-add falls with the channel count) ate the gain: ResNet-20's 16-channel stage
      * took 14.7 ms a layer backward against the direct kernels' 14.0 (whose input gradient
@@ -231,7 +233,14 @@ static dtnn_status conv2d_infer(layer *l, dtnn_error *err)
      * went from 14.8 and 15.5 to 11.2 and 11.7 (dtnn bench --profile, batch 64, 1 thread,
      * --conv-algo direct vs auto). */
     const int winograd_backward = winograd && DTNN_MIN(in.c, c->filters) >= 32;
+    /* With F(4x4) tiles the 16-channel input gradient is on Winograd too and the weight
+     * gradient stays direct: ResNet-20's 16-channel layer backward took 9.5-10.7 ms that way,
+     * 11.1-11.6 all direct, 9.3-10.3 all Winograd (whose F(4x4) weight gradient is off by up
+     * to 1e-3 relative where F(2x2)'s is within 2e-4, and no faster at 32 channels: 7.8-9.9
+     * against 8.7-9.8 ms) (dtnn bench --profile, batch 64, 1 thread, alternating). */
+    const int winograd_input_grad = winograd && !winograd_backward && winograd_tile == 4 && direct;
     l->workspace_bytes = 0;
+    c->weight_grad_direct = 0;
     if (!winograd_backward && direct) {
         c->algo = c->algo_backward = CONV_DIRECT;
         l->workspace_bytes = plan_direct(c, l, be);
@@ -242,7 +251,6 @@ static dtnn_status conv2d_infer(layer *l, dtnn_error *err)
         const int tiles = fast && c->filters / c->groups <= 64;
         plan_im2col(c, l, be, tiles);
         c->algo = c->algo_backward = tiles ? CONV_IM2COL_TILES : CONV_IM2COL;
-        c->weight_grad_direct = 0;
         if (strided) {
             c->algo = CONV_DIRECT;
             /* its weight gradient too from 16x16 outputs on. Smaller, a row of each plane is
@@ -258,6 +266,10 @@ static dtnn_status conv2d_infer(layer *l, dtnn_error *err)
         c->chunk_winograd = be->conv_winograd_chunk(g, l->max_batch, l->workspace_limit, 0);
         l->workspace_bytes = DTNN_MAX(l->workspace_bytes,
                                       be->conv_winograd_workspace(g, c->chunk_winograd, 0));
+    }
+    if (winograd_input_grad) {
+        c->algo_backward = CONV_WINOGRAD;
+        c->weight_grad_direct = 1;
     }
     if (winograd_backward) {
         c->algo_backward = CONV_WINOGRAD;
@@ -365,8 +377,12 @@ static void conv2d_backward(layer *l, const layer_ctx *ctx)
         return;
     }
     if (c->algo_backward == CONV_WINOGRAD) {
+        if (c->weight_grad_direct)
+            ctx->be->conv_direct_backward(g, l->n, c->chunk_direct, x, l->dy, w, dw, NULL, 0,
+                                          ctx->workspace);
         ctx->be->conv_winograd_backward(g, l->n, c->chunk_winograd, c->chunk_weight_grad, x,
-                                        l->dy, w, dw, dx, l->dx_accumulate[0], ctx->workspace);
+                                        l->dy, w, c->weight_grad_direct ? NULL : dw, dx,
+                                        l->dx_accumulate[0], ctx->workspace);
         return;
     }
     if (c->algo_backward == CONV_DIRECT) {
@@ -436,6 +452,8 @@ static const char *conv2d_method(const layer *l)
     const conv2d_cfg *c = l->cfg;
     if (c->algo == CONV_DIRECT && c->algo_backward != CONV_DIRECT)
         return c->algo_backward == CONV_IM2COL_TILES ? "direct/im2col-tiles" : "direct/im2col";
+    if (c->algo == CONV_WINOGRAD && c->algo_backward == CONV_WINOGRAD && c->weight_grad_direct)
+        return "winograd/wino+direct";
     if (c->algo != CONV_WINOGRAD || c->algo_backward == CONV_WINOGRAD)
         return names[c->algo];
     return c->algo_backward == CONV_DIRECT         ? "winograd/direct"
