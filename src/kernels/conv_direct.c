@@ -189,7 +189,28 @@ static void pad_planes(long long planes, int rows, int cols, int top, int left, 
     }
 }
 
-/* Stride 2: each input plane as its four parity planes of the zero-padded plane (above). */
+/* dst[j] = src[x0 + 2 j] for j in [0, count) where 0 <= x0 + 2 j < W, 0 elsewhere: one
+ * parity-plane row from an input row. Eight at a time from two vectors of 8 by a shuffle
+ * (whose in-lane result a 64-bit permute puts in order) while they stay within the row. */
+static void gather_even(const float *src, int W, int x0, int count, float *dst)
+{
+    int j = 0;
+    for (; j < count && x0 + 2 * j < 0; j++)
+        dst[j] = 0.0f;
+    for (; j + 8 <= count && x0 + 2 * j + 16 <= W; j += 8) {
+        const __m256 lo = _mm256_loadu_ps(src + x0 + 2 * j);
+        const __m256 hi = _mm256_loadu_ps(src + x0 + 2 * j + 8);
+        const __m256 ev = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0));
+        _mm256_storeu_ps(dst + j, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(ev),
+                                                                          0xd8)));
+    }
+    for (; j < count; j++)
+        dst[j] = x0 + 2 * j < W ? src[x0 + 2 * j] : 0.0f;
+}
+
+/* Stride 2: each input plane as its four parity planes of the zero-padded plane (above).
+ * Scalar, with a bounds test per pixel, this copy took 23% of ResNet-20's 16 -> 32 layer
+ * (perf, a one-layer model). */
 static void split_parity_planes(const pass_geom *p, long long planes, const float *src,
                                 float *dst)
 {
@@ -205,15 +226,10 @@ static void split_parity_planes(const pass_geom *p, long long planes, const floa
                 for (int i = 0; i < rows; i++) {
                     const int y = 2 * i + a - p->top;
                     float *row = d + (size_t)i * Wp;
-                    if (y < 0 || y >= H) {
+                    if (y < 0 || y >= H)
                         memset(row, 0, sizeof(float) * Wp);
-                        continue;
-                    }
-                    const float *sr = s + (size_t)y * W;
-                    for (int j = 0; j < Wp; j++) {
-                        const int x = 2 * j + b - p->left;
-                        row[j] = x >= 0 && x < W ? sr[x] : 0.0f;
-                    }
+                    else
+                        gather_even(s + (size_t)y * W, W, b - p->left, Wp, row);
                 }
                 memset(d + (size_t)rows * Wp, 0, sizeof(float) * (p->Lpar - (size_t)rows * Wp));
             }
