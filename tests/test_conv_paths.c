@@ -181,6 +181,7 @@ int main(void)
         {18, 6, 32, 2, "filters=17 kernel=3 padding=1", "winograd/direct"}, /* 16 a row */
         {19, 16, 16, 5, "filters=33 kernel=3 padding=1", "winograd/wino+direct"}, /* 24+ tiles */
         {21, 4, 48, 1, "filters=17 kernel=3 padding=1 bias=0", "winograd/wino+direct"},
+        {17, 16, 8, 2, "filters=20 kernel=3 padding=1", "winograd/direct"}, /* 2 tiles a row */
         /* and its backward, from 32 channels on: channel counts no multiple of its blocks of
          * 4 filters and 3 inputs, 8 and 4 tiles a row */
         {33, 8, 16, 2, "filters=35 kernel=3 padding=1", "winograd"},

@@ -71,9 +71,13 @@ static size_t round16(size_t n) { return (n + 15) / 16 * 16; }
 /* F(4x4, 3x3) where rows of tiles are whole groups of 4 (width a multiple of 16, height of
  * 4): its transforms cost about what F(2x2)'s do per output, and its products 1.8x less.
  * ResNet-20's 16-channel 32x32 layer forward 6.0-6.1 -> 4.2-4.4 ms, its 32-channel 16x16
- * one 3.8-4.1 -> 3.4-3.5 (dtnn bench --profile, batch 64, 1 thread, alternating). The 8x8
- * stage (2 tiles a row) stays on F(2x2). */
-static int tile_size(const conv_geom *g) { return g->H % 4 == 0 && g->W % 16 == 0 ? 4 : 2; }
+ * one 3.8-4.1 -> 3.4-3.5 (dtnn bench --profile, batch 64, 1 thread, alternating). On 8x8 images (ResNet-20's
+ * 64-channel stage), with two rows of 2 tiles in the lanes of an SSE vector, it lost: forward
+ * 3.8-4.8 ms against F(2x2)'s 2.8-3.5 (a one-layer model, alternating). */
+static int tile_size(const conv_geom *g)
+{
+    return g->H % 4 == 0 && g->W % 16 == 0 ? 4 : 2;
+}
 
 /* the geometry of the forward pass and input gradient, or of the weight gradient (F(2x2)) */
 static wino_geom make_geom(const conv_geom *g, int weight_grad)
@@ -129,41 +133,69 @@ static const double G4[6][3] = {{1.0 / 4, 0, 0},
                                 {1.0 / 24, -1.0 / 12, 1.0 / 6},
                                 {0, 0, 1}};
 
-static const double (*filter_matrix(const wino_geom *wg))[3] { return wg->m == 2 ? G2 : G4; }
+/* v [alpha][alpha] = G g G^T in double, rounded once; inlined with alpha a constant (as a
+ * runtime loop bound, transforming 64 x 64 filters for F(4x4) took 8% of an 8x8 layer's
+ * step, perf) */
+static inline void filter_tile(int alpha, const double (*G)[3], const double g[3][3], float *v)
+{
+    double t[6][3];
+    for (int a = 0; a < alpha; a++)
+        for (int s = 0; s < 3; s++)
+            t[a][s] = G[a][0] * g[0][s] + G[a][1] * g[1][s] + G[a][2] * g[2][s];
+    for (int a = 0; a < alpha; a++)
+        for (int b = 0; b < alpha; b++)
+            v[a * alpha + b] = (float)(t[a][0] * G[b][0] + t[a][1] * G[b][1] + t[a][2] * G[b][2]);
+}
 
-/* U = G g G^T (in double, rounded once), g = w [k][c] (forward) or w [c][k] rotated by 180
+/* U = G g G^T, g = w [k][c] (forward) or w [c][k] rotated by 180
  * degrees (input gradient: outs = C, ins = K), as [xi][outs / KB][ins][KB] for cpu_tile_4x24
  * (channels past the last block's end 0) or, with `rows`, as xi row-major [outs][ins]
  * matrices for BLAS. */
 static void transform_filters(const wino_geom *wg, const float *w, int K, int C,
                               int for_input_grad, int rows, float *u)
 {
+    /* Input channels IB at a time: their transforms go to a buffer first and out position
+     * by position, in runs of IB * KB (or IB) floats. Written pair by pair, the 16 or 36
+     * stores of a pair were a slab apart (16 KiB for 64 channels: all in one L1 set), and
+     * that took 8% of an 8x8 64-channel layer's step (perf). */
+    enum { IB = 16 };
     const int outs = for_input_grad ? C : K, ins = for_input_grad ? K : C;
-    const int alpha = wg->m + 2;
-    const double(*G)[3] = filter_matrix(wg);
+    const int m = wg->m, xis = wg->xi;
     const long long nb = (long long)channel_blocks(outs);
 #pragma omp parallel for schedule(static)
     for (long long b = 0; b < nb; b++)
-        for (int i = 0; i < ins; i++)
-            for (int j = 0; j < KB; j++) {
-                const int o = (int)b * KB + j;
-                double g[3][3] = {{0}}, t[6][3];
-                for (int r = 0; r < 3 && o < outs; r++)
-                    for (int s = 0; s < 3; s++)
-                        g[r][s] = for_input_grad ? w[((size_t)i * C + o) * 9 + (2 - r) * 3 + 2 - s]
-                                                 : w[((size_t)o * C + i) * 9 + r * 3 + s];
-                for (int a = 0; a < alpha; a++)
-                    for (int s = 0; s < 3; s++)
-                        t[a][s] = G[a][0] * g[0][s] + G[a][1] * g[1][s] + G[a][2] * g[2][s];
-                for (int xi = 0; xi < wg->xi; xi++) {
-                    const double *ta = t[xi / alpha], *gb = G[xi % alpha];
-                    const float v = (float)(ta[0] * gb[0] + ta[1] * gb[1] + ta[2] * gb[2]);
-                    if (!rows)
-                        u[(((size_t)xi * nb + b) * ins + i) * KB + j] = v;
-                    else if (o < outs)
-                        u[((size_t)xi * outs + o) * ins + i] = v;
+        for (int i0 = 0; i0 < ins; i0 += IB) {
+            const int ni = ins - i0 < IB ? ins - i0 : IB;
+            float v[IB][KB][XI_MAX];
+            for (int i = 0; i < ni; i++)
+                for (int j = 0; j < KB; j++) {
+                    const int o = (int)b * KB + j, c = i0 + i;
+                    double g[3][3] = {{0}};
+                    for (int r = 0; r < 3 && o < outs; r++)
+                        for (int s = 0; s < 3; s++)
+                            g[r][s] = for_input_grad
+                                          ? w[((size_t)c * C + o) * 9 + (2 - r) * 3 + 2 - s]
+                                          : w[((size_t)o * C + c) * 9 + r * 3 + s];
+                    if (m == 2)
+                        filter_tile(4, G2, g, v[i][j]);
+                    else
+                        filter_tile(6, G4, g, v[i][j]);
+                }
+            for (int xi = 0; xi < xis; xi++) {
+                if (!rows) {
+                    float *dst = u + (((size_t)xi * nb + b) * ins + i0) * KB;
+                    for (int i = 0; i < ni; i++)
+                        for (int j = 0; j < KB; j++)
+                            dst[i * KB + j] = v[i][j][xi];
+                    continue;
+                }
+                for (int j = 0; j < KB && (int)b * KB + j < outs; j++) {
+                    float *dst = u + ((size_t)xi * outs + (size_t)b * KB + j) * ins + i0;
+                    for (int i = 0; i < ni; i++)
+                        dst[i] = v[i][j][xi];
                 }
             }
+        }
 }
 
 /* The four parity planes of one zero-padded plane: par[a][b][rr * PW + cc] is padded pixel
@@ -279,12 +311,10 @@ TRANSFORM_OUTPUT(transform_output4, __m128, _mm_loadu_ps, _mm_storeu_ps, _mm_add
  *   B^T d: [4d0 - 5d2 + d4, (d4 - 4d2) +- (d3 - 4d1), (d4 - d2) +- 2(d3 - d1), 4d1 - 5d3 + d5]
  *   A^T m: [m0 + (m1 + m2) + (m3 + m4), (m1 - m2) + 2(m3 - m4), (m1 + m2) + 4(m3 + m4),
  *           (m1 - m2) + 8(m3 - m4) + m5]
- *   A y:   [y0, (y0 + y2) +- (y1 + y3), (y0 + 4y2) +- 2(y1 + 4y3), y3]  (the weight gradient)
  * A tile's four output columns lie in four vectors (a lane per tile) and are put in row order
- * with 4x4 transposes within 128-bit lanes (and, for AVX, a 128-bit permute); the output
- * gradient's are split the same way back. */
+ * with 4x4 transposes within 128-bit lanes (and, for AVX, a 128-bit permute). */
 #define F4_KERNELS(sfx, vec, lanes, load, store, add, sub, mul, fmadd, set1, unpacklo, unpackhi, \
-                   shuffle, gather4, scatter4)                                                 \
+                   shuffle, scatter4)                                                          \
     static inline void bt6_##sfx(const vec d[6], vec o[6])                                     \
     {                                                                                          \
         const vec four = set1(4.0f), mfour = set1(-4.0f), mfive = set1(-5.0f);                 \
@@ -306,18 +336,6 @@ TRANSFORM_OUTPUT(transform_output4, __m128, _mm_loadu_ps, _mm_storeu_ps, _mm_add
         o[2] = fmadd(set1(4.0f), c, a);                                                        \
         o[3] = add(fmadd(set1(8.0f), d, b), m[5]);                                             \
     }                                                                                          \
-    static inline void a4_##sfx(const vec y[4], vec o[6])                                      \
-    {                                                                                          \
-        const vec a = add(y[0], y[2]), b = add(y[1], y[3]);                                    \
-        const vec c = fmadd(set1(4.0f), y[2], y[0]);                                           \
-        const vec e = mul(set1(2.0f), fmadd(set1(4.0f), y[3], y[1]));                          \
-        o[0] = y[0];                                                                           \
-        o[1] = add(a, b);                                                                      \
-        o[2] = sub(a, b);                                                                      \
-        o[3] = add(c, e);                                                                      \
-        o[4] = sub(c, e);                                                                      \
-        o[5] = y[3];                                                                           \
-    }                                                                                          \
     /* r[0..3] -> their 4x4 transposes within each 128-bit lane */                             \
     static inline void transpose4_##sfx(vec r[4])                                              \
     {                                                                                          \
@@ -328,6 +346,20 @@ TRANSFORM_OUTPUT(transform_output4, __m128, _mm_loadu_ps, _mm_storeu_ps, _mm_add
         r[2] = shuffle(t1, t3, _MM_SHUFFLE(1, 0, 1, 0));                                       \
         r[3] = shuffle(t1, t3, _MM_SHUFFLE(3, 2, 3, 2));                                       \
     }                                                                                          \
+    /* V of a vector of tiles (B^T d B) from the rows d[i] of their 6x6 blocks */              \
+    static inline void input_tiles_##sfx(const vec d[6][6], float *dst, size_t xi_stride)      \
+    {                                                                                          \
+        vec e[6][6];                                                                           \
+        for (int i = 0; i < 6; i++)                                                            \
+            bt6_##sfx(d[i], e[i]);                                                             \
+        for (int j = 0; j < 6; j++) {                                                          \
+            const vec col[6] = {e[0][j], e[1][j], e[2][j], e[3][j], e[4][j], e[5][j]};         \
+            vec o[6];                                                                          \
+            bt6_##sfx(col, o);                                                                 \
+            for (int k = 0; k < 6; k++)                                                        \
+                store(dst + (size_t)(k * 6 + j) * xi_stride, o[k]);                            \
+        }                                                                                      \
+    }                                                                                          \
     /* V[xi][tile] = B^T d B for every tile of one plane, from its phase planes */             \
     static void transform_input6_##sfx(const wino_geom *wg, const float *par, float *v,         \
                                        size_t xi_stride)                                        \
@@ -335,82 +367,53 @@ TRANSFORM_OUTPUT(transform_output4, __m128, _mm_loadu_ps, _mm_storeu_ps, _mm_add
         const size_t pl = wg->plane;                                                           \
         for (int ty = 0; ty < wg->TH; ty++)                                                    \
             for (int tx = 0; tx < wg->TW; tx += (lanes)) {                                     \
-                vec e[6][6];                                                                   \
+                vec d[6][6];                                                                   \
                 for (int i = 0; i < 6; i++) {                                                  \
                     const float *p = par + (size_t)(4 * ty + i) * wg->PW + tx;                 \
-                    const vec d[6] = {load(p),          load(p + pl),     load(p + 2 * pl),   \
-                                      load(p + 3 * pl), load(p + 1),      load(p + pl + 1)};  \
-                    bt6_##sfx(d, e[i]);                                                        \
+                    d[i][0] = load(p);                                                         \
+                    d[i][1] = load(p + pl);                                                    \
+                    d[i][2] = load(p + 2 * pl);                                                \
+                    d[i][3] = load(p + 3 * pl);                                                \
+                    d[i][4] = load(p + 1);                                                     \
+                    d[i][5] = load(p + pl + 1);                                                \
                 }                                                                              \
-                float *dst = v + (size_t)ty * wg->TW + tx;                                     \
-                for (int j = 0; j < 6; j++) {                                                  \
-                    const vec col[6] = {e[0][j], e[1][j], e[2][j], e[3][j], e[4][j], e[5][j]}; \
-                    vec o[6];                                                                  \
-                    bt6_##sfx(col, o);                                                         \
-                    for (int k = 0; k < 6; k++)                                                \
-                        store(dst + (size_t)(k * 6 + j) * xi_stride, o[k]);                    \
-                }                                                                              \
+                input_tiles_##sfx(d, v + (size_t)ty * wg->TW + tx, xi_stride);                 \
             }                                                                                  \
     }                                                                                          \
-    /* Outputs of a vector of tiles in a row (A^T m A), written or added to the four output   \
-     * rows at `out` (row stride cols), + bias */                                              \
-    static void transform_output6_##sfx(const float *m, size_t xi_stride, float bias,          \
-                                        int cols, float *out, int accumulate)                  \
+    /* A^T m A of a vector of tiles, + bias: o[a][t] holds output row a of the tiles in        \
+     * transpose4's order (SSE: o[a][t] is tile t's) */                                        \
+    static inline void output_tiles_##sfx(const float *m, size_t xi_stride, float bias,        \
+                                          vec o[4][4])                                         \
     {                                                                                          \
         vec s[4][6];                                                                           \
         for (int j = 0; j < 6; j++) {                                                          \
-            vec col[6], o[4];                                                                  \
+            vec col[6], c[4];                                                                  \
             for (int i = 0; i < 6; i++)                                                        \
                 col[i] = load(m + (size_t)(i * 6 + j) * xi_stride);                            \
-            at6_##sfx(col, o);                                                                 \
+            at6_##sfx(col, c);                                                                 \
             for (int a = 0; a < 4; a++)                                                        \
-                s[a][j] = o[a];                                                                \
+                s[a][j] = c[a];                                                                \
         }                                                                                      \
         const vec b = set1(bias);                                                              \
         for (int a = 0; a < 4; a++) {                                                          \
-            vec o[4];                                                                          \
-            at6_##sfx(s[a], o);                                                                \
+            at6_##sfx(s[a], o[a]);                                                             \
             for (int k = 0; k < 4; k++)                                                        \
-                o[k] = add(o[k], b);                                                           \
-            transpose4_##sfx(o);                                                               \
-            scatter4(out + (size_t)a * cols, o, accumulate);                                   \
+                o[a][k] = add(o[a][k], b);                                                     \
+            transpose4_##sfx(o[a]);                                                            \
         }                                                                                      \
     }                                                                                          \
-    /* D[xi][tile] = A dy A^T for every 4x4 tile of one output-gradient plane */              \
-    static void transform_grad6_##sfx(const wino_geom *wg, const float *dy, float *d,          \
-                                      size_t xi_stride)                                        \
+    /* Outputs of a vector of tiles in a row, written or added to the four output rows at     \
+     * `out` (row stride cols) */                                                              \
+    static void transform_output6_##sfx(const float *m, size_t xi_stride, float bias,          \
+                                        int cols, float *out, int accumulate)                  \
     {                                                                                          \
-        for (int ty = 0; ty < wg->TH; ty++)                                                    \
-            for (int tx = 0; tx < wg->TW; tx += (lanes)) {                                     \
-                vec y[4][4], p[6][4];                                                          \
-                for (int r = 0; r < 4; r++) {                                                  \
-                    gather4(dy + (size_t)(4 * ty + r) * wg->cols + 4 * tx, y[r]);              \
-                    transpose4_##sfx(y[r]);                                                    \
-                }                                                                              \
-                for (int c = 0; c < 4; c++) {                                                  \
-                    const vec col[4] = {y[0][c], y[1][c], y[2][c], y[3][c]};                   \
-                    vec o[6];                                                                  \
-                    a4_##sfx(col, o);                                                          \
-                    for (int i = 0; i < 6; i++)                                                \
-                        p[i][c] = o[i];                                                        \
-                }                                                                              \
-                float *dst = d + (size_t)ty * wg->TW + tx;                                     \
-                for (int i = 0; i < 6; i++) {                                                  \
-                    vec o[6];                                                                  \
-                    a4_##sfx(p[i], o);                                                         \
-                    for (int j = 0; j < 6; j++)                                                \
-                        store(dst + (size_t)(i * 6 + j) * xi_stride, o[j]);                    \
-                }                                                                              \
-            }                                                                                  \
+        vec o[4][4];                                                                           \
+        output_tiles_##sfx(m, xi_stride, bias, o);                                             \
+        for (int a = 0; a < 4; a++)                                                            \
+            scatter4(out + (size_t)a * cols, o[a], accumulate);                                \
     }
 
-/* A row of 4 tiles' 4 columns each, as 4 vectors of tiles (SSE: one tile a vector) */
-static inline void gather4_sse(const float *row, __m128 r[4])
-{
-    for (int t = 0; t < 4; t++)
-        r[t] = _mm_loadu_ps(row + 4 * t);
-}
-
+/* SSE: tile t's row at row + 4 t */
 static inline void scatter4_sse(float *row, const __m128 r[4], int accumulate)
 {
     for (int t = 0; t < 4; t++)
@@ -418,16 +421,6 @@ static inline void scatter4_sse(float *row, const __m128 r[4], int accumulate)
 }
 
 /* AVX: a vector holds tiles t and t + 4 in its halves, the order transpose4 works in */
-static inline void gather4_avx(const float *row, __m256 r[4])
-{
-    const __m256 a = _mm256_loadu_ps(row), b = _mm256_loadu_ps(row + 8);
-    const __m256 c = _mm256_loadu_ps(row + 16), d = _mm256_loadu_ps(row + 24);
-    r[0] = _mm256_permute2f128_ps(a, c, 0x20);
-    r[1] = _mm256_permute2f128_ps(a, c, 0x31);
-    r[2] = _mm256_permute2f128_ps(b, d, 0x20);
-    r[3] = _mm256_permute2f128_ps(b, d, 0x31);
-}
-
 static inline void scatter4_avx(float *row, const __m256 r[4], int accumulate)
 {
     __m256 q[4] = {_mm256_permute2f128_ps(r[0], r[1], 0x20), _mm256_permute2f128_ps(r[2], r[3], 0x20),
@@ -439,10 +432,10 @@ static inline void scatter4_avx(float *row, const __m256 r[4], int accumulate)
 
 F4_KERNELS(avx, __m256, 8, _mm256_loadu_ps, _mm256_storeu_ps, _mm256_add_ps, _mm256_sub_ps,
            _mm256_mul_ps, _mm256_fmadd_ps, _mm256_set1_ps, _mm256_unpacklo_ps,
-           _mm256_unpackhi_ps, _mm256_shuffle_ps, gather4_avx, scatter4_avx)
+           _mm256_unpackhi_ps, _mm256_shuffle_ps, scatter4_avx)
 F4_KERNELS(sse, __m128, 4, _mm_loadu_ps, _mm_storeu_ps, _mm_add_ps, _mm_sub_ps, _mm_mul_ps,
            _mm_fmadd_ps, _mm_set1_ps, _mm_unpacklo_ps, _mm_unpackhi_ps, _mm_shuffle_ps,
-           gather4_sse, scatter4_sse)
+           scatter4_sse)
 
 /* The four column phases of one zero-padded plane: par[p][y * PW + q] is padded pixel
  * (y, 4 q + p), padded pixel (y, x) being input pixel (y - 1, x - 1). Input columns 4 q ..
@@ -461,8 +454,8 @@ static void split_phases(const wino_geom *wg, const float *src, float *par)
         }
         const float *row = src + (size_t)(y - 1) * wg->cols;
         for (int q = 0; q < TW; q += 4) {
-            __m128 r[4];
-            gather4_sse(row + 4 * q, r);
+            __m128 r[4] = {_mm_loadu_ps(row + 4 * q), _mm_loadu_ps(row + 4 * q + 4),
+                           _mm_loadu_ps(row + 4 * q + 8), _mm_loadu_ps(row + 4 * q + 12)};
             transpose4_sse(r);
             _mm_storeu_ps(p0 + pl + q, r[0]);
             _mm_storeu_ps(p0 + 2 * pl + q, r[1]);
@@ -474,8 +467,8 @@ static void split_phases(const wino_geom *wg, const float *src, float *par)
     }
 }
 
-/* The dispatch of one plane's input transform, a vector of tiles' output transform and one
- * plane's output-gradient transform over the tile size and vector width. */
+/* The dispatch of one plane's input transform and of a vector of tiles' output transform
+ * over the tile size and vector width. */
 static void transform_plane(const wino_geom *wg, const float *src, float *par, float *v,
                             size_t xi_stride)
 {
@@ -494,7 +487,7 @@ static void transform_plane(const wino_geom *wg, const float *src, float *par, f
     }
 }
 
-/* outputs of tiles ty, tx .. tx + lanes - 1 of a plane at `plane` */
+/* outputs of the `lanes` tiles from tile (ty, tx) of a plane at `plane` */
 static void transform_output(const wino_geom *wg, const float *m, size_t xi_stride, float bias,
                              int ty, int tx, float *plane, int accumulate)
 {
@@ -605,11 +598,7 @@ static void transform_grads(const wino_geom *wg, int n0, int nb, int K, const fl
         const float *src = dy + ((size_t)(n0 + i) * K + k) * plane;
         prefetch_floats(src + plane, plane);
         float *dk = d + (size_t)k * ldv + (size_t)i * wg->tiles;
-        if (wg->m == 4 && wg->lanes == 8)
-            transform_grad6_avx(wg, src, dk, slab(K, ldv));
-        else if (wg->m == 4)
-            transform_grad6_sse(wg, src, dk, slab(K, ldv));
-        else if (wg->lanes == 8)
+        if (wg->lanes == 8)
             transform_grad8(wg, src, dk, slab(K, ldv));
         else
             transform_grad4(wg, src, dk, slab(K, ldv));
@@ -642,18 +631,13 @@ static inline void pair_grad(int alpha, const double (*G)[3], const float *du, s
         }
 }
 
-/* dw [K, C, 3, 3] += G^T dU G, dU [xi][K][C]. */
-static void filter_grad(const wino_geom *wg, int K, int C, const float *du, float *dw)
+/* dw [K, C, 3, 3] += G^T dU G, dU [16][K][C] (the weight gradient is F(2x2)'s). */
+static void filter_grad(int K, int C, const float *du, float *dw)
 {
     const size_t pairs = (size_t)K * C;
-    const int m = wg->m;
 #pragma omp parallel for schedule(static)
-    for (long long kc = 0; kc < (long long)pairs; kc++) {
-        if (m == 2)
-            pair_grad(4, G2, du + kc, pairs, dw + (size_t)kc * 9);
-        else
-            pair_grad(6, G4, du + kc, pairs, dw + (size_t)kc * 9);
-    }
+    for (long long kc = 0; kc < (long long)pairs; kc++)
+        pair_grad(4, G2, du + kc, pairs, dw + (size_t)kc * 9);
 }
 
 /* dw [K, C, 3, 3] += the weight gradient over n images, `chunk` at a time: per chunk, xi
@@ -683,7 +667,7 @@ static void winograd_weight_grad(const conv_geom *g, const wino_geom *wg, int n,
                 cpu_gemm_dots(K, C, (int)len, dp, (int)ldv, vp, (int)ldv, dup, C);
         }
     }
-    filter_grad(wg, K, C, du, dw);
+    filter_grad(K, C, du, dw);
 }
 
 /* The wide form of a pass: V as below, then xi BLAS GEMMs M[xi] = U[xi] V[xi] ([outs][ins]
@@ -709,10 +693,8 @@ static void winograd_gemm_pass(const wino_geom *wg, int n, int chunk, int ins, i
             const float *mk = m + (size_t)k * ldv + (size_t)i * wg->tiles;
             float *o = out + (size_t)(n0 + i) * out_image + (size_t)k * plane;
             const float bk = bias ? bias[k] : 0.0f;
-            for (int ty = 0; ty < wg->TH; ty++)
-                for (int tx = 0; tx < wg->TW; tx += wg->lanes)
-                    transform_output(wg, mk + (size_t)ty * wg->TW + tx, m_stride, bk, ty, tx, o,
-                                     accumulate);
+            for (int r = 0; r < wg->tiles; r += wg->lanes)
+                transform_output(wg, mk + r, m_stride, bk, r / wg->TW, r % wg->TW, o, accumulate);
         }
     }
 }
