@@ -195,16 +195,25 @@ int main(void)
         {130, 4, 8, 3, "filters=24 kernel=3 padding=1 bias=0", "winograd/im2col-tiles"},
         /* im2col with up to 64 filters per group: the products on register tiles (row and
          * column counts no multiple of the 4 x 24 tiles, nor of 8 for the dot products) */
-        /* stride 2: forward and weight gradient on the direct kernels over parity planes,
-         * input gradient on im2col */
+        /* stride 2: below 16x16 outputs the forward on the direct kernels over parity planes,
+         * the backward on im2col */
         {6, 9, 9, 2, "filters=7 kernel=1 stride=2", "direct/im2col-tiles"},
-        {16, 32, 32, 3, "filters=32 kernel=3 stride=2 padding=1", "direct/im2col-tiles"},
         {13, 9, 11, 2, "filters=21 kernel=5 stride=2 padding=2 bias=0", "direct/im2col-tiles"},
         {5, 11, 10, 2, "filters=6 kernel=4 stride=2 padding=1", "direct/im2col-tiles"},
         {7, 9, 8, 3, "filters=5 kernel=2 stride=2 bias=0", "direct/im2col-tiles"},
         {3, 15, 17, 2, "filters=9 kernel=7 stride=2 padding=3", "direct/im2col-tiles"},
+        /* from 16x16 outputs on all of it direct, the input gradient as one pass per parity
+         * class of the input (1x1 and 2x2: classes without taps; 4x4, 5x5, 7x7: 1 to 16 taps
+         * each), odd sizes */
+        {16, 32, 32, 3, "filters=32 kernel=3 stride=2 padding=1", "direct"},
+        {7, 33, 32, 2, "filters=5 kernel=1 stride=2 bias=0", "direct"},
+        {6, 32, 34, 2, "filters=9 kernel=2 stride=2", "direct"},
+        {3, 34, 36, 1, "filters=5 kernel=4 stride=2 padding=1", "direct"},
+        {5, 33, 35, 2, "filters=6 kernel=5 stride=2 padding=2", "direct"},
+        {4, 40, 33, 2, "filters=7 kernel=7 stride=2 padding=3 bias=0", "direct"},
+        {3, 33, 35, 2, "filters=6 kernel=3 stride=2", "direct"},
         /* several chunks of the direct pass (1 MiB of parity planes: 2 images) */
-        {64, 40, 38, 5, "filters=24 kernel=3 stride=2 padding=1", "direct/im2col-tiles"},
+        {64, 40, 38, 5, "filters=24 kernel=3 stride=2 padding=1", "direct"},
         {10, 8, 8, 1, "filters=64 kernel=3 stride=2 dilation=2 padding=2", "im2col-tiles"},
         /* not a fast path (auto falls back to the reference): must agree trivially */
         {6, 7, 9, 2, "filters=65 kernel=3 stride=2", "im2col"},

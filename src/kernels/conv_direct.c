@@ -145,9 +145,48 @@ static pass_geom forward_pass(const conv_geom *g)
     return make_pass(g->H, g->W, g->pad_h, g->pad_w, g->R, g->S);
 }
 
+/* Stride 2's input gradient as four stride-1 passes over the padded output gradient, one
+ * per parity class (a, b) of the padded input pixel (y + pad_h, x + pad_w): dx (y, x) sums
+ * only the taps (r, s) = (a + 2i, b + 2j), over dy (Y' - i, X' - j) with y = 2Y' + a - pad_h,
+ * x = 2X' + b - pad_w. A 3x3 kernel's classes have 4, 2, 2 and 1 taps: 9 multiply-adds per
+ * input pixel and channel, where im2col + col2im wrote and re-read 9 columns per pixel (and
+ * took three quarters of the layer's backward, perf). dy is padded once, by the largest
+ * class's reach (ceil(R / 2) - 1 rows above, as many columns left); the tile kernel and its
+ * wide layout are the stride-1 pass's, each class with its own taps and filters. */
+static pass_geom strided_input_grad_pass(const conv_geom *g)
+{
+    const int top = (g->R + 1) / 2 - 1, left = (g->S + 1) / 2 - 1;
+    return make_pass(g->P, g->Q, top, left, top + 1, left + 1);
+}
+
 static pass_geom input_grad_pass(const conv_geom *g)
 {
+    if (g->stride_h == 2)
+        return strided_input_grad_pass(g);
     return make_pass(g->P, g->Q, g->R - 1 - g->pad_h, g->S - 1 - g->pad_w, g->R, g->S);
+}
+
+/* The taps of parity class (a, b) in d's padded dy: tap (i, j) reads (Y' - i, X' - j). */
+static int class_taps(const conv_geom *g, const pass_geom *d, int a, int b, ptrdiff_t *offsets)
+{
+    int taps = 0;
+    for (int i = 0; a + 2 * i < g->R; i++)
+        for (int j = 0; b + 2 * j < g->S; j++)
+            offsets[taps++] = (ptrdiff_t)(d->top - i) * d->Wp + (d->left - j);
+    return taps;
+}
+
+/* Whether the classes' passes reach every input pixel: pixel (y, x) of class (a, b) is pass
+ * output (Y', X') = ((y + pad_h - a) / 2, (x + pad_w - b) / 2), inside the pass's rows x cols
+ * for the last row and column. */
+static int strided_input_grad_covered(const conv_geom *g)
+{
+    const pass_geom d = strided_input_grad_pass(g);
+    for (int a = 0; a < 2; a++)
+        for (int b = 0; b < 2; b++)
+            if ((g->H - 1 + g->pad_h - a) / 2 >= d.rows || (g->W - 1 + g->pad_w - b) / 2 >= d.cols)
+                return 0;
+    return 1;
 }
 
 /* The weight gradient reads dy laid out as the forward pass's wide output (row stride Wp,
@@ -314,6 +353,95 @@ static void direct_pass(const pass_geom *pg, int n, int ins, int outs, const flo
     }
 }
 
+/* Stride 2's input-gradient filters: class by class ((0, 0), (0, 1), (1, 0), (1, 1)),
+ * [C/MR][K][class taps][MR], tap (i, j) of class (a, b) being w [k][c][a + 2i][b + 2j]. */
+static void pack_strided_filters(const conv_geom *g, const float *w, float *packed)
+{
+    const int K = g->K, C = g->C, R = g->R, S = g->S;
+    const long long nb = (long long)blocks(C);
+    for (int a = 0; a < 2; a++)
+        for (int b = 0; b < 2; b++) {
+            const int ti = (R - a + 1) / 2, tj = (S - b + 1) / 2, taps = ti * tj;
+#pragma omp parallel for schedule(static)
+            for (long long cb = 0; cb < nb; cb++)
+                for (int k = 0; k < K; k++)
+                    for (int t = 0; t < taps; t++)
+                        for (int j = 0; j < MR; j++) {
+                            const int c = (int)cb * MR + j, r = a + 2 * (t / tj), s = b + 2 * (t % tj);
+                            packed[((cb * K + k) * taps + t) * MR + j] =
+                                c < C ? w[(((size_t)k * C + c) * R + r) * S + s] : 0.0f;
+                        }
+            packed += nb * K * taps * MR;
+        }
+}
+
+/* Writes (or adds) a tile of class (a, b) into the input-gradient planes of channels c0 ..:
+ * wide pass pixel (Y', X') is input pixel (2Y' + a - pad_h, 2X' + b - pad_w), every other
+ * column of a row; pixels outside the input are skipped. */
+static void store_strided_tile(const conv_geom *g, const pass_geom *d, float tile[MR][NR],
+                               int p0, int c0, int a, int b, float *dx, int accumulate)
+{
+    const int end = p0 + NR < d->Lo ? p0 + NR : d->Lo;
+    const int nj = g->C - c0 < MR ? g->C - c0 : MR;
+    const size_t plane = (size_t)g->H * g->W;
+    /* the columns X' whose x is inside: x0 <= X' < x1 */
+    const int x0 = (g->pad_w - b + 1) / 2 > 0 ? (g->pad_w - b + 1) / 2 : 0;
+    const int x1 = (g->W - 1 + g->pad_w - b) / 2 + 1;
+    for (int p = p0; p < end;) {
+        const int Y = p / d->Wp, X = p % d->Wp;
+        const int run_end = p + (d->Wp - X) < end ? p + (d->Wp - X) : end;
+        const int y = 2 * Y + a - g->pad_h;
+        const int lo = X > x0 ? X : x0, hi = X + (run_end - p) < x1 ? X + (run_end - p) : x1;
+        if (y >= 0 && y < g->H)
+            for (int jj = 0; jj < nj; jj++) {
+                const float *t = tile[jj] + (p - p0) - X;
+                float *row = dx + (size_t)(c0 + jj) * plane + (size_t)y * g->W + b - g->pad_w;
+                if (accumulate)
+                    for (int q = lo; q < hi; q++)
+                        row[2 * q] += t[q];
+                else
+                    for (int q = lo; q < hi; q++)
+                        row[2 * q] = t[q];
+            }
+        p = run_end;
+    }
+}
+
+/* dx [n, C, H, W] (+)= stride 2's input gradient from the padded dy planes (n x K, d's
+ * layout) and pack_strided_filters' filters. One job = one image and one block of MR input
+ * channels, all four classes, which write disjoint pixels. */
+static void strided_input_grad(const conv_geom *g, const pass_geom *d, int n, const float *dyp,
+                               const float *packed, float *dx, int accumulate)
+{
+    const long long nb = (long long)blocks(g->C), jobs = (long long)n * nb;
+    const size_t plane = (size_t)g->H * g->W, in_image = (size_t)g->C * plane;
+    /* a class without taps (a 1x1 or 2x2 kernel's odd rows or columns) gets no store */
+    const int gaps = g->R < 2 || g->S < 2;
+#pragma omp parallel for schedule(static)
+    for (long long job = 0; job < jobs; job++) {
+        const int i = (int)(job / nb), cb = (int)(job % nb);
+        const float *img = dyp + (size_t)i * g->K * d->Ls;
+        float *dxi = dx + (size_t)i * in_image;
+        const int nj = g->C - cb * MR < MR ? g->C - cb * MR : MR;
+        if (gaps && !accumulate)
+            memset(dxi + (size_t)cb * MR * plane, 0, sizeof(float) * plane * nj);
+        const float *wc = packed;
+        float tile[MR][NR];
+        for (int a = 0; a < 2; a++)
+            for (int b = 0; b < 2; b++) {
+                ptrdiff_t offsets[MAX_TAPS];
+                const int taps = class_taps(g, d, a, b, offsets);
+                const float *wb = wc + (size_t)cb * g->K * taps * MR;
+                for (int p0 = 0; taps && p0 < d->Lw; p0 += NR) {
+                    cpu_tile_4x24_taps(g->K, taps, offsets, d->Ls, wb, img + p0, tile[0], NR);
+                    store_strided_tile(g, d, tile, p0, cb * MR, a, b, dxi,
+                                       accumulate || gaps);
+                }
+                wc += (size_t)nb * g->K * taps * MR;
+            }
+    }
+}
+
 /* dw [K, C, R, S] += sum over images and pixels of dy (wide planes of dy_plane floats) times
  * the shifted padded input xp: per three taps (r, s0 .. s0 + 2) of MR filters, the dot
  * products of gemm_tiles.c (4 dy rows against 3 shifted x rows, 8 float lanes each kept in
@@ -369,7 +497,9 @@ static void weight_grad(const pass_geom *pg, int n, int C, int K, const float *x
 int cpu_conv_direct_supported(const conv_geom *g)
 {
 #ifdef CONV_DIRECT
-    return direct_shape(g) ? 2 : strided_shape(g) ? 1 : 0;
+    if (direct_shape(g))
+        return 2;
+    return strided_shape(g) ? (strided_input_grad_covered(g) ? 2 : 1) : 0;
 #else
     (void)direct_shape;
     (void)strided_shape;
@@ -384,9 +514,7 @@ size_t cpu_conv_direct_workspace(const conv_geom *g, int chunk)
     pass_geom f = forward_pass(g), d = input_grad_pass(g);
     const size_t taps = (size_t)g->R * g->S;
     size_t per_image = (size_t)g->C * f.Ls;
-    if (f.Lpar)     /* stride 2: the weight gradient's wide dy planes only */
-        per_image += (size_t)g->K * dy_wide_plane(&f);
-    else if (dy_planes_shared(&f, &d))
+    if (dy_planes_shared(&f, &d))
         per_image += (size_t)g->K * d.Ls;
     else
         per_image += (size_t)g->K * (d.Ls + dy_wide_plane(&f));
@@ -427,16 +555,17 @@ void cpu_conv_direct_backward(const conv_geom *g, int n, int chunk, const float 
     const int C = g->C, K = g->K;
     const size_t out_plane = (size_t)g->P * g->Q;
     const size_t in_image = (size_t)C * g->H * g->W, out_image = K * out_plane;
-    const int shared = !f.Lpar && dy_planes_shared(&f, &d);
-    if (f.Lpar)
-        dx = NULL;  /* stride 2: the caller computes the input gradient (im2col) */
+    const int shared = dy_planes_shared(&f, &d);
+    if (f.Lpar && !strided_input_grad_covered(g))
+        dx = NULL;  /* the caller computes the input gradient (im2col) */
     float *packed = workspace + round16(blocks(K) * C * f.taps * MR);
     float *xp = packed + round16(blocks(C) * K * f.taps * MR);
     float *dyp = xp + (size_t)chunk * C * f.Ls;
-    float *dyw = shared ? dyp + (size_t)d.top * d.Wp + d.left
-                 : f.Lpar ? dyp : dyp + (size_t)chunk * K * d.Ls;
+    float *dyw = shared ? dyp + (size_t)d.top * d.Wp + d.left : dyp + (size_t)chunk * K * d.Ls;
     const size_t dyw_plane = shared ? d.Ls : dy_wide_plane(&f);
-    if (dx)
+    if (dx && f.Lpar)
+        pack_strided_filters(g, w, packed);
+    else if (dx)
         pack_filters(w, K, C, f.taps, 1, packed);
     /* x is padded again, not kept from the forward pass: keeping it would hold a padded copy
      * of every direct layer's input for the whole step (resnet20: about 70 MB more), to save
@@ -450,7 +579,9 @@ void cpu_conv_direct_backward(const conv_geom *g, int n, int chunk, const float 
             pad_planes((long long)nb * K, g->P, g->Q, 0, 0, f.Wp, dyw_plane, dy + n0 * out_image,
                        dyw);
         weight_grad(&f, nb, C, K, xp, dyw, dyw_plane, dw);
-        if (dx)
+        if (dx && f.Lpar)
+            strided_input_grad(g, &d, nb, dyp, packed, dx + n0 * in_image, accumulate);
+        else if (dx)
             direct_pass(&d, nb, K, C, dyp, packed, NULL, dx + n0 * in_image, accumulate);
     }
 #else

@@ -216,11 +216,19 @@ static dtnn_status conv2d_infer(layer *l, dtnn_error *err)
      * of 3x3 it re-read them from L2 and lost to im2col by up to 2x (vgg16-64's deep layers,
      * dtnn bench --profile with --conv-algo auto and im2col). */
     const int direct_fits = fast && in.c * c->kh <= 192 && c->filters * c->kh <= 192;
-    const int direct = direct_fits && be->conv_direct_supported(g) == 2;
-    /* Stride 2 (ResNet's downsampling 3x3s): forward and weight gradient on the direct
-     * kernels over parity planes, the input gradient on im2col. Through im2col the forward
-     * copied the input 9 times and that copy took twice as long as the products. */
-    const int strided = direct_fits && be->conv_direct_supported(g) == 1;
+    const int direct_kind = direct_fits ? be->conv_direct_supported(g) : 0;
+    /* Stride 2 (ResNet's downsampling 3x3s): on the direct kernels over parity planes, the
+     * input gradient as four passes over the output gradient (conv_direct.c). Through im2col
+     * the forward copied the input 9 times and that copy took twice as long as the products;
+     * im2col + col2im took three quarters of the input gradient: ResNet-20's 16 -> 32 layer
+     * (16x16 out) backward 11.0-11.3 -> 8.2-10.7 ms. Below 16x16 outputs only the forward
+     * is direct: a row of each plane is too short for the passes' per-call overhead. There
+     * ResNet-20's 32 -> 64 layer (8x8 out) took 11.1-11.5 ms backward with the weight
+     * gradient direct against im2col's 9.9-10.4, and 12.3-12.5 with the input gradient direct
+     * against 10.2-11.1 (one-layer models, dtnn bench --profile, alternating). */
+    const int stride2 = c->stride_h == 2 || c->stride_w == 2;
+    const int direct = direct_kind == 2 && (!stride2 || g->P * g->Q >= 256);
+    const int strided = direct_kind && stride2 && !direct;
     /* Winograd from 16 channels in and out: with 3 (an RGB input) the transforms cost more
      * than the products they save (vgg16-64's first layer, forward 18 ms direct, 28 ms
      * Winograd; dtnn bench --profile, batch 64, 1 thread). */
@@ -252,11 +260,9 @@ static dtnn_status conv2d_infer(layer *l, dtnn_error *err)
         plan_im2col(c, l, be, tiles);
         c->algo = c->algo_backward = tiles ? CONV_IM2COL_TILES : CONV_IM2COL;
         if (strided) {
+            /* stride 2 below 16x16 outputs, or a padding whose input gradient the direct
+             * passes do not cover (then the weight gradient is direct from 16x16 on) */
             c->algo = CONV_DIRECT;
-            /* its weight gradient too from 16x16 outputs on. Smaller, a row of each plane is
-             * too short for its per-call overhead: ResNet-20's 32 -> 64 channel layer (8x8
-             * out) took 11.1-11.5 ms backward against im2col's 9.9-10.4, while the 16 -> 32
-             * one (16x16 out) went from 13.0-13.7 to 10.8-12.0 (profile, alternating) */
             c->weight_grad_direct = g->P * g->Q >= 256;
             l->workspace_bytes = DTNN_MAX(l->workspace_bytes, plan_direct(c, l, be));
         }
