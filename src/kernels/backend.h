@@ -65,9 +65,10 @@ typedef struct dtnn_backend {
 
     /* Direct convolution (stride 1 or 2, dilation 1, one group; w [K, C, R, S]) over n
      * images, `chunk` images at a time, with scratch of conv_direct_workspace(g, chunk) bytes.
-     * conv_direct_supported(g) is 2 for the stride-1 shapes the kernels take, 1 for stride 2
-     * (forward and weight gradient: backward then leaves dx alone), 0 for other shapes and in
-     * builds without them (conv2d then stays on im2col). backward adds into dw; dx may be
+     * conv_direct_supported(g) is 2 for the shapes the kernels take whole (stride 1, and
+     * stride 2 whose input gradient their passes cover), 1 for other stride-2 shapes (forward
+     * and weight gradient: backward then leaves dx alone), 0 for other shapes and in builds
+     * without them (conv2d then stays on im2col). backward adds into dw; dx may be
      * NULL, else it is written or, with accumulate, added to. */
     int (*conv_direct_supported)(const conv_geom *g);
     /* Bias gradient of any convolution: db [C] += per-channel sums of dy [n, C, hw], in double

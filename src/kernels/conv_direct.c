@@ -1,7 +1,7 @@
 /*
  * conv_direct.c — direct convolution with stride 1, dilation 1 and one group, kernels up to
  * 7x7 with padding up to kernel - 1: ResNet's 3x3 blocks, VGG's first stage, LeNet's 5x5;
- * and with stride 2 forward and weight gradient (ResNet's downsampling, strided_pass).
+ * and with stride 2 (ResNet's downsampling: strided_pass, strided_input_grad_pass).
  * Forward, input gradient and weight gradient without im2col, with AVX2 + FMA micro-kernels
  * (built where the compiler targets them, as -march=native does on x86-64; elsewhere conv2d
  * keeps its im2col path).
@@ -36,7 +36,8 @@
 enum { MAX_KERNEL = 7 };
 
 /* Shapes the kernels take; the same test whether or not this build has them. Stride 2:
- * forward and weight gradient (the input gradient stays with conv2d's im2col path). */
+ * forward and weight gradient, and the input gradient where its passes cover every input
+ * pixel (strided_input_grad_covered). */
 static int direct_shape(const conv_geom *g)
 {
     return g->groups == 1 && g->stride_h == 1 && g->stride_w == 1 && g->dil_h == 1 &&
