@@ -1,11 +1,14 @@
 /*
- * test_fusion.c — a ReLU fused into the batch norm or add before it (model.c, plan_fusion)
- * computes what the two layers compute on their own (dtnn_build_params.unfused): outputs,
+ * test_fusion.c — a ReLU fused into the batch norm or add before it, and a two-input add (with
+ * its ReLU) fused into the batch norm feeding it (model.c, plan_fusion), compute what the
+ * layers compute on their own (dtnn_build_params.unfused): outputs,
  * parameter and input gradients, batch-norm running statistics, in training and in evaluation.
  * The ReLU's decision is recomputed (batch norm) or read (add) in the same float operations,
  * so the two agree to rounding of the folded constants, and the fused model must not be
  * slower to plan or bigger. Also checks which ReLUs are fused: not one whose producer feeds
- * another layer too, nor a second ReLU in a row, and a batch norm on flat features is.
+ * another layer too, nor a second ReLU in a row, and a batch norm on flat features is; and
+ * which adds: with the model input as the residual, with and without a ReLU after, not after
+ * a batch norm that already does a ReLU, not when the residual comes after the batch norm.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -35,6 +38,29 @@ static const char *const MIXED_MODEL =
     "[batchnorm]\nname = bn4\n"
     "[relu]\nname = r5\n"
     "[linear]\nname = fc2\nout_features = 5\n";
+
+/* Adds after batch norms: bn1 + the model input (no ReLU after; conv c1 also reads the input,
+ * so its gradient there adds to the fused one), bn3 + r2 + ReLU (bn2 does r2, so it cannot do
+ * the add too), bn4 + c5 (c5 comes after bn4: the add stays on its own). */
+static const char *const RESIDUAL_MODEL =
+    "[input]\nshape = 4x8x8\n"
+    "[conv2d]\nname = c1\nfilters = 4\nkernel = 3\npadding = 1\n"
+    "[batchnorm]\nname = bn1\n"
+    "[add]\nname = s1\ninputs = bn1, input\n"
+    "[conv2d]\nname = c2\nfilters = 4\nkernel = 3\npadding = 1\n"
+    "[batchnorm]\nname = bn2\n"
+    "[relu]\nname = r2\n"
+    "[conv2d]\nname = c3\nfilters = 4\nkernel = 1\ninputs = s1\n"
+    "[batchnorm]\nname = bn3\n"
+    "[add]\nname = s2\ninputs = r2, bn3\n"
+    "[relu]\nname = r3\n"
+    "[conv2d]\nname = c4\nfilters = 4\nkernel = 1\n"
+    "[batchnorm]\nname = bn4\n"
+    "[conv2d]\nname = c5\nfilters = 4\nkernel = 1\ninputs = r3\n"
+    "[add]\nname = s3\ninputs = bn4, c5\n"
+    "[relu]\nname = r4\n"
+    "[flatten]\n"
+    "[linear]\nname = fc\nout_features = 3\n";
 
 static dtnn_model *build(const char *spec, int unfused, int batch, dtnn_error *err)
 {
@@ -168,6 +194,33 @@ static void check_plan(const char *path)
     dtnn_model_free(m);
 }
 
+static void check_residual_plan(const char *path)
+{
+    dtnn_error err = {0};
+    dtnn_model *m = build(path, 0, 2, &err);
+    CHECK(m != NULL);
+    if (!m)
+        return;
+    CHECK(!strcmp(method_of(m, "bn1"), "+add"));
+    CHECK(!strcmp(method_of(m, "s1"), "fused"));
+    CHECK(!strcmp(method_of(m, "bn2"), "+relu"));
+    CHECK(!strcmp(method_of(m, "bn3"), "+add+relu"));
+    CHECK(!strcmp(method_of(m, "s2"), "fused"));
+    CHECK(!strcmp(method_of(m, "r3"), "fused"));
+    CHECK(!strcmp(method_of(m, "bn4"), ""));
+    CHECK(!strcmp(method_of(m, "s3"), "+relu"));
+    CHECK(!strcmp(method_of(m, "r4"), "fused"));
+    dtnn_model_free(m);
+    m = build("resnet20", 0, 2, &err);
+    CHECK(m != NULL);
+    if (m) {    /* every block, the downsampling ones too (their shortcut comes before bn2) */
+        CHECK(!strcmp(method_of(m, "layer1.0.bn2"), "+add+relu"));
+        CHECK(!strcmp(method_of(m, "layer2.0.bn2"), "+add+relu"));
+        CHECK(!strcmp(method_of(m, "layer3.2.add"), "fused"));
+    }
+    dtnn_model_free(m);
+}
+
 /* A NaN before a fused ReLU stays NaN, as after ReLU on its own (a diverging run must show). */
 static void check_nan(const char *path)
 {
@@ -198,18 +251,30 @@ static void check_nan(const char *path)
 
 int main(void)
 {
-    char path[64];
+    char path[64], residual[64];
     snprintf(path, sizeof path, "/tmp/dtnn_test_fusion.%ld.model", (long)getpid());
-    FILE *f = fopen(path, "w");
-    CHECK(f != NULL);
-    if (!f)
+    snprintf(residual, sizeof residual, "/tmp/dtnn_test_fusion_res.%ld.model", (long)getpid());
+    FILE *f = fopen(path, "w"), *g = fopen(residual, "w");
+    CHECK(f != NULL && g != NULL);
+    if (!f || !g) {
+        if (f)
+            fclose(f);
+        if (g)
+            fclose(g);
         return test_finish("test_fusion");
+    }
     fputs(MIXED_MODEL, f);
     fclose(f);
+    fputs(RESIDUAL_MODEL, g);
+    fclose(g);
     check_plan(path);
+    check_residual_plan(residual);
     compare("mixed (batch 3)", path, 3);
+    compare("residual (batch 3)", residual, 3);
     compare("resnet20 (batch 4)", "resnet20", 4);
     check_nan(path);
+    check_nan(residual);
     remove(path);
+    remove(residual);
     return test_finish("test_fusion");
 }

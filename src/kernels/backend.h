@@ -31,6 +31,18 @@ typedef struct {
 
 typedef enum { ACT_RELU = 0, ACT_LEAKY_RELU, ACT_SIGMOID, ACT_TANH, ACT_RELU6 } act_kind;
 
+/* What batch norm does besides normalising (model.c, plan_fusion): y = relu(bn(x) + res),
+ * each part optional. Backward with a residual reads the forward's output for the ReLU's mask
+ * and writes the residual's gradient (the gradient the ReLU passes on) to dres, or adds it
+ * with dres_accumulate. */
+typedef struct {
+    int relu;
+    const float *res;       /* [n, C, hw] added before the ReLU, or NULL */
+    const float *out;       /* backward: the forward's output y (with res and relu) */
+    float *dres;            /* backward: the residual's gradient, or NULL (none wanted) */
+    int dres_accumulate;
+} bn_epilogue;
+
 typedef struct dtnn_backend {
     const char *name;
 
@@ -123,9 +135,12 @@ typedef struct dtnn_backend {
      *                     shift is running_mean as it was before the update
      *   bn_backward_sums  per channel: sum(dy) and sum(dy * xhat)
      *   bn_backward_apply dx = gamma * invstd * (dy - sdy / count - xhat * sdyx / count)
-     * With `relu` the output is clamped at 0 (a ReLU fused in); then backward's dy is the
-     * gradient at the ReLU's output, passed where the normalised value (recomputed from x,
-     * gamma and beta exactly as the forward computed it) is positive.
+     * The epilogue `ep` (bn_epilogue, the layers fused in; NULL: none) may add a residual and
+     * clamp at 0: y = relu(bn(x) + res). Backward's dy is then the gradient at that output,
+     * passed where the value before the clamp was positive: recomputed from x, gamma and beta
+     * exactly as the forward computed it without a residual, read as out > 0 with one; with
+     * a residual that passed gradient is also the residual's (written to dres in the sums
+     * phase).
      * Without synchronisation, bn_train_forward and bn_train_backward do all phases with
      * count = n * hw, each channel's back to back while it is in cache (dx NULL: the sums
      * only), with the same results. Sums are in double, serially per channel: results do not depend on the
@@ -134,29 +149,32 @@ typedef struct dtnn_backend {
                        double *sumsq);
     void (*bn_apply_train)(int n, int C, int hw, const float *x, const float *gamma,
                            const float *beta, const double *sum, const double *sumsq,
-                           double count, float eps, float momentum, int relu, float *y,
+                           double count, float eps, float momentum, const bn_epilogue *ep,
+                           float *y,
                            float *save_mean, float *save_invstd, float *running_mean,
                            float *running_var);
     void (*bn_backward_sums)(int n, int C, int hw, const float *x, const float *dy,
-                             const float *gamma, const float *beta, int relu,
+                             const float *gamma, const float *beta, const bn_epilogue *ep,
                              const float *save_mean, const float *save_invstd, double *sdy,
                              double *sdyx);
     void (*bn_backward_apply)(int n, int C, int hw, const float *x, const float *dy,
-                              const float *gamma, const float *beta, int relu,
+                              const float *gamma, const float *beta, const bn_epilogue *ep,
                               const float *save_mean, const float *save_invstd,
                               const double *sdy, const double *sdyx, double count, float *dx,
                               int accumulate);
     void (*bn_train_forward)(int n, int C, int hw, const float *x, const float *gamma,
-                             const float *beta, float eps, float momentum, int relu, float *y,
+                             const float *beta, float eps, float momentum,
+                             const bn_epilogue *ep, float *y,
                              float *save_mean, float *save_invstd, float *running_mean,
                              float *running_var);
     void (*bn_train_backward)(int n, int C, int hw, const float *x, const float *dy,
-                              const float *gamma, const float *beta, int relu,
+                              const float *gamma, const float *beta, const bn_epilogue *ep,
                               const float *save_mean, const float *save_invstd, double *sdy,
                               double *sdyx, float *dx, int accumulate);
     void (*bn_forward_eval)(int n, int C, int hw, const float *x, const float *gamma,
                             const float *beta, const float *running_mean,
-                            const float *running_var, float eps, int relu, float *y);
+                            const float *running_var, float eps, const bn_epilogue *ep,
+                            float *y);
 
     /* Row-wise softmax of [rows, cols]; backward: dx = y * (dy - sum(dy * y)). */
     void (*softmax_forward)(int rows, int cols, const float *x, float *y);

@@ -43,10 +43,13 @@ typedef struct {
     float scale, shift;
 } bn_relu;
 
-/* The gradient that reaches the normalisation: dy, or with a fused ReLU dy where the forward's
- * output fmaf(d, scale, shift), d = x - mean, was positive (the forward computes it so too). */
-static inline float passed(float dy, float d, const bn_relu *r)
+/* The gradient that reaches the normalisation: dy, or with a fused ReLU dy where the value
+ * before the clamp was positive: read as the output oc > 0 after a residual add, else
+ * recomputed as fmaf(d, scale, shift), d = x - mean (the forward computes it so too). */
+static inline float passed(float dy, float d, const bn_relu *r, const float *oc, int j)
 {
+    if (oc)
+        return oc[j] > 0.0f ? dy : 0.0f;
     return r && !(fmaf(d, r->scale, r->shift) > 0.0f) ? 0.0f : dy;
 }
 
@@ -84,22 +87,28 @@ static int moments_vec(int hw, const float *xc, double s, double *a, double *b)
 /* max(0, v) keeps a NaN (the instruction returns its second operand when either is NaN), as
  * ReLU's x < 0 test */
 static int normalise_vec(int hw, const float *xc, float mean, float scale, float shift,
-                         int relu, float *yc)
+                         int relu, const float *rc, float *yc)
 {
     const __m256 m = _mm256_set1_ps(mean), k = _mm256_set1_ps(scale);
     const __m256 t = _mm256_set1_ps(shift), zero = _mm256_setzero_ps();
     int j = 0;
     for (; j + 8 <= hw; j += 8) {
         __m256 v = _mm256_fmadd_ps(_mm256_sub_ps(_mm256_loadu_ps(xc + j), m), k, t);
+        if (rc)
+            v = _mm256_add_ps(v, _mm256_loadu_ps(rc + j));
         _mm256_storeu_ps(yc + j, relu ? _mm256_max_ps(zero, v) : v);
     }
     return j;
 }
 
 /* passed() for 8 values, d = x - mean */
-static inline __m256 passed8(const float *dyc, int j, __m256 d, const bn_relu *r)
+static inline __m256 passed8(const float *dyc, int j, __m256 d, const bn_relu *r,
+                             const float *oc)
 {
     const __m256 g = _mm256_loadu_ps(dyc + j);
+    if (oc)
+        return _mm256_and_ps(
+            _mm256_cmp_ps(_mm256_loadu_ps(oc + j), _mm256_setzero_ps(), _CMP_GT_OQ), g);
     if (!r)
         return g;
     const __m256 v = _mm256_fmadd_ps(d, _mm256_set1_ps(r->scale), _mm256_set1_ps(r->shift));
@@ -107,14 +116,20 @@ static inline __m256 passed8(const float *dyc, int j, __m256 d, const bn_relu *r
 }
 
 static int grad_sums_vec(int hw, const float *xc, const float *dyc, const bn_relu *r,
-                         float mean, double *a, double *b)
+                         const float *oc, float mean, double *a, double *b, float *dresc,
+                         int dres_accumulate)
 {
     __m256d a0 = _mm256_loadu_pd(a), a1 = _mm256_loadu_pd(a + 4);
     __m256d b0 = _mm256_loadu_pd(b), b1 = _mm256_loadu_pd(b + 4);
     const __m256 m = _mm256_set1_ps(mean);
     int j = 0;
     for (; j + LANES <= hw; j += LANES) {
-        const __m256 d = _mm256_sub_ps(_mm256_loadu_ps(xc + j), m), g = passed8(dyc, j, d, r);
+        const __m256 d = _mm256_sub_ps(_mm256_loadu_ps(xc + j), m);
+        const __m256 g = passed8(dyc, j, d, r, oc);
+        if (dresc)
+            _mm256_storeu_ps(dresc + j, dres_accumulate
+                                            ? _mm256_add_ps(_mm256_loadu_ps(dresc + j), g)
+                                            : g);
         const __m256d g0 = LO(g), g1 = HI(g);
         a0 = _mm256_add_pd(a0, g0);
         a1 = _mm256_add_pd(a1, g1);
@@ -127,14 +142,16 @@ static int grad_sums_vec(int hw, const float *xc, const float *dyc, const bn_rel
 }
 
 static int grad_apply_vec(int hw, const float *xc, const float *dyc, const bn_relu *r,
-                          float mean, float k, float xs, float off, int accumulate, float *dxc)
+                          const float *oc, float mean, float k, float xs, float off,
+                          int accumulate, float *dxc)
 {
     const __m256 m = _mm256_set1_ps(mean), kv = _mm256_set1_ps(k);
     const __m256 xsv = _mm256_set1_ps(xs), offv = _mm256_set1_ps(off);
     int j = 0;
     for (; j + 8 <= hw; j += 8) {
         const __m256 d = _mm256_sub_ps(_mm256_loadu_ps(xc + j), m);
-        __m256 v = _mm256_fmadd_ps(passed8(dyc, j, d, r), kv, _mm256_fmadd_ps(d, xsv, offv));
+        __m256 v = _mm256_fmadd_ps(passed8(dyc, j, d, r, oc), kv,
+                                   _mm256_fmadd_ps(d, xsv, offv));
         if (accumulate)
             v = _mm256_add_ps(_mm256_loadu_ps(dxc + j), v);
         _mm256_storeu_ps(dxc + j, v);
@@ -151,24 +168,27 @@ static int moments_vec(int hw, const float *xc, double s, double *a, double *b)
 }
 
 static int normalise_vec(int hw, const float *xc, float mean, float scale, float shift,
-                         int relu, float *yc)
+                         int relu, const float *rc, float *yc)
 {
-    (void)hw, (void)xc, (void)mean, (void)scale, (void)shift, (void)relu, (void)yc;
+    (void)hw, (void)xc, (void)mean, (void)scale, (void)shift, (void)relu, (void)rc, (void)yc;
     return 0;
 }
 
 static int grad_sums_vec(int hw, const float *xc, const float *dyc, const bn_relu *r,
-                         float mean, double *a, double *b)
+                         const float *oc, float mean, double *a, double *b, float *dresc,
+                         int dres_accumulate)
 {
-    (void)hw, (void)xc, (void)dyc, (void)r, (void)mean, (void)a, (void)b;
+    (void)hw, (void)xc, (void)dyc, (void)r, (void)oc, (void)mean, (void)a, (void)b;
+    (void)dresc, (void)dres_accumulate;
     return 0;
 }
 
 static int grad_apply_vec(int hw, const float *xc, const float *dyc, const bn_relu *r,
-                          float mean, float k, float xs, float off, int accumulate, float *dxc)
+                          const float *oc, float mean, float k, float xs, float off,
+                          int accumulate, float *dxc)
 {
-    (void)hw, (void)xc, (void)dyc, (void)r, (void)mean, (void)k, (void)xs, (void)off;
-    (void)accumulate, (void)dxc;
+    (void)hw, (void)xc, (void)dyc, (void)r, (void)oc, (void)mean, (void)k, (void)xs;
+    (void)off, (void)accumulate, (void)dxc;
     return 0;
 }
 
@@ -184,24 +204,31 @@ static void moments_row(int hw, const float *xc, double s, double *a, double *b)
     }
 }
 
-/* y = (x - mean) * scale + shift (one rounding, as the vector part), clamped at 0 with a
- * fused ReLU (a NaN stays NaN) */
+/* y = (x - mean) * scale + shift (one rounding, as the vector part), + the residual row rc,
+ * clamped at 0 with a fused ReLU (a NaN stays NaN): the unfused add's and ReLU's arithmetic */
 static void normalise_row(int hw, const float *xc, float mean, float scale, float shift,
-                          int relu, float *yc)
+                          int relu, const float *rc, float *yc)
 {
-    for (int j = normalise_vec(hw, xc, mean, scale, shift, relu, yc); j < hw; j++) {
-        const float v = fmaf(xc[j] - mean, scale, shift);
+    for (int j = normalise_vec(hw, xc, mean, scale, shift, relu, rc, yc); j < hw; j++) {
+        float v = fmaf(xc[j] - mean, scale, shift);
+        if (rc)
+            v += rc[j];
         yc[j] = relu && v < 0.0f ? 0.0f : v;
     }
 }
 
-/* sum of g and of g (x - mean), g = the passed gradient */
+/* sum of g and of g (x - mean), g = the passed gradient, which is also the residual's
+ * gradient (dresc, when given) */
 static void grad_sums_row(int hw, const float *xc, const float *dyc, const bn_relu *r,
-                          float mean, double *a, double *b)
+                          const float *oc, float mean, double *a, double *b, float *dresc,
+                          int dres_accumulate)
 {
-    for (int j = grad_sums_vec(hw, xc, dyc, r, mean, a, b); j < hw; j++) {
-        const float d = xc[j] - mean;
-        const double g = passed(dyc[j], d, r);
+    for (int j = grad_sums_vec(hw, xc, dyc, r, oc, mean, a, b, dresc, dres_accumulate); j < hw;
+         j++) {
+        const float d = xc[j] - mean, gf = passed(dyc[j], d, r, oc, j);
+        const double g = gf;
+        if (dresc)
+            dresc[j] = dres_accumulate ? dresc[j] + gf : gf;
         a[j % LANES] += g;
         b[j % LANES] += g * d;
     }
@@ -209,14 +236,28 @@ static void grad_sums_row(int hw, const float *xc, const float *dyc, const bn_re
 
 /* dx (+)= g k + ((x - mean) xs + off) */
 static void grad_apply_row(int hw, const float *xc, const float *dyc, const bn_relu *r,
-                           float mean, float k, float xs, float off, int accumulate, float *dxc)
+                           const float *oc, float mean, float k, float xs, float off,
+                           int accumulate, float *dxc)
 {
-    for (int j = grad_apply_vec(hw, xc, dyc, r, mean, k, xs, off, accumulate, dxc); j < hw;
+    for (int j = grad_apply_vec(hw, xc, dyc, r, oc, mean, k, xs, off, accumulate, dxc); j < hw;
          j++) {
         const float d = xc[j] - mean;
-        const float v = fmaf(passed(dyc[j], d, r), k, fmaf(d, xs, off));
+        const float v = fmaf(passed(dyc[j], d, r, oc, j), k, fmaf(d, xs, off));
         dxc[j] = accumulate ? dxc[j] + v : v;
     }
+}
+
+/* Row i of channel c of an epilogue's residual, output and residual gradient, or NULL; and
+ * the recomputed ReLU mask's constants when that is how the mask is found. */
+#define EP_ROW(ep, field, i) ((ep) && (ep)->field ? AT((ep)->field, i, c) : NULL)
+static const float *mask_row(const bn_epilogue *ep, int C, int hw, int i, int c)
+{
+    return ep && ep->res && ep->relu ? AT(ep->out, i, c) : NULL;
+}
+
+static const bn_relu *recomputed_mask(const bn_epilogue *ep, const bn_relu *r)
+{
+    return ep && ep->relu && !ep->res ? r : NULL;
 }
 
 void cpu_bias_grad(int n, int C, int hw, const float *dy, float *db)
@@ -254,8 +295,9 @@ static void channel_moments(int n, int C, int hw, const float *x, int c, double 
 
 static void channel_apply_train(int n, int C, int hw, const float *x, int c, const float *gamma,
                                 const float *beta, double sum, double sumsq, double count,
-                                float eps, float momentum, int relu, float *y, float *save_mean,
-                                float *save_invstd, float *running_mean, float *running_var)
+                                float eps, float momentum, const bn_epilogue *ep, float *y,
+                                float *save_mean, float *save_invstd, float *running_mean,
+                                float *running_var)
 {
     /* the moments are about the running mean as it was before this update */
     const double d = sum / count, mean = running_mean[c] + d;
@@ -265,7 +307,8 @@ static void channel_apply_train(int n, int C, int hw, const float *x, int c, con
     float invstd = (float)(1.0 / sqrt(var + eps));
     float fmean = (float)mean, scale = gamma[c] * invstd;
     for (int i = 0; i < n; i++)
-        normalise_row(hw, AT(x, i, c), fmean, scale, beta[c], relu, AT(y, i, c));
+        normalise_row(hw, AT(x, i, c), fmean, scale, beta[c], ep && ep->relu, EP_ROW(ep, res, i),
+                      AT(y, i, c));
     save_mean[c] = fmean;
     save_invstd[c] = invstd;
     double unbiased = count > 1 ? var * count / (count - 1) : var;
@@ -275,14 +318,16 @@ static void channel_apply_train(int n, int C, int hw, const float *x, int c, con
 
 /* sum(dy) and sum(dy * xhat) = invstd sum(dy (x - mean)), in double */
 static void channel_grad_sums(int n, int C, int hw, const float *x, const float *dy, int c,
-                              const float *gamma, const float *beta, int relu,
+                              const float *gamma, const float *beta, const bn_epilogue *ep,
                               const float *save_mean, const float *save_invstd, double *sdy,
                               double *sdyx)
 {
     const bn_relu r = {gamma[c] * save_invstd[c], beta[c]};
     double a[LANES] = {0}, b[LANES] = {0};
     for (int i = 0; i < n; i++)
-        grad_sums_row(hw, AT(x, i, c), AT(dy, i, c), relu ? &r : NULL, save_mean[c], a, b);
+        grad_sums_row(hw, AT(x, i, c), AT(dy, i, c), recomputed_mask(ep, &r),
+                      mask_row(ep, C, hw, i, c), save_mean[c], a, b, EP_ROW(ep, dres, i),
+                      ep && ep->dres_accumulate);
     *sdy = lanes_total(a);
     *sdyx = save_invstd[c] * lanes_total(b);
 }
@@ -290,7 +335,7 @@ static void channel_grad_sums(int n, int C, int hw, const float *x, const float 
 /* dx = k (dy - mdy - xhat mdyx) = dy k + ((x - mean) xs + off), the per-channel constants
  * xs = -k invstd mdyx and off = -k mdy folded in double */
 static void channel_grad_apply(int n, int C, int hw, const float *x, const float *dy, int c,
-                               const float *gamma, const float *beta, int relu,
+                               const float *gamma, const float *beta, const bn_epilogue *ep,
                                const float *save_mean, const float *save_invstd, double sdy,
                                double sdyx, double count, float *dx, int accumulate)
 {
@@ -299,8 +344,9 @@ static void channel_grad_apply(int n, int C, int hw, const float *x, const float
     const double mdy = sdy / count, mdyx = sdyx / count;
     const float kf = (float)k, xs = (float)(-k * invstd * mdyx), off = (float)(-k * mdy);
     for (int i = 0; i < n; i++)
-        grad_apply_row(hw, AT(x, i, c), AT(dy, i, c), relu ? &r : NULL, save_mean[c], kf, xs, off,
-                       accumulate, AT(dx, i, c));
+        grad_apply_row(hw, AT(x, i, c), AT(dy, i, c), recomputed_mask(ep, &r),
+                       mask_row(ep, C, hw, i, c), save_mean[c], kf, xs, off, accumulate,
+                       AT(dx, i, c));
 }
 
 void cpu_bn_moments(int n, int C, int hw, const float *x, const float *shift, double *sum,
@@ -313,77 +359,79 @@ void cpu_bn_moments(int n, int C, int hw, const float *x, const float *shift, do
 
 void cpu_bn_apply_train(int n, int C, int hw, const float *x, const float *gamma,
                         const float *beta, const double *sum, const double *sumsq, double count,
-                        float eps, float momentum, int relu, float *y, float *save_mean,
-                        float *save_invstd, float *running_mean, float *running_var)
+                        float eps, float momentum, const bn_epilogue *ep, float *y,
+                        float *save_mean, float *save_invstd, float *running_mean,
+                        float *running_var)
 {
 #pragma omp parallel for schedule(static)
     for (int c = 0; c < C; c++)
         channel_apply_train(n, C, hw, x, c, gamma, beta, sum[c], sumsq[c], count, eps, momentum,
-                            relu, y, save_mean, save_invstd, running_mean, running_var);
+                            ep, y, save_mean, save_invstd, running_mean, running_var);
 }
 
 void cpu_bn_train_forward(int n, int C, int hw, const float *x, const float *gamma,
-                          const float *beta, float eps, float momentum, int relu, float *y,
-                          float *save_mean, float *save_invstd, float *running_mean,
-                          float *running_var)
+                          const float *beta, float eps, float momentum,
+                          const bn_epilogue *ep, float *y, float *save_mean, float *save_invstd,
+                          float *running_mean, float *running_var)
 {
     const double count = (double)n * hw;
 #pragma omp parallel for schedule(static)
     for (int c = 0; c < C; c++) {
         double sum, sumsq;
         channel_moments(n, C, hw, x, c, running_mean[c], &sum, &sumsq);
-        channel_apply_train(n, C, hw, x, c, gamma, beta, sum, sumsq, count, eps, momentum, relu,
+        channel_apply_train(n, C, hw, x, c, gamma, beta, sum, sumsq, count, eps, momentum, ep,
                             y, save_mean, save_invstd, running_mean, running_var);
     }
 }
 
 void cpu_bn_forward_eval(int n, int C, int hw, const float *x, const float *gamma,
                          const float *beta, const float *running_mean, const float *running_var,
-                         float eps, int relu, float *y)
+                         float eps, const bn_epilogue *ep, float *y)
 {
 #pragma omp parallel for schedule(static)
     for (int c = 0; c < C; c++) {
         float invstd = (float)(1.0 / sqrt((double)running_var[c] + eps));
         float scale = gamma[c] * invstd, shift = beta[c] - running_mean[c] * scale;
         for (int i = 0; i < n; i++)
-            normalise_row(hw, AT(x, i, c), 0.0f, scale, shift, relu, AT(y, i, c));
+            normalise_row(hw, AT(x, i, c), 0.0f, scale, shift, ep && ep->relu,
+                          EP_ROW(ep, res, i), AT(y, i, c));
     }
 }
 
 void cpu_bn_backward_sums(int n, int C, int hw, const float *x, const float *dy,
-                          const float *gamma, const float *beta, int relu,
+                          const float *gamma, const float *beta, const bn_epilogue *ep,
                           const float *save_mean, const float *save_invstd, double *sdy,
                           double *sdyx)
 {
 #pragma omp parallel for schedule(static)
     for (int c = 0; c < C; c++)
-        channel_grad_sums(n, C, hw, x, dy, c, gamma, beta, relu, save_mean, save_invstd, &sdy[c],
+        channel_grad_sums(n, C, hw, x, dy, c, gamma, beta, ep, save_mean, save_invstd, &sdy[c],
                           &sdyx[c]);
 }
 
 void cpu_bn_backward_apply(int n, int C, int hw, const float *x, const float *dy,
-                           const float *gamma, const float *beta, int relu,
+                           const float *gamma, const float *beta, const bn_epilogue *ep,
                            const float *save_mean, const float *save_invstd, const double *sdy,
                            const double *sdyx, double count, float *dx, int accumulate)
 {
 #pragma omp parallel for schedule(static)
     for (int c = 0; c < C; c++)
-        channel_grad_apply(n, C, hw, x, dy, c, gamma, beta, relu, save_mean, save_invstd, sdy[c],
+        channel_grad_apply(n, C, hw, x, dy, c, gamma, beta, ep, save_mean, save_invstd, sdy[c],
                            sdyx[c], count, dx, accumulate);
 }
 
 void cpu_bn_train_backward(int n, int C, int hw, const float *x, const float *dy,
-                           const float *gamma, const float *beta, int relu,
+                           const float *gamma, const float *beta, const bn_epilogue *ep,
                            const float *save_mean, const float *save_invstd, double *sdy,
                            double *sdyx, float *dx, int accumulate)
 {
     const double count = (double)n * hw;
 #pragma omp parallel for schedule(static)
     for (int c = 0; c < C; c++) {
-        channel_grad_sums(n, C, hw, x, dy, c, gamma, beta, relu, save_mean, save_invstd, &sdy[c],
+        channel_grad_sums(n, C, hw, x, dy, c, gamma, beta, ep, save_mean, save_invstd, &sdy[c],
                           &sdyx[c]);
         if (dx)
-            channel_grad_apply(n, C, hw, x, dy, c, gamma, beta, relu, save_mean, save_invstd,
+            channel_grad_apply(n, C, hw, x, dy, c, gamma, beta, ep, save_mean, save_invstd,
                                sdy[c], sdyx[c], count, dx, accumulate);
     }
 }

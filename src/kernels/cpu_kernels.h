@@ -46,27 +46,29 @@ void cpu_bn_moments(int n, int C, int hw, const float *x, const float *shift, do
                     double *sumsq);
 void cpu_bn_apply_train(int n, int C, int hw, const float *x, const float *gamma,
                         const float *beta, const double *sum, const double *sumsq, double count,
-                        float eps, float momentum, int relu, float *y, float *save_mean,
+                        float eps, float momentum, const bn_epilogue *ep, float *y,
+                        float *save_mean,
                         float *save_invstd, float *running_mean, float *running_var);
 void cpu_bn_backward_sums(int n, int C, int hw, const float *x, const float *dy,
-                          const float *gamma, const float *beta, int relu,
+                          const float *gamma, const float *beta, const bn_epilogue *ep,
                           const float *save_mean, const float *save_invstd, double *sdy,
                           double *sdyx);
 void cpu_bn_backward_apply(int n, int C, int hw, const float *x, const float *dy,
-                           const float *gamma, const float *beta, int relu,
+                           const float *gamma, const float *beta, const bn_epilogue *ep,
                            const float *save_mean, const float *save_invstd, const double *sdy,
                            const double *sdyx, double count, float *dx, int accumulate);
 void cpu_bn_train_forward(int n, int C, int hw, const float *x, const float *gamma,
-                          const float *beta, float eps, float momentum, int relu, float *y,
+                          const float *beta, float eps, float momentum,
+                          const bn_epilogue *ep, float *y,
                           float *save_mean, float *save_invstd, float *running_mean,
                           float *running_var);
 void cpu_bn_train_backward(int n, int C, int hw, const float *x, const float *dy,
-                           const float *gamma, const float *beta, int relu,
+                           const float *gamma, const float *beta, const bn_epilogue *ep,
                            const float *save_mean, const float *save_invstd, double *sdy,
                            double *sdyx, float *dx, int accumulate);
 void cpu_bn_forward_eval(int n, int C, int hw, const float *x, const float *gamma,
                          const float *beta, const float *running_mean, const float *running_var,
-                         float eps, int relu, float *y);
+                         float eps, const bn_epilogue *ep, float *y);
 void cpu_softmax_forward(int rows, int cols, const float *x, float *y);
 void cpu_softmax_backward(int rows, int cols, const float *y, const float *dy, float *dx,
                           int accumulate);

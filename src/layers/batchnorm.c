@@ -85,6 +85,21 @@ static int reduce(const layer_ctx *ctx, double *buf, size_t n)
 
 /* Synchronised: the phases with the ranks' sums added between them. Workspace: sum [C],
  * sumsq [C], count (one message). Returns 0 when the reduction failed. */
+/* The layers fused in (layer.h): a ReLU, or the add after it and that add's ReLU. */
+static bn_epilogue epilogue(const layer *l, int backward)
+{
+    bn_epilogue ep = {l->relu_fused, NULL, NULL, NULL, 0};
+    const layer *a = l->residual_add;
+    if (a) {
+        ep.relu = a->relu_fused;
+        ep.res = a->x[l->residual_slot];
+        ep.out = a->y;
+        ep.dres = backward ? a->dx[l->residual_slot] : NULL;
+        ep.dres_accumulate = a->dx_accumulate[l->residual_slot];
+    }
+    return ep;
+}
+
 static int forward_synchronised(layer *l, const layer_ctx *ctx)
 {
     batchnorm_cfg *c = l->cfg;
@@ -94,8 +109,9 @@ static int forward_synchronised(layer *l, const layer_ctx *ctx)
     ctx->be->bn_moments(l->n, C, c->hw, l->x[0], l->p[BN_RUNNING_MEAN], sum, sumsq);
     *count = (double)l->n * c->hw;
     const int ok = reduce(ctx, sum, 2 * (size_t)C + 1);
+    const bn_epilogue ep = epilogue(l, 0);
     ctx->be->bn_apply_train(l->n, C, c->hw, l->x[0], l->p[BN_WEIGHT], l->p[BN_BIAS], sum, sumsq,
-                            *count, c->eps, c->momentum, l->relu_fused, l->y, save_mean,
+                            *count, c->eps, c->momentum, &ep, l->y, save_mean,
                             save_invstd, l->p[BN_RUNNING_MEAN], l->p[BN_RUNNING_VAR]);
     c->count = *count;
     return ok;
@@ -107,28 +123,29 @@ static void batchnorm_forward(layer *l, const layer_ctx *ctx)
     const int C = c->channels;
     const float *gamma = l->p[BN_WEIGHT], *beta = l->p[BN_BIAS];
     float *running_mean = l->p[BN_RUNNING_MEAN], *running_var = l->p[BN_RUNNING_VAR];
+    const bn_epilogue ep = epilogue(l, 0);
+    float *y = l->y;    /* with an add fused in, the model has made it the add's output */
     if (!ctx->training) {
         ctx->be->bn_forward_eval(l->n, C, c->hw, l->x[0], gamma, beta, running_mean,
-                                 running_var, c->eps, l->relu_fused, l->y);
+                                 running_var, c->eps, &ep, y);
         return;
     }
     if (ctx->reduce_sum) {
         if (!forward_synchronised(l, ctx))
             for (size_t i = 0; i < shape_size(l->out) * l->n; i++)
-                l->y[i] = NAN;
+                y[i] = NAN;
     } else {
         float *save_mean = l->aux, *save_invstd = save_mean + C;
         ctx->be->bn_train_forward(l->n, C, c->hw, l->x[0], gamma, beta, c->eps, c->momentum,
-                                  l->relu_fused, l->y, save_mean, save_invstd, running_mean,
-                                  running_var);
+                                  &ep, y, save_mean, save_invstd, running_mean, running_var);
         c->count = (double)l->n * c->hw;
     }
     int64_t *tracked = l->p[BN_NUM_BATCHES];
     (*tracked)++;
 }
 
-/* With a ReLU fused in, dy is the gradient at the ReLU's output (layer.h). Workspace: sdy [C],
- * sdyx [C]. */
+/* With a ReLU or an add fused in, dy is the gradient at their output (layer.h); the add's
+ * residual gets its gradient in the sums phase. Workspace: sdy [C], sdyx [C]. */
 static void batchnorm_backward(layer *l, const layer_ctx *ctx)
 {
     batchnorm_cfg *c = l->cfg;
@@ -136,13 +153,13 @@ static void batchnorm_backward(layer *l, const layer_ctx *ctx)
     const float *save_mean = l->aux, *save_invstd = save_mean + C;
     const float *gamma = l->p[BN_WEIGHT], *beta = l->p[BN_BIAS];
     double *sdy = ctx->workspace, *sdyx = sdy + C;
+    const bn_epilogue ep = epilogue(l, 1);
     if (!ctx->reduce_sum)
-        ctx->be->bn_train_backward(l->n, C, c->hw, l->x[0], l->dy, gamma, beta, l->relu_fused,
-                                   save_mean, save_invstd, sdy, sdyx, l->dx[0],
-                                   l->dx_accumulate[0]);
+        ctx->be->bn_train_backward(l->n, C, c->hw, l->x[0], l->dy, gamma, beta, &ep, save_mean,
+                                   save_invstd, sdy, sdyx, l->dx[0], l->dx_accumulate[0]);
     else
-        ctx->be->bn_backward_sums(l->n, C, c->hw, l->x[0], l->dy, gamma, beta, l->relu_fused,
-                                  save_mean, save_invstd, sdy, sdyx);
+        ctx->be->bn_backward_sums(l->n, C, c->hw, l->x[0], l->dy, gamma, beta, &ep, save_mean,
+                                  save_invstd, sdy, sdyx);
     /* This rank's sums: when synchronised, the gradient all-reduce adds the ranks'. */
     for (int ch = 0; ch < C; ch++) {
         l->g[BN_WEIGHT][ch] += (float)sdyx[ch];
@@ -153,15 +170,19 @@ static void batchnorm_backward(layer *l, const layer_ctx *ctx)
     int ok = reduce(ctx, sdy, 2 * (size_t)C);
     if (!l->dx[0])
         return;
-    ctx->be->bn_backward_apply(l->n, C, c->hw, l->x[0], l->dy, gamma, beta, l->relu_fused,
-                               save_mean, save_invstd, sdy, sdyx, c->count, l->dx[0],
-                               l->dx_accumulate[0]);
+    ctx->be->bn_backward_apply(l->n, C, c->hw, l->x[0], l->dy, gamma, beta, &ep, save_mean,
+                               save_invstd, sdy, sdyx, c->count, l->dx[0], l->dx_accumulate[0]);
     if (!ok)
         for (size_t i = 0; i < shape_size(l->in[0]) * l->n; i++)
             l->dx[0][i] = NAN;
 }
 
-static const char *batchnorm_method(const layer *l) { return l->relu_fused ? "+relu" : ""; }
+static const char *batchnorm_method(const layer *l)
+{
+    if (l->residual_add)
+        return l->residual_add->relu_fused ? "+add+relu" : "+add";
+    return l->relu_fused ? "+relu" : "";
+}
 
 static double batchnorm_flops(const layer *l)
 {

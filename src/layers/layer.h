@@ -119,6 +119,11 @@ struct layer {
     dtnn_conv_algo conv_algo;   /* dtnn_build_params.conv_algo */
     int relu_fused;             /* this layer also does the next one's ReLU (relu_epilogue) */
     int fused;                  /* this ReLU is done by its producer: forward and backward skip */
+    /* batch norm: the two-input add it feeds, which it does in its passes (model.c,
+     * plan_fusion): it writes that add's output and the gradient of its other input, the
+     * residual (input residual_slot of the add) */
+    struct layer *residual_add;
+    int residual_slot;
     char origin[160];           /* "file.model:12" when parsed from a model file, else "" */
 
     /* run time */
