@@ -641,9 +641,12 @@ static void filter_grad(int K, int C, const float *du, float *dw)
 }
 
 /* dw [K, C, 3, 3] += the weight gradient over n images, `chunk` at a time: per chunk, xi
- * products D V^T over the tiles add into dU [16][K][C], by gemm_tiles.c's dot products for
- * narrow layers (their 4-filter blocks keep a row of D in registers) and by BLAS for wide
- * ones, as the im2col path's weight gradients. Either way in a fixed order. */
+ * products D V^T over the tiles add into dU [16][K][C], by gemm_tiles.c's dot products below
+ * 64 channels in or out (their 4-filter blocks keep a row of D in registers) and by BLAS
+ * from 64 in and out on, as the im2col path's weight gradients. With 64 and 64 BLAS's packed
+ * kernels won: ResNet-20's 64-channel 8x8 layer backward 8.3-10.1 -> 6.2-8.0 ms, while its
+ * 32-channel one stayed at 6.1-7.9 either way (one-layer models, alternating). Either way in
+ * a fixed order. */
 static void winograd_weight_grad(const conv_geom *g, const wino_geom *wg, int n, int chunk,
                                  const float *x, const float *dy, float *dw, float *du,
                                  float *scratch)
@@ -661,7 +664,7 @@ static void winograd_weight_grad(const conv_geom *g, const wino_geom *wg, int n,
         for (int xi = 0; xi < wg->xi; xi++) {
             const float *dp = d + xi * slab(K, ldv), *vp = v + xi * slab(C, ldv);
             float *dup = du + (size_t)xi * K * C;
-            if (wide(g))
+            if (wide(g) || (g->C >= 64 && g->K >= 64))
                 cpu_gemm(0, 1, K, C, (int)len, 1.0f, dp, (int)ldv, vp, (int)ldv, 1.0f, dup, C);
             else
                 cpu_gemm_dots(K, C, (int)len, dp, (int)ldv, vp, (int)ldv, dup, C);
