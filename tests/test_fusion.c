@@ -165,60 +165,56 @@ static void compare(const char *label, const char *spec, int batch)
     dtnn_model_free(plain);
 }
 
-static void check_plan(const char *path)
+typedef struct {
+    const char *layer, *method;
+} expected_method;
+
+/* Builds `spec`, fused or not, and checks the method (dtnn_layer_info) of each listed layer. */
+static void check_methods(const char *spec, int unfused, const expected_method *e, size_t n)
 {
     dtnn_error err = {0};
-    dtnn_model *m = build(path, 0, 2, &err);
+    dtnn_model *m = build(spec, unfused, 2, &err);
     CHECK(m != NULL);
-    if (!m)
-        return;
-    CHECK(!strcmp(method_of(m, "bn1"), "+relu"));
-    CHECK(!strcmp(method_of(m, "r1"), "fused"));
-    CHECK(!strcmp(method_of(m, "bn2"), "+relu"));
-    CHECK(!strcmp(method_of(m, "r2"), "fused"));
-    CHECK(!strcmp(method_of(m, "r2b"), ""));     /* after a ReLU: runs on its own */
-    CHECK(!strcmp(method_of(m, "bn3"), ""));     /* feeds r3 and the add */
-    CHECK(!strcmp(method_of(m, "r3"), ""));
-    CHECK(!strcmp(method_of(m, "sum"), "+relu"));
-    CHECK(!strcmp(method_of(m, "r4"), "fused"));
-    CHECK(!strcmp(method_of(m, "bn4"), "+relu"));  /* BatchNorm1d */
-    CHECK(!strcmp(method_of(m, "r5"), "fused"));
-    dtnn_model_free(m);
-    m = build(path, 1, 2, &err);
-    CHECK(m != NULL);
-    if (m) {
-        CHECK(!strcmp(method_of(m, "bn1"), ""));
-        CHECK(!strcmp(method_of(m, "r1"), ""));
-        CHECK(!strcmp(method_of(m, "sum"), ""));
+    for (size_t i = 0; m && i < n; i++) {
+        const char *got = method_of(m, e[i].layer);
+        if (strcmp(got, e[i].method)) {
+            fprintf(stderr, "FAIL %s%s: layer %s runs '%s', expected '%s'\n", spec,
+                    unfused ? " (unfused)" : "", e[i].layer, got, e[i].method);
+            test_failures++;
+        }
     }
     dtnn_model_free(m);
 }
 
+#define COUNT(a) (sizeof(a) / sizeof((a)[0]))
+
+static void check_plan(const char *path)
+{
+    static const expected_method fused[] = {
+        {"bn1", "+relu"}, {"r1", "fused"}, {"bn2", "+relu"}, {"r2", "fused"},
+        {"r2b", ""},                    /* after a ReLU: runs on its own */
+        {"bn3", ""},                    /* feeds r3 and the add */
+        {"r3", ""},       {"sum", "+relu"}, {"r4", "fused"},
+        {"bn4", "+relu"},               /* BatchNorm1d */
+        {"r5", "fused"},
+    };
+    static const expected_method unfused[] = {{"bn1", ""}, {"r1", ""}, {"sum", ""}};
+    check_methods(path, 0, fused, COUNT(fused));
+    check_methods(path, 1, unfused, COUNT(unfused));
+}
+
 static void check_residual_plan(const char *path)
 {
-    dtnn_error err = {0};
-    dtnn_model *m = build(path, 0, 2, &err);
-    CHECK(m != NULL);
-    if (!m)
-        return;
-    CHECK(!strcmp(method_of(m, "bn1"), "+add"));
-    CHECK(!strcmp(method_of(m, "s1"), "fused"));
-    CHECK(!strcmp(method_of(m, "bn2"), "+relu"));
-    CHECK(!strcmp(method_of(m, "bn3"), "+add+relu"));
-    CHECK(!strcmp(method_of(m, "s2"), "fused"));
-    CHECK(!strcmp(method_of(m, "r3"), "fused"));
-    CHECK(!strcmp(method_of(m, "bn4"), ""));
-    CHECK(!strcmp(method_of(m, "s3"), "+relu"));
-    CHECK(!strcmp(method_of(m, "r4"), "fused"));
-    dtnn_model_free(m);
-    m = build("resnet20", 0, 2, &err);
-    CHECK(m != NULL);
-    if (m) {    /* every block, the downsampling ones too (their shortcut comes before bn2) */
-        CHECK(!strcmp(method_of(m, "layer1.0.bn2"), "+add+relu"));
-        CHECK(!strcmp(method_of(m, "layer2.0.bn2"), "+add+relu"));
-        CHECK(!strcmp(method_of(m, "layer3.2.add"), "fused"));
-    }
-    dtnn_model_free(m);
+    static const expected_method fused[] = {
+        {"bn1", "+add"},      {"s1", "fused"}, {"bn2", "+relu"}, {"bn3", "+add+relu"},
+        {"s2", "fused"},      {"r3", "fused"}, {"bn4", ""},      {"s3", "+relu"},
+        {"r4", "fused"},
+    };
+    /* every block, the downsampling ones too (their shortcut comes before bn2) */
+    static const expected_method resnet20[] = {
+        {"layer1.0.bn2", "+add+relu"}, {"layer2.0.bn2", "+add+relu"}, {"layer3.2.add", "fused"}};
+    check_methods(path, 0, fused, COUNT(fused));
+    check_methods("resnet20", 0, resnet20, COUNT(resnet20));
 }
 
 /* A NaN before a fused ReLU stays NaN, as after ReLU on its own (a diverging run must show). */

@@ -167,14 +167,28 @@ static pass_geom input_grad_pass(const conv_geom *g)
     return make_pass(g->P, g->Q, g->R - 1 - g->pad_h, g->S - 1 - g->pad_w, g->R, g->S);
 }
 
-/* The taps of parity class (a, b) in d's padded dy: tap (i, j) reads (Y' - i, X' - j). */
-static int class_taps(const conv_geom *g, const pass_geom *d, int a, int b, ptrdiff_t *offsets)
+/* The four parity classes, (a, b) = (0, 0), (0, 1), (1, 0), (1, 1) as class 2a + b: their
+ * taps, kernel tap (a + 2i, b + 2j) of each, and its offset in d's padded dy (it reads
+ * (Y' - i, X' - j)). The filter packing and the passes both walk this one list. */
+typedef struct {
+    int taps[4];
+    int tap[4][MAX_TAPS];           /* r * S + s */
+    ptrdiff_t offsets[4][MAX_TAPS];
+} parity_classes;
+
+static parity_classes make_classes(const conv_geom *g, const pass_geom *d)
 {
-    int taps = 0;
-    for (int i = 0; a + 2 * i < g->R; i++)
-        for (int j = 0; b + 2 * j < g->S; j++)
-            offsets[taps++] = (ptrdiff_t)(d->top - i) * d->Wp + (d->left - j);
-    return taps;
+    parity_classes pc;
+    for (int cl = 0; cl < 4; cl++) {
+        const int a = cl / 2, b = cl % 2;
+        pc.taps[cl] = 0;
+        for (int i = 0; a + 2 * i < g->R; i++)
+            for (int j = 0; b + 2 * j < g->S; j++) {
+                pc.tap[cl][pc.taps[cl]] = (a + 2 * i) * g->S + b + 2 * j;
+                pc.offsets[cl][pc.taps[cl]++] = (ptrdiff_t)(d->top - i) * d->Wp + (d->left - j);
+            }
+    }
+    return pc;
 }
 
 /* Whether the classes' passes reach every input pixel: pixel (y, x) of class (a, b) is pass
@@ -354,26 +368,26 @@ static void direct_pass(const pass_geom *pg, int n, int ins, int outs, const flo
     }
 }
 
-/* Stride 2's input-gradient filters: class by class ((0, 0), (0, 1), (1, 0), (1, 1)),
- * [C/MR][K][class taps][MR], tap (i, j) of class (a, b) being w [k][c][a + 2i][b + 2j]. */
-static void pack_strided_filters(const conv_geom *g, const float *w, float *packed)
+/* Stride 2's input-gradient filters: class by class, [C/MR][K][class taps][MR], each tap
+ * w [k][c][r][s] of the class's list. */
+static void pack_strided_filters(const conv_geom *g, const parity_classes *pc, const float *w,
+                                 float *packed)
 {
-    const int K = g->K, C = g->C, R = g->R, S = g->S;
+    const int K = g->K, C = g->C, RS = g->R * g->S;
     const long long nb = (long long)blocks(C);
-    for (int a = 0; a < 2; a++)
-        for (int b = 0; b < 2; b++) {
-            const int ti = (R - a + 1) / 2, tj = (S - b + 1) / 2, taps = ti * tj;
+    for (int cl = 0; cl < 4; cl++) {
+        const int taps = pc->taps[cl];
 #pragma omp parallel for schedule(static)
-            for (long long cb = 0; cb < nb; cb++)
-                for (int k = 0; k < K; k++)
-                    for (int t = 0; t < taps; t++)
-                        for (int j = 0; j < MR; j++) {
-                            const int c = (int)cb * MR + j, r = a + 2 * (t / tj), s = b + 2 * (t % tj);
-                            packed[((cb * K + k) * taps + t) * MR + j] =
-                                c < C ? w[(((size_t)k * C + c) * R + r) * S + s] : 0.0f;
-                        }
-            packed += nb * K * taps * MR;
-        }
+        for (long long cb = 0; cb < nb; cb++)
+            for (int k = 0; k < K; k++)
+                for (int t = 0; t < taps; t++)
+                    for (int j = 0; j < MR; j++) {
+                        const int c = (int)cb * MR + j;
+                        packed[((cb * K + k) * taps + t) * MR + j] =
+                            c < C ? w[((size_t)k * C + c) * RS + pc->tap[cl][t]] : 0.0f;
+                    }
+        packed += nb * K * taps * MR;
+    }
 }
 
 /* Writes (or adds) a tile of class (a, b) into the input-gradient planes of channels c0 ..:
@@ -411,7 +425,8 @@ static void store_strided_tile(const conv_geom *g, const pass_geom *d, float til
 /* dx [n, C, H, W] (+)= stride 2's input gradient from the padded dy planes (n x K, d's
  * layout) and pack_strided_filters' filters. One job = one image and one block of MR input
  * channels, all four classes, which write disjoint pixels. */
-static void strided_input_grad(const conv_geom *g, const pass_geom *d, int n, const float *dyp,
+static void strided_input_grad(const conv_geom *g, const pass_geom *d,
+                               const parity_classes *pc, int n, const float *dyp,
                                const float *packed, float *dx, int accumulate)
 {
     const long long nb = (long long)blocks(g->C), jobs = (long long)n * nb;
@@ -428,18 +443,16 @@ static void strided_input_grad(const conv_geom *g, const pass_geom *d, int n, co
             memset(dxi + (size_t)cb * MR * plane, 0, sizeof(float) * plane * nj);
         const float *wc = packed;
         float tile[MR][NR];
-        for (int a = 0; a < 2; a++)
-            for (int b = 0; b < 2; b++) {
-                ptrdiff_t offsets[MAX_TAPS];
-                const int taps = class_taps(g, d, a, b, offsets);
-                const float *wb = wc + (size_t)cb * g->K * taps * MR;
-                for (int p0 = 0; taps && p0 < d->Lw; p0 += NR) {
-                    cpu_tile_4x24_taps(g->K, taps, offsets, d->Ls, wb, img + p0, tile[0], NR);
-                    store_strided_tile(g, d, tile, p0, cb * MR, a, b, dxi,
-                                       accumulate || gaps);
-                }
-                wc += (size_t)nb * g->K * taps * MR;
+        for (int cl = 0; cl < 4; cl++) {
+            const int taps = pc->taps[cl];
+            const float *wb = wc + (size_t)cb * g->K * taps * MR;
+            for (int p0 = 0; taps && p0 < d->Lw; p0 += NR) {
+                cpu_tile_4x24_taps(g->K, taps, pc->offsets[cl], d->Ls, wb, img + p0, tile[0], NR);
+                store_strided_tile(g, d, tile, p0, cb * MR, cl / 2, cl % 2, dxi,
+                                   accumulate || gaps);
             }
+            wc += (size_t)nb * g->K * taps * MR;
+        }
     }
 }
 
@@ -557,6 +570,7 @@ void cpu_conv_direct_backward(const conv_geom *g, int n, int chunk, const float 
     const size_t out_plane = (size_t)g->P * g->Q;
     const size_t in_image = (size_t)C * g->H * g->W, out_image = K * out_plane;
     const int shared = dy_planes_shared(&f, &d);
+    const parity_classes classes = make_classes(g, &d);     /* stride 2's input gradient */
     if (f.Lpar && !strided_input_grad_covered(g))
         dx = NULL;  /* the caller computes the input gradient (im2col) */
     float *packed = workspace + round16(blocks(K) * C * f.taps * MR);
@@ -565,7 +579,7 @@ void cpu_conv_direct_backward(const conv_geom *g, int n, int chunk, const float 
     float *dyw = shared ? dyp + (size_t)d.top * d.Wp + d.left : dyp + (size_t)chunk * K * d.Ls;
     const size_t dyw_plane = shared ? d.Ls : dy_wide_plane(&f);
     if (dx && f.Lpar)
-        pack_strided_filters(g, w, packed);
+        pack_strided_filters(g, &classes, w, packed);
     else if (dx)
         pack_filters(w, K, C, f.taps, 1, packed);
     /* x is padded again, not kept from the forward pass: keeping it would hold a padded copy
@@ -581,7 +595,8 @@ void cpu_conv_direct_backward(const conv_geom *g, int n, int chunk, const float 
                        dyw);
         weight_grad(&f, nb, C, K, xp, dyw, dyw_plane, dw);
         if (dx && f.Lpar)
-            strided_input_grad(g, &d, nb, dyp, packed, dx + n0 * in_image, accumulate);
+            strided_input_grad(g, &d, &classes, nb, dyp, packed, dx + n0 * in_image,
+                               accumulate);
         else if (dx)
             direct_pass(&d, nb, K, C, dyp, packed, NULL, dx + n0 * in_image, accumulate);
     }

@@ -83,9 +83,8 @@ static int reduce(const layer_ctx *ctx, double *buf, size_t n)
     return !ctx->reduce_sum || ctx->reduce_sum(ctx->reduce_user, buf, n) == DTNN_OK;
 }
 
-/* Synchronised: the phases with the ranks' sums added between them. Workspace: sum [C],
- * sumsq [C], count (one message). Returns 0 when the reduction failed. */
-/* The layers fused in (layer.h): a ReLU, or the add after it and that add's ReLU. */
+/* The layers fused in (layer.h): a ReLU, or the add after it and that add's ReLU. With the
+ * add, the model has made l->y the add's output. */
 static bn_epilogue epilogue(const layer *l, int backward)
 {
     bn_epilogue ep = {l->relu_fused, NULL, NULL, NULL, 0};
@@ -100,6 +99,8 @@ static bn_epilogue epilogue(const layer *l, int backward)
     return ep;
 }
 
+/* Synchronised: the phases with the ranks' sums added between them. Workspace: sum [C],
+ * sumsq [C], count (one message). Returns 0 when the reduction failed. */
 static int forward_synchronised(layer *l, const layer_ctx *ctx)
 {
     batchnorm_cfg *c = l->cfg;
@@ -124,20 +125,20 @@ static void batchnorm_forward(layer *l, const layer_ctx *ctx)
     const float *gamma = l->p[BN_WEIGHT], *beta = l->p[BN_BIAS];
     float *running_mean = l->p[BN_RUNNING_MEAN], *running_var = l->p[BN_RUNNING_VAR];
     const bn_epilogue ep = epilogue(l, 0);
-    float *y = l->y;    /* with an add fused in, the model has made it the add's output */
     if (!ctx->training) {
         ctx->be->bn_forward_eval(l->n, C, c->hw, l->x[0], gamma, beta, running_mean,
-                                 running_var, c->eps, &ep, y);
+                                 running_var, c->eps, &ep, l->y);
         return;
     }
     if (ctx->reduce_sum) {
         if (!forward_synchronised(l, ctx))
             for (size_t i = 0; i < shape_size(l->out) * l->n; i++)
-                y[i] = NAN;
+                l->y[i] = NAN;
     } else {
         float *save_mean = l->aux, *save_invstd = save_mean + C;
         ctx->be->bn_train_forward(l->n, C, c->hw, l->x[0], gamma, beta, c->eps, c->momentum,
-                                  &ep, y, save_mean, save_invstd, running_mean, running_var);
+                                  &ep, l->y, save_mean, save_invstd, running_mean,
+                                  running_var);
         c->count = (double)l->n * c->hw;
     }
     int64_t *tracked = l->p[BN_NUM_BATCHES];

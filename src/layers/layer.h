@@ -118,7 +118,8 @@ struct layer {
     size_t workspace_limit;     /* scratch a layer should stay under (it may chunk the batch) */
     dtnn_conv_algo conv_algo;   /* dtnn_build_params.conv_algo */
     int relu_fused;             /* this layer also does the next one's ReLU (relu_epilogue) */
-    int fused;                  /* this ReLU is done by its producer: forward and backward skip */
+    int fused;                  /* this ReLU (or add) is done by the layer before it: forward and
+                                 * backward skip it */
     /* batch norm: the two-input add it feeds, which it does in its passes (model.c,
      * plan_fusion): it writes that add's output and the gradient of its other input, the
      * residual (input residual_slot of the add) */

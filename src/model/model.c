@@ -56,14 +56,14 @@ static int plan_inplace(const dtnn_model *m, int *alias)
 
 extern const layer_ops layer_relu, layer_add, layer_batchnorm;
 
-/* Whether a layer strictly between `lo` and `hi` reads the output of `id`. */
-static int read_between(const dtnn_model *m, int id, int lo, int hi)
+/* How many inputs of the layers strictly between `lo` and `hi` read the output of `id`. */
+static int reads_between(const dtnn_model *m, int id, int lo, int hi)
 {
+    int reads = 0;
     for (int j = lo + 1; j < hi; j++)
         for (int k = 0; k < m->layers[j]->n_in; k++)
-            if (m->layers[j]->in_ids[k] == id)
-                return 1;
-    return 0;
+            reads += m->layers[j]->in_ids[k] == id;
+    return reads;
 }
 
 /* A two-input add whose one input is a batch norm that feeds nothing else (ResNet's bn2 +
@@ -87,9 +87,10 @@ static void plan_residual_fusion(dtnn_model *m, int *first)
             if (b_id == DTNN_INPUT || r_id == b_id || (r_id != DTNN_INPUT && r_id > b_id))
                 continue;
             layer *b = m->layers[b_id];
+            /* the add is the batch norm's only reader */
             if (b->ops != &layer_batchnorm || b->relu_fused || b->residual_add ||
-                read_between(m, b_id, b_id, i) || read_between(m, b_id, i, m->n_layers) ||
-                (r_id != DTNN_INPUT && read_between(m, r_id, b_id, i)))
+                reads_between(m, b_id, b_id, m->n_layers) != 1 ||
+                (r_id != DTNN_INPUT && reads_between(m, r_id, b_id, i)))
                 continue;
             b->residual_add = a;
             b->residual_slot = 1 - s;
