@@ -3,8 +3,11 @@
 dtnn and PyTorch runs alternating, best of --repeats each (noise only ever slows a run down),
 at 1 and 2 threads (torch.set_num_threads = dtnn --threads). Also: achieved GFLOP/s (training
 FLOPs = 3 x forward FLOPs, forward = 2 x MACs of conv and linear layers, counted by dtnn) as a
-share of the SGEMM peak measured in the same run (`dtnn bench --sgemm 2048`), and each side's
-peak RSS.
+share of the SGEMM peak (`dtnn bench --sgemm 2048`, best of its repeats), and each side's peak
+RSS. The peak is measured in every repeat of every row, next to that row's training runs: this
+machine's speed drifts by 10-20% over minutes (a shared VM), and a peak taken once at the start
+made a row's share depend on whether the machine had slowed down since (resnet20 at 1 thread:
+71-88% of a peak measured 73-85 GFLOP/s, on the same code).
   /usr/bin/python3 bench/torch_compare.py [--build build] [--repeats 3] [models...]
 """
 import argparse
@@ -38,20 +41,19 @@ def main():
                    help="timed steps (0: 30, or 4 for vgg16-64 and 2 for 224x224 models)")
     args = p.parse_args()
     threads = [int(t) for t in args.threads.split(",")]
-    peak = {t: max(dtnn_json(args, "--model", "lenet5", "--sgemm", "2048", "--threads", str(t),
-                             "--steps", "5")["gflops"] for _ in range(2)) for t in threads}
-    print("SGEMM peak (2048^3, dtnn's GEMM): " +
-          ", ".join(f"{t} thread{'s' if t > 1 else ''} {peak[t]:.1f} GFLOP/s" for t in threads))
     print(f"{'model':<10} {'thr':>3} {'dtnn img/s':>11} {'PyTorch':>9} {'ratio':>6} "
-          f"{'dtnn GF/s':>9} {'of peak':>7} {'PyTorch':>8} {'RSS MB dtnn':>11} {'PyTorch':>8}")
+          f"{'peak GF/s':>9} {'dtnn GF/s':>9} {'of peak':>7} {'PyTorch':>8} "
+          f"{'RSS MB dtnn':>11} {'PyTorch':>8}")
     for model in args.models:
         steps, warmup = (30, 5) if model in ("lenet5", "cifarcnn", "resnet20", "mlp") else \
             (4, 1) if model == "vgg16-64" else (2, 1)
         if args.steps:
             steps = args.steps
         for t in threads:
-            ours, theirs = [], []
+            ours, theirs, peaks = [], [], []
             for _ in range(args.repeats):
+                peaks.append(dtnn_json(args, "--sgemm", "2048", "--threads", str(t),
+                                       "--steps", "3")["gflops"])
                 ours.append(dtnn_json(args, "--model", model, "--batch-size", str(args.batch),
                                       "--steps", str(steps), "--warmup", str(warmup),
                                       "--threads", str(t)))
@@ -60,9 +62,11 @@ def main():
             q = max(theirs, key=lambda r: r["images_per_sec"])
             flops_per_image = d["gflops"] / d["images_per_sec"]
             torch_gf = flops_per_image * q["images_per_sec"]
+            peak = max(peaks)
             print(f"{model:<10} {t:>3} {d['images_per_sec']:>11.1f} {q['images_per_sec']:>9.1f} "
-                  f"{d['images_per_sec'] / q['images_per_sec']:>5.2f}x {d['gflops']:>9.1f} "
-                  f"{100 * d['gflops'] / peak[t]:>6.0f}% {100 * torch_gf / peak[t]:>7.0f}% "
+                  f"{d['images_per_sec'] / q['images_per_sec']:>5.2f}x {peak:>9.1f} "
+                  f"{d['gflops']:>9.1f} {100 * d['gflops'] / peak:>6.0f}% "
+                  f"{100 * torch_gf / peak:>7.0f}% "
                   f"{d['peak_rss_mb']:>11.0f} {q['peak_rss_mb']:>8.0f}")
             sys.stdout.flush()
 

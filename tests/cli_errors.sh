@@ -104,6 +104,12 @@ expect 1 "needs [0-9.]+ GiB at batch 400000" -- info --model resnet20 --batch-si
     { echo "FAIL: info prints no memory figure"; failures=$((failures + 1)); }
 # Too many threads for the cores given.
 expect 2 "oversubscribe" -- bench --model lenet5 --threads $(($(nproc) + 1))
+# The SGEMM peak needs no model (bench/torch_compare.py times it next to every row); a model
+# run still needs --model.
+expect 2 "--sgemm must be in" -- bench --sgemm -1
+expect 2 "--model is required" -- bench --threads 1
+"$dtnn" bench --sgemm 64 --threads 1 --steps 1 | grep -qE '"gflops": [0-9.]*[1-9]' ||
+    { echo "FAIL: bench --sgemm without --model prints no GFLOP/s"; failures=$((failures + 1)); }
 
 echo "cli_errors: $failures failed"
 [[ $failures -eq 0 ]]

@@ -561,7 +561,11 @@ int cmd_bench(int argc, char **argv, dtnn_comm *comm)
                                cli_str(o, n, "bucket-mb"));
     if (cli_flag(o, n, "loader"))
         return time_loader(o, n);
-    if (!cli_str(o, n, "model"))
+    int64_t sgemm = cli_int(o, n, "sgemm");
+    if (sgemm < 0 || sgemm > 16384)
+        return cli_usage_error(cmd, "--sgemm must be in [0, 16384], not %s",
+                               cli_str(o, n, "sgemm"));
+    if (!sgemm && !cli_str(o, n, "model"))
         return cli_usage_error(cmd, "%s", "--model is required (see dtnn bench --help)");
     if (cli_given(o, n, "project")) {
         if (dtnn_comm_size(comm) > 1 || cli_flag(o, n, "sweep"))
@@ -576,10 +580,6 @@ int cmd_bench(int argc, char **argv, dtnn_comm *comm)
     int threads = cli_threads(cmd, o, n, comm);
     if (!cli_all_ok(comm, threads > 0))
         return 2;
-    int64_t sgemm = cli_int(o, n, "sgemm");
-    if (sgemm < 0 || sgemm > 16384)
-        return cli_usage_error(cmd, "--sgemm must be in [0, 16384], not %s",
-                               cli_str(o, n, "sgemm"));
     if (sgemm > 0)
         return time_sgemm((int)sgemm, threads, (int)cli_int(o, n, "steps"));
     return run_bench(o, n, comm, threads);
