@@ -38,6 +38,36 @@ static double lanes_total(const double acc[LANES])
     return s;
 }
 
+/* The same rows of the next image: a channel's row of one image is one 4 KiB page (a CIFAR
+ * 32x32 plane) and the next image's is 64 KiB further on (C planes of hw), where the hardware
+ * prefetchers, which stay within a page, do not follow; every row started with stalls on
+ * memory (perf: the loads of the statistics pass took most of its cycles). So the vector loops
+ * ask for the next image's rows one line per 8 values as they go, spread over the row: asking
+ * for a whole row at once ahead of the work made batch norm slower. Streams the pass reads or
+ * writes from memory, NULL where absent. */
+enum { AHEAD = 4 };
+typedef struct {
+    const float *row[AHEAD];
+} ahead;
+
+/* The rows one image after the given rows of image i (nothing after the last image) */
+static ahead rows_after(int i, int n, size_t image, const float *a, const float *b,
+                        const float *c, const float *d)
+{
+    const float *rows[AHEAD] = {a, b, c, d};
+    ahead h;
+    for (int k = 0; k < AHEAD; k++)
+        h.row[k] = i + 1 < n && rows[k] ? rows[k] + image : NULL;
+    return h;
+}
+
+static inline void fetch_ahead(const ahead *h, int j)
+{
+    for (int k = 0; k < AHEAD; k++)
+        if (h->row[k])
+            __builtin_prefetch(h->row[k] + j);
+}
+
 /* A fused ReLU as backward sees it: the forward's per-channel scale and shift. */
 typedef struct {
     float scale, shift;
@@ -65,13 +95,14 @@ static inline float passed(float dy, float d, const bn_relu *r, const float *oc,
 #define LO(v) _mm256_cvtps_pd(_mm256_castps256_ps128(v))
 #define HI(v) _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1))
 
-static int moments_vec(int hw, const float *xc, double s, double *a, double *b)
+static int moments_vec(int hw, const float *xc, double s, double *a, double *b, const ahead *h)
 {
     __m256d a0 = _mm256_loadu_pd(a), a1 = _mm256_loadu_pd(a + 4);
     __m256d b0 = _mm256_loadu_pd(b), b1 = _mm256_loadu_pd(b + 4);
     const __m256d sv = _mm256_set1_pd(s);
     int j = 0;
     for (; j + LANES <= hw; j += LANES) {
+        fetch_ahead(h, j);
         const __m256 x = _mm256_loadu_ps(xc + j);
         const __m256d d0 = _mm256_sub_pd(LO(x), sv), d1 = _mm256_sub_pd(HI(x), sv);
         a0 = _mm256_add_pd(a0, d0);
@@ -87,12 +118,13 @@ static int moments_vec(int hw, const float *xc, double s, double *a, double *b)
 /* max(0, v) keeps a NaN (the instruction returns its second operand when either is NaN), as
  * ReLU's x < 0 test */
 static int normalise_vec(int hw, const float *xc, float mean, float scale, float shift,
-                         int relu, const float *rc, float *yc)
+                         int relu, const float *rc, float *yc, const ahead *h)
 {
     const __m256 m = _mm256_set1_ps(mean), k = _mm256_set1_ps(scale);
     const __m256 t = _mm256_set1_ps(shift), zero = _mm256_setzero_ps();
     int j = 0;
     for (; j + 8 <= hw; j += 8) {
+        fetch_ahead(h, j);
         __m256 v = _mm256_fmadd_ps(_mm256_sub_ps(_mm256_loadu_ps(xc + j), m), k, t);
         if (rc)
             v = _mm256_add_ps(v, _mm256_loadu_ps(rc + j));
@@ -117,13 +149,14 @@ static inline __m256 passed8(const float *dyc, int j, __m256 d, const bn_relu *r
 
 static int grad_sums_vec(int hw, const float *xc, const float *dyc, const bn_relu *r,
                          const float *oc, float mean, double *a, double *b, float *dresc,
-                         int dres_accumulate)
+                         int dres_accumulate, const ahead *h)
 {
     __m256d a0 = _mm256_loadu_pd(a), a1 = _mm256_loadu_pd(a + 4);
     __m256d b0 = _mm256_loadu_pd(b), b1 = _mm256_loadu_pd(b + 4);
     const __m256 m = _mm256_set1_ps(mean);
     int j = 0;
     for (; j + LANES <= hw; j += LANES) {
+        fetch_ahead(h, j);
         const __m256 d = _mm256_sub_ps(_mm256_loadu_ps(xc + j), m);
         const __m256 g = passed8(dyc, j, d, r, oc);
         if (dresc)
@@ -143,12 +176,13 @@ static int grad_sums_vec(int hw, const float *xc, const float *dyc, const bn_rel
 
 static int grad_apply_vec(int hw, const float *xc, const float *dyc, const bn_relu *r,
                           const float *oc, float mean, float k, float xs, float off,
-                          int accumulate, float *dxc)
+                          int accumulate, float *dxc, const ahead *h)
 {
     const __m256 m = _mm256_set1_ps(mean), kv = _mm256_set1_ps(k);
     const __m256 xsv = _mm256_set1_ps(xs), offv = _mm256_set1_ps(off);
     int j = 0;
     for (; j + 8 <= hw; j += 8) {
+        fetch_ahead(h, j);
         const __m256 d = _mm256_sub_ps(_mm256_loadu_ps(xc + j), m);
         __m256 v = _mm256_fmadd_ps(passed8(dyc, j, d, r, oc), kv,
                                    _mm256_fmadd_ps(d, xsv, offv));
@@ -161,43 +195,45 @@ static int grad_apply_vec(int hw, const float *xc, const float *dyc, const bn_re
 
 #else
 
-static int moments_vec(int hw, const float *xc, double s, double *a, double *b)
+static int moments_vec(int hw, const float *xc, double s, double *a, double *b, const ahead *h)
 {
-    (void)hw, (void)xc, (void)s, (void)a, (void)b;
+    (void)hw, (void)xc, (void)s, (void)a, (void)b, (void)h;
     return 0;
 }
 
 static int normalise_vec(int hw, const float *xc, float mean, float scale, float shift,
-                         int relu, const float *rc, float *yc)
+                         int relu, const float *rc, float *yc, const ahead *h)
 {
     (void)hw, (void)xc, (void)mean, (void)scale, (void)shift, (void)relu, (void)rc, (void)yc;
+    (void)h;
     return 0;
 }
 
 static int grad_sums_vec(int hw, const float *xc, const float *dyc, const bn_relu *r,
                          const float *oc, float mean, double *a, double *b, float *dresc,
-                         int dres_accumulate)
+                         int dres_accumulate, const ahead *h)
 {
     (void)hw, (void)xc, (void)dyc, (void)r, (void)oc, (void)mean, (void)a, (void)b;
-    (void)dresc, (void)dres_accumulate;
+    (void)dresc, (void)dres_accumulate, (void)h;
     return 0;
 }
 
 static int grad_apply_vec(int hw, const float *xc, const float *dyc, const bn_relu *r,
                           const float *oc, float mean, float k, float xs, float off,
-                          int accumulate, float *dxc)
+                          int accumulate, float *dxc, const ahead *h)
 {
     (void)hw, (void)xc, (void)dyc, (void)r, (void)oc, (void)mean, (void)k, (void)xs;
-    (void)off, (void)accumulate, (void)dxc;
+    (void)off, (void)accumulate, (void)dxc, (void)h;
     return 0;
 }
 
 #endif
 
 /* sum of d = x - s and of d^2 */
-static void moments_row(int hw, const float *xc, double s, double *a, double *b)
+static void moments_row(int hw, const float *xc, double s, double *a, double *b,
+                        const ahead *h)
 {
-    for (int j = moments_vec(hw, xc, s, a, b); j < hw; j++) {
+    for (int j = moments_vec(hw, xc, s, a, b, h); j < hw; j++) {
         const double d = xc[j] - s;
         a[j % LANES] += d;
         b[j % LANES] += d * d;
@@ -207,9 +243,9 @@ static void moments_row(int hw, const float *xc, double s, double *a, double *b)
 /* y = (x - mean) * scale + shift (one rounding, as the vector part), + the residual row rc,
  * clamped at 0 with a fused ReLU (a NaN stays NaN): the unfused add's and ReLU's arithmetic */
 static void normalise_row(int hw, const float *xc, float mean, float scale, float shift,
-                          int relu, const float *rc, float *yc)
+                          int relu, const float *rc, float *yc, const ahead *h)
 {
-    for (int j = normalise_vec(hw, xc, mean, scale, shift, relu, rc, yc); j < hw; j++) {
+    for (int j = normalise_vec(hw, xc, mean, scale, shift, relu, rc, yc, h); j < hw; j++) {
         float v = fmaf(xc[j] - mean, scale, shift);
         if (rc)
             v += rc[j];
@@ -221,10 +257,10 @@ static void normalise_row(int hw, const float *xc, float mean, float scale, floa
  * gradient (dresc, when given) */
 static void grad_sums_row(int hw, const float *xc, const float *dyc, const bn_relu *r,
                           const float *oc, float mean, double *a, double *b, float *dresc,
-                          int dres_accumulate)
+                          int dres_accumulate, const ahead *h)
 {
-    for (int j = grad_sums_vec(hw, xc, dyc, r, oc, mean, a, b, dresc, dres_accumulate); j < hw;
-         j++) {
+    for (int j = grad_sums_vec(hw, xc, dyc, r, oc, mean, a, b, dresc, dres_accumulate, h);
+         j < hw; j++) {
         const float d = xc[j] - mean, gf = passed(dyc[j], d, r, oc, j);
         const double g = gf;
         if (dresc)
@@ -237,10 +273,10 @@ static void grad_sums_row(int hw, const float *xc, const float *dyc, const bn_re
 /* dx (+)= g k + ((x - mean) xs + off) */
 static void grad_apply_row(int hw, const float *xc, const float *dyc, const bn_relu *r,
                            const float *oc, float mean, float k, float xs, float off,
-                           int accumulate, float *dxc)
+                           int accumulate, float *dxc, const ahead *h)
 {
-    for (int j = grad_apply_vec(hw, xc, dyc, r, oc, mean, k, xs, off, accumulate, dxc); j < hw;
-         j++) {
+    for (int j = grad_apply_vec(hw, xc, dyc, r, oc, mean, k, xs, off, accumulate, dxc, h);
+         j < hw; j++) {
         const float d = xc[j] - mean;
         const float v = fmaf(passed(dyc[j], d, r, oc, j), k, fmaf(d, xs, off));
         dxc[j] = accumulate ? dxc[j] + v : v;
@@ -287,8 +323,11 @@ static void channel_moments(int n, int C, int hw, const float *x, int c, double 
                             double *sum, double *sumsq)
 {
     double a[LANES] = {0}, b[LANES] = {0};
-    for (int i = 0; i < n; i++)
-        moments_row(hw, AT(x, i, c), shift, a, b);
+    const size_t image = (size_t)C * hw;
+    for (int i = 0; i < n; i++) {
+        const ahead h = rows_after(i, n, image, AT(x, i, c), NULL, NULL, NULL);
+        moments_row(hw, AT(x, i, c), shift, a, b, &h);
+    }
     *sum = lanes_total(a);
     *sumsq = lanes_total(b);
 }
@@ -306,9 +345,13 @@ static void channel_apply_train(int n, int C, int hw, const float *x, int c, con
         var = 0.0;
     float invstd = (float)(1.0 / sqrt(var + eps));
     float fmean = (float)mean, scale = gamma[c] * invstd;
-    for (int i = 0; i < n; i++)
-        normalise_row(hw, AT(x, i, c), fmean, scale, beta[c], ep && ep->relu, EP_ROW(ep, res, i),
-                      AT(y, i, c));
+    const size_t image = (size_t)C * hw;
+    for (int i = 0; i < n; i++) {
+        const float *res = EP_ROW(ep, res, i);
+        const ahead h = rows_after(i, n, image, AT(x, i, c), res, AT(y, i, c), NULL);
+        normalise_row(hw, AT(x, i, c), fmean, scale, beta[c], ep && ep->relu, res, AT(y, i, c),
+                      &h);
+    }
     save_mean[c] = fmean;
     save_invstd[c] = invstd;
     double unbiased = count > 1 ? var * count / (count - 1) : var;
@@ -324,10 +367,14 @@ static void channel_grad_sums(int n, int C, int hw, const float *x, const float 
 {
     const bn_relu r = {gamma[c] * save_invstd[c], beta[c]};
     double a[LANES] = {0}, b[LANES] = {0};
-    for (int i = 0; i < n; i++)
-        grad_sums_row(hw, AT(x, i, c), AT(dy, i, c), recomputed_mask(ep, &r),
-                      mask_row(ep, C, hw, i, c), save_mean[c], a, b, EP_ROW(ep, dres, i),
-                      ep && ep->dres_accumulate);
+    const size_t image = (size_t)C * hw;
+    for (int i = 0; i < n; i++) {
+        const float *mask = mask_row(ep, C, hw, i, c);
+        float *dres = EP_ROW(ep, dres, i);
+        const ahead h = rows_after(i, n, image, AT(x, i, c), AT(dy, i, c), mask, dres);
+        grad_sums_row(hw, AT(x, i, c), AT(dy, i, c), recomputed_mask(ep, &r), mask,
+                      save_mean[c], a, b, dres, ep && ep->dres_accumulate, &h);
+    }
     *sdy = lanes_total(a);
     *sdyx = save_invstd[c] * lanes_total(b);
 }
@@ -343,10 +390,13 @@ static void channel_grad_apply(int n, int C, int hw, const float *x, const float
     const double invstd = save_invstd[c], k = gamma[c] * invstd;
     const double mdy = sdy / count, mdyx = sdyx / count;
     const float kf = (float)k, xs = (float)(-k * invstd * mdyx), off = (float)(-k * mdy);
-    for (int i = 0; i < n; i++)
-        grad_apply_row(hw, AT(x, i, c), AT(dy, i, c), recomputed_mask(ep, &r),
-                       mask_row(ep, C, hw, i, c), save_mean[c], kf, xs, off, accumulate,
-                       AT(dx, i, c));
+    const size_t image = (size_t)C * hw;
+    for (int i = 0; i < n; i++) {
+        const float *mask = mask_row(ep, C, hw, i, c);
+        const ahead h = rows_after(i, n, image, AT(x, i, c), AT(dy, i, c), mask, AT(dx, i, c));
+        grad_apply_row(hw, AT(x, i, c), AT(dy, i, c), recomputed_mask(ep, &r), mask,
+                       save_mean[c], kf, xs, off, accumulate, AT(dx, i, c), &h);
+    }
 }
 
 void cpu_bn_moments(int n, int C, int hw, const float *x, const float *shift, double *sum,
@@ -392,9 +442,13 @@ void cpu_bn_forward_eval(int n, int C, int hw, const float *x, const float *gamm
     for (int c = 0; c < C; c++) {
         float invstd = (float)(1.0 / sqrt((double)running_var[c] + eps));
         float scale = gamma[c] * invstd, shift = beta[c] - running_mean[c] * scale;
-        for (int i = 0; i < n; i++)
-            normalise_row(hw, AT(x, i, c), 0.0f, scale, shift, ep && ep->relu,
-                          EP_ROW(ep, res, i), AT(y, i, c));
+        for (int i = 0; i < n; i++) {
+            const float *res = EP_ROW(ep, res, i);
+            const ahead h = rows_after(i, n, (size_t)C * hw, AT(x, i, c), res, AT(y, i, c),
+                                       NULL);
+            normalise_row(hw, AT(x, i, c), 0.0f, scale, shift, ep && ep->relu, res,
+                          AT(y, i, c), &h);
+        }
     }
 }
 

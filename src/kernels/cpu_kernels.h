@@ -110,7 +110,8 @@ static inline float cpu_hsum8(__m256 v)
  * and the hardware prefetchers do not run across pages, so each plane otherwise starts with
  * a stall on memory. The Winograd and direct convolutions' plane copies: resnet20 batch 64,
  * 1 thread, 159-169 -> 180-191 images/s (3 alternating runs). Batch norm's loops over images
- * got slower with it (a whole page asked for at once, ahead of little work), so they do not. */
+ * got slower with it (a whole page asked for at once, ahead of little work): they ask for the
+ * next image's rows a line at a time as they go instead (batchnorm.c, fetch_ahead). */
 static inline void prefetch_floats(const float *p, size_t count)
 {
     for (size_t i = 0; i < count; i += 16)
