@@ -298,7 +298,7 @@ static const bn_relu *recomputed_mask(const bn_epilogue *ep, const bn_relu *r)
 
 void cpu_bias_grad(int n, int C, int hw, const float *dy, float *db)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(guided)
     for (int c = 0; c < C; c++) {
         double acc[LANES] = {0};
         for (int i = 0; i < n; i++) {
@@ -402,7 +402,7 @@ static void channel_grad_apply(int n, int C, int hw, const float *x, const float
 void cpu_bn_moments(int n, int C, int hw, const float *x, const float *shift, double *sum,
                     double *sumsq)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(guided)
     for (int c = 0; c < C; c++)
         channel_moments(n, C, hw, x, c, shift[c], &sum[c], &sumsq[c]);
 }
@@ -413,7 +413,7 @@ void cpu_bn_apply_train(int n, int C, int hw, const float *x, const float *gamma
                         float *save_mean, float *save_invstd, float *running_mean,
                         float *running_var)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(guided)
     for (int c = 0; c < C; c++)
         channel_apply_train(n, C, hw, x, c, gamma, beta, sum[c], sumsq[c], count, eps, momentum,
                             ep, y, save_mean, save_invstd, running_mean, running_var);
@@ -425,7 +425,7 @@ void cpu_bn_train_forward(int n, int C, int hw, const float *x, const float *gam
                           float *running_mean, float *running_var)
 {
     const double count = (double)n * hw;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(guided)
     for (int c = 0; c < C; c++) {
         double sum, sumsq;
         channel_moments(n, C, hw, x, c, running_mean[c], &sum, &sumsq);
@@ -438,7 +438,7 @@ void cpu_bn_forward_eval(int n, int C, int hw, const float *x, const float *gamm
                          const float *beta, const float *running_mean, const float *running_var,
                          float eps, const bn_epilogue *ep, float *y)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(guided)
     for (int c = 0; c < C; c++) {
         float invstd = (float)(1.0 / sqrt((double)running_var[c] + eps));
         float scale = gamma[c] * invstd, shift = beta[c] - running_mean[c] * scale;
@@ -457,7 +457,7 @@ void cpu_bn_backward_sums(int n, int C, int hw, const float *x, const float *dy,
                           const float *save_mean, const float *save_invstd, double *sdy,
                           double *sdyx)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(guided)
     for (int c = 0; c < C; c++)
         channel_grad_sums(n, C, hw, x, dy, c, gamma, beta, ep, save_mean, save_invstd, &sdy[c],
                           &sdyx[c]);
@@ -468,7 +468,7 @@ void cpu_bn_backward_apply(int n, int C, int hw, const float *x, const float *dy
                            const float *save_mean, const float *save_invstd, const double *sdy,
                            const double *sdyx, double count, float *dx, int accumulate)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(guided)
     for (int c = 0; c < C; c++)
         channel_grad_apply(n, C, hw, x, dy, c, gamma, beta, ep, save_mean, save_invstd, sdy[c],
                            sdyx[c], count, dx, accumulate);
@@ -480,7 +480,7 @@ void cpu_bn_train_backward(int n, int C, int hw, const float *x, const float *dy
                            double *sdyx, float *dx, int accumulate)
 {
     const double count = (double)n * hw;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(guided)
     for (int c = 0; c < C; c++) {
         channel_grad_sums(n, C, hw, x, dy, c, gamma, beta, ep, save_mean, save_invstd, &sdy[c],
                           &sdyx[c]);

@@ -224,7 +224,7 @@ static void pad_planes(long long planes, int rows, int cols, int top, int left, 
                        size_t Ls, const float *src, float *dst)
 {
     const size_t first = (size_t)top * Wp + left, used = (size_t)(top + rows) * Wp + left;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(guided)
     for (long long pl = 0; pl < planes; pl++) {
         const float *s = src + (size_t)pl * rows * cols;
         prefetch_floats(s + (size_t)rows * cols, (size_t)rows * cols);
@@ -270,7 +270,7 @@ static void split_parity_planes(const pass_geom *p, long long planes, const floa
 {
     const int H = p->in_rows, W = p->in_cols, Wp = p->Wp;
     const int rows = (int)(p->Lpar / (size_t)Wp);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(guided)
     for (long long pl = 0; pl < planes; pl++) {
         const float *s = src + (size_t)pl * H * W;
         prefetch_floats(s + (size_t)H * W, (size_t)H * W);
@@ -306,7 +306,7 @@ static void pack_filters(const float *w, int K, int C, int taps, int for_input_g
 {
     const int outs = for_input_grad ? C : K, ins = for_input_grad ? K : C;
     const long long nb = (long long)blocks(outs);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(guided)
     for (long long b = 0; b < nb; b++)
         for (int i = 0; i < ins; i++)
             for (int t = 0; t < taps; t++)
@@ -354,7 +354,7 @@ static void direct_pass(const pass_geom *pg, int n, int ins, int outs, const flo
 {
     const long long nb = (long long)blocks(outs), jobs = (long long)n * nb;
     const size_t out_image = (size_t)outs * pg->rows * pg->cols;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(guided)
     for (long long job = 0; job < jobs; job++) {
         const int i = (int)(job / nb), b = (int)(job % nb);
         const float *img = in + (size_t)i * ins * pg->Ls;
@@ -377,7 +377,7 @@ static void pack_strided_filters(const conv_geom *g, const parity_classes *pc, c
     const long long nb = (long long)blocks(C);
     for (int cl = 0; cl < 4; cl++) {
         const int taps = pc->taps[cl];
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(guided)
         for (long long cb = 0; cb < nb; cb++)
             for (int k = 0; k < K; k++)
                 for (int t = 0; t < taps; t++)
@@ -433,7 +433,7 @@ static void strided_input_grad(const conv_geom *g, const pass_geom *d,
     const size_t plane = (size_t)g->H * g->W, in_image = (size_t)g->C * plane;
     /* a class without taps (a 1x1 or 2x2 kernel's odd rows or columns) gets no store */
     const int gaps = g->R < 2 || g->S < 2;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(guided)
     for (long long job = 0; job < jobs; job++) {
         const int i = (int)(job / nb), cb = (int)(job % nb);
         const float *img = dyp + (size_t)i * g->K * d->Ls;
@@ -471,7 +471,7 @@ static void weight_grad(const pass_geom *pg, int n, int C, int K, const float *x
     const long long jobs = (long long)blocks(K) * C;
     const int R = pg->R, S = pg->S, L8 = (pg->Lo + 7) / 8 * 8;
     const size_t x_image = (size_t)C * pg->Ls, dy_image = (size_t)K * dy_plane;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(guided)
     for (long long job = 0; job < jobs; job++) {
         const int b = (int)(job / C), c = (int)(job % C);
         /* [r][s0 / 3][j][s][lane]: a chunk holds at most a few hundred images (1 MiB of

@@ -162,7 +162,7 @@ static void transform_filters(const wino_geom *wg, const float *w, int K, int C,
     const int outs = for_input_grad ? C : K, ins = for_input_grad ? K : C;
     const int m = wg->m, xis = wg->xi;
     const long long nb = (long long)channel_blocks(outs);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(guided)
     for (long long b = 0; b < nb; b++)
         for (int i0 = 0; i0 < ins; i0 += IB) {
             const int ni = ins - i0 < IB ? ins - i0 : IB;
@@ -516,7 +516,7 @@ static void transform_inputs(const wino_geom *wg, int n0, int nb, int ins, const
     const size_t plane_in = (size_t)wg->rows * wg->cols, xi_stride = slab(ins, ldv);
     const int T = nb * wg->tiles;
     const long long planes = (long long)nb * ins;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(guided)
     for (long long pl = 0; pl < planes; pl++) {
         const int i = (int)(pl / ins), c = (int)(pl % ins);
         float *pp = par + (size_t)pl * parity_floats(wg);
@@ -592,7 +592,7 @@ static void transform_grads(const wino_geom *wg, int n0, int nb, int K, const fl
     const size_t plane = (size_t)wg->rows * wg->cols;
     const int T = nb * wg->tiles;
     const long long planes = (long long)nb * K;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(guided)
     for (long long pl = 0; pl < planes; pl++) {
         const int i = (int)(pl / K), k = (int)(pl % K);
         const float *src = dy + ((size_t)(n0 + i) * K + k) * plane;
@@ -635,7 +635,7 @@ static inline void pair_grad(int alpha, const double (*G)[3], const float *du, s
 static void filter_grad(int K, int C, const float *du, float *dw)
 {
     const size_t pairs = (size_t)K * C;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(guided)
     for (long long kc = 0; kc < (long long)pairs; kc++)
         pair_grad(4, G2, du + kc, pairs, dw + (size_t)kc * 9);
 }
@@ -690,7 +690,7 @@ static void winograd_gemm_pass(const wino_geom *wg, int n, int chunk, int ins, i
             cpu_gemm(0, 0, outs, (int)ldv, ins, 1.0f, u + (size_t)xi * outs * ins, ins,
                      v + xi * slab(ins, ldv), (int)ldv, 0.0f, m + xi * m_stride, (int)ldv);
         const long long planes = (long long)nb * outs;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(guided)
         for (long long pl = 0; pl < planes; pl++) {
             const int i = (int)(pl / outs), k = (int)(pl % outs);
             const float *mk = m + (size_t)k * ldv + (size_t)i * wg->tiles;
@@ -719,7 +719,7 @@ static void winograd_pass(const wino_geom *wg, int n, int chunk, int ins, int ou
         const long long tblocks = (long long)(ldv / TB), jobs = tblocks * kblocks;
         const int xis = wg->xi, lanes = wg->lanes;
         const size_t out_image = (size_t)outs * plane_in;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(guided)
         for (long long job = 0; job < jobs; job++) {
             const int tb = (int)(job / kblocks), kb = (int)(job % kblocks);
             /* M of the block: [KB][xi][TB], 6 KiB (F(2x2)) or 13.5 KiB (F(4x4)) */

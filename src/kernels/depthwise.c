@@ -31,7 +31,7 @@ void cpu_dw_conv_forward(const conv_geom *g, int n, const float *x, const float 
 {
     const long long planes = (long long)n * g->C;
     const int H = g->H, W = g->W, P = g->P, Q = g->Q, R = g->R, S = g->S, sw = g->stride_w;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(guided)
     for (long long pl = 0; pl < planes; pl++) {
         const int c = (int)(pl % g->C);
         const float *xp = x + (size_t)pl * H * W, *wc = w + (size_t)c * R * S;
@@ -70,7 +70,7 @@ void cpu_dw_conv_backward_data(const conv_geom *g, int n, const float *dy, const
 {
     const long long planes = (long long)n * g->C;
     const int H = g->H, W = g->W, P = g->P, Q = g->Q, R = g->R, S = g->S, sw = g->stride_w;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(guided)
     for (long long pl = 0; pl < planes; pl++) {
         const int c = (int)(pl % g->C);
         const float *dyp = dy + (size_t)pl * P * Q, *wc = w + (size_t)c * R * S;
@@ -107,7 +107,7 @@ void cpu_dw_conv_backward_weight(const conv_geom *g, int n, const float *x, cons
                                  float *dw)
 {
     const int H = g->H, W = g->W, P = g->P, Q = g->Q, R = g->R, S = g->S, sw = g->stride_w;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(guided)
     for (int c = 0; c < g->C; c++) {
         float *dwc = dw + (size_t)c * R * S;
         for (int i = 0; i < n; i++) {

@@ -127,7 +127,7 @@ void cpu_gemm_tiles_pack(int trans_a, int m, int k, const float *a, int lda, flo
 {
     const int simd = CPU_TILES;
     const long long blocks = (long long)(round_up((size_t)m, MR) / MR);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(guided)
     for (long long bl = 0; bl < blocks; bl++)
         for (int p = 0; p < k; p++)
             for (int j = 0; j < MR; j++) {
@@ -158,7 +158,7 @@ void cpu_gemm_tiles(int m, int n, int k, const float *b, int ldb, float *c, int 
     const long long nblocks = (n + NR - 1) / NR, jobs = mblocks * nblocks;
     /* column-block major: consecutive jobs of a thread reuse one 24-column panel of B from
      * L1 (its rows are far apart) against the small packed A */
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(guided)
     for (long long job = 0; job < jobs; job++) {
         const int nb = (int)(job / mblocks), mb = (int)(job % mblocks);
         const int r0 = mb * MR, c0 = nb * NR, rows = m - r0 < MR ? m - r0 : MR;
@@ -193,7 +193,7 @@ void cpu_gemm_dots(int m, int n, int k, const float *a, int lda, const float *b,
     const long long mblocks = (m + 3) / 4, nblocks = (n + 2) / 3;
     const long long groups = (nblocks + DOT_GROUP - 1) / DOT_GROUP, jobs = mblocks * groups;
     const size_t len = (size_t)k / 8 * 8;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(guided)
     for (long long job = 0; job < jobs; job++) {
         const int mb = (int)(job / groups), nb0 = (int)(job % groups) * DOT_GROUP;
         const int nbs = (int)(nblocks - nb0 < DOT_GROUP ? nblocks - nb0 : DOT_GROUP);

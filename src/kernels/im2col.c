@@ -73,7 +73,7 @@ void cpu_im2col(const conv_geom *g, const float *x, int images, float *col, int 
     const int R = g->R, S = g->S, PQ = g->P * g->Q;
     const int rows = g->C * R * S;
     const size_t image = (size_t)g->C * g->H * g->W;
-#pragma omp parallel for schedule(static) if ((size_t)rows * PQ * images > 32768)
+#pragma omp parallel for schedule(guided) if ((size_t)rows * PQ * images > 32768)
     for (int row = 0; row < rows; row++) {
         int s = row % S, r = (row / S) % R, c = row / (R * S);
         for (int i = 0; i < images; i++)
@@ -89,7 +89,7 @@ void cpu_col2im(const conv_geom *g, const float *col, int ldcol, int images, flo
     /* Parallel over images x channels: each (r, s) row of a channel writes only that channel
      * of that image's dx, and the summation order per element is fixed, so results do not
      * depend on the thread count. */
-#pragma omp parallel for schedule(static) if ((size_t)g->C * R * S * PQ * images > 32768)
+#pragma omp parallel for schedule(guided) if ((size_t)g->C * R * S * PQ * images > 32768)
     for (int job = 0; job < images * g->C; job++) {
         int i = job / g->C, ci = job % g->C;
         float *dxc = dx + i * image + (size_t)ci * H * W;

@@ -50,7 +50,7 @@ void cpu_maxpool_forward(const pool_geom *g, int n, const float *x, float *y, in
     const int inside = g->pad_h == 0 && g->pad_w == 0 &&
                        (g->P - 1) * g->stride_h + g->kh <= g->H &&
                        (g->Q - 1) * g->stride_w + g->kw <= g->W;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(guided)
     for (int pl = 0; pl < planes; pl++) {
         const float *xp = x + (size_t)pl * g->H * g->W;
         float *yp = y + (size_t)pl * g->P * g->Q;
@@ -89,7 +89,7 @@ void cpu_maxpool_backward(const pool_geom *g, int n, const float *dy, const int3
                           float *dx, int accumulate)
 {
     const int planes = n * g->C;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(guided)
     for (int pl = 0; pl < planes; pl++) {
         float *dxp = dx + (size_t)pl * g->H * g->W;
         const float *dyp = dy + (size_t)pl * g->P * g->Q;
@@ -125,7 +125,7 @@ static float avg_window(const pool_geom *g, int p, int q, int *h0, int *h1, int 
 void cpu_avgpool_forward(const pool_geom *g, int n, const float *x, float *y)
 {
     const int planes = n * g->C;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(guided)
     for (int pl = 0; pl < planes; pl++) {
         const float *xp = x + (size_t)pl * g->H * g->W;
         float *yp = y + (size_t)pl * g->P * g->Q;
@@ -146,7 +146,7 @@ void cpu_avgpool_forward(const pool_geom *g, int n, const float *x, float *y)
 void cpu_avgpool_backward(const pool_geom *g, int n, const float *dy, float *dx, int accumulate)
 {
     const int planes = n * g->C;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(guided)
     for (int pl = 0; pl < planes; pl++) {
         float *dxp = dx + (size_t)pl * g->H * g->W;
         const float *dyp = dy + (size_t)pl * g->P * g->Q;

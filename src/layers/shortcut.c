@@ -85,7 +85,7 @@ static void shortcut_forward(layer *l, const layer_ctx *ctx)
     const size_t in_size = shape_size(l->in[0]), out_size = shape_size(l->out);
     const size_t PQ = (size_t)c->P * c->Q, HW = (size_t)c->H * c->W;
     const long long planes = (long long)l->n * c->filters;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(guided)
     for (long long pl = 0; pl < planes; pl++) {
         const int s = (int)(pl / c->filters), ch = (int)(pl % c->filters) - c->at;
         float *y = l->y + s * out_size + (size_t)(pl % c->filters) * PQ;
@@ -112,7 +112,7 @@ static void shortcut_backward(layer *l, const layer_ctx *ctx)
     const size_t PQ = (size_t)c->P * c->Q, HW = (size_t)c->H * c->W;
     const int acc = l->dx_accumulate[0], stride = c->stride, W = c->W;
     const long long planes = (long long)l->n * c->C;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(guided)
     for (long long pl = 0; pl < planes; pl++) {
         const int s = (int)(pl / c->C), ch = (int)(pl % c->C);
         const float *dy = l->dy + s * out_size + (size_t)(c->at + ch) * PQ;
