@@ -227,10 +227,11 @@ static void pad_planes(long long planes, int rows, int cols, int top, int left, 
 #pragma omp parallel for schedule(guided)
     for (long long pl = 0; pl < planes; pl++) {
         const float *s = src + (size_t)pl * rows * cols;
-        prefetch_floats(s + (size_t)rows * cols, (size_t)rows * cols);
+        const float *next = s + (size_t)rows * cols;
         float *d = dst + (size_t)pl * Ls;
         memset(d, 0, sizeof(float) * first);
         for (int y = 0; y < rows; y++) {
+            prefetch_floats(next + (size_t)y * cols, (size_t)cols);
             float *row = d + first + (size_t)y * Wp;
             /* rows are short (8 to 64 floats in CIFAR nets): a loop, not a memcpy call each */
             const float *sr = s + (size_t)y * cols;
@@ -273,13 +274,17 @@ static void split_parity_planes(const pass_geom *p, long long planes, const floa
 #pragma omp parallel for schedule(guided)
     for (long long pl = 0; pl < planes; pl++) {
         const float *s = src + (size_t)pl * H * W;
-        prefetch_floats(s + (size_t)H * W, (size_t)H * W);
+        /* the next plane's rows, spread over the first parity plane's rows (two rows each) */
+        const float *next = s + (size_t)H * W;
         for (int a = 0; a < 2; a++)
             for (int b = 0; b < 2; b++) {
                 float *d = dst + (size_t)pl * p->Ls + (size_t)(a * 2 + b) * p->Lpar;
                 for (int i = 0; i < rows; i++) {
                     const int y = 2 * i + a - p->top;
                     float *row = d + (size_t)i * Wp;
+                    if (a + b == 0 && 2 * i < H)
+                        prefetch_floats(next + (size_t)(2 * i) * W,
+                                        (size_t)(2 * i + 1 < H ? 2 : 1) * W);
                     if (y < 0 || y >= H)
                         memset(row, 0, sizeof(float) * Wp);
                     else

@@ -202,10 +202,12 @@ static void transform_filters(const wino_geom *wg, const float *w, int K, int C,
  * (2 rr + a, 2 cc + b), padded pixel (y, x) being input pixel (y - 1, x - 1). Input column
  * 2 cc goes to the odd plane at cc, column 2 cc + 1 to the even plane at cc + 1: a row is
  * split 8 floats at a time (cols is a multiple of 8). */
-static void split_parity(const wino_geom *wg, const float *src, float *par)
+static void split_parity(const wino_geom *wg, const float *src, const float *next, float *par)
 {
     const int TW = wg->TW, PW = wg->PW;
     for (int y = 0; y < 2 * wg->TH + 2; y++) {
+        if (y < wg->rows)
+            prefetch_floats(next + (size_t)y * wg->cols, (size_t)wg->cols);
         float *even = par + (size_t)(y % 2 * 2) * wg->plane + (size_t)(y / 2) * PW;
         float *odd = even + wg->plane;
         if (y == 0 || y > wg->rows) {
@@ -441,11 +443,13 @@ F4_KERNELS(sse, __m128, 4, _mm_loadu_ps, _mm_storeu_ps, _mm_add_ps, _mm_sub_ps, 
  * (y, 4 q + p), padded pixel (y, x) being input pixel (y - 1, x - 1). Input columns 4 q ..
  * 4 q + 3 go to phases 1, 2, 3 at q and phase 0 at q + 1: a row is split 16 floats at a
  * time by a 4x4 transpose (cols is a multiple of 16). */
-static void split_phases(const wino_geom *wg, const float *src, float *par)
+static void split_phases(const wino_geom *wg, const float *src, const float *next, float *par)
 {
     const int PW = wg->PW, TW = wg->TW;
     const size_t pl = wg->plane;
     for (int y = 0; y < wg->rows + 2; y++) {
+        if (y < wg->rows)
+            prefetch_floats(next + (size_t)y * wg->cols, (size_t)wg->cols);
         float *p0 = par + (size_t)y * PW;
         if (y == 0 || y > wg->rows) {
             for (int p = 0; p < 4; p++)
@@ -469,17 +473,17 @@ static void split_phases(const wino_geom *wg, const float *src, float *par)
 
 /* The dispatch of one plane's input transform and of a vector of tiles' output transform
  * over the tile size and vector width. */
-static void transform_plane(const wino_geom *wg, const float *src, float *par, float *v,
-                            size_t xi_stride)
+static void transform_plane(const wino_geom *wg, const float *src, const float *next, float *par,
+                            float *v, size_t xi_stride)
 {
     if (wg->m == 2) {
-        split_parity(wg, src, par);
+        split_parity(wg, src, next, par);
         if (wg->lanes == 8)
             transform_input8(wg, par, v, xi_stride);
         else
             transform_input4(wg, par, v, xi_stride);
     } else {
-        split_phases(wg, src, par);
+        split_phases(wg, src, next, par);
         if (wg->lanes == 8)
             transform_input6_avx(wg, par, v, xi_stride);
         else
@@ -521,8 +525,8 @@ static void transform_inputs(const wino_geom *wg, int n0, int nb, int ins, const
         const int i = (int)(pl / ins), c = (int)(pl % ins);
         float *pp = par + (size_t)pl * parity_floats(wg);
         const float *src = in + ((size_t)(n0 + i) * ins + c) * plane_in;
-        prefetch_floats(src + plane_in, plane_in);
-        transform_plane(wg, src, pp, v + (size_t)c * ldv + (size_t)i * wg->tiles, xi_stride);
+        transform_plane(wg, src, src + plane_in, pp, v + (size_t)c * ldv + (size_t)i * wg->tiles,
+                        xi_stride);
     }
     for (int xi = 0; xi < wg->xi; xi++)
         for (int c = 0; c < ins; c++)
@@ -557,9 +561,11 @@ static void transform_inputs(const wino_geom *wg, int n0, int nb, int ins, const
     } while (0)
 
 #define TRANSFORM_GRAD(name, vec, lanes, deinterleave, store, add, sub, zero)                 \
-    static void name(const wino_geom *wg, const float *dy, float *d, size_t xi_stride)        \
+    static void name(const wino_geom *wg, const float *dy, const float *next, float *d,       \
+                     size_t xi_stride)                                                         \
     {                                                                                          \
-        for (int ty = 0; ty < wg->TH; ty++)                                                    \
+        for (int ty = 0; ty < wg->TH; ty++) {                                                  \
+            prefetch_floats(next + (size_t)(2 * ty) * wg->cols, 2 * (size_t)wg->cols);         \
             for (int tx = 0; tx < wg->TW; tx += (lanes)) {                                     \
                 const float *r0 = dy + (size_t)(2 * ty) * wg->cols + 2 * tx;                   \
                 vec a, b, c, e;                                                                \
@@ -577,6 +583,7 @@ static void transform_inputs(const wino_geom *wg, int n0, int nb, int ins, const
                     store(dst + (size_t)(i * 4 + 3) * xi_stride, sub(zero, q[i]));             \
                 }                                                                              \
             }                                                                                  \
+        }                                                                                      \
     }
 
 TRANSFORM_GRAD(transform_grad8, __m256, 8, DEINTERLEAVE8, _mm256_storeu_ps, _mm256_add_ps,
@@ -596,12 +603,11 @@ static void transform_grads(const wino_geom *wg, int n0, int nb, int K, const fl
     for (long long pl = 0; pl < planes; pl++) {
         const int i = (int)(pl / K), k = (int)(pl % K);
         const float *src = dy + ((size_t)(n0 + i) * K + k) * plane;
-        prefetch_floats(src + plane, plane);
         float *dk = d + (size_t)k * ldv + (size_t)i * wg->tiles;
         if (wg->lanes == 8)
-            transform_grad8(wg, src, dk, slab(K, ldv));
+            transform_grad8(wg, src, src + plane, dk, slab(K, ldv));
         else
-            transform_grad4(wg, src, dk, slab(K, ldv));
+            transform_grad4(wg, src, src + plane, dk, slab(K, ldv));
     }
     for (int xi = 0; xi < wg->xi; xi++)
         for (int k = 0; k < K; k++)

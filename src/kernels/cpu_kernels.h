@@ -116,12 +116,14 @@ static inline float cpu_hsum8(__m256 v)
 #endif
 
 /* Asks for `count` floats from p to be brought into cache, a line at a time. Kernels that work
- * plane by plane call it on the next plane: a plane of a CIFAR activation is one 4 KiB page,
- * and the hardware prefetchers do not run across pages, so each plane otherwise starts with
- * a stall on memory. The Winograd and direct convolutions' plane copies: resnet20 batch 64,
- * 1 thread, 159-169 -> 180-191 images/s (3 alternating runs). Batch norm's loops over images
- * got slower with it (a whole page asked for at once, ahead of little work): they ask for the
- * next image's rows a line at a time as they go instead (batchnorm.c, fetch_ahead). */
+ * plane by plane ask for the next plane: a plane of a CIFAR activation is one 4 KiB page, and
+ * the hardware prefetchers do not run across pages, so each plane otherwise starts with a
+ * stall on memory. The Winograd and direct convolutions' plane copies: resnet20 batch 64,
+ * 1 thread, 159-169 -> 180-191 images/s (3 alternating runs). They ask a row of the next
+ * plane per row they copy: a whole page asked for at once filled the queue of misses, and the
+ * prefetch instructions themselves stalled (perf: 17% of the Winograd input transform's
+ * cycles); batch norm got slower with it. Batch norm asks for the next image's rows a line at
+ * a time as it goes (batchnorm.c, fetch_ahead). */
 static inline void prefetch_floats(const float *p, size_t count)
 {
     for (size_t i = 0; i < count; i += 16)
