@@ -61,13 +61,6 @@ static ahead rows_after(int i, int n, size_t image, const float *a, const float 
     return h;
 }
 
-static inline void fetch_ahead(const ahead *h, int j)
-{
-    for (int k = 0; k < AHEAD; k++)
-        if (h->row[k])
-            __builtin_prefetch(h->row[k] + j);
-}
-
 /* A fused ReLU as backward sees it: the forward's per-channel scale and shift. */
 typedef struct {
     float scale, shift;
@@ -91,6 +84,13 @@ static inline float passed(float dy, float d, const bn_relu *r, const float *oc,
  * batch norm ran at 7 GB/s, a third of the memory's speed. Elsewhere they do nothing. */
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
+
+static inline void fetch_ahead(const ahead *h, int j)
+{
+    for (int k = 0; k < AHEAD; k++)
+        if (h->row[k])
+            __builtin_prefetch(h->row[k] + j);
+}
 
 #define LO(v) _mm256_cvtps_pd(_mm256_castps256_ps128(v))
 #define HI(v) _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1))
