@@ -2,10 +2,12 @@
  * util.c — error strings and messages, aligned allocation, number parsing, clocks.
  */
 #define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE /* madvise's MADV_HUGEPAGE */
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 #include "internal.h"
@@ -34,13 +36,26 @@ dtnn_status dtnn_error_set(dtnn_error *err, dtnn_status code, const char *fmt, .
     return code;
 }
 
+/* Buffers of 4 MiB and more (a model's activations, gradients, workspace) are 2 MiB aligned
+ * and asked to be backed by transparent huge pages (Debian's kernel gives them only where
+ * madvise asks). The kernels walk a channel across the images of a batch, one 4 KiB page per
+ * image and per stream for CIFAR planes: with 4 KiB pages that is a TLB miss on most rows.
+ * ResNet-20, batch 64, 1 thread, 6 alternating pairs: 208-239 -> 223-264 images/s (5 of 6
+ * pairs faster), its batch norms 42-52 -> 36-46 ms a step; peak RSS 121.6 -> 122.7 MB. */
 void *dtnn_alloc_aligned(size_t bytes)
 {
     if (bytes == 0)
         bytes = DTNN_ALIGN;
+    const size_t huge = (size_t)2 << 20;
+    const size_t align = bytes >= 2 * huge ? huge : DTNN_ALIGN;
+    const size_t size = dtnn_round_up(bytes, align);
     void *p = NULL;
-    if (posix_memalign(&p, DTNN_ALIGN, dtnn_round_up(bytes, DTNN_ALIGN)) != 0)
+    if (posix_memalign(&p, align, size) != 0)
         return NULL;
+#ifdef MADV_HUGEPAGE
+    if (align == huge)
+        madvise(p, size, MADV_HUGEPAGE);
+#endif
     memset(p, 0, bytes);
     return p;
 }
