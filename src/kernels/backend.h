@@ -150,9 +150,8 @@ typedef struct dtnn_backend {
     void (*bn_apply_train)(int n, int C, int hw, const float *x, const float *gamma,
                            const float *beta, const double *sum, const double *sumsq,
                            double count, float eps, float momentum, const bn_epilogue *ep,
-                           float *y,
-                           float *save_mean, float *save_invstd, float *running_mean,
-                           float *running_var);
+                           float *y, float *save_mean, float *save_invstd,
+                           float *running_mean, float *running_var);
     void (*bn_backward_sums)(int n, int C, int hw, const float *x, const float *dy,
                              const float *gamma, const float *beta, const bn_epilogue *ep,
                              const float *save_mean, const float *save_invstd, double *sdy,
@@ -164,9 +163,8 @@ typedef struct dtnn_backend {
                               int accumulate);
     void (*bn_train_forward)(int n, int C, int hw, const float *x, const float *gamma,
                              const float *beta, float eps, float momentum,
-                             const bn_epilogue *ep, float *y,
-                             float *save_mean, float *save_invstd, float *running_mean,
-                             float *running_var);
+                             const bn_epilogue *ep, float *y, float *save_mean,
+                             float *save_invstd, float *running_mean, float *running_var);
     void (*bn_train_backward)(int n, int C, int hw, const float *x, const float *dy,
                               const float *gamma, const float *beta, const bn_epilogue *ep,
                               const float *save_mean, const float *save_invstd, double *sdy,
