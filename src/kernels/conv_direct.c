@@ -244,28 +244,52 @@ static void pad_planes(long long planes, int rows, int cols, int top, int left, 
     }
 }
 
-/* dst[j] = src[x0 + 2 j] for j in [0, count) where 0 <= x0 + 2 j < W, 0 elsewhere: one
- * parity-plane row from an input row. Eight at a time from two vectors of 8 by a shuffle
- * (whose in-lane result a 64-bit permute puts in order) while they stay within the row. */
-static void gather_even(const float *src, int W, int x0, int count, float *dst)
+/* One input row into its two column-parity rows of Wp floats: padded column u = x + left
+ * goes to parity plane u % 2 at u / 2, so x = 2m lands at m + left / 2 in plane left % 2 and
+ * x = 2m + 1 at m + (left + 1) / 2 in the other; columns past Wp are never read by a tap and
+ * are dropped. Sixteen inputs at a time are split by a shuffle (whose in-lane result a 64-bit
+ * permute puts in order) and stored unaligned. */
+static void split_row(const float *src, int W, int left, int Wp, float *even_plane_row,
+                      float *odd_plane_row)
 {
-    int j = 0;
-    for (; j < count && x0 + 2 * j < 0; j++)
-        dst[j] = 0.0f;
-    for (; j + 8 <= count && x0 + 2 * j + 16 <= W; j += 8) {
-        const __m256 lo = _mm256_loadu_ps(src + x0 + 2 * j);
-        const __m256 hi = _mm256_loadu_ps(src + x0 + 2 * j + 8);
+    float *to_even_x = left % 2 ? odd_plane_row : even_plane_row;
+    float *to_odd_x = left % 2 ? even_plane_row : odd_plane_row;
+    const int e0 = left / 2, o0 = (left + 1) / 2;
+    /* the evens and odds that fit: x = 2m needs m + e0 < Wp, x = 2m + 1 needs m + o0 < Wp */
+    const int ne = (W + 1) / 2 < Wp - e0 ? (W + 1) / 2 : Wp - e0;
+    const int no = W / 2 < Wp - o0 ? W / 2 : Wp - o0;
+    /* the padding around them: a column or two (a memset call per row cost more than the
+     * split) */
+    for (int j = 0; j < e0; j++)
+        to_even_x[j] = 0.0f;
+    for (int j = e0 + ne; j < Wp; j++)
+        to_even_x[j] = 0.0f;
+    for (int j = 0; j < o0; j++)
+        to_odd_x[j] = 0.0f;
+    for (int j = o0 + no; j < Wp; j++)
+        to_odd_x[j] = 0.0f;
+    int m = 0;
+    for (; 2 * m + 16 <= W && m + 8 <= ne && m + 8 <= no; m += 8) {
+        const __m256 lo = _mm256_loadu_ps(src + 2 * m), hi = _mm256_loadu_ps(src + 2 * m + 8);
         const __m256 ev = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0));
-        _mm256_storeu_ps(dst + j, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(ev),
-                                                                          0xd8)));
+        const __m256 od = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1));
+        _mm256_storeu_ps(to_even_x + e0 + m,
+                         _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(ev), 0xd8)));
+        _mm256_storeu_ps(to_odd_x + o0 + m,
+                         _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(od), 0xd8)));
     }
-    for (; j < count; j++)
-        dst[j] = x0 + 2 * j < W ? src[x0 + 2 * j] : 0.0f;
+    for (int j = m; j < ne; j++)
+        to_even_x[e0 + j] = src[2 * j];
+    for (int j = m; j < no; j++)
+        to_odd_x[o0 + j] = src[2 * j + 1];
 }
 
-/* Stride 2: each input plane as its four parity planes of the zero-padded plane (above).
- * Scalar, with a bounds test per pixel, this copy took 23% of ResNet-20's 16 -> 32 layer
- * (perf, a one-layer model). */
+/* Stride 2: each input plane as its four parity planes of the zero-padded plane (above), an
+ * input row at a time into both column parities. Scalar, with a bounds test per pixel, this
+ * copy took 23% of ResNet-20's 16 -> 32 layer (perf, a one-layer model); gathering each
+ * parity plane's row separately (two passes over every input row, half of them misaligned
+ * by the left padding into a scalar tail) still took 0.95 ms a pass of a batch of 64: 19%
+ * of a stride-2 layer's step. */
 static void split_parity_planes(const pass_geom *p, long long planes, const float *src,
                                 float *dst)
 {
@@ -274,24 +298,24 @@ static void split_parity_planes(const pass_geom *p, long long planes, const floa
 #pragma omp parallel for schedule(guided)
     for (long long pl = 0; pl < planes; pl++) {
         const float *s = src + (size_t)pl * H * W;
-        /* the next plane's rows, spread over the first parity plane's rows (two rows each) */
         const float *next = s + (size_t)H * W;
-        for (int a = 0; a < 2; a++)
-            for (int b = 0; b < 2; b++) {
-                float *d = dst + (size_t)pl * p->Ls + (size_t)(a * 2 + b) * p->Lpar;
-                for (int i = 0; i < rows; i++) {
-                    const int y = 2 * i + a - p->top;
-                    float *row = d + (size_t)i * Wp;
-                    if (a + b == 0 && 2 * i < H)
-                        prefetch_floats(next + (size_t)(2 * i) * W,
-                                        (size_t)(2 * i + 1 < H ? 2 : 1) * W);
-                    if (y < 0 || y >= H)
-                        memset(row, 0, sizeof(float) * Wp);
-                    else
-                        gather_even(s + (size_t)y * W, W, b - p->left, Wp, row);
+        for (int a = 0; a < 2; a++) {
+            float *d0 = dst + (size_t)pl * p->Ls + (size_t)(a * 2) * p->Lpar;
+            float *d1 = d0 + p->Lpar;
+            for (int i = 0; i < rows; i++) {
+                const int y = 2 * i + a - p->top;
+                if (y >= 0 && y < H) {
+                    prefetch_floats(next + (size_t)y * W, (size_t)W);
+                    split_row(s + (size_t)y * W, W, p->left, Wp, d0 + (size_t)i * Wp,
+                              d1 + (size_t)i * Wp);
+                } else {
+                    memset(d0 + (size_t)i * Wp, 0, sizeof(float) * Wp);
+                    memset(d1 + (size_t)i * Wp, 0, sizeof(float) * Wp);
                 }
-                memset(d + (size_t)rows * Wp, 0, sizeof(float) * (p->Lpar - (size_t)rows * Wp));
             }
+            memset(d0 + (size_t)rows * Wp, 0, sizeof(float) * (p->Lpar - (size_t)rows * Wp));
+            memset(d1 + (size_t)rows * Wp, 0, sizeof(float) * (p->Lpar - (size_t)rows * Wp));
+        }
     }
 }
 
@@ -395,69 +419,91 @@ static void pack_strided_filters(const conv_geom *g, const parity_classes *pc, c
     }
 }
 
-/* Writes (or adds) a tile of class (a, b) into the input-gradient planes of channels c0 ..:
- * wide pass pixel (Y', X') is input pixel (2Y' + a - pad_h, 2X' + b - pad_w), every other
- * column of a row; pixels outside the input are skipped. */
-static void store_strided_tile(const conv_geom *g, const pass_geom *d, float tile[MR][NR],
-                               int p0, int c0, int a, int b, float *dx, int accumulate)
+static inline void put(float *dst, float v, int accumulate)
+{
+    *dst = accumulate ? *dst + v : v;
+}
+
+static inline void put4(float *dst, __m128 v, int accumulate)
+{
+    _mm_storeu_ps(dst, accumulate ? _mm_add_ps(_mm_loadu_ps(dst), v) : v);
+}
+
+/* Writes (or adds) the tiles of classes (a, 0) and (a, 1) at wide pixels p0 .. into the
+ * input-gradient planes of channels c0 ..: pass pixel (Y', X') of class (a, b) is input
+ * pixel (2Y' + a - pad_h, 2X' + b - pad_w), so both classes' rows interleave into every
+ * column of an input row, padded column u = 2X' + b: four X' at a time by unpacks into 8
+ * contiguous columns. Pixels outside the input are skipped. Class by class, every other
+ * column by scalar stores, this took 7% of a one-layer model's step (ResNet-20's 16 -> 32
+ * layer after a 16-channel one, perf). */
+static void store_class_pair(const conv_geom *g, const pass_geom *d, float t0[MR][NR],
+                             float t1[MR][NR], int p0, int c0, int a, float *dx, int accumulate)
 {
     const int end = p0 + NR < d->Lo ? p0 + NR : d->Lo;
     const int nj = g->C - c0 < MR ? g->C - c0 : MR;
+    const int pad = g->pad_w;
     const size_t plane = (size_t)g->H * g->W;
-    /* the columns X' whose x is inside: x0 <= X' < x1 */
-    const int x0 = (g->pad_w - b + 1) / 2 > 0 ? (g->pad_w - b + 1) / 2 : 0;
-    const int x1 = (g->W - 1 + g->pad_w - b) / 2 + 1;
     for (int p = p0; p < end;) {
         const int Y = p / d->Wp, X = p % d->Wp;
-        const int run_end = p + (d->Wp - X) < end ? p + (d->Wp - X) : end;
+        const int run = p + (d->Wp - X) < end ? d->Wp - X : end - p;
         const int y = 2 * Y + a - g->pad_h;
-        const int lo = X > x0 ? X : x0, hi = X + (run_end - p) < x1 ? X + (run_end - p) : x1;
-        if (y >= 0 && y < g->H)
-            for (int jj = 0; jj < nj; jj++) {
-                const float *t = tile[jj] + (p - p0) - X;
-                float *row = dx + (size_t)(c0 + jj) * plane + (size_t)y * g->W + b - g->pad_w;
-                if (accumulate)
-                    for (int q = lo; q < hi; q++)
-                        row[2 * q] += t[q];
-                else
-                    for (int q = lo; q < hi; q++)
-                        row[2 * q] = t[q];
+        /* padded columns u of the run inside the input: pad <= u < pad + W */
+        const int lo = 2 * X > pad ? 2 * X : pad;
+        const int hi = 2 * (X + run) < pad + g->W ? 2 * (X + run) : pad + g->W;
+        for (int jj = 0; y >= 0 && y < g->H && jj < nj; jj++) {
+            /* e[X'] and o[X']: classes (a, 0) and (a, 1) at pass column X' */
+            const float *e = t0[jj] + (p - p0) - X, *o = t1[jj] + (p - p0) - X;
+            float *row = dx + (size_t)(c0 + jj) * plane + (size_t)y * g->W;
+            int u = lo;
+            if (u < hi && u % 2)
+                put(row + u - pad, o[u / 2], accumulate), u++;
+            for (; u + 8 <= hi; u += 8) {
+                const __m128 ev = _mm_loadu_ps(e + u / 2), od = _mm_loadu_ps(o + u / 2);
+                put4(row + u - pad, _mm_unpacklo_ps(ev, od), accumulate);
+                put4(row + u - pad + 4, _mm_unpackhi_ps(ev, od), accumulate);
             }
-        p = run_end;
+            for (; u < hi; u++)
+                put(row + u - pad, u % 2 ? o[u / 2] : e[u / 2], accumulate);
+        }
+        p += run;
     }
 }
 
 /* dx [n, C, H, W] (+)= stride 2's input gradient from the padded dy planes (n x K, d's
  * layout) and pack_strided_filters' filters. One job = one image and one block of MR input
- * channels, all four classes, which write disjoint pixels. */
+ * channels: per block of wide pixels, the two classes of a row parity, then the other two;
+ * the four write disjoint pixels, and a class without taps (a 1x1 or 2x2 kernel's odd rows
+ * or columns) writes zeros. */
 static void strided_input_grad(const conv_geom *g, const pass_geom *d,
                                const parity_classes *pc, int n, const float *dyp,
                                const float *packed, float *dx, int accumulate)
 {
     const long long nb = (long long)blocks(g->C), jobs = (long long)n * nb;
-    const size_t plane = (size_t)g->H * g->W, in_image = (size_t)g->C * plane;
-    /* a class without taps (a 1x1 or 2x2 kernel's odd rows or columns) gets no store */
-    const int gaps = g->R < 2 || g->S < 2;
+    const size_t in_image = (size_t)g->C * g->H * g->W;
+    /* class cl's filters for channel block cb at first[cl] + cb * K * taps * MR */
+    const float *first[4];
+    first[0] = packed;
+    for (int cl = 1; cl < 4; cl++)
+        first[cl] = first[cl - 1] + (size_t)nb * g->K * pc->taps[cl - 1] * MR;
 #pragma omp parallel for schedule(guided)
     for (long long job = 0; job < jobs; job++) {
         const int i = (int)(job / nb), cb = (int)(job % nb);
         const float *img = dyp + (size_t)i * g->K * d->Ls;
         float *dxi = dx + (size_t)i * in_image;
-        const int nj = g->C - cb * MR < MR ? g->C - cb * MR : MR;
-        if (gaps && !accumulate)
-            memset(dxi + (size_t)cb * MR * plane, 0, sizeof(float) * plane * nj);
-        const float *wc = packed;
-        float tile[MR][NR];
-        for (int cl = 0; cl < 4; cl++) {
-            const int taps = pc->taps[cl];
-            const float *wb = wc + (size_t)cb * g->K * taps * MR;
-            for (int p0 = 0; taps && p0 < d->Lw; p0 += NR) {
-                cpu_tile_4x24_taps(g->K, taps, pc->offsets[cl], d->Ls, wb, img + p0, tile[0], NR);
-                store_strided_tile(g, d, tile, p0, cb * MR, cl / 2, cl % 2, dxi,
-                                   accumulate || gaps);
+        float tiles[2][MR][NR];
+        for (int p0 = 0; p0 < d->Lw; p0 += NR)
+            for (int a = 0; a < 2; a++) {
+                for (int b = 0; b < 2; b++) {
+                    const int cl = 2 * a + b, taps = pc->taps[cl];
+                    if (taps)
+                        cpu_tile_4x24_taps(g->K, taps, pc->offsets[cl], d->Ls,
+                                           first[cl] + (size_t)cb * g->K * taps * MR,
+                                           img + p0, tiles[b][0], NR);
+                    else
+                        memset(tiles[b], 0, sizeof tiles[b]);
+                }
+                store_class_pair(g, d, tiles[0], tiles[1], p0, cb * MR, a, dxi, accumulate);
             }
-            wc += (size_t)nb * g->K * taps * MR;
-        }
     }
 }
 
