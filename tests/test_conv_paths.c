@@ -30,7 +30,7 @@ typedef struct {
     const char *method; /* the path algo=auto must take (dtnn_layer_info.method), if given */
 } conv_case;
 
-static dtnn_model *build_one(const conv_case *cc, const char *algo)
+static dtnn_model *build_on(const conv_case *cc, const char *algo, int threads)
 {
     dtnn_error err;
     dtnn_model *m = dtnn_model_create(cc->c, cc->h, cc->w);
@@ -48,6 +48,7 @@ static dtnn_model *build_one(const conv_case *cc, const char *algo)
     bp.training = 1;
     bp.input_grad = 1;
     bp.seed = 77;
+    bp.threads = threads;
     if (dtnn_model_build(m, &bp, &err) != DTNN_OK) {
         fprintf(stderr, "FAIL building conv2d %s: %s\n", opts, err.message);
         test_failures++;
@@ -55,6 +56,11 @@ static dtnn_model *build_one(const conv_case *cc, const char *algo)
         return NULL;
     }
     return m;
+}
+
+static dtnn_model *build_one(const conv_case *cc, const char *algo)
+{
+    return build_on(cc, algo, 0);
 }
 
 /* Forward x, output gradient probe, backward; returns the output size per sample. */
@@ -135,6 +141,43 @@ static void check_case(const conv_case *cc, const char *algo)
     free(probe);
     dtnn_model_free(fast);
     dtnn_model_free(ref);
+}
+
+/* The same layer built and run on 1 and on 3 threads gives bit-identical outputs and
+ * gradients: Winograd's narrow passes give each thread whole chunks of images of its own
+ * where there are enough images, else run every chunk on the whole team. Leaves 3 threads. */
+static void check_threads(const conv_case *cc)
+{
+    dtnn_model *one = build_on(cc, "auto", 1);
+    const size_t in_count = (size_t)cc->n * cc->c * cc->h * cc->w;
+    float *x = malloc(sizeof(float) * in_count);
+    test_fill(x, in_count, 21);
+    int rows, cols;
+    CHECK_OK(dtnn_model_forward(one, x, cc->n, 1, &(dtnn_error){0}), &(dtnn_error){0});
+    dtnn_model_output(one, &rows, &cols);
+    const size_t out_count = (size_t)rows * cols;
+    float *probe = malloc(sizeof(float) * out_count);
+    test_fill(probe, out_count, 22);
+    run(one, x, cc->n, probe);
+    dtnn_model *three = build_on(cc, "auto", 3);
+    run(three, x, cc->n, probe);
+    char label[160];
+    snprintf(label, sizeof label, "%dx%dx%dx%d %s, 1 vs 3 threads: y", cc->n, cc->c, cc->h,
+             cc->w, cc->opts);
+    test_compare(label, dtnn_model_output(three, NULL, NULL), dtnn_model_output(one, NULL, NULL),
+                 out_count, 0.0, 0.0);
+    label[strlen(label) - 1] = '\0';
+    strncat(label, "dx", sizeof label - strlen(label) - 1);
+    test_compare(label, dtnn_model_input_grad(three), dtnn_model_input_grad(one), in_count, 0.0,
+                 0.0);
+    label[strlen(label) - 2] = '\0';
+    strncat(label, "dparams", sizeof label - strlen(label) - 1);
+    test_compare(label, dtnn_model_grads(three), dtnn_model_grads(one),
+                 dtnn_model_param_count(one), 0.0, 0.0);
+    free(x);
+    free(probe);
+    dtnn_model_free(one);
+    dtnn_model_free(three);
 }
 
 int main(void)
@@ -223,5 +266,21 @@ int main(void)
         check_case(&cases[i], "auto");
         check_case(&cases[i], "direct");
     }
+    /* Winograd on 3 threads: F(4x4) and F(2x2), one round of 3 chunks and two rounds (32
+     * channels at 32x32: chunks of 2 images, the last thread's second round empty). Below
+     * 64 channels: from 64 in and out the weight gradient's products are BLAS GEMMs, whose
+     * sums depend on how the threads split them. */
+    static const conv_case threaded[] = {
+        {19, 16, 16, 7, "filters=33 kernel=3 padding=1", NULL},
+        {40, 4, 8, 6, "filters=32 kernel=3 padding=1 bias=0", NULL},
+        {32, 32, 32, 10, "filters=36 kernel=3 padding=1", NULL},
+    };
+#if defined(__AVX2__) && defined(__FMA__)
+    for (size_t i = 0; i < sizeof threaded / sizeof threaded[0]; i++)
+        check_threads(&threaded[i]);
+#else
+    (void)check_threads; /* no Winograd here: im2col's BLAS GEMMs split by thread count */
+    (void)threaded;
+#endif
     return test_finish("test_conv_paths");
 }

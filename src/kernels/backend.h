@@ -45,6 +45,8 @@ typedef struct {
 
 typedef struct dtnn_backend {
     const char *name;
+    /* the threads the kernels run on now (OpenMP's team size; 1 without OpenMP) */
+    int (*threads)(void);
 
     /* Row-major C[m x n] = alpha * op(A) * op(B) + beta * C. */
     void (*gemm)(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
@@ -96,18 +98,22 @@ typedef struct dtnn_backend {
     /* Winograd F(2x2, 3x3) and F(4x4, 3x3) for 3x3 / stride 1 / padding 1
      * (kernels/conv_winograd.c), with the same contract as the direct functions above
      * (backward adds into dw; dx may be NULL, and so may dw). The weight gradient has its own
-     * chunk and scratch: workspace(g, chunk, 1) bytes for it, workspace(g, chunk, 0) for the
-     * other passes. supported is 0 where it does not apply, else the output tile size the
-     * forward pass and input gradient use (2 or 4). */
+     * chunk and scratch: workspace(g, chunk, 1, 1) bytes for it, workspace(g, chunk, slots,
+     * 0) for the other passes, where up to `slots` threads (threads() when planned) each run
+     * chunks of their own. supported is 0 where it does not apply, else the output tile size
+     * the forward pass and input gradient use (2 or 4). */
     int (*conv_winograd_supported)(const conv_geom *g);
-    size_t (*conv_winograd_workspace)(const conv_geom *g, int chunk, int weight_grad);
+    size_t (*conv_winograd_workspace)(const conv_geom *g, int chunk, int slots, int weight_grad);
     /* the chunk those passes run best with, within `limit` bytes of scratch */
-    int (*conv_winograd_chunk)(const conv_geom *g, int max_batch, size_t limit, int weight_grad);
-    void (*conv_winograd_forward)(const conv_geom *g, int n, int chunk, const float *x,
-                                  const float *w, const float *bias, float *y, float *workspace);
-    void (*conv_winograd_backward)(const conv_geom *g, int n, int chunk, int weight_grad_chunk,
-                                   const float *x, const float *dy, const float *w, float *dw,
-                                   float *dx, int accumulate, float *workspace);
+    int (*conv_winograd_chunk)(const conv_geom *g, int max_batch, size_t limit, int slots,
+                               int weight_grad);
+    void (*conv_winograd_forward)(const conv_geom *g, int n, int chunk, int slots,
+                                  const float *x, const float *w, const float *bias, float *y,
+                                  float *workspace);
+    void (*conv_winograd_backward)(const conv_geom *g, int n, int chunk, int slots,
+                                   int weight_grad_chunk, const float *x, const float *dy,
+                                   const float *w, float *dw, float *dx, int accumulate,
+                                   float *workspace);
 
     /* Max pooling over n images; argmax [n, C, P, Q] holds the flat h * W + w of each max. */
     void (*maxpool_forward)(const pool_geom *g, int n, const float *x, float *y,

@@ -39,6 +39,9 @@
  */
 #include <stddef.h>
 #include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include "cpu_kernels.h"
 
@@ -51,6 +54,24 @@ static int winograd_shape(const conv_geom *g)
 
 #if defined(__AVX2__) && defined(__FMA__)
 #define CONV_WINOGRAD 1
+
+static int team_threads(void)
+{
+#ifdef _OPENMP
+    return omp_get_max_threads();
+#else
+    return 1;
+#endif
+}
+
+static int thread_index(void)
+{
+#ifdef _OPENMP
+    return omp_get_thread_num();
+#else
+    return 0;
+#endif
+}
 
 enum { KB = 4, TB = 24 };   /* channel block, tile block */
 enum { XI_MAX = 36 };       /* transformed positions of F(4x4, 3x3) */
@@ -515,12 +536,12 @@ static size_t parity_floats(const wino_geom *wg) { return 4 * wg->plane; }
  * the columns past the last tile are zeroed, since blocks of 24 read them (garbage there would
  * only be thrown away, but denormals or NaNs would cost time). */
 static void transform_inputs(const wino_geom *wg, int n0, int nb, int ins, const float *in,
-                             float *par, float *v, size_t ldv)
+                             float *par, float *v, size_t ldv, int team)
 {
     const size_t plane_in = (size_t)wg->rows * wg->cols, xi_stride = slab(ins, ldv);
     const int T = nb * wg->tiles;
     const long long planes = (long long)nb * ins;
-#pragma omp parallel for schedule(guided)
+#pragma omp parallel for schedule(guided) if (team)
     for (long long pl = 0; pl < planes; pl++) {
         const int i = (int)(pl / ins), c = (int)(pl % ins);
         float *pp = par + (size_t)pl * parity_floats(wg);
@@ -665,7 +686,7 @@ static void winograd_weight_grad(const conv_geom *g, const wino_geom *wg, int n,
         const size_t ldv = tile_cols(nb * wg->tiles), len = ((size_t)nb * wg->tiles + 7) / 8 * 8;
         float *par = scratch, *v = par + (size_t)nb * C * parity_floats(wg);
         float *d = v + wg->xi * slab(C, ldv);
-        transform_inputs(wg, n0, nb, C, x, par, v, ldv);
+        transform_inputs(wg, n0, nb, C, x, par, v, ldv, 1);
         transform_grads(wg, n0, nb, K, dy, d, ldv);
         for (int xi = 0; xi < wg->xi; xi++) {
             const float *dp = d + xi * slab(K, ldv), *vp = v + xi * slab(C, ldv);
@@ -691,7 +712,7 @@ static void winograd_gemm_pass(const wino_geom *wg, int n, int chunk, int ins, i
         const size_t ldv = tile_cols(nb * wg->tiles), m_stride = slab(outs, ldv);
         float *par = scratch, *v = par + (size_t)nb * ins * parity_floats(wg);
         float *m = v + wg->xi * slab(ins, ldv);
-        transform_inputs(wg, n0, nb, ins, in, par, v, ldv);
+        transform_inputs(wg, n0, nb, ins, in, par, v, ldv, 1);
         for (int xi = 0; xi < wg->xi; xi++)
             cpu_gemm(0, 0, outs, (int)ldv, ins, 1.0f, u + (size_t)xi * outs * ins, ins,
                      v + xi * slab(ins, ldv), (int)ldv, 0.0f, m + xi * m_stride, (int)ldv);
@@ -708,43 +729,78 @@ static void winograd_gemm_pass(const wino_geom *wg, int n, int chunk, int ins, i
     }
 }
 
-/* out [n, outs, rows, cols] (+)= the 3x3 / pad 1 correlation of in [n, ins, rows, cols]
- * with the filters transformed into u, + bias, `chunk` images at a time. */
-static void winograd_pass(const wino_geom *wg, int n, int chunk, int ins, int outs,
-                          const float *in, const float *u, const float *bias, float *out,
-                          int accumulate, float *scratch)
+/* Floats of a narrow pass's scratch for a chunk of nb images: parity planes and V. */
+static size_t chunk_floats(const wino_geom *wg, int nb, int ins)
+{
+    return (size_t)nb * ins * parity_floats(wg) + wg->xi * slab(ins, tile_cols(nb * wg->tiles));
+}
+
+/* out (+)= the 3x3 / pad 1 correlation for images n0 .. n0 + nb - 1 (below), on the whole
+ * team or, without `team`, on the calling thread alone. */
+static void winograd_chunk(const wino_geom *wg, int n0, int nb, int ins, int outs,
+                           const float *in, const float *u, const float *bias, float *out,
+                           int accumulate, float *scratch, int team)
 {
     const size_t plane_in = (size_t)wg->rows * wg->cols;
     const long long kblocks = (long long)channel_blocks(outs);
-    for (int n0 = 0; n0 < n; n0 += chunk) {
-        const int nb = n - n0 < chunk ? n - n0 : chunk;
-        const int T = nb * wg->tiles;
-        const size_t ldv = tile_cols(T), xi_stride = slab(ins, ldv);
-        float *par = scratch, *v = par + (size_t)nb * ins * parity_floats(wg);
-        transform_inputs(wg, n0, nb, ins, in, par, v, ldv);
-        const long long tblocks = (long long)(ldv / TB), jobs = tblocks * kblocks;
-        const int xis = wg->xi, lanes = wg->lanes;
-        const size_t out_image = (size_t)outs * plane_in;
-#pragma omp parallel for schedule(guided)
-        for (long long job = 0; job < jobs; job++) {
-            const int tb = (int)(job / kblocks), kb = (int)(job % kblocks);
-            /* M of the block: [KB][xi][TB], 6 KiB (F(2x2)) or 13.5 KiB (F(4x4)) */
-            float m[KB * XI_MAX * TB];
-            for (int xi = 0; xi < xis; xi++)
-                cpu_tile_4x24(ins, u + ((size_t)xi * kblocks + kb) * ins * KB,
-                              v + xi * xi_stride + (size_t)tb * TB, ldv, m + xi * TB,
-                              (size_t)xis * TB);
-            for (int j = 0; j < KB && kb * KB + j < outs; j++) {
-                const int k = kb * KB + j;
-                for (int g = 0; g < TB && tb * TB + g < T; g += lanes) {
-                    const int t = tb * TB + g, i = t / wg->tiles, r = t % wg->tiles;
-                    float *o = out + (size_t)(n0 + i) * out_image + (size_t)k * plane_in;
-                    transform_output(wg, m + (size_t)j * xis * TB + g, TB, bias ? bias[k] : 0.0f,
-                                     r / wg->TW, r % wg->TW, o, accumulate);
-                }
+    const int T = nb * wg->tiles;
+    const size_t ldv = tile_cols(T), xi_stride = slab(ins, ldv);
+    float *par = scratch, *v = par + (size_t)nb * ins * parity_floats(wg);
+    transform_inputs(wg, n0, nb, ins, in, par, v, ldv, team);
+    const long long tblocks = (long long)(ldv / TB), jobs = tblocks * kblocks;
+    const int xis = wg->xi, lanes = wg->lanes;
+    const size_t out_image = (size_t)outs * plane_in;
+#pragma omp parallel for schedule(guided) if (team)
+    for (long long job = 0; job < jobs; job++) {
+        const int tb = (int)(job / kblocks), kb = (int)(job % kblocks);
+        /* M of the block: [KB][xi][TB], 6 KiB (F(2x2)) or 13.5 KiB (F(4x4)) */
+        float m[KB * XI_MAX * TB];
+        for (int xi = 0; xi < xis; xi++)
+            cpu_tile_4x24(ins, u + ((size_t)xi * kblocks + kb) * ins * KB,
+                          v + xi * xi_stride + (size_t)tb * TB, ldv, m + xi * TB,
+                          (size_t)xis * TB);
+        for (int j = 0; j < KB && kb * KB + j < outs; j++) {
+            const int k = kb * KB + j;
+            for (int g = 0; g < TB && tb * TB + g < T; g += lanes) {
+                const int t = tb * TB + g, i = t / wg->tiles, r = t % wg->tiles;
+                float *o = out + (size_t)(n0 + i) * out_image + (size_t)k * plane_in;
+                transform_output(wg, m + (size_t)j * xis * TB + g, TB, bias ? bias[k] : 0.0f,
+                                 r / wg->TW, r % wg->TW, o, accumulate);
             }
         }
     }
+}
+
+/* out [n, outs, rows, cols] (+)= the 3x3 / pad 1 correlation of in [n, ins, rows, cols]
+ * with the filters transformed into u, + bias, in chunks of at most `chunk` images. With
+ * `slots` scratch areas and at least two images a thread, each thread takes whole chunks
+ * (the fewest rounds of equal chunks): its transformed tiles stay in its own core's L2 from
+ * the transform to the products, and a chunk needs no barrier. With the whole team on every
+ * chunk, half of a thread's reads came from the other core and two barriers a chunk
+ * waited for the slower thread (perf, 2 threads: 9% of a 32-channel layer's samples in
+ * libgomp's wait). Each output's sums are the same either way. */
+static void winograd_pass(const wino_geom *wg, int n, int chunk, int slots, int ins, int outs,
+                          const float *in, const float *u, const float *bias, float *out,
+                          int accumulate, float *scratch)
+{
+    const int threads = team_threads(), own = threads < slots ? threads : slots;
+    const int per_round = own * chunk, rounds = (n + per_round - 1) / per_round;
+    if (own > 1 && n >= 2 * own) {
+        /* rounds of `own` chunks, as equal as whole images allow */
+        const int size = (n + rounds * own - 1) / (rounds * own);
+        const long long chunks = (n + size - 1) / size;
+        const size_t stride = chunk_floats(wg, chunk, ins);
+#pragma omp parallel for schedule(dynamic, 1) num_threads(own)
+        for (long long ch = 0; ch < chunks; ch++) {
+            const int n0 = (int)ch * size, nb = n - n0 < size ? n - n0 : size;
+            winograd_chunk(wg, n0, nb, ins, outs, in, u, bias, out, accumulate,
+                           scratch + (size_t)thread_index() * stride, 0);
+        }
+        return;
+    }
+    for (int n0 = 0; n0 < n; n0 += chunk)
+        winograd_chunk(wg, n0, n - n0 < chunk ? n - n0 : chunk, ins, outs, in, u, bias, out,
+                       accumulate, scratch, 1);
 }
 #endif
 
@@ -762,7 +818,7 @@ int cpu_conv_winograd_supported(const conv_geom *g)
 /* Scratch of a forward or input-gradient pass (transformed filters, then per chunk parity
  * planes and V, and for wide layers M) or of the weight gradient (dU, then per chunk parity
  * planes, V and D). */
-size_t cpu_conv_winograd_workspace(const conv_geom *g, int chunk, int weight_grad)
+size_t cpu_conv_winograd_workspace(const conv_geom *g, int chunk, int slots, int weight_grad)
 {
 #ifdef CONV_WINOGRAD
     const wino_geom wg = make_geom(g, weight_grad);
@@ -781,9 +837,9 @@ size_t cpu_conv_winograd_workspace(const conv_geom *g, int chunk, int weight_gra
     const size_t fwd = filter_floats(&wg, g->C, g->K), bwd = filter_floats(&wg, g->K, g->C);
     const size_t filters = fwd > bwd ? fwd : bwd;
     return sizeof(float) *
-           (filters + (size_t)chunk * most * parity_floats(&wg) + xi * slab(most, cols));
+           (filters + (size_t)(slots > 1 ? slots : 1) * chunk_floats(&wg, chunk, most));
 #else
-    (void)g, (void)chunk, (void)weight_grad;
+    (void)g, (void)chunk, (void)slots, (void)weight_grad;
     return 0;
 #endif
 }
@@ -798,13 +854,15 @@ size_t cpu_conv_winograd_workspace(const conv_geom *g, int chunk, int weight_gra
  *     2 MiB 2.07-2.19 / 2.56-2.73, 4 MiB 2.14-2.23 / 2.36-2.55, 8 MiB 2.64-2.66 / 2.78-3.06
  *     (the transformed tiles no longer stay in L2 between the transforms and the products);
  *   wide: 16 MiB, so the GEMMs have a few hundred tiles for their N. */
-int cpu_conv_winograd_chunk(const conv_geom *g, int max_batch, size_t limit, int weight_grad)
+int cpu_conv_winograd_chunk(const conv_geom *g, int max_batch, size_t limit, int slots,
+                            int weight_grad)
 {
 #ifdef CONV_WINOGRAD
     const size_t mib = (size_t)1 << 20;
-    const size_t budget = wide(g) ? 16 * mib : weight_grad ? 4 * mib : mib;
-    const size_t fixed = cpu_conv_winograd_workspace(g, 0, weight_grad);
-    const size_t per = cpu_conv_winograd_workspace(g, 1, weight_grad) - fixed;
+    const int own = !weight_grad && !wide(g) && slots > 1 ? slots : 1;
+    const size_t budget = (wide(g) ? 16 * mib : weight_grad ? 4 * mib : mib) * own;
+    const size_t fixed = cpu_conv_winograd_workspace(g, 0, own, weight_grad);
+    const size_t per = cpu_conv_winograd_workspace(g, 1, own, weight_grad) - fixed;
     size_t nb = budget / per;
     if (limit > fixed && (limit - fixed) / per < nb)
         nb = (limit - fixed) / per;
@@ -812,49 +870,50 @@ int cpu_conv_winograd_chunk(const conv_geom *g, int max_batch, size_t limit, int
         nb = (size_t)max_batch;
     return nb ? (int)nb : 1;
 #else
-    (void)g, (void)max_batch, (void)limit, (void)weight_grad;
+    (void)g, (void)max_batch, (void)limit, (void)slots, (void)weight_grad;
     return 1;
 #endif
 }
 
-void cpu_conv_winograd_forward(const conv_geom *g, int n, int chunk, const float *x,
+void cpu_conv_winograd_forward(const conv_geom *g, int n, int chunk, int slots, const float *x,
                                const float *w, const float *bias, float *y, float *workspace)
 {
 #ifdef CONV_WINOGRAD
     const wino_geom wg = make_geom(g, 0);
-    const size_t fixed = cpu_conv_winograd_workspace(g, 0, 0) / sizeof(float);
+    const size_t fixed = cpu_conv_winograd_workspace(g, 0, slots, 0) / sizeof(float);
     transform_filters(&wg, w, g->K, g->C, 0, wide(g), workspace);
     if (wide(g))
         winograd_gemm_pass(&wg, n, chunk, g->C, g->K, x, workspace, bias, y, 0,
                            workspace + fixed);
     else
-        winograd_pass(&wg, n, chunk, g->C, g->K, x, workspace, bias, y, 0, workspace + fixed);
+        winograd_pass(&wg, n, chunk, slots, g->C, g->K, x, workspace, bias, y, 0,
+                      workspace + fixed);
 #else
-    (void)g, (void)n, (void)chunk, (void)x, (void)w, (void)bias, (void)y, (void)workspace;
+    (void)g, (void)n, (void)chunk, (void)slots, (void)x, (void)w, (void)bias, (void)y, (void)workspace;
 #endif
 }
 
-void cpu_conv_winograd_backward(const conv_geom *g, int n, int chunk, int weight_grad_chunk,
-                                const float *x, const float *dy, const float *w, float *dw,
+void cpu_conv_winograd_backward(const conv_geom *g, int n, int chunk, int slots,
+                                int weight_grad_chunk, const float *x, const float *dy, const float *w, float *dw,
                                 float *dx, int accumulate, float *workspace)
 {
 #ifdef CONV_WINOGRAD
     const wino_geom wg = make_geom(g, 0), wgw = make_geom(g, 1);
-    size_t fixed = cpu_conv_winograd_workspace(g, 0, 1) / sizeof(float);
+    size_t fixed = cpu_conv_winograd_workspace(g, 0, 1, 1) / sizeof(float);
     if (dw)
         winograd_weight_grad(g, &wgw, n, weight_grad_chunk, x, dy, dw, workspace, workspace + fixed);
     if (!dx)
         return;
-    fixed = cpu_conv_winograd_workspace(g, 0, 0) / sizeof(float);
+    fixed = cpu_conv_winograd_workspace(g, 0, slots, 0) / sizeof(float);
     transform_filters(&wg, w, g->K, g->C, 1, wide(g), workspace);
     if (wide(g))
         winograd_gemm_pass(&wg, n, chunk, g->K, g->C, dy, workspace, NULL, dx, accumulate,
                            workspace + fixed);
     else
-        winograd_pass(&wg, n, chunk, g->K, g->C, dy, workspace, NULL, dx, accumulate,
+        winograd_pass(&wg, n, chunk, slots, g->K, g->C, dy, workspace, NULL, dx, accumulate,
                       workspace + fixed);
 #else
-    (void)g, (void)n, (void)chunk, (void)weight_grad_chunk, (void)x, (void)dy, (void)w;
+    (void)g, (void)n, (void)chunk, (void)slots, (void)weight_grad_chunk, (void)x, (void)dy, (void)w;
     (void)dw, (void)dx, (void)accumulate, (void)workspace;
 #endif
 }

@@ -30,13 +30,15 @@ void cpu_conv_direct_backward(const conv_geom *g, int n, int chunk, const float 
                               const float *dy, const float *w, float *dw, float *dx,
                               int accumulate, float *workspace);
 int cpu_conv_winograd_supported(const conv_geom *g);
-size_t cpu_conv_winograd_workspace(const conv_geom *g, int chunk, int weight_grad);
-int cpu_conv_winograd_chunk(const conv_geom *g, int max_batch, size_t limit, int weight_grad);
-void cpu_conv_winograd_forward(const conv_geom *g, int n, int chunk, const float *x,
+size_t cpu_conv_winograd_workspace(const conv_geom *g, int chunk, int slots, int weight_grad);
+int cpu_conv_winograd_chunk(const conv_geom *g, int max_batch, size_t limit, int slots,
+                            int weight_grad);
+void cpu_conv_winograd_forward(const conv_geom *g, int n, int chunk, int slots, const float *x,
                                const float *w, const float *bias, float *y, float *workspace);
-void cpu_conv_winograd_backward(const conv_geom *g, int n, int chunk, int weight_grad_chunk,
-                                const float *x, const float *dy, const float *w, float *dw,
-                                float *dx, int accumulate, float *workspace);
+void cpu_conv_winograd_backward(const conv_geom *g, int n, int chunk, int slots,
+                                int weight_grad_chunk, const float *x, const float *dy,
+                                const float *w, float *dw, float *dx, int accumulate,
+                                float *workspace);
 void cpu_bias_grad(int n, int C, int hw, const float *dy, float *db);
 void cpu_dw_conv_forward(const conv_geom *g, int n, const float *x, const float *w,
                          const float *bias, float *y);

@@ -59,6 +59,7 @@ typedef struct {
     int weight_grad_direct;     /* the weight gradient on the direct kernels while the rest of
                                  * backward is not (stride 2: im2col; Winograd's narrow layers) */
     int chunk_winograd;         /* images per Winograd forward or input-gradient pass */
+    int slots_winograd;         /* threads that run such chunks of their own */
     int chunk_weight_grad;      /* images per Winograd weight-gradient pass */
     size_t pack_floats;         /* im2col-tiles: scratch per group for the packed filters */
 } conv2d_cfg;
@@ -270,9 +271,12 @@ static dtnn_status conv2d_infer(layer *l, dtnn_error *err)
     }
     if (winograd) {
         c->algo = CONV_WINOGRAD;
-        c->chunk_winograd = be->conv_winograd_chunk(g, l->max_batch, l->workspace_limit, 0);
-        l->workspace_bytes = DTNN_MAX(l->workspace_bytes,
-                                      be->conv_winograd_workspace(g, c->chunk_winograd, 0));
+        c->slots_winograd = be->threads();
+        c->chunk_winograd = be->conv_winograd_chunk(g, l->max_batch, l->workspace_limit,
+                                                    c->slots_winograd, 0);
+        l->workspace_bytes =
+            DTNN_MAX(l->workspace_bytes,
+                     be->conv_winograd_workspace(g, c->chunk_winograd, c->slots_winograd, 0));
     }
     if (winograd_input_grad) {
         c->algo_backward = CONV_WINOGRAD;
@@ -280,9 +284,9 @@ static dtnn_status conv2d_infer(layer *l, dtnn_error *err)
     }
     if (winograd_backward) {
         c->algo_backward = CONV_WINOGRAD;
-        c->chunk_weight_grad = be->conv_winograd_chunk(g, l->max_batch, l->workspace_limit, 1);
+        c->chunk_weight_grad = be->conv_winograd_chunk(g, l->max_batch, l->workspace_limit, 1, 1);
         l->workspace_bytes = DTNN_MAX(l->workspace_bytes,
-                                      be->conv_winograd_workspace(g, c->chunk_weight_grad, 1));
+                                      be->conv_winograd_workspace(g, c->chunk_weight_grad, 1, 1));
     }
     return DTNN_OK;
 }
@@ -322,8 +326,8 @@ static void conv2d_forward(layer *l, const layer_ctx *ctx)
         return;
     }
     if (c->algo == CONV_WINOGRAD) {
-        ctx->be->conv_winograd_forward(g, l->n, c->chunk_winograd, x, w, b, l->y,
-                                       ctx->workspace);
+        ctx->be->conv_winograd_forward(g, l->n, c->chunk_winograd, c->slots_winograd, x, w, b,
+                                       l->y, ctx->workspace);
         return;
     }
     if (c->algo == CONV_POINTWISE) {
@@ -387,8 +391,9 @@ static void conv2d_backward(layer *l, const layer_ctx *ctx)
         if (c->weight_grad_direct)
             ctx->be->conv_direct_backward(g, l->n, c->chunk_direct, x, l->dy, w, dw, NULL, 0,
                                           ctx->workspace);
-        ctx->be->conv_winograd_backward(g, l->n, c->chunk_winograd, c->chunk_weight_grad, x,
-                                        l->dy, w, c->weight_grad_direct ? NULL : dw, dx,
+        ctx->be->conv_winograd_backward(g, l->n, c->chunk_winograd, c->slots_winograd,
+                                        c->chunk_weight_grad, x, l->dy, w,
+                                        c->weight_grad_direct ? NULL : dw, dx,
                                         l->dx_accumulate[0], ctx->workspace);
         return;
     }
