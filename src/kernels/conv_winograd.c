@@ -32,10 +32,15 @@
  * from direct summation by a few ulps of the largest intermediate; F(4x4)'s reach 8 (and 1/24
  * in G), so its error is about ten times larger, a few 1e-6 of the sum of |x w| (tolerances in
  * tests/test_conv_paths.c).
- * Threads: jobs are (image, channel) for the transforms, (tile block, channel block) for the
- * products and (position, channel blocks) for the weight gradient's; every output is summed by
- * one thread in a fixed order, so no result depends on the thread count. The wide form's
- * GEMMs are BLAS's, as on the im2col path.
+ * Threads: narrow layers give each thread whole chunks of images of its own (forward pass
+ * and input gradient: winograd_pass; weight gradient: a share of the images each, summed
+ * into a dU of its own: winograd_weight_grad), so no thread reads what another wrote within
+ * a pass; with fewer than two images a thread, and in wide layers, the team splits each
+ * chunk instead: (image, channel) for the transforms, (tile block, channel block) for the
+ * products and (position, channel blocks) for the weight gradient's. Outputs and input
+ * gradients are summed in one fixed order, so they do not depend on the thread count; the
+ * weight gradient's per-thread sums do, as do the wide form's GEMMs (BLAS's, as on the
+ * im2col path).
  */
 #include <stddef.h>
 #include <string.h>
@@ -615,12 +620,12 @@ TRANSFORM_GRAD(transform_grad4, __m128, 4, DEINTERLEAVE4, _mm_storeu_ps, _mm_add
 /* D [xi][K][ldv] = A dy A^T of every tile of images n0 .. n0 + nb - 1 of dy [n, K, rows, cols],
  * zero past the last tile. */
 static void transform_grads(const wino_geom *wg, int n0, int nb, int K, const float *dy,
-                            float *d, size_t ldv)
+                            float *d, size_t ldv, int team)
 {
     const size_t plane = (size_t)wg->rows * wg->cols;
     const int T = nb * wg->tiles;
     const long long planes = (long long)nb * K;
-#pragma omp parallel for schedule(guided)
+#pragma omp parallel for schedule(guided) if (team)
     for (long long pl = 0; pl < planes; pl++) {
         const int i = (int)(pl / K), k = (int)(pl % K);
         const float *src = dy + ((size_t)(n0 + i) * K + k) * plane;
@@ -667,35 +672,80 @@ static void filter_grad(int K, int C, const float *du, float *dw)
         pair_grad(4, G2, du + kc, pairs, dw + (size_t)kc * 9);
 }
 
-/* dw [K, C, 3, 3] += the weight gradient over n images, `chunk` at a time: per chunk, xi
- * products D V^T over the tiles add into dU [16][K][C], by gemm_tiles.c's dot products below
- * 64 channels in or out (their 4-filter blocks keep a row of D in registers) and by BLAS
- * from 64 in and out on, as the im2col path's weight gradients. With 64 and 64 BLAS's packed
- * kernels won: ResNet-20's 64-channel 8x8 layer backward 8.3-10.1 -> 6.2-8.0 ms, while its
- * 32-channel one stayed at 6.1-7.9 either way (one-layer models, alternating). Either way in
- * a fixed order. */
-static void winograd_weight_grad(const conv_geom *g, const wino_geom *wg, int n, int chunk,
-                                 const float *x, const float *dy, float *dw, float *du,
-                                 float *scratch)
+/* Floats of the weight gradient's scratch for a chunk of nb images: parity planes, V and D. */
+static size_t grad_chunk_floats(const wino_geom *wg, int nb, int C, int K)
+{
+    const size_t cols = tile_cols(nb * wg->tiles);
+    return (size_t)nb * C * parity_floats(wg) + wg->xi * (slab(C, cols) + slab(K, cols));
+}
+
+/* dU [16][K][C] += the products D V^T over the tiles of images n0 .. n0 + nb - 1, by
+ * gemm_tiles.c's dot products below 64 channels in or out (their 4-filter blocks keep a row
+ * of D in registers) and by BLAS from 64 in and out on, as the im2col path's weight
+ * gradients. With 64 and 64 BLAS's packed kernels won: ResNet-20's 64-channel 8x8 layer
+ * backward 8.3-10.1 -> 6.2-8.0 ms, while its 32-channel one stayed at 6.1-7.9 either way
+ * (one-layer models, alternating). On the whole team or, without `team`, on the calling
+ * thread alone (the products' own loops then run on it too: nested teams are inactive). */
+static void weight_grad_chunk(const conv_geom *g, const wino_geom *wg, int n0, int nb,
+                              const float *x, const float *dy, float *du, float *scratch,
+                              int team)
 {
     const int C = g->C, K = g->K;
-    memset(du, 0, sizeof(float) * wg->xi * K * C);
-    for (int n0 = 0; n0 < n; n0 += chunk) {
-        const int nb = n - n0 < chunk ? n - n0 : chunk;
-        /* the tiles, rounded up to 8 for the dot products: the columns past them are zero */
-        const size_t ldv = tile_cols(nb * wg->tiles), len = ((size_t)nb * wg->tiles + 7) / 8 * 8;
-        float *par = scratch, *v = par + (size_t)nb * C * parity_floats(wg);
-        float *d = v + wg->xi * slab(C, ldv);
-        transform_inputs(wg, n0, nb, C, x, par, v, ldv, 1);
-        transform_grads(wg, n0, nb, K, dy, d, ldv);
-        for (int xi = 0; xi < wg->xi; xi++) {
-            const float *dp = d + xi * slab(K, ldv), *vp = v + xi * slab(C, ldv);
-            float *dup = du + (size_t)xi * K * C;
-            if (wide(g) || (g->C >= 64 && g->K >= 64))
-                cpu_gemm(0, 1, K, C, (int)len, 1.0f, dp, (int)ldv, vp, (int)ldv, 1.0f, dup, C);
-            else
-                cpu_gemm_dots(K, C, (int)len, dp, (int)ldv, vp, (int)ldv, dup, C);
+    /* the tiles, rounded up to 8 for the dot products: the columns past them are zero */
+    const size_t ldv = tile_cols(nb * wg->tiles), len = ((size_t)nb * wg->tiles + 7) / 8 * 8;
+    float *par = scratch, *v = par + (size_t)nb * C * parity_floats(wg);
+    float *d = v + wg->xi * slab(C, ldv);
+    transform_inputs(wg, n0, nb, C, x, par, v, ldv, team);
+    transform_grads(wg, n0, nb, K, dy, d, ldv, team);
+    for (int xi = 0; xi < wg->xi; xi++) {
+        const float *dp = d + xi * slab(K, ldv), *vp = v + xi * slab(C, ldv);
+        float *dup = du + (size_t)xi * K * C;
+        if (wide(g) || (g->C >= 64 && g->K >= 64))
+            cpu_gemm(0, 1, K, C, (int)len, 1.0f, dp, (int)ldv, vp, (int)ldv, 1.0f, dup, C);
+        else
+            cpu_gemm_dots(K, C, (int)len, dp, (int)ldv, vp, (int)ldv, dup, C);
+    }
+}
+
+/* dw [K, C, 3, 3] += the weight gradient over n images, `chunk` at a time: per chunk, xi
+ * products D V^T over the tiles add into dU [16][K][C] (du: slots of those, the first the
+ * total); dw gets G^T dU G at the end. Narrow layers with `slots` threads and at least two
+ * images a thread: each thread sums its own share of the images (n / threads, in chunks)
+ * into a dU of its own, added up in thread order at the end, so no thread reads what
+ * another transformed (as the forward pass, winograd_pass). The sums then depend on the
+ * thread count, as BLAS's do; on one thread, and otherwise with the whole team on every
+ * chunk, they are the same as ever. */
+static void winograd_weight_grad(const conv_geom *g, const wino_geom *wg, int n, int chunk,
+                                 int slots, const float *x, const float *dy, float *dw,
+                                 float *du, float *scratch)
+{
+    const int C = g->C, K = g->K;
+    const size_t pairs = (size_t)K * C, du_floats = round16(wg->xi * pairs);
+    const int threads = team_threads(), own = wide(g) ? 1 : threads < slots ? threads : slots;
+    if (own > 1 && n >= 2 * own) {
+        const size_t stride = grad_chunk_floats(wg, chunk, C, K);
+#pragma omp parallel num_threads(own)
+        {
+            const int t = thread_index();
+            const int lo = (int)((long long)n * t / own), hi = (int)((long long)n * (t + 1) / own);
+            /* the share in equal chunks: a short last one sums few tiles a call */
+            const int pieces = (hi - lo + chunk - 1) / chunk;
+            const int size = pieces ? (hi - lo + pieces - 1) / pieces : 1;
+            float *mine = du + (size_t)t * du_floats;
+            memset(mine, 0, sizeof(float) * wg->xi * pairs);
+            for (int n0 = lo; n0 < hi; n0 += size)
+                weight_grad_chunk(g, wg, n0, hi - n0 < size ? hi - n0 : size, x, dy, mine,
+                                  scratch + (size_t)t * stride, 0);
+#pragma omp barrier
+#pragma omp for schedule(static)
+            for (long long e = 0; e < (long long)(wg->xi * pairs); e++)
+                for (int u = 1; u < own; u++)
+                    du[e] += du[(size_t)u * du_floats + (size_t)e];
         }
+    } else {
+        memset(du, 0, sizeof(float) * wg->xi * pairs);
+        for (int n0 = 0; n0 < n; n0 += chunk)
+            weight_grad_chunk(g, wg, n0, n - n0 < chunk ? n - n0 : chunk, x, dy, du, scratch, 1);
     }
     filter_grad(K, C, du, dw);
 }
@@ -824,10 +874,10 @@ size_t cpu_conv_winograd_workspace(const conv_geom *g, int chunk, int slots, int
     const wino_geom wg = make_geom(g, weight_grad);
     const size_t cols = tile_cols(chunk * wg.tiles), pairs = (size_t)g->K * g->C;
     const size_t xi = (size_t)wg.xi;
+    const size_t own = !wide(g) && slots > 1 ? (size_t)slots : 1;
     if (weight_grad)
-        return sizeof(float) * (round16(xi * pairs) +
-                                (size_t)chunk * g->C * parity_floats(&wg) +
-                                xi * (slab(g->C, cols) + slab(g->K, cols)));
+        return sizeof(float) *
+               own * (round16(xi * pairs) + grad_chunk_floats(&wg, chunk, g->C, g->K));
     const int most = g->C > g->K ? g->C : g->K;
     if (wide(g))
         return sizeof(float) * (round16(xi * pairs) + (size_t)chunk * most * parity_floats(&wg) +
@@ -836,8 +886,7 @@ size_t cpu_conv_winograd_workspace(const conv_geom *g, int chunk, int slots, int
      * the output channels) */
     const size_t fwd = filter_floats(&wg, g->C, g->K), bwd = filter_floats(&wg, g->K, g->C);
     const size_t filters = fwd > bwd ? fwd : bwd;
-    return sizeof(float) *
-           (filters + (size_t)(slots > 1 ? slots : 1) * chunk_floats(&wg, chunk, most));
+    return sizeof(float) * (filters + own * chunk_floats(&wg, chunk, most));
 #else
     (void)g, (void)chunk, (void)slots, (void)weight_grad;
     return 0;
@@ -859,7 +908,7 @@ int cpu_conv_winograd_chunk(const conv_geom *g, int max_batch, size_t limit, int
 {
 #ifdef CONV_WINOGRAD
     const size_t mib = (size_t)1 << 20;
-    const int own = !weight_grad && !wide(g) && slots > 1 ? slots : 1;
+    const int own = !wide(g) && slots > 1 ? slots : 1;
     const size_t budget = (wide(g) ? 16 * mib : weight_grad ? 4 * mib : mib) * own;
     const size_t fixed = cpu_conv_winograd_workspace(g, 0, own, weight_grad);
     const size_t per = cpu_conv_winograd_workspace(g, 1, own, weight_grad) - fixed;
@@ -899,9 +948,10 @@ void cpu_conv_winograd_backward(const conv_geom *g, int n, int chunk, int slots,
 {
 #ifdef CONV_WINOGRAD
     const wino_geom wg = make_geom(g, 0), wgw = make_geom(g, 1);
-    size_t fixed = cpu_conv_winograd_workspace(g, 0, 1, 1) / sizeof(float);
+    size_t fixed = cpu_conv_winograd_workspace(g, 0, slots, 1) / sizeof(float);
     if (dw)
-        winograd_weight_grad(g, &wgw, n, weight_grad_chunk, x, dy, dw, workspace, workspace + fixed);
+        winograd_weight_grad(g, &wgw, n, weight_grad_chunk, slots, x, dy, dw, workspace,
+                             workspace + fixed);
     if (!dx)
         return;
     fixed = cpu_conv_winograd_workspace(g, 0, slots, 0) / sizeof(float);

@@ -284,9 +284,11 @@ static dtnn_status conv2d_infer(layer *l, dtnn_error *err)
     }
     if (winograd_backward) {
         c->algo_backward = CONV_WINOGRAD;
-        c->chunk_weight_grad = be->conv_winograd_chunk(g, l->max_batch, l->workspace_limit, 1, 1);
-        l->workspace_bytes = DTNN_MAX(l->workspace_bytes,
-                                      be->conv_winograd_workspace(g, c->chunk_weight_grad, 1, 1));
+        c->chunk_weight_grad = be->conv_winograd_chunk(g, l->max_batch, l->workspace_limit,
+                                                       c->slots_winograd, 1);
+        l->workspace_bytes = DTNN_MAX(
+            l->workspace_bytes,
+            be->conv_winograd_workspace(g, c->chunk_weight_grad, c->slots_winograd, 1));
     }
     return DTNN_OK;
 }
