@@ -78,7 +78,8 @@ typedef struct dtnn_backend {
                                     float *dw);
 
     /* Direct convolution (stride 1 or 2, dilation 1, one group; w [K, C, R, S]) over n
-     * images, `chunk` images at a time, with scratch of conv_direct_workspace(g, chunk) bytes.
+     * images, `chunk` images at a time, with scratch of conv_direct_workspace(g, chunk, slots)
+     * bytes, where up to `slots` threads (threads() when planned) each run chunks of their own.
      * conv_direct_supported(g) is 2 for the shapes the kernels take whole (stride 1, and
      * stride 2 whose input gradient their passes cover), 1 for other stride-2 shapes (forward
      * and weight gradient: backward then leaves dx alone), 0 for other shapes and in builds
@@ -88,12 +89,12 @@ typedef struct dtnn_backend {
     /* Bias gradient of any convolution: db [C] += per-channel sums of dy [n, C, hw], in double
      * (batchnorm.c's channel sums); the conv paths leave db to it. */
     void (*bias_grad)(int n, int C, int hw, const float *dy, float *db);
-    size_t (*conv_direct_workspace)(const conv_geom *g, int chunk);
-    void (*conv_direct_forward)(const conv_geom *g, int n, int chunk, const float *x,
+    size_t (*conv_direct_workspace)(const conv_geom *g, int chunk, int slots);
+    void (*conv_direct_forward)(const conv_geom *g, int n, int chunk, int slots, const float *x,
                                 const float *w, const float *bias, float *y, float *workspace);
-    void (*conv_direct_backward)(const conv_geom *g, int n, int chunk, const float *x,
-                                 const float *dy, const float *w, float *dw, float *dx,
-                                 int accumulate, float *workspace);
+    void (*conv_direct_backward)(const conv_geom *g, int n, int chunk, int slots,
+                                 const float *x, const float *dy, const float *w, float *dw,
+                                 float *dx, int accumulate, float *workspace);
 
     /* Winograd F(2x2, 3x3) and F(4x4, 3x3) for 3x3 / stride 1 / padding 1
      * (kernels/conv_winograd.c), with the same contract as the direct functions above

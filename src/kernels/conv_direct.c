@@ -24,12 +24,19 @@
  * shifted padded input; the padded output gradient of the input-gradient pass already is that
  * layout, from its first real pixel on (both passes have row stride W + padding).
  *
- * Threads: the forward pass and the input gradient split (image, block of 4 output channels);
- * the weight gradient splits (block of 4 filters, input channel), each summing all images in
- * a fixed order, so no result depends on the thread count.
+ * Threads: with at least two images a thread, each thread takes whole chunks of images of its
+ * own (cpu_conv_direct_forward, cpu_conv_direct_backward), pads them into its own scratch and
+ * sums its own weight gradient, added up in thread order. Otherwise the team splits each
+ * chunk: the forward pass and the input gradient by (image, block of 4 output channels), the
+ * weight gradient by (block of 4 filters, input channel), each summing the chunk's images in
+ * a fixed order. Outputs and input gradients never depend on
+ * the thread count; the weight gradient's sums do where threads take images of their own.
  */
 #include <stddef.h>
 #include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include "cpu_kernels.h"
 
@@ -221,10 +228,10 @@ static size_t blocks(int channels) { return (size_t)(channels + MR - 1) / MR; }
 /* Copies `planes` rows x cols planes into planes of Ls floats, row stride Wp, each placed at
  * (top, left), zero everywhere else. */
 static void pad_planes(long long planes, int rows, int cols, int top, int left, int Wp,
-                       size_t Ls, const float *src, float *dst)
+                       size_t Ls, const float *src, float *dst, int team)
 {
     const size_t first = (size_t)top * Wp + left, used = (size_t)(top + rows) * Wp + left;
-#pragma omp parallel for schedule(guided)
+#pragma omp parallel for schedule(guided) if (team)
     for (long long pl = 0; pl < planes; pl++) {
         const float *s = src + (size_t)pl * rows * cols;
         const float *next = s + (size_t)rows * cols;
@@ -291,11 +298,11 @@ static void split_row(const float *src, int W, int left, int Wp, float *even_pla
  * by the left padding into a scalar tail) still took 0.95 ms a pass of a batch of 64: 19%
  * of a stride-2 layer's step. */
 static void split_parity_planes(const pass_geom *p, long long planes, const float *src,
-                                float *dst)
+                                float *dst, int team)
 {
     const int H = p->in_rows, W = p->in_cols, Wp = p->Wp;
     const int rows = (int)(p->Lpar / (size_t)Wp);
-#pragma omp parallel for schedule(guided)
+#pragma omp parallel for schedule(guided) if (team)
     for (long long pl = 0; pl < planes; pl++) {
         const float *s = src + (size_t)pl * H * W;
         const float *next = s + (size_t)H * W;
@@ -319,12 +326,14 @@ static void split_parity_planes(const pass_geom *p, long long planes, const floa
     }
 }
 
-static void pad_input(const pass_geom *p, long long planes, const float *src, float *dst)
+static void pad_input(const pass_geom *p, long long planes, const float *src, float *dst,
+                      int team)
 {
     if (p->Lpar)
-        split_parity_planes(p, planes, src, dst);
+        split_parity_planes(p, planes, src, dst, team);
     else
-        pad_planes(planes, p->in_rows, p->in_cols, p->top, p->left, p->Wp, p->Ls, src, dst);
+        pad_planes(planes, p->in_rows, p->in_cols, p->top, p->left, p->Wp, p->Ls, src, dst,
+                   team);
 }
 
 /* Filters w [K, C, R, S] as blocks [K/MR][C][tap][MR] for the forward pass, or, when
@@ -379,11 +388,12 @@ static void store_tile(const pass_geom *pg, float tile[MR][NR], int p0, int o0, 
 /* out [n, outs, rows, cols] (+)= correlation of `in` (n x ins padded planes) with the packed
  * filters, + bias. One job = one image and one block of MR output channels. */
 static void direct_pass(const pass_geom *pg, int n, int ins, int outs, const float *in,
-                        const float *packed, const float *bias, float *out, int accumulate)
+                        const float *packed, const float *bias, float *out, int accumulate,
+                        int team)
 {
     const long long nb = (long long)blocks(outs), jobs = (long long)n * nb;
     const size_t out_image = (size_t)outs * pg->rows * pg->cols;
-#pragma omp parallel for schedule(guided)
+#pragma omp parallel for schedule(guided) if (team)
     for (long long job = 0; job < jobs; job++) {
         const int i = (int)(job / nb), b = (int)(job % nb);
         const float *img = in + (size_t)i * ins * pg->Ls;
@@ -476,7 +486,7 @@ static void store_class_pair(const conv_geom *g, const pass_geom *d, float t0[MR
  * or columns) writes zeros. */
 static void strided_input_grad(const conv_geom *g, const pass_geom *d,
                                const parity_classes *pc, int n, const float *dyp,
-                               const float *packed, float *dx, int accumulate)
+                               const float *packed, float *dx, int accumulate, int team)
 {
     const long long nb = (long long)blocks(g->C), jobs = (long long)n * nb;
     const size_t in_image = (size_t)g->C * g->H * g->W;
@@ -485,7 +495,7 @@ static void strided_input_grad(const conv_geom *g, const pass_geom *d,
     first[0] = packed;
     for (int cl = 1; cl < 4; cl++)
         first[cl] = first[cl - 1] + (size_t)nb * g->K * pc->taps[cl - 1] * MR;
-#pragma omp parallel for schedule(guided)
+#pragma omp parallel for schedule(guided) if (team)
     for (long long job = 0; job < jobs; job++) {
         const int i = (int)(job / nb), cb = (int)(job % nb);
         const float *img = dyp + (size_t)i * g->K * d->Ls;
@@ -517,12 +527,12 @@ static void strided_input_grad(const conv_geom *g, const pass_geom *d,
  * alternating) took 2.18-2.28 times its forward time for backward, now 2.04-2.14. The sums
  * are the same, in the same order. */
 static void weight_grad(const pass_geom *pg, int n, int C, int K, const float *xp,
-                        const float *dyw, size_t dy_plane, float *dw)
+                        const float *dyw, size_t dy_plane, float *dw, int team)
 {
     const long long jobs = (long long)blocks(K) * C;
     const int R = pg->R, S = pg->S, L8 = (pg->Lo + 7) / 8 * 8;
     const size_t x_image = (size_t)C * pg->Ls, dy_image = (size_t)K * dy_plane;
-#pragma omp parallel for schedule(guided)
+#pragma omp parallel for schedule(guided) if (team)
     for (long long job = 0; job < jobs; job++) {
         const int b = (int)(job / C), c = (int)(job % C);
         /* [r][s0 / 3][j][s][lane]: a chunk holds at most a few hundred images (1 MiB of
@@ -573,62 +583,144 @@ int cpu_conv_direct_supported(const conv_geom *g)
 #endif
 }
 
-size_t cpu_conv_direct_workspace(const conv_geom *g, int chunk)
-{
 #ifdef CONV_DIRECT
-    pass_geom f = forward_pass(g), d = input_grad_pass(g);
-    const size_t taps = (size_t)g->R * g->S;
-    size_t per_image = (size_t)g->C * f.Ls;
-    if (dy_planes_shared(&f, &d))
-        per_image += (size_t)g->K * d.Ls;
+/* Floats of both packed filter sets, at the workspace's start. */
+static size_t packs_floats(const conv_geom *g, const pass_geom *f)
+{
+    return round16(blocks(g->K) * g->C * f->taps * MR) + round16(blocks(g->C) * g->K * f->taps * MR);
+}
+
+/* Floats of a chunk's scratch: padded input planes, padded output-gradient planes and, where
+ * the two passes cannot share them, the weight gradient's wide ones. */
+static size_t chunk_floats(const conv_geom *g, const pass_geom *f, const pass_geom *d, int chunk)
+{
+    size_t per_image = (size_t)g->C * f->Ls;
+    if (dy_planes_shared(f, d))
+        per_image += (size_t)g->K * d->Ls;
     else
-        per_image += (size_t)g->K * (d.Ls + dy_wide_plane(&f));
-    return sizeof(float) * (round16(blocks(g->K) * g->C * taps * MR) +
-                            round16(blocks(g->C) * g->K * taps * MR) + (size_t)chunk * per_image);
+        per_image += (size_t)g->K * (d->Ls + dy_wide_plane(f));
+    return (size_t)chunk * per_image;
+}
+
+static int thread_index(void)
+{
+#ifdef _OPENMP
+    return omp_get_thread_num();
 #else
-    (void)g;
-    (void)chunk;
     return 0;
 #endif
 }
 
-void cpu_conv_direct_forward(const conv_geom *g, int n, int chunk, const float *x,
-                             const float *w, const float *bias, float *y, float *workspace)
+/* The threads that take images of their own: up to `slots` (the scratch areas planned), and
+ * only with at least two images each; 1 = the whole team on every chunk. */
+static int own_threads(int slots, int n)
+{
+#ifdef _OPENMP
+    const int threads = omp_get_max_threads(), own = threads < slots ? threads : slots;
+#else
+    const int own = 1;
+    (void)slots;
+#endif
+    return own > 1 && n >= 2 * own ? own : 1;
+}
+
+/* One chunk of images n0 .. n0 + nb - 1 of the backward pass, with its scratch at `base`
+ * (laid out for `chunk` images): pad, weight gradient into dw, input gradient. */
+static void backward_chunk(const conv_geom *g, const pass_geom *f, const pass_geom *d,
+                           const parity_classes *classes, int chunk, int n0, int nb,
+                           const float *x, const float *dy, const float *packed, float *dw,
+                           float *dx, int accumulate, float *base, int team)
+{
+    const int C = g->C, K = g->K, shared = dy_planes_shared(f, d);
+    const size_t in_image = (size_t)C * g->H * g->W, out_image = (size_t)K * g->P * g->Q;
+    float *xp = base, *dyp = xp + (size_t)chunk * C * f->Ls;
+    float *dyw = shared ? dyp + (size_t)d->top * d->Wp + d->left : dyp + (size_t)chunk * K * d->Ls;
+    const size_t dyw_plane = shared ? d->Ls : dy_wide_plane(f);
+    pad_input(f, (long long)nb * C, x + n0 * in_image, xp, team);
+    if (dx || shared)
+        pad_input(d, (long long)nb * K, dy + n0 * out_image, dyp, team);
+    if (!shared)
+        pad_planes((long long)nb * K, g->P, g->Q, 0, 0, f->Wp, dyw_plane, dy + n0 * out_image,
+                   dyw, team);
+    weight_grad(f, nb, C, K, xp, dyw, dyw_plane, dw, team);
+    if (dx && f->Lpar)
+        strided_input_grad(g, d, classes, nb, dyp, packed, dx + n0 * in_image, accumulate, team);
+    else if (dx)
+        direct_pass(d, nb, K, C, dyp, packed, NULL, dx + n0 * in_image, accumulate, team);
+}
+#endif
+
+/* The packed filters, then a chunk's scratch per thread that takes images of its own and,
+ * with more than one, a weight gradient each. */
+size_t cpu_conv_direct_workspace(const conv_geom *g, int chunk, int slots)
 {
 #ifdef CONV_DIRECT
-    pass_geom f = forward_pass(g);
-    const size_t in_image = (size_t)g->C * g->H * g->W, out_image = (size_t)g->K * g->P * g->Q;
-    float *packed = workspace;
-    float *xp = packed + round16(blocks(g->K) * g->C * f.taps * MR);
-    pack_filters(w, g->K, g->C, f.taps, 0, packed);
-    for (int n0 = 0; n0 < n; n0 += chunk) {
-        int nb = n - n0 < chunk ? n - n0 : chunk;
-        pad_input(&f, (long long)nb * g->C, x + n0 * in_image, xp);
-        direct_pass(&f, nb, g->C, g->K, xp, packed, bias, y + n0 * out_image, 0);
-    }
+    pass_geom f = forward_pass(g), d = input_grad_pass(g);
+    const size_t own = slots > 1 ? (size_t)slots : 1;
+    const size_t partials = own > 1 ? own * round16((size_t)g->K * g->C * f.taps) : 0;
+    return sizeof(float) * (packs_floats(g, &f) + own * chunk_floats(g, &f, &d, chunk) + partials);
 #else
-    (void)g, (void)n, (void)chunk, (void)x, (void)w, (void)bias, (void)y, (void)workspace;
+    (void)g, (void)chunk, (void)slots;
+    return 0;
 #endif
 }
 
-void cpu_conv_direct_backward(const conv_geom *g, int n, int chunk, const float *x,
+/* With several threads and at least two images each, every thread takes whole chunks of
+ * images of its own (the fewest rounds of equal chunks): it pads its images into its own
+ * scratch and the tile kernels read them from its own core's L2, with no barrier between
+ * the copy and the products. Split by the team chunk by chunk, a thread read planes the
+ * other had padded, and in this VM's slow periods (the vCPUs apparently far apart) that ran
+ * at 1-thread speed. The outputs are the same either way. */
+void cpu_conv_direct_forward(const conv_geom *g, int n, int chunk, int slots, const float *x,
+                             const float *w, const float *bias, float *y, float *workspace)
+{
+#ifdef CONV_DIRECT
+    pass_geom f = forward_pass(g), d = input_grad_pass(g);
+    const size_t in_image = (size_t)g->C * g->H * g->W, out_image = (size_t)g->K * g->P * g->Q;
+    float *packed = workspace, *scratch = workspace + packs_floats(g, &f);
+    pack_filters(w, g->K, g->C, f.taps, 0, packed);
+    const int own = own_threads(slots, n);
+    if (own > 1) {
+        const int rounds = (n + own * chunk - 1) / (own * chunk);
+        const int size = (n + rounds * own - 1) / (rounds * own);
+        const long long chunks = (n + size - 1) / size;
+        const size_t stride = chunk_floats(g, &f, &d, chunk);
+#pragma omp parallel for schedule(dynamic, 1) num_threads(own)
+        for (long long ch = 0; ch < chunks; ch++) {
+            const int n0 = (int)ch * size, nb = n - n0 < size ? n - n0 : size;
+            float *xp = scratch + (size_t)thread_index() * stride;
+            pad_input(&f, (long long)nb * g->C, x + n0 * in_image, xp, 0);
+            direct_pass(&f, nb, g->C, g->K, xp, packed, bias, y + n0 * out_image, 0, 0);
+        }
+        return;
+    }
+    for (int n0 = 0; n0 < n; n0 += chunk) {
+        int nb = n - n0 < chunk ? n - n0 : chunk;
+        pad_input(&f, (long long)nb * g->C, x + n0 * in_image, scratch, 1);
+        direct_pass(&f, nb, g->C, g->K, scratch, packed, bias, y + n0 * out_image, 0, 1);
+    }
+#else
+    (void)g, (void)n, (void)chunk, (void)slots, (void)x, (void)w, (void)bias, (void)y;
+    (void)workspace;
+#endif
+}
+
+/* Backward as the forward pass: with several threads and at least two images each, every
+ * thread takes its share of the images (n / threads, in equal chunks) and sums its weight
+ * gradient apart, added to dw in thread order at the end; so the weight gradient's sums
+ * depend on the thread count (the input gradient's do not). */
+void cpu_conv_direct_backward(const conv_geom *g, int n, int chunk, int slots, const float *x,
                               const float *dy, const float *w, float *dw, float *dx,
                               int accumulate, float *workspace)
 {
 #ifdef CONV_DIRECT
     pass_geom f = forward_pass(g), d = input_grad_pass(g);
     const int C = g->C, K = g->K;
-    const size_t out_plane = (size_t)g->P * g->Q;
-    const size_t in_image = (size_t)C * g->H * g->W, out_image = K * out_plane;
-    const int shared = dy_planes_shared(&f, &d);
     const parity_classes classes = make_classes(g, &d);     /* stride 2's input gradient */
     if (f.Lpar && !strided_input_grad_covered(g))
         dx = NULL;  /* the caller computes the input gradient (im2col) */
     float *packed = workspace + round16(blocks(K) * C * f.taps * MR);
-    float *xp = packed + round16(blocks(C) * K * f.taps * MR);
-    float *dyp = xp + (size_t)chunk * C * f.Ls;
-    float *dyw = shared ? dyp + (size_t)d.top * d.Wp + d.left : dyp + (size_t)chunk * K * d.Ls;
-    const size_t dyw_plane = shared ? d.Ls : dy_wide_plane(&f);
+    float *scratch = workspace + packs_floats(g, &f);
     if (dx && f.Lpar)
         pack_strided_filters(g, &classes, w, packed);
     else if (dx)
@@ -636,23 +728,36 @@ void cpu_conv_direct_backward(const conv_geom *g, int n, int chunk, const float 
     /* x is padded again, not kept from the forward pass: keeping it would hold a padded copy
      * of every direct layer's input for the whole step (resnet20: about 70 MB more), to save
      * a copy that costs ~2% of the step. */
-    for (int n0 = 0; n0 < n; n0 += chunk) {
-        int nb = n - n0 < chunk ? n - n0 : chunk;
-        pad_input(&f, (long long)nb * C, x + n0 * in_image, xp);
-        if (dx || shared)
-            pad_input(&d, (long long)nb * K, dy + n0 * out_image, dyp);
-        if (!shared)
-            pad_planes((long long)nb * K, g->P, g->Q, 0, 0, f.Wp, dyw_plane, dy + n0 * out_image,
-                       dyw);
-        weight_grad(&f, nb, C, K, xp, dyw, dyw_plane, dw);
-        if (dx && f.Lpar)
-            strided_input_grad(g, &d, &classes, nb, dyp, packed, dx + n0 * in_image,
-                               accumulate);
-        else if (dx)
-            direct_pass(&d, nb, K, C, dyp, packed, NULL, dx + n0 * in_image, accumulate);
+    const int own = own_threads(slots, n);
+    if (own > 1) {
+        const size_t stride = chunk_floats(g, &f, &d, chunk);
+        const size_t dw_floats = (size_t)K * C * f.taps, part = round16(dw_floats);
+        float *parts = scratch + (size_t)own * stride;
+#pragma omp parallel num_threads(own)
+        {
+            const int t = thread_index();
+            const int lo = (int)((long long)n * t / own), hi = (int)((long long)n * (t + 1) / own);
+            const int pieces = (hi - lo + chunk - 1) / chunk;
+            const int size = pieces ? (hi - lo + pieces - 1) / pieces : 1;
+            float *mine = parts + (size_t)t * part;
+            memset(mine, 0, sizeof(float) * dw_floats);
+            for (int n0 = lo; n0 < hi; n0 += size)
+                backward_chunk(g, &f, &d, &classes, chunk, n0, hi - n0 < size ? hi - n0 : size,
+                               x, dy, packed, mine, dx, accumulate,
+                               scratch + (size_t)t * stride, 0);
+#pragma omp barrier
+#pragma omp for schedule(static)
+            for (long long e = 0; e < (long long)dw_floats; e++)
+                for (int u = 0; u < own; u++)
+                    dw[e] += parts[(size_t)u * part + (size_t)e];
+        }
+        return;
     }
+    for (int n0 = 0; n0 < n; n0 += chunk)
+        backward_chunk(g, &f, &d, &classes, chunk, n0, n - n0 < chunk ? n - n0 : chunk, x, dy,
+                       packed, dw, dx, accumulate, scratch, 1);
 #else
-    (void)g, (void)n, (void)chunk, (void)x, (void)dy, (void)w, (void)dw, (void)dx;
+    (void)g, (void)n, (void)chunk, (void)slots, (void)x, (void)dy, (void)w, (void)dw, (void)dx;
     (void)accumulate, (void)workspace;
 #endif
 }

@@ -23,10 +23,10 @@ void cpu_gemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const 
 void cpu_im2col(const conv_geom *g, const float *x, int images, float *col, int ldcol);
 void cpu_col2im(const conv_geom *g, const float *col, int ldcol, int images, float *dx);
 int cpu_conv_direct_supported(const conv_geom *g);
-size_t cpu_conv_direct_workspace(const conv_geom *g, int chunk);
-void cpu_conv_direct_forward(const conv_geom *g, int n, int chunk, const float *x,
+size_t cpu_conv_direct_workspace(const conv_geom *g, int chunk, int slots);
+void cpu_conv_direct_forward(const conv_geom *g, int n, int chunk, int slots, const float *x,
                              const float *w, const float *bias, float *y, float *workspace);
-void cpu_conv_direct_backward(const conv_geom *g, int n, int chunk, const float *x,
+void cpu_conv_direct_backward(const conv_geom *g, int n, int chunk, int slots, const float *x,
                               const float *dy, const float *w, float *dw, float *dx,
                               int accumulate, float *workspace);
 int cpu_conv_winograd_supported(const conv_geom *g);

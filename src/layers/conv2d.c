@@ -59,7 +59,8 @@ typedef struct {
     int weight_grad_direct;     /* the weight gradient on the direct kernels while the rest of
                                  * backward is not (stride 2: im2col; Winograd's narrow layers) */
     int chunk_winograd;         /* images per Winograd forward or input-gradient pass */
-    int slots_winograd;         /* threads that run such chunks of their own */
+    int slots;                  /* threads (when planned) that run direct and Winograd chunks
+                                 * of their own, each with its own scratch */
     int chunk_weight_grad;      /* images per Winograd weight-gradient pass */
     size_t pack_floats;         /* im2col-tiles: scratch per group for the packed filters */
 } conv2d_cfg;
@@ -138,15 +139,15 @@ static void plan_im2col(conv2d_cfg *c, layer *l, const dtnn_backend *be, int til
 }
 
 /* The direct kernels' chunk and scratch: chunks whose padded planes fit the 1 MiB L2 cache of
- * a core, so the kernels read what pad_planes has just written from there: with 16 MiB chunks
- * ResNet-20's first stage ran at 7.5 / 15.5 ms forward / backward per layer instead of 4.7 /
- * 9.0. Returns the workspace bytes. */
+ * a core (one per thread that runs chunks of its own), so the kernels read what pad_planes
+ * has just written from there: with 16 MiB chunks ResNet-20's first stage ran at 7.5 / 15.5
+ * ms forward / backward per layer instead of 4.7 / 9.0. Returns the workspace bytes. */
 static size_t plan_direct(conv2d_cfg *c, const layer *l, const dtnn_backend *be)
 {
-    const size_t fixed = be->conv_direct_workspace(&c->g, 0);
-    c->chunk_direct = chunk_for(fixed, be->conv_direct_workspace(&c->g, 1) - fixed,
-                                (size_t)1 << 20, l);
-    return be->conv_direct_workspace(&c->g, c->chunk_direct);
+    const size_t fixed = be->conv_direct_workspace(&c->g, 0, c->slots);
+    c->chunk_direct = chunk_for(fixed, be->conv_direct_workspace(&c->g, 1, c->slots) - fixed,
+                                ((size_t)1 << 20) * (size_t)c->slots, l);
+    return be->conv_direct_workspace(&c->g, c->chunk_direct, c->slots);
 }
 
 static dtnn_status conv2d_infer(layer *l, dtnn_error *err)
@@ -211,6 +212,7 @@ static dtnn_status conv2d_infer(layer *l, dtnn_error *err)
     }
     /* The model builds with the CPU backend, the only one so far; layers see it at run time. */
     const dtnn_backend *be = dtnn_backend_cpu();
+    c->slots = DTNN_MAX(be->threads(), 1);
     /* The direct kernel sums each output over C input planes (forward) and each input
      * gradient over K output planes; it wins while a tile's R rows of those planes and the
      * filter block stay in L1 (3x3 with 64 channels: 24 + 9 KiB). With 128 to 512 channels
@@ -271,12 +273,11 @@ static dtnn_status conv2d_infer(layer *l, dtnn_error *err)
     }
     if (winograd) {
         c->algo = CONV_WINOGRAD;
-        c->slots_winograd = be->threads();
         c->chunk_winograd = be->conv_winograd_chunk(g, l->max_batch, l->workspace_limit,
-                                                    c->slots_winograd, 0);
+                                                    c->slots, 0);
         l->workspace_bytes =
             DTNN_MAX(l->workspace_bytes,
-                     be->conv_winograd_workspace(g, c->chunk_winograd, c->slots_winograd, 0));
+                     be->conv_winograd_workspace(g, c->chunk_winograd, c->slots, 0));
     }
     if (winograd_input_grad) {
         c->algo_backward = CONV_WINOGRAD;
@@ -285,10 +286,10 @@ static dtnn_status conv2d_infer(layer *l, dtnn_error *err)
     if (winograd_backward) {
         c->algo_backward = CONV_WINOGRAD;
         c->chunk_weight_grad = be->conv_winograd_chunk(g, l->max_batch, l->workspace_limit,
-                                                       c->slots_winograd, 1);
+                                                       c->slots, 1);
         l->workspace_bytes = DTNN_MAX(
             l->workspace_bytes,
-            be->conv_winograd_workspace(g, c->chunk_weight_grad, c->slots_winograd, 1));
+            be->conv_winograd_workspace(g, c->chunk_weight_grad, c->slots, 1));
     }
     return DTNN_OK;
 }
@@ -324,11 +325,12 @@ static void conv2d_forward(layer *l, const layer_ctx *ctx)
         return;
     }
     if (c->algo == CONV_DIRECT) {
-        ctx->be->conv_direct_forward(g, l->n, c->chunk_direct, x, w, b, l->y, ctx->workspace);
+        ctx->be->conv_direct_forward(g, l->n, c->chunk_direct, c->slots, x, w, b, l->y,
+                                     ctx->workspace);
         return;
     }
     if (c->algo == CONV_WINOGRAD) {
-        ctx->be->conv_winograd_forward(g, l->n, c->chunk_winograd, c->slots_winograd, x, w, b,
+        ctx->be->conv_winograd_forward(g, l->n, c->chunk_winograd, c->slots, x, w, b,
                                        l->y, ctx->workspace);
         return;
     }
@@ -391,16 +393,16 @@ static void conv2d_backward(layer *l, const layer_ctx *ctx)
     }
     if (c->algo_backward == CONV_WINOGRAD) {
         if (c->weight_grad_direct)
-            ctx->be->conv_direct_backward(g, l->n, c->chunk_direct, x, l->dy, w, dw, NULL, 0,
-                                          ctx->workspace);
-        ctx->be->conv_winograd_backward(g, l->n, c->chunk_winograd, c->slots_winograd,
+            ctx->be->conv_direct_backward(g, l->n, c->chunk_direct, c->slots, x, l->dy, w, dw,
+                                          NULL, 0, ctx->workspace);
+        ctx->be->conv_winograd_backward(g, l->n, c->chunk_winograd, c->slots,
                                         c->chunk_weight_grad, x, l->dy, w,
                                         c->weight_grad_direct ? NULL : dw, dx,
                                         l->dx_accumulate[0], ctx->workspace);
         return;
     }
     if (c->algo_backward == CONV_DIRECT) {
-        ctx->be->conv_direct_backward(g, l->n, c->chunk_direct, x, l->dy, w, dw, dx,
+        ctx->be->conv_direct_backward(g, l->n, c->chunk_direct, c->slots, x, l->dy, w, dw, dx,
                                       l->dx_accumulate[0], ctx->workspace);
         return;
     }
@@ -417,8 +419,8 @@ static void conv2d_backward(layer *l, const layer_ctx *ctx)
     /* stride 2 with a direct forward: the weight gradient on the direct kernels too */
     const int direct_weights = c->algo == CONV_DIRECT && c->weight_grad_direct;
     if (direct_weights) {
-        ctx->be->conv_direct_backward(g, l->n, c->chunk_direct, x, l->dy, w, dw, NULL, 0,
-                                      ctx->workspace);
+        ctx->be->conv_direct_backward(g, l->n, c->chunk_direct, c->slots, x, l->dy, w, dw,
+                                      NULL, 0, ctx->workspace);
         if (!dx)
             return;
     }
