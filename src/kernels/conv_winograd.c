@@ -90,6 +90,7 @@ typedef struct {
     size_t plane;       /* floats per such plane, with room for the last group's reads */
     int tiles;          /* per image */
     int lanes;          /* tiles a transform handles at once: 8 (AVX) or 4 (SSE) */
+    int pair;           /* 4 tiles a row, rows in pairs: two rows of tiles in one AVX vector */
 } wino_geom;
 
 static size_t round16(size_t n) { return (n + 15) / 16 * 16; }
@@ -121,7 +122,11 @@ static wino_geom make_geom(const conv_geom *g, int weight_grad)
     const int plane_rows = w.m == 2 ? w.TH + 1 : w.rows + 2;
     w.plane = round16((size_t)plane_rows * w.PW + 4);
     w.tiles = w.TH * w.TW;
-    w.lanes = w.TW % 8 == 0 ? 8 : 4;
+    /* Rows of 4 tiles (F(4x4) on 16x16 images, F(2x2) on 8x8: ResNet-20's 32- and 64-channel
+     * stages) in pairs, tile rows ty and ty + 1 in the halves of an AVX vector: with SSE's 4
+     * lanes their transforms took twice the instructions. */
+    w.pair = w.TW == 4 && w.TH % 2 == 0;
+    w.lanes = w.TW % 8 == 0 || w.pair ? 8 : 4;
     return w;
 }
 
@@ -270,12 +275,13 @@ static void split_parity(const wino_geom *wg, const float *src, const float *nex
 }
 
 /* V[xi][tile] (xi_stride floats apart) = B^T d B for every tile of one plane, a vector of
- * tiles in a row at a time: 8 (AVX) where rows of tiles are whole eights, else 4 (SSE). */
-#define TRANSFORM_INPUT(name, vec, lanes, load, store, add, sub)                              \
+ * tiles at a time: 8 (AVX) where rows of tiles are whole eights, two rows of 4 (AVX, `rows`
+ * 2, load taking each half from its row), else 4 (SSE). */
+#define TRANSFORM_INPUT(name, vec, lanes, rows, load, store, add, sub)                        \
     static void name(const wino_geom *wg, const float *par, float *v, size_t xi_stride)       \
     {                                                                                          \
         const int PW = wg->PW;                                                                 \
-        for (int ty = 0; ty < wg->TH; ty++)                                                    \
+        for (int ty = 0; ty < wg->TH; ty += (rows))                                            \
             for (int tx = 0; tx < wg->TW; tx += (lanes)) {                                     \
                 vec e[4][4];                                                                   \
                 for (int i = 0; i < 4; i++) {                                                  \
@@ -298,16 +304,27 @@ static void split_parity(const wino_geom *wg, const float *src, const float *nex
             }                                                                                  \
     }
 
-TRANSFORM_INPUT(transform_input8, __m256, 8, _mm256_loadu_ps, _mm256_storeu_ps, _mm256_add_ps,
-                _mm256_sub_ps)
-TRANSFORM_INPUT(transform_input4, __m128, 4, _mm_loadu_ps, _mm_storeu_ps, _mm_add_ps,
+/* 4 floats at p in the low half, 4 at p + next in the high half */
+static inline __m256 load_halves(const float *p, size_t next)
+{
+    return _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(p)), _mm_loadu_ps(p + next),
+                                1);
+}
+#define LOAD_ROW_PAIR(p) load_halves((p), (size_t)PW)
+
+TRANSFORM_INPUT(transform_input8, __m256, 8, 1, _mm256_loadu_ps, _mm256_storeu_ps,
+                _mm256_add_ps, _mm256_sub_ps)
+TRANSFORM_INPUT(transform_input8_pair, __m256, 8, 2, LOAD_ROW_PAIR, _mm256_storeu_ps,
+                _mm256_add_ps, _mm256_sub_ps)
+TRANSFORM_INPUT(transform_input4, __m128, 4, 1, _mm_loadu_ps, _mm_storeu_ps, _mm_add_ps,
                 _mm_sub_ps)
 
-/* Outputs of a vector of tiles in a row (A^T m A) from m[xi * xi_stride ..], written or added
- * to the two output rows at `out` (row stride cols), + bias: 8 tiles (AVX) or 4 (SSE), as the
- * input transform. The two output columns of each tile are interleaved into a row with
- * unpacks. */
-#define TRANSFORM_OUTPUT(name, vec, load, store, add, sub, set1, interleave)                  \
+/* Outputs of a vector of tiles (A^T m A) from m[xi * xi_stride ..], written or added to the
+ * two output rows at `out` (row stride cols), + bias: 8 tiles (AVX) or 4 (SSE), as the input
+ * transform. The two output columns of each tile are interleaved into a row with unpacks;
+ * the second half of the tiles goes `second` floats on (the next 8 columns, or for a pair of
+ * tile rows two output rows down). */
+#define TRANSFORM_OUTPUT(name, vec, load, store, add, sub, set1, interleave, second)          \
     static void name(const float *m, size_t xi_stride, float bias, int cols, float *out,      \
                      int accumulate)                                                          \
     {                                                                                          \
@@ -325,7 +342,7 @@ TRANSFORM_INPUT(transform_input4, __m128, 4, _mm_loadu_ps, _mm_storeu_ps, _mm_ad
             vec lo, hi;                                                                        \
             interleave(even, odd, lo, hi);                                                     \
             float *row = out + (size_t)a * cols;                                               \
-            const int half = (int)(sizeof(vec) / sizeof(float));                               \
+            const size_t half = (second);                                                      \
             if (accumulate) {                                                                  \
                 lo = add(lo, load(row));                                                       \
                 hi = add(hi, load(row + half));                                                \
@@ -345,9 +362,11 @@ TRANSFORM_INPUT(transform_input4, __m128, 4, _mm_loadu_ps, _mm_storeu_ps, _mm_ad
     } while (0)
 
 TRANSFORM_OUTPUT(transform_output8, __m256, _mm256_loadu_ps, _mm256_storeu_ps, _mm256_add_ps,
-                 _mm256_sub_ps, _mm256_set1_ps, INTERLEAVE8)
+                 _mm256_sub_ps, _mm256_set1_ps, INTERLEAVE8, 8)
+TRANSFORM_OUTPUT(transform_output8_pair, __m256, _mm256_loadu_ps, _mm256_storeu_ps,
+                 _mm256_add_ps, _mm256_sub_ps, _mm256_set1_ps, INTERLEAVE8, 2 * (size_t)cols)
 TRANSFORM_OUTPUT(transform_output4, __m128, _mm_loadu_ps, _mm_storeu_ps, _mm_add_ps,
-                 _mm_sub_ps, _mm_set1_ps, INTERLEAVE4)
+                 _mm_sub_ps, _mm_set1_ps, INTERLEAVE4, 4)
 
 /* F(4x4, 3x3). A tile is 4x4 outputs from a 6x6 block of the padded input, so tiles step by 4
  * columns: each padded row is split into its four column phases (padded column 4 q + p at
@@ -482,6 +501,46 @@ F4_KERNELS(sse, __m128, 4, _mm_loadu_ps, _mm_storeu_ps, _mm_add_ps, _mm_sub_ps, 
            _mm_fmadd_ps, _mm_set1_ps, _mm_unpacklo_ps, _mm_unpackhi_ps, _mm_shuffle_ps,
            scatter4_sse)
 
+/* F(4x4) on rows of 4 tiles (16x16 images) in pairs: tile rows ty and ty + 1 in the two
+ * halves of each vector, 4 padded rows apart in the phase planes and 4 output rows apart. */
+static void transform_input6_pair(const wino_geom *wg, const float *par, float *v,
+                                  size_t xi_stride)
+{
+    const size_t pl = wg->plane, down = 4 * (size_t)wg->PW;
+    for (int ty = 0; ty < wg->TH; ty += 2) {
+        __m256 d[6][6];
+        for (int i = 0; i < 6; i++) {
+            const float *p = par + (size_t)(4 * ty + i) * wg->PW;
+            d[i][0] = load_halves(p, down);
+            d[i][1] = load_halves(p + pl, down);
+            d[i][2] = load_halves(p + 2 * pl, down);
+            d[i][3] = load_halves(p + 3 * pl, down);
+            d[i][4] = load_halves(p + 1, down);
+            d[i][5] = load_halves(p + pl + 1, down);
+        }
+        input_tiles_avx(d, v + (size_t)ty * wg->TW, xi_stride);
+    }
+}
+
+static void transform_output6_pair(const float *m, size_t xi_stride, float bias, int cols,
+                                   float *out, int accumulate)
+{
+    __m256 o[4][4];
+    output_tiles_avx(m, xi_stride, bias, o);
+    for (int a = 0; a < 4; a++) {
+        const __m256 *r = o[a];
+        /* row a of tiles 0-3 of each tile row (scatter4_avx's order) */
+        const __m256 q[4] = {_mm256_permute2f128_ps(r[0], r[1], 0x20),
+                             _mm256_permute2f128_ps(r[2], r[3], 0x20),
+                             _mm256_permute2f128_ps(r[0], r[1], 0x31),
+                             _mm256_permute2f128_ps(r[2], r[3], 0x31)};
+        for (int t = 0; t < 4; t++) {
+            float *dst = out + (size_t)(a + t / 2 * 4) * cols + 8 * (t % 2);
+            _mm256_storeu_ps(dst, accumulate ? _mm256_add_ps(q[t], _mm256_loadu_ps(dst)) : q[t]);
+        }
+    }
+}
+
 /* The four column phases of one zero-padded plane: par[p][y * PW + q] is padded pixel
  * (y, 4 q + p), padded pixel (y, x) being input pixel (y - 1, x - 1). Input columns 4 q ..
  * 4 q + 3 go to phases 1, 2, 3 at q and phase 0 at q + 1: a row is split 16 floats at a
@@ -521,13 +580,17 @@ static void transform_plane(const wino_geom *wg, const float *src, const float *
 {
     if (wg->m == 2) {
         split_parity(wg, src, next, par);
-        if (wg->lanes == 8)
+        if (wg->pair)
+            transform_input8_pair(wg, par, v, xi_stride);
+        else if (wg->lanes == 8)
             transform_input8(wg, par, v, xi_stride);
         else
             transform_input4(wg, par, v, xi_stride);
     } else {
         split_phases(wg, src, next, par);
-        if (wg->lanes == 8)
+        if (wg->pair)
+            transform_input6_pair(wg, par, v, xi_stride);
+        else if (wg->lanes == 8)
             transform_input6_avx(wg, par, v, xi_stride);
         else
             transform_input6_sse(wg, par, v, xi_stride);
@@ -539,10 +602,14 @@ static void transform_output(const wino_geom *wg, const float *m, size_t xi_stri
                              int ty, int tx, float *plane, int accumulate)
 {
     float *out = plane + (size_t)(wg->m * ty) * wg->cols + wg->m * tx;
-    if (wg->m == 4 && wg->lanes == 8)
+    if (wg->m == 4 && wg->pair)
+        transform_output6_pair(m, xi_stride, bias, wg->cols, out, accumulate);
+    else if (wg->m == 4 && wg->lanes == 8)
         transform_output6_avx(m, xi_stride, bias, wg->cols, out, accumulate);
     else if (wg->m == 4)
         transform_output6_sse(m, xi_stride, bias, wg->cols, out, accumulate);
+    else if (wg->pair)
+        transform_output8_pair(m, xi_stride, bias, wg->cols, out, accumulate);
     else if (wg->lanes == 8)
         transform_output8(m, xi_stride, bias, wg->cols, out, accumulate);
     else
@@ -588,32 +655,34 @@ static void transform_inputs(const wino_geom *wg, int n0, int nb, int ins, const
 /* D[xi][tile] (xi_stride floats apart) = A dy A^T for every 2x2 tile of one output-gradient
  * plane, a vector of tiles at a time; the two columns of each tile are split apart from a row
  * of 2 * lanes floats (for AVX the in-lane shuffle is put back in order by a permute). */
-#define DEINTERLEAVE8(row, even, odd)                                                          \
+#define DEINTERLEAVE8(row, next, even, odd)                                                    \
     do {                                                                                       \
-        __m256 lo_ = _mm256_loadu_ps(row), hi_ = _mm256_loadu_ps((row) + 8);                   \
+        __m256 lo_ = _mm256_loadu_ps(row), hi_ = _mm256_loadu_ps((row) + (next));              \
         (even) = _mm256_castpd_ps(_mm256_permute4x64_pd(                                       \
             _mm256_castps_pd(_mm256_shuffle_ps(lo_, hi_, _MM_SHUFFLE(2, 0, 2, 0))), 0xd8));    \
         (odd) = _mm256_castpd_ps(_mm256_permute4x64_pd(                                        \
             _mm256_castps_pd(_mm256_shuffle_ps(lo_, hi_, _MM_SHUFFLE(3, 1, 3, 1))), 0xd8));    \
     } while (0)
-#define DEINTERLEAVE4(row, even, odd)                                                          \
+#define DEINTERLEAVE4(row, next, even, odd)                                                    \
     do {                                                                                       \
-        __m128 lo_ = _mm_loadu_ps(row), hi_ = _mm_loadu_ps((row) + 4);                         \
+        __m128 lo_ = _mm_loadu_ps(row), hi_ = _mm_loadu_ps((row) + (next));                    \
         (even) = _mm_shuffle_ps(lo_, hi_, _MM_SHUFFLE(2, 0, 2, 0));                            \
         (odd) = _mm_shuffle_ps(lo_, hi_, _MM_SHUFFLE(3, 1, 3, 1));                             \
     } while (0)
 
-#define TRANSFORM_GRAD(name, vec, lanes, deinterleave, store, add, sub, zero)                 \
+/* `rows` tile rows at a time (2: a pair of rows of 4 tiles, the second half of each vector
+ * from the output rows two below, `second` floats on) */
+#define TRANSFORM_GRAD(name, vec, lanes, rows, second, deinterleave, store, add, sub, zero)   \
     static void name(const wino_geom *wg, const float *dy, const float *next, float *d,       \
                      size_t xi_stride)                                                         \
     {                                                                                          \
-        for (int ty = 0; ty < wg->TH; ty++) {                                                  \
-            prefetch_floats(next + (size_t)(2 * ty) * wg->cols, 2 * (size_t)wg->cols);         \
+        for (int ty = 0; ty < wg->TH; ty += (rows)) {                                          \
+            prefetch_floats(next + (size_t)(2 * ty) * wg->cols, 2 * (size_t)(rows) * wg->cols); \
             for (int tx = 0; tx < wg->TW; tx += (lanes)) {                                     \
                 const float *r0 = dy + (size_t)(2 * ty) * wg->cols + 2 * tx;                   \
                 vec a, b, c, e;                                                                \
-                deinterleave(r0, a, b);                                                        \
-                deinterleave(r0 + wg->cols, c, e);                                             \
+                deinterleave(r0, (second), a, b);                                              \
+                deinterleave(r0 + wg->cols, (second), c, e);                                   \
                 /* A dy: rows [a b], [a+c b+e], [a-c b-e], [-c -e]; then each row [p q] */     \
                 /* times A^T: [p, p+q, p-q, -q] */                                             \
                 const vec p[4] = {a, add(a, c), sub(a, c), sub(zero, c)};                      \
@@ -629,10 +698,12 @@ static void transform_inputs(const wino_geom *wg, int n0, int nb, int ins, const
         }                                                                                      \
     }
 
-TRANSFORM_GRAD(transform_grad8, __m256, 8, DEINTERLEAVE8, _mm256_storeu_ps, _mm256_add_ps,
-               _mm256_sub_ps, _mm256_setzero_ps())
-TRANSFORM_GRAD(transform_grad4, __m128, 4, DEINTERLEAVE4, _mm_storeu_ps, _mm_add_ps, _mm_sub_ps,
-               _mm_setzero_ps())
+TRANSFORM_GRAD(transform_grad8, __m256, 8, 1, 8, DEINTERLEAVE8, _mm256_storeu_ps,
+               _mm256_add_ps, _mm256_sub_ps, _mm256_setzero_ps())
+TRANSFORM_GRAD(transform_grad8_pair, __m256, 8, 2, 2 * (size_t)wg->cols, DEINTERLEAVE8,
+               _mm256_storeu_ps, _mm256_add_ps, _mm256_sub_ps, _mm256_setzero_ps())
+TRANSFORM_GRAD(transform_grad4, __m128, 4, 1, 4, DEINTERLEAVE4, _mm_storeu_ps, _mm_add_ps,
+               _mm_sub_ps, _mm_setzero_ps())
 
 /* D [xi][K][ldv] = A dy A^T of every tile of images n0 .. n0 + nb - 1 of dy [n, K, rows, cols],
  * zero past the last tile. */
@@ -647,7 +718,9 @@ static void transform_grads(const wino_geom *wg, int n0, int nb, int K, const fl
         const int i = (int)(pl / K), k = (int)(pl % K);
         const float *src = dy + ((size_t)(n0 + i) * K + k) * plane;
         float *dk = d + (size_t)k * ldv + (size_t)i * wg->tiles;
-        if (wg->lanes == 8)
+        if (wg->pair)
+            transform_grad8_pair(wg, src, src + plane, dk, slab(K, ldv));
+        else if (wg->lanes == 8)
             transform_grad8(wg, src, src + plane, dk, slab(K, ldv));
         else
             transform_grad4(wg, src, src + plane, dk, slab(K, ldv));
