@@ -145,7 +145,7 @@ static void check_case(const conv_case *cc, const char *algo)
 
 /* The same layer built and run on 1 and on 3 threads: the direct kernels and Winograd's
  * narrow passes give each thread whole chunks of images of its own where there are enough
- * images, else run every chunk on the whole team. Outputs and input gradients are bit-identical; the weight
+ * images, else run every chunk on the whole team (as the im2col path always does). Outputs and input gradients are bit-identical; the weight
  * gradient's per-thread sums are added up in another order: each side is within the
  * tolerance of the exact sums, so the two within twice that. Leaves 3 threads. */
 static void check_threads(const conv_case *cc)
@@ -272,8 +272,11 @@ int main(void)
     /* 3 threads: Winograd F(4x4) and F(2x2), one round of 3 chunks and two rounds (32
      * channels at 32x32: chunks of 2 images, the last thread's second round empty), a
      * weight gradient on the dot products and one on BLAS (64 and 64 channels); the direct
-     * kernels at stride 1 and 2 (the last: two chunks a thread) */
+     * kernels at stride 1 and 2 (the last: two chunks a thread); im2col's register tiles,
+     * which split every chunk across the team (stride 2 below 16x16 outputs, groups) */
     static const conv_case threaded[] = {
+        {24, 16, 16, 9, "filters=40 kernel=3 stride=2 padding=1", NULL},
+        {6, 7, 7, 6, "filters=12 kernel=3 padding=1 groups=3", NULL},
         {3, 28, 28, 8, "filters=6 kernel=5 padding=2", NULL},
         {16, 32, 32, 7, "filters=32 kernel=3 stride=2 padding=1", NULL},
         {24, 40, 38, 20, "filters=12 kernel=3 stride=2 padding=1 bias=0", NULL},
