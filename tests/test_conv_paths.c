@@ -30,7 +30,7 @@ typedef struct {
     const char *method; /* the path algo=auto must take (dtnn_layer_info.method), if given */
 } conv_case;
 
-static dtnn_model *build_on(const conv_case *cc, const char *algo, int threads)
+static dtnn_model *build_threads(const conv_case *cc, const char *algo, int threads)
 {
     dtnn_error err;
     dtnn_model *m = dtnn_model_create(cc->c, cc->h, cc->w);
@@ -60,7 +60,7 @@ static dtnn_model *build_on(const conv_case *cc, const char *algo, int threads)
 
 static dtnn_model *build_one(const conv_case *cc, const char *algo)
 {
-    return build_on(cc, algo, 0);
+    return build_threads(cc, algo, 0);
 }
 
 /* Forward x, output gradient probe, backward; returns the output size per sample. */
@@ -143,40 +143,57 @@ static void check_case(const conv_case *cc, const char *algo)
     dtnn_model_free(ref);
 }
 
-/* The same layer built and run on 1 and on 3 threads: the direct kernels and Winograd's
- * narrow passes give each thread whole chunks of images of its own where there are enough
- * images, else run every chunk on the whole team (as the im2col path always does). Outputs and input gradients are bit-identical; the weight
- * gradient's per-thread sums are added up in another order: each side is within the
- * tolerance of the exact sums, so the two within twice that. Leaves 3 threads. */
+/* y, dx and dparams of `m` against `ref`'s: outputs and input gradients bit-identical, the
+ * weight gradient within twice the reference tolerance (per-thread sums added up in another
+ * order: each side is within the tolerance of the exact sums). */
+static void compare_runs(const conv_case *cc, const char *what, dtnn_model *m, dtnn_model *ref)
+{
+    int rows, cols;
+    dtnn_model_output(ref, &rows, &cols);
+    const size_t in_count = (size_t)cc->n * cc->c * cc->h * cc->w;
+    char label[200];
+    snprintf(label, sizeof label, "%dx%dx%dx%d %s, %s: y", cc->n, cc->c, cc->h, cc->w, cc->opts,
+             what);
+    test_compare(label, dtnn_model_output(m, NULL, NULL), dtnn_model_output(ref, NULL, NULL),
+                 (size_t)rows * cols, 0.0, 0.0);
+    label[strlen(label) - 1] = '\0';
+    strncat(label, "dx", sizeof label - strlen(label) - 1);
+    test_compare(label, dtnn_model_input_grad(m), dtnn_model_input_grad(ref), in_count, 0.0, 0.0);
+    label[strlen(label) - 2] = '\0';
+    strncat(label, "dparams", sizeof label - strlen(label) - 1);
+    test_compare(label, dtnn_model_grads(m), dtnn_model_grads(ref), dtnn_model_param_count(ref),
+                 2 * atol_for((double)cc->n * cc->h * cc->w), 2 * RTOL);
+}
+
+/* The same layer built on 1 thread and on 3, then the latter run on 3 and on 2 threads (fewer
+ * than it planned scratch for): the direct kernels and Winograd's narrow passes give each
+ * thread whole chunks of images of its own where there are enough images, else run every
+ * chunk on the whole team (as the im2col path always does). Leaves 2 threads. */
 static void check_threads(const conv_case *cc)
 {
-    dtnn_model *one = build_on(cc, "auto", 1);
+    dtnn_model *one = build_threads(cc, "auto", 1), *three = build_threads(cc, "auto", 3);
+    if (!one || !three) {
+        dtnn_model_free(one);
+        dtnn_model_free(three);
+        return;
+    }
     const size_t in_count = (size_t)cc->n * cc->c * cc->h * cc->w;
     float *x = malloc(sizeof(float) * in_count);
     test_fill(x, in_count, 21);
     int rows, cols;
+    dtnn_set_threads(1);
     CHECK_OK(dtnn_model_forward(one, x, cc->n, 1, &(dtnn_error){0}), &(dtnn_error){0});
     dtnn_model_output(one, &rows, &cols);
     const size_t out_count = (size_t)rows * cols;
     float *probe = malloc(sizeof(float) * out_count);
     test_fill(probe, out_count, 22);
     run(one, x, cc->n, probe);
-    dtnn_model *three = build_on(cc, "auto", 3);
+    dtnn_set_threads(3);
     run(three, x, cc->n, probe);
-    char label[160];
-    snprintf(label, sizeof label, "%dx%dx%dx%d %s, 1 vs 3 threads: y", cc->n, cc->c, cc->h,
-             cc->w, cc->opts);
-    test_compare(label, dtnn_model_output(three, NULL, NULL), dtnn_model_output(one, NULL, NULL),
-                 out_count, 0.0, 0.0);
-    label[strlen(label) - 1] = '\0';
-    strncat(label, "dx", sizeof label - strlen(label) - 1);
-    test_compare(label, dtnn_model_input_grad(three), dtnn_model_input_grad(one), in_count, 0.0,
-                 0.0);
-    label[strlen(label) - 2] = '\0';
-    strncat(label, "dparams", sizeof label - strlen(label) - 1);
-    test_compare(label, dtnn_model_grads(three), dtnn_model_grads(one),
-                 dtnn_model_param_count(one), 2 * atol_for((double)cc->n * cc->h * cc->w),
-                 2 * RTOL);
+    compare_runs(cc, "1 vs 3 threads", three, one);
+    dtnn_set_threads(2);
+    run(three, x, cc->n, probe);
+    compare_runs(cc, "1 vs 2 threads (planned for 3)", three, one);
     free(x);
     free(probe);
     dtnn_model_free(one);
@@ -232,6 +249,9 @@ int main(void)
          * 4 filters and 3 inputs, 8 and 4 tiles a row */
         {33, 8, 16, 2, "filters=35 kernel=3 padding=1", "winograd"},
         {40, 4, 8, 3, "filters=32 kernel=3 padding=1 bias=0", "winograd"},
+        /* 4 tiles a row and an odd number of rows: one tile row at a time (SSE), the rows
+         * above in pairs */
+        {32, 6, 8, 2, "filters=32 kernel=3 padding=1", "winograd"},
         /* wide layers (over 64 channels in or out): the products by BLAS; 3 + 2 images per
          * chunk; backward on im2col below 32 channels (its products on register tiles with
          * up to 64 filters) */

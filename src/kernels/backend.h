@@ -99,10 +99,10 @@ typedef struct dtnn_backend {
     /* Winograd F(2x2, 3x3) and F(4x4, 3x3) for 3x3 / stride 1 / padding 1
      * (kernels/conv_winograd.c), with the same contract as the direct functions above
      * (backward adds into dw; dx may be NULL, and so may dw). The weight gradient has its own
-     * chunk and scratch: workspace(g, chunk, 1, 1) bytes for it, workspace(g, chunk, slots,
-     * 0) for the other passes, where up to `slots` threads (threads() when planned) each run
-     * chunks of their own. supported is 0 where it does not apply, else the output tile size
-     * the forward pass and input gradient use (2 or 4). */
+     * chunk and scratch: workspace(g, chunk, slots, 1) bytes for it, workspace(g, chunk,
+     * slots, 0) for the other passes, where up to `slots` threads (threads() when planned)
+     * each run chunks of their own. supported is 0 where it does not apply, else the output
+     * tile size the forward pass and input gradient use (2 or 4). */
     int (*conv_winograd_supported)(const conv_geom *g);
     size_t (*conv_winograd_workspace)(const conv_geom *g, int chunk, int slots, int weight_grad);
     /* the chunk those passes run best with, within `limit` bytes of scratch */

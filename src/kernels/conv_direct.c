@@ -29,14 +29,11 @@
  * sums its own weight gradient, added up in thread order. Otherwise the team splits each
  * chunk: the forward pass and the input gradient by (image, block of 4 output channels), the
  * weight gradient by (block of 4 filters, input channel), each summing the chunk's images in
- * a fixed order. Outputs and input gradients never depend on
- * the thread count; the weight gradient's sums do where threads take images of their own.
+ * a fixed order. Outputs and input gradients never depend on the thread count; the weight
+ * gradient's sums do where threads take images of their own.
  */
 #include <stddef.h>
 #include <string.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 #include "cpu_kernels.h"
 
@@ -587,7 +584,8 @@ int cpu_conv_direct_supported(const conv_geom *g)
 /* Floats of both packed filter sets, at the workspace's start. */
 static size_t packs_floats(const conv_geom *g, const pass_geom *f)
 {
-    return round16(blocks(g->K) * g->C * f->taps * MR) + round16(blocks(g->C) * g->K * f->taps * MR);
+    return round16(blocks(g->K) * g->C * f->taps * MR) +
+           round16(blocks(g->C) * g->K * f->taps * MR);
 }
 
 /* Floats of a chunk's scratch: padded input planes, padded output-gradient planes and, where
@@ -602,27 +600,6 @@ static size_t chunk_floats(const conv_geom *g, const pass_geom *f, const pass_ge
     return (size_t)chunk * per_image;
 }
 
-static int thread_index(void)
-{
-#ifdef _OPENMP
-    return omp_get_thread_num();
-#else
-    return 0;
-#endif
-}
-
-/* The threads that take images of their own: up to `slots` (the scratch areas planned), and
- * only with at least two images each; 1 = the whole team on every chunk. */
-static int own_threads(int slots, int n)
-{
-#ifdef _OPENMP
-    const int threads = omp_get_max_threads(), own = threads < slots ? threads : slots;
-#else
-    const int own = 1;
-    (void)slots;
-#endif
-    return own > 1 && n >= 2 * own ? own : 1;
-}
 
 /* One chunk of images n0 .. n0 + nb - 1 of the backward pass, with its scratch at `base`
  * (laid out for `chunk` images): pad, weight gradient into dw, input gradient. */
@@ -679,16 +656,15 @@ void cpu_conv_direct_forward(const conv_geom *g, int n, int chunk, int slots, co
     const size_t in_image = (size_t)g->C * g->H * g->W, out_image = (size_t)g->K * g->P * g->Q;
     float *packed = workspace, *scratch = workspace + packs_floats(g, &f);
     pack_filters(w, g->K, g->C, f.taps, 0, packed);
-    const int own = own_threads(slots, n);
+    const int own = cpu_own_threads(slots, n);
     if (own > 1) {
-        const int rounds = (n + own * chunk - 1) / (own * chunk);
-        const int size = (n + rounds * own - 1) / (rounds * own);
+        const int size = cpu_equal_chunk(n, own, chunk);
         const long long chunks = (n + size - 1) / size;
         const size_t stride = chunk_floats(g, &f, &d, chunk);
 #pragma omp parallel for schedule(dynamic, 1) num_threads(own)
         for (long long ch = 0; ch < chunks; ch++) {
             const int n0 = (int)ch * size, nb = n - n0 < size ? n - n0 : size;
-            float *xp = scratch + (size_t)thread_index() * stride;
+            float *xp = scratch + (size_t)cpu_thread_index() * stride;
             pad_input(&f, (long long)nb * g->C, x + n0 * in_image, xp, 0);
             direct_pass(&f, nb, g->C, g->K, xp, packed, bias, y + n0 * out_image, 0, 0);
         }
@@ -728,15 +704,16 @@ void cpu_conv_direct_backward(const conv_geom *g, int n, int chunk, int slots, c
     /* x is padded again, not kept from the forward pass: keeping it would hold a padded copy
      * of every direct layer's input for the whole step (resnet20: about 70 MB more), to save
      * a copy that costs ~2% of the step. */
-    const int own = own_threads(slots, n);
+    const int own = cpu_own_threads(slots, n);
     if (own > 1) {
         const size_t stride = chunk_floats(g, &f, &d, chunk);
         const size_t dw_floats = (size_t)K * C * f.taps, part = round16(dw_floats);
-        float *parts = scratch + (size_t)own * stride;
+        float *parts = scratch + (size_t)slots * stride;
 #pragma omp parallel num_threads(own)
         {
-            const int t = thread_index();
-            const int lo = (int)((long long)n * t / own), hi = (int)((long long)n * (t + 1) / own);
+            const int team = cpu_team_size(), t = cpu_thread_index();
+            const int lo = (int)((long long)n * t / team);
+            const int hi = (int)((long long)n * (t + 1) / team);
             const int pieces = (hi - lo + chunk - 1) / chunk;
             const int size = pieces ? (hi - lo + pieces - 1) / pieces : 1;
             float *mine = parts + (size_t)t * part;
@@ -748,7 +725,7 @@ void cpu_conv_direct_backward(const conv_geom *g, int n, int chunk, int slots, c
 #pragma omp barrier
 #pragma omp for schedule(static)
             for (long long e = 0; e < (long long)dw_floats; e++)
-                for (int u = 0; u < own; u++)
+                for (int u = 0; u < team; u++)
                     dw[e] += parts[(size_t)u * part + (size_t)e];
         }
         return;

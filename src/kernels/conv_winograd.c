@@ -44,9 +44,6 @@
  */
 #include <stddef.h>
 #include <string.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 #include "cpu_kernels.h"
 
@@ -59,24 +56,6 @@ static int winograd_shape(const conv_geom *g)
 
 #if defined(__AVX2__) && defined(__FMA__)
 #define CONV_WINOGRAD 1
-
-static int team_threads(void)
-{
-#ifdef _OPENMP
-    return omp_get_max_threads();
-#else
-    return 1;
-#endif
-}
-
-static int thread_index(void)
-{
-#ifdef _OPENMP
-    return omp_get_thread_num();
-#else
-    return 0;
-#endif
-}
 
 enum { KB = 4, TB = 24 };   /* channel block, tile block */
 enum { XI_MAX = 36 };       /* transformed positions of F(4x4, 3x3) */
@@ -310,6 +289,7 @@ static inline __m256 load_halves(const float *p, size_t next)
     return _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(p)), _mm_loadu_ps(p + next),
                                 1);
 }
+/* (the transform's local PW: the next tile row of a parity plane) */
 #define LOAD_ROW_PAIR(p) load_halves((p), (size_t)PW)
 
 TRANSFORM_INPUT(transform_input8, __m256, 8, 1, _mm256_loadu_ps, _mm256_storeu_ps,
@@ -811,13 +791,14 @@ static void winograd_weight_grad(const conv_geom *g, const wino_geom *wg, int n,
 {
     const int C = g->C, K = g->K;
     const size_t pairs = (size_t)K * C, du_floats = round16(wg->xi * pairs);
-    const int threads = team_threads(), own = wide(g) ? 1 : threads < slots ? threads : slots;
-    if (own > 1 && n >= 2 * own) {
+    const int own = wide(g) ? 1 : cpu_own_threads(slots, n);
+    if (own > 1) {
         const size_t stride = grad_chunk_floats(wg, chunk, C, K);
 #pragma omp parallel num_threads(own)
         {
-            const int t = thread_index();
-            const int lo = (int)((long long)n * t / own), hi = (int)((long long)n * (t + 1) / own);
+            const int team = cpu_team_size(), t = cpu_thread_index();
+            const int lo = (int)((long long)n * t / team);
+            const int hi = (int)((long long)n * (t + 1) / team);
             /* the share in equal chunks: a short last one sums few tiles a call */
             const int pieces = (hi - lo + chunk - 1) / chunk;
             const int size = pieces ? (hi - lo + pieces - 1) / pieces : 1;
@@ -829,7 +810,7 @@ static void winograd_weight_grad(const conv_geom *g, const wino_geom *wg, int n,
 #pragma omp barrier
 #pragma omp for schedule(static)
             for (long long e = 0; e < (long long)(wg->xi * pairs); e++)
-                for (int u = 1; u < own; u++)
+                for (int u = 1; u < team; u++)
                     du[e] += du[(size_t)u * du_floats + (size_t)e];
         }
     } else {
@@ -923,18 +904,16 @@ static void winograd_pass(const wino_geom *wg, int n, int chunk, int slots, int 
                           const float *in, const float *u, const float *bias, float *out,
                           int accumulate, float *scratch)
 {
-    const int threads = team_threads(), own = threads < slots ? threads : slots;
-    const int per_round = own * chunk, rounds = (n + per_round - 1) / per_round;
-    if (own > 1 && n >= 2 * own) {
-        /* rounds of `own` chunks, as equal as whole images allow */
-        const int size = (n + rounds * own - 1) / (rounds * own);
+    const int own = cpu_own_threads(slots, n);
+    if (own > 1) {
+        const int size = cpu_equal_chunk(n, own, chunk);
         const long long chunks = (n + size - 1) / size;
         const size_t stride = chunk_floats(wg, chunk, ins);
 #pragma omp parallel for schedule(dynamic, 1) num_threads(own)
         for (long long ch = 0; ch < chunks; ch++) {
             const int n0 = (int)ch * size, nb = n - n0 < size ? n - n0 : size;
             winograd_chunk(wg, n0, nb, ins, outs, in, u, bias, out, accumulate,
-                           scratch + (size_t)thread_index() * stride, 0);
+                           scratch + (size_t)cpu_thread_index() * stride, 0);
         }
         return;
     }
@@ -1028,13 +1007,15 @@ void cpu_conv_winograd_forward(const conv_geom *g, int n, int chunk, int slots, 
         winograd_pass(&wg, n, chunk, slots, g->C, g->K, x, workspace, bias, y, 0,
                       workspace + fixed);
 #else
-    (void)g, (void)n, (void)chunk, (void)slots, (void)x, (void)w, (void)bias, (void)y, (void)workspace;
+    (void)g, (void)n, (void)chunk, (void)slots, (void)x, (void)w, (void)bias, (void)y;
+    (void)workspace;
 #endif
 }
 
 void cpu_conv_winograd_backward(const conv_geom *g, int n, int chunk, int slots,
-                                int weight_grad_chunk, const float *x, const float *dy, const float *w, float *dw,
-                                float *dx, int accumulate, float *workspace)
+                                int weight_grad_chunk, const float *x, const float *dy,
+                                const float *w, float *dw, float *dx, int accumulate,
+                                float *workspace)
 {
 #ifdef CONV_WINOGRAD
     const wino_geom wg = make_geom(g, 0), wgw = make_geom(g, 1);

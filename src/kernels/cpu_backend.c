@@ -2,20 +2,7 @@
  * cpu_backend.c — the CPU backend table: BLAS for GEMM, portable C (OpenMP-parallel where it
  * pays) for everything else.
  */
-#ifdef _OPENMP
-#include <omp.h>
-#endif
-
 #include "cpu_kernels.h"
-
-static int cpu_threads(void)
-{
-#ifdef _OPENMP
-    return omp_get_max_threads();
-#else
-    return 1;
-#endif
-}
 
 static const dtnn_backend cpu_backend = {
     .name = "cpu",

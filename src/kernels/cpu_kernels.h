@@ -18,6 +18,10 @@
 
 #include "backend.h"
 
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
 void cpu_gemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
               int lda, const float *b, int ldb, float beta, float *c, int ldc);
 void cpu_im2col(const conv_geom *g, const float *x, int images, float *col, int ldcol);
@@ -129,6 +133,54 @@ static inline void prefetch_floats(const float *p, size_t count)
 {
     for (size_t i = 0; i < count; i += 16)
         __builtin_prefetch(p + i);
+}
+
+/* The threads the next parallel region gets, the calling thread's index in its team and the
+ * team's size (1, 0 and 1 without OpenMP). */
+static inline int cpu_threads(void)
+{
+#ifdef _OPENMP
+    return omp_get_max_threads();
+#else
+    return 1;
+#endif
+}
+
+static inline int cpu_thread_index(void)
+{
+#ifdef _OPENMP
+    return omp_get_thread_num();
+#else
+    return 0;
+#endif
+}
+
+static inline int cpu_team_size(void)
+{
+#ifdef _OPENMP
+    return omp_get_num_threads();
+#else
+    return 1;
+#endif
+}
+
+/* The threads that take images of their own in the direct and Winograd passes (each with
+ * its scratch slot, summing its own weight gradient): the whole team where every thread has
+ * a slot (the team no larger than the `slots` planned) and at least two images; else 1, the
+ * team splitting every chunk. Inside such a region a thread takes its share by
+ * cpu_team_size(), which may be smaller than asked (OMP_THREAD_LIMIT, OMP_DYNAMIC). */
+static inline int cpu_own_threads(int slots, int n)
+{
+    const int threads = cpu_threads();
+    return threads > 1 && threads <= slots && n >= 2 * threads ? threads : 1;
+}
+
+/* Images per chunk for `own` threads taking chunks of at most `chunk`: the fewest rounds of
+ * `own` chunks, as equal as whole images allow (a short last chunk sums few tiles a call). */
+static inline int cpu_equal_chunk(int n, int own, int chunk)
+{
+    const int rounds = (n + own * chunk - 1) / (own * chunk);
+    return (n + rounds * own - 1) / (rounds * own);
 }
 
 #endif

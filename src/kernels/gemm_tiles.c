@@ -193,7 +193,8 @@ void cpu_gemm_dots(int m, int n, int k, const float *a, int lda, const float *b,
     const long long mblocks = (m + 3) / 4, nblocks = (n + 2) / 3;
     const long long groups = (nblocks + DOT_GROUP - 1) / DOT_GROUP, jobs = mblocks * groups;
     const size_t len = (size_t)k / 8 * 8;
-#pragma omp parallel for schedule(guided)
+/* not inside a thread's own chunk (conv_winograd.c): that thread runs it alone */
+#pragma omp parallel for schedule(guided) if (!omp_in_parallel())
     for (long long job = 0; job < jobs; job++) {
         const int mb = (int)(job / groups), nb0 = (int)(job % groups) * DOT_GROUP;
         const int nbs = (int)(nblocks - nb0 < DOT_GROUP ? nblocks - nb0 : DOT_GROUP);

@@ -59,9 +59,9 @@ typedef struct {
     int weight_grad_direct;     /* the weight gradient on the direct kernels while the rest of
                                  * backward is not (stride 2: im2col; Winograd's narrow layers) */
     int chunk_winograd;         /* images per Winograd forward or input-gradient pass */
-    int slots;                  /* threads (when planned) that run direct and Winograd chunks
-                                 * of their own, each with its own scratch */
     int chunk_weight_grad;      /* images per Winograd weight-gradient pass */
+    int slots;                  /* threads (when planned) that run direct and Winograd chunks
+                                 * of their own, each with its own scratch; 1 = none */
     size_t pack_floats;         /* im2col-tiles: scratch per group for the packed filters */
 } conv2d_cfg;
 
@@ -251,45 +251,52 @@ static dtnn_status conv2d_infer(layer *l, dtnn_error *err)
      * stays within it, and no faster at 32 channels: 7.8-10.0 against 8.7-9.8 ms) (dtnn
      * bench --profile, batch 64, 1 thread, alternating). */
     const int winograd_input_grad = winograd && !winograd_backward && winograd_tile == 4 && direct;
-    l->workspace_bytes = 0;
-    c->weight_grad_direct = 0;
-    if (!winograd_backward && direct) {
-        c->algo = c->algo_backward = CONV_DIRECT;
-        l->workspace_bytes = plan_direct(c, l, be);
-    } else if (!winograd_backward) {
-        /* im2col with few filters per group: the products on gemm_tiles.c's register tiles,
-         * not BLAS, whose kernels reach a third to a half of peak with M = 16 to 64 rows
-         * (ResNet-20's stride-2 layers). */
-        const int tiles = fast && c->filters / c->groups <= 64;
-        plan_im2col(c, l, be, tiles);
-        c->algo = c->algo_backward = tiles ? CONV_IM2COL_TILES : CONV_IM2COL;
-        if (strided) {
-            /* stride 2 below 16x16 outputs, or a padding whose input gradient the direct
-             * passes do not cover (then the weight gradient is direct from 16x16 on) */
-            c->algo = CONV_DIRECT;
-            c->weight_grad_direct = g->P * g->Q >= 256;
-            l->workspace_bytes = DTNN_MAX(l->workspace_bytes, plan_direct(c, l, be));
+    /* A scratch per thread (slots) unless one image a thread already passes the workspace
+     * limit (large images, many threads): then one, the team splitting every chunk. */
+    for (;;) {
+        l->workspace_bytes = 0;
+        c->weight_grad_direct = 0;
+        if (!winograd_backward && direct) {
+            c->algo = c->algo_backward = CONV_DIRECT;
+            l->workspace_bytes = plan_direct(c, l, be);
+        } else if (!winograd_backward) {
+            /* im2col with few filters per group: the products on gemm_tiles.c's register tiles,
+             * not BLAS, whose kernels reach a third to a half of peak with M = 16 to 64 rows
+             * (ResNet-20's stride-2 layers). */
+            const int tiles = fast && c->filters / c->groups <= 64;
+            plan_im2col(c, l, be, tiles);
+            c->algo = c->algo_backward = tiles ? CONV_IM2COL_TILES : CONV_IM2COL;
+            if (strided) {
+                /* stride 2 below 16x16 outputs, or a padding whose input gradient the direct
+                 * passes do not cover (then the weight gradient is direct from 16x16 on) */
+                c->algo = CONV_DIRECT;
+                c->weight_grad_direct = g->P * g->Q >= 256;
+                l->workspace_bytes = DTNN_MAX(l->workspace_bytes, plan_direct(c, l, be));
+            }
         }
-    }
-    if (winograd) {
-        c->algo = CONV_WINOGRAD;
-        c->chunk_winograd = be->conv_winograd_chunk(g, l->max_batch, l->workspace_limit,
-                                                    c->slots, 0);
-        l->workspace_bytes =
-            DTNN_MAX(l->workspace_bytes,
-                     be->conv_winograd_workspace(g, c->chunk_winograd, c->slots, 0));
-    }
-    if (winograd_input_grad) {
-        c->algo_backward = CONV_WINOGRAD;
-        c->weight_grad_direct = 1;
-    }
-    if (winograd_backward) {
-        c->algo_backward = CONV_WINOGRAD;
-        c->chunk_weight_grad = be->conv_winograd_chunk(g, l->max_batch, l->workspace_limit,
-                                                       c->slots, 1);
-        l->workspace_bytes = DTNN_MAX(
-            l->workspace_bytes,
-            be->conv_winograd_workspace(g, c->chunk_weight_grad, c->slots, 1));
+        if (winograd) {
+            c->algo = CONV_WINOGRAD;
+            c->chunk_winograd = be->conv_winograd_chunk(g, l->max_batch, l->workspace_limit,
+                                                        c->slots, 0);
+            l->workspace_bytes =
+                DTNN_MAX(l->workspace_bytes,
+                         be->conv_winograd_workspace(g, c->chunk_winograd, c->slots, 0));
+        }
+        if (winograd_input_grad) {
+            c->algo_backward = CONV_WINOGRAD;
+            c->weight_grad_direct = 1;
+        }
+        if (winograd_backward) {
+            c->algo_backward = CONV_WINOGRAD;
+            c->chunk_weight_grad = be->conv_winograd_chunk(g, l->max_batch, l->workspace_limit,
+                                                           c->slots, 1);
+            l->workspace_bytes = DTNN_MAX(
+                l->workspace_bytes,
+                be->conv_winograd_workspace(g, c->chunk_weight_grad, c->slots, 1));
+        }
+        if (c->slots == 1 || l->workspace_bytes <= l->workspace_limit)
+            break;
+        c->slots = 1;
     }
     return DTNN_OK;
 }
