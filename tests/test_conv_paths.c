@@ -30,7 +30,8 @@ typedef struct {
     const char *method; /* the path algo=auto must take (dtnn_layer_info.method), if given */
 } conv_case;
 
-static dtnn_model *build_threads(const conv_case *cc, const char *algo, int threads)
+static dtnn_model *build_threads(const conv_case *cc, const char *algo, int threads,
+                                 size_t workspace_limit)
 {
     dtnn_error err;
     dtnn_model *m = dtnn_model_create(cc->c, cc->h, cc->w);
@@ -49,6 +50,7 @@ static dtnn_model *build_threads(const conv_case *cc, const char *algo, int thre
     bp.input_grad = 1;
     bp.seed = 77;
     bp.threads = threads;
+    bp.workspace_limit = workspace_limit;
     if (dtnn_model_build(m, &bp, &err) != DTNN_OK) {
         fprintf(stderr, "FAIL building conv2d %s: %s\n", opts, err.message);
         test_failures++;
@@ -60,7 +62,7 @@ static dtnn_model *build_threads(const conv_case *cc, const char *algo, int thre
 
 static dtnn_model *build_one(const conv_case *cc, const char *algo)
 {
-    return build_threads(cc, algo, 0);
+    return build_threads(cc, algo, 0, 0);
 }
 
 /* Forward x, output gradient probe, backward; returns the output size per sample. */
@@ -166,15 +168,19 @@ static void compare_runs(const conv_case *cc, const char *what, dtnn_model *m, d
 }
 
 /* The same layer built on 1 thread and on 3, then the latter run on 3 and on 2 threads (fewer
- * than it planned scratch for): the direct kernels and Winograd's narrow passes give each
- * thread whole chunks of images of its own where there are enough images, else run every
- * chunk on the whole team (as the im2col path always does). Leaves 2 threads. */
+ * than it planned scratch for), and built on 3 within a 1-byte workspace limit (one scratch
+ * slot planned: every chunk on the whole team): the direct kernels and Winograd's narrow
+ * passes give each thread whole chunks of images of its own where there are enough images
+ * and slots, else run every chunk on the whole team (as the im2col path always does).
+ * Leaves 2 threads. */
 static void check_threads(const conv_case *cc)
 {
-    dtnn_model *one = build_threads(cc, "auto", 1), *three = build_threads(cc, "auto", 3);
-    if (!one || !three) {
+    dtnn_model *one = build_threads(cc, "auto", 1, 0), *three = build_threads(cc, "auto", 3, 0);
+    dtnn_model *tight = build_threads(cc, "auto", 3, 1);
+    if (!one || !three || !tight) {
         dtnn_model_free(one);
         dtnn_model_free(three);
+        dtnn_model_free(tight);
         return;
     }
     const size_t in_count = (size_t)cc->n * cc->c * cc->h * cc->w;
@@ -191,6 +197,8 @@ static void check_threads(const conv_case *cc)
     dtnn_set_threads(3);
     run(three, x, cc->n, probe);
     compare_runs(cc, "1 vs 3 threads", three, one);
+    run(tight, x, cc->n, probe);
+    compare_runs(cc, "1 vs 3 threads, one slot", tight, one);
     dtnn_set_threads(2);
     run(three, x, cc->n, probe);
     compare_runs(cc, "1 vs 2 threads (planned for 3)", three, one);
@@ -198,6 +206,7 @@ static void check_threads(const conv_case *cc)
     free(probe);
     dtnn_model_free(one);
     dtnn_model_free(three);
+    dtnn_model_free(tight);
 }
 
 int main(void)
