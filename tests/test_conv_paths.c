@@ -78,6 +78,22 @@ static size_t run(dtnn_model *m, const float *x, int n, const float *probe)
     return (size_t)cols;
 }
 
+/* A batch of cc's inputs filled from seed and, after a forward pass of m to learn its output
+ * size, an output-gradient probe filled from seed + 1 (both malloc'd). */
+static void make_inputs(const conv_case *cc, dtnn_model *m, unsigned seed, float **x,
+                        float **probe)
+{
+    const size_t in_count = (size_t)cc->n * cc->c * cc->h * cc->w;
+    *x = malloc(sizeof(float) * in_count);
+    test_fill(*x, in_count, seed);
+    int rows, cols;
+    CHECK_OK(dtnn_model_forward(m, *x, cc->n, 1, &(dtnn_error){0}), &(dtnn_error){0});
+    dtnn_model_output(m, &rows, &cols);
+    const size_t out_count = (size_t)rows * cols;
+    *probe = malloc(sizeof(float) * out_count);
+    test_fill(*probe, out_count, seed + 1);
+}
+
 /* the absolute tolerance of a sum of `terms` products of values of order 1 */
 static double atol_for(double terms) { return ATOL * (terms > 256 ? terms / 256 : 1); }
 
@@ -108,14 +124,11 @@ static void check_case(const conv_case *cc, const char *algo)
         test_failures++;
     }
     const size_t in_count = (size_t)cc->n * cc->c * cc->h * cc->w;
-    float *x = malloc(sizeof(float) * in_count);
-    test_fill(x, in_count, 11);
+    float *x, *probe;
+    make_inputs(cc, fast, 11, &x, &probe);
     int rows, cols;
-    CHECK_OK(dtnn_model_forward(fast, x, cc->n, 1, &(dtnn_error){0}), &(dtnn_error){0});
     dtnn_model_output(fast, &rows, &cols);
     const size_t out_count = (size_t)rows * cols;
-    float *probe = malloc(sizeof(float) * out_count);
-    test_fill(probe, out_count, 12);
     run(fast, x, cc->n, probe);
     run(ref, x, cc->n, probe);
 
@@ -183,16 +196,9 @@ static void check_threads(const conv_case *cc)
         dtnn_model_free(tight);
         return;
     }
-    const size_t in_count = (size_t)cc->n * cc->c * cc->h * cc->w;
-    float *x = malloc(sizeof(float) * in_count);
-    test_fill(x, in_count, 21);
-    int rows, cols;
+    float *x, *probe;
     dtnn_set_threads(1);
-    CHECK_OK(dtnn_model_forward(one, x, cc->n, 1, &(dtnn_error){0}), &(dtnn_error){0});
-    dtnn_model_output(one, &rows, &cols);
-    const size_t out_count = (size_t)rows * cols;
-    float *probe = malloc(sizeof(float) * out_count);
-    test_fill(probe, out_count, 22);
+    make_inputs(cc, one, 21, &x, &probe);
     run(one, x, cc->n, probe);
     dtnn_set_threads(3);
     run(three, x, cc->n, probe);

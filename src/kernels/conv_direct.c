@@ -711,22 +711,16 @@ void cpu_conv_direct_backward(const conv_geom *g, int n, int chunk, int slots, c
         float *parts = scratch + (size_t)slots * stride;
 #pragma omp parallel num_threads(own)
         {
-            const int team = cpu_team_size(), t = cpu_thread_index();
-            const int lo = (int)((long long)n * t / team);
-            const int hi = (int)((long long)n * (t + 1) / team);
-            const int pieces = (hi - lo + chunk - 1) / chunk;
-            const int size = pieces ? (hi - lo + pieces - 1) / pieces : 1;
+            const int t = cpu_thread_index();
+            int lo, hi;
+            const int size = cpu_share(n, chunk, &lo, &hi);
             float *mine = parts + (size_t)t * part;
             memset(mine, 0, sizeof(float) * dw_floats);
             for (int n0 = lo; n0 < hi; n0 += size)
                 backward_chunk(g, &f, &d, &classes, chunk, n0, hi - n0 < size ? hi - n0 : size,
                                x, dy, packed, mine, dx, accumulate,
                                scratch + (size_t)t * stride, 0);
-#pragma omp barrier
-#pragma omp for schedule(static)
-            for (long long e = 0; e < (long long)dw_floats; e++)
-                for (int u = 0; u < team; u++)
-                    dw[e] += parts[(size_t)u * part + (size_t)e];
+            cpu_add_parts(dw, parts, part, cpu_team_size(), dw_floats);
         }
         return;
     }

@@ -796,22 +796,16 @@ static void winograd_weight_grad(const conv_geom *g, const wino_geom *wg, int n,
         const size_t stride = grad_chunk_floats(wg, chunk, C, K);
 #pragma omp parallel num_threads(own)
         {
-            const int team = cpu_team_size(), t = cpu_thread_index();
-            const int lo = (int)((long long)n * t / team);
-            const int hi = (int)((long long)n * (t + 1) / team);
-            /* the share in equal chunks: a short last one sums few tiles a call */
-            const int pieces = (hi - lo + chunk - 1) / chunk;
-            const int size = pieces ? (hi - lo + pieces - 1) / pieces : 1;
+            const int t = cpu_thread_index();
+            int lo, hi;
+            const int size = cpu_share(n, chunk, &lo, &hi);
             float *mine = du + (size_t)t * du_floats;
             memset(mine, 0, sizeof(float) * wg->xi * pairs);
             for (int n0 = lo; n0 < hi; n0 += size)
                 weight_grad_chunk(g, wg, n0, hi - n0 < size ? hi - n0 : size, x, dy, mine,
                                   scratch + (size_t)t * stride, 0);
-#pragma omp barrier
-#pragma omp for schedule(static)
-            for (long long e = 0; e < (long long)(wg->xi * pairs); e++)
-                for (int u = 1; u < team; u++)
-                    du[e] += du[(size_t)u * du_floats + (size_t)e];
+            /* thread 0's sums are the total's start */
+            cpu_add_parts(du, du + du_floats, du_floats, cpu_team_size() - 1, wg->xi * pairs);
         }
     } else {
         memset(du, 0, sizeof(float) * wg->xi * pairs);

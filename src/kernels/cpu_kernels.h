@@ -175,6 +175,31 @@ static inline int cpu_own_threads(int slots, int n)
     return threads > 1 && threads <= slots && n >= 2 * threads ? threads : 1;
 }
 
+/* In a region where threads take images of their own: the calling thread's share [*lo, *hi)
+ * of n images, by the team it got; returns the images per chunk that cut the share into
+ * equal chunks of at most `chunk` (a short last chunk sums few tiles a call). */
+static inline int cpu_share(int n, int chunk, int *lo, int *hi)
+{
+    const int team = cpu_team_size(), t = cpu_thread_index();
+    *lo = (int)((long long)n * t / team);
+    *hi = (int)((long long)n * (t + 1) / team);
+    const int pieces = (*hi - *lo + chunk - 1) / chunk;
+    return pieces ? (*hi - *lo + pieces - 1) / pieces : 1;
+}
+
+/* In such a region, once every thread has summed its part: dst[e] += parts[u * stride + e]
+ * for u < count, in that order (the weight gradient's per-thread sums, added up in thread
+ * order), the floats split among the team. */
+static inline void cpu_add_parts(float *dst, const float *parts, size_t stride, int count,
+                                 size_t floats)
+{
+#pragma omp barrier
+#pragma omp for schedule(static)
+    for (long long e = 0; e < (long long)floats; e++)
+        for (int u = 0; u < count; u++)
+            dst[e] += parts[(size_t)u * stride + (size_t)e];
+}
+
 /* Images per chunk for `own` threads taking chunks of at most `chunk`: the fewest rounds of
  * `own` chunks, as equal as whole images allow (a short last chunk sums few tiles a call). */
 static inline int cpu_equal_chunk(int n, int own, int chunk)
