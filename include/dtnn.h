@@ -88,7 +88,11 @@ typedef struct {
     int training;               /* 0: plan inference only (no gradient buffers) */
     uint64_t seed;              /* initialisation and dropout */
     dtnn_init_scheme init;      /* DEFAULT = PyTorch's defaults */
-    int threads;                /* kernel threads; 0 = keep the current setting */
+    const char *device;         /* the backend: "cpu" (NULL too), "cpu-guarded", "cuda";
+                                 * dtnn_device_name lists them */
+    int threads;                /* the backend's CPU threads; 0 = the OpenMP default. A
+                                 * model's setting: it applies while dtnn runs its operations
+                                 * and leaves the caller's OpenMP settings alone */
     size_t workspace_limit;     /* bytes of scratch the convolutions may use (0 = 64 MiB) */
     int input_grad;             /* also compute d(loss)/d(input) (gradient checks, saliency) */
     dtnn_conv_algo conv_algo;   /* DTNN_CONV_AUTO unless comparing paths */
@@ -152,8 +156,11 @@ dtnn_model *dtnn_model_from_spec(const char *spec, int classes, int c, int h, in
 /* x: [n, C, H, W]; n <= max_batch. training selects batch statistics and dropout. */
 dtnn_status dtnn_model_forward(dtnn_model *m, const float *x, int n, int training,
                                dtnn_error *err);
-/* Output of the last node: [n, classes] logits after forward(). */
-const float *dtnn_model_output(const dtnn_model *m, int *n, int *classes);
+/* Shape of the last node's output after forward(): n samples of `classes` values. */
+void dtnn_model_output_shape(const dtnn_model *m, int *n, int *classes);
+/* Copies that output ([n, classes] logits) into dst. Model memory belongs to the backend (a
+ * device's memory may not be the host's): values reach the caller only through such copies. */
+void dtnn_model_read_output(const dtnn_model *m, float *dst);
 
 typedef enum { DTNN_LOSS_CROSS_ENTROPY = 0, DTNN_LOSS_BCE, DTNN_LOSS_MSE } dtnn_loss_kind;
 typedef struct {
@@ -176,11 +183,12 @@ typedef struct {
 dtnn_status dtnn_model_loss(dtnn_model *m, const int32_t *labels, int n,
                             const dtnn_loss_params *lp, float grad_scale, dtnn_metrics *metrics,
                             dtnn_error *err);
-/* The gradient of the output, [n, classes]: write d(loss)/d(output) here yourself (instead of
- * calling dtnn_model_loss) before dtnn_model_backward. */
-float *dtnn_model_output_grad(dtnn_model *m);
-/* d(loss)/d(input) [n, C, H, W] after backward, when built with input_grad; else NULL. */
-const float *dtnn_model_input_grad(const dtnn_model *m);
+/* Sets the gradient of the output, dz [n, classes] = d(loss)/d(output), instead of calling
+ * dtnn_model_loss, before dtnn_model_backward. */
+dtnn_status dtnn_model_set_output_grad(dtnn_model *m, const float *dz, dtnn_error *err);
+/* Copies d(loss)/d(input) [n, C, H, W] after backward into dst; an error unless the model was
+ * built with input_grad. */
+dtnn_status dtnn_model_read_input_grad(const dtnn_model *m, float *dst, dtnn_error *err);
 /* Position of the dropout stream (backward passes so far); checkpoints restore it. */
 int64_t dtnn_model_step(const dtnn_model *m);
 void dtnn_model_set_step(dtnn_model *m, int64_t step);
@@ -226,10 +234,31 @@ int dtnn_model_tensor_count(const dtnn_model *m);
 const dtnn_tensor_info *dtnn_model_tensor(const dtnn_model *m, int i);
 const dtnn_tensor_info *dtnn_model_tensor_by_name(const dtnn_model *m, const char *name);
 size_t dtnn_model_param_count(const dtnn_model *m);
-float *dtnn_model_params(dtnn_model *m);
-float *dtnn_model_grads(dtnn_model *m);
-unsigned char *dtnn_model_buffers(dtnn_model *m);
 size_t dtnn_model_buffer_bytes(const dtnn_model *m);
+
+/* The flat buffers, copied between backend memory and caller memory: bytes from byte offset
+ * `offset` of the parameters or gradients (4 x dtnn_model_params_padded bytes, a tensor's
+ * values at 4 x its offset) or of the buffers (dtnn_model_buffer_bytes, a tensor's at its
+ * offset). Ranges outside them are errors. */
+typedef enum { DTNN_REGION_PARAMS = 0, DTNN_REGION_GRADS, DTNN_REGION_BUFFERS } dtnn_region;
+dtnn_status dtnn_model_read(const dtnn_model *m, dtnn_region r, size_t offset, void *dst,
+                            size_t bytes, dtnn_error *err);
+dtnn_status dtnn_model_write(dtnn_model *m, dtnn_region r, size_t offset, const void *src,
+                             size_t bytes, dtnn_error *err);
+/* One named tensor's values (count elements of its dtype), copied out or in. */
+dtnn_status dtnn_model_tensor_read(const dtnn_model *m, const dtnn_tensor_info *t, void *dst,
+                                   dtnn_error *err);
+dtnn_status dtnn_model_tensor_write(dtnn_model *m, const dtnn_tensor_info *t, const void *src,
+                                    dtnn_error *err);
+/* The backend a built model runs on ("cpu", ...; "" before the build). */
+const char *dtnn_model_device(const dtnn_model *m);
+
+/* The backends this build knows, i = 0 .. dtnn_device_count() - 1: the name, whether it can
+ * run here (*usable), and in `why` "usable" or the reason it cannot. NULL past the end. */
+int dtnn_device_count(void);
+const char *dtnn_device_name(int i, int *usable, char *why, size_t len);
+/* The CPU kernel set the cpu backends run ("avx2+fma", "generic"). */
+const char *dtnn_cpu_kernels(void);
 
 /* ---- introspection ----------------------------------------------------------------------- */
 
@@ -281,7 +310,12 @@ dtnn_status dtnn_optimizer_step(dtnn_optimizer *o, float lr, dtnn_error *err);
 /* Optimizer state: one flat buffer of state_slots x param_count floats, and the step count. */
 int dtnn_optimizer_state_slots(const dtnn_optimizer *o);
 const char *dtnn_optimizer_state_name(const dtnn_optimizer *o, int slot);
-float *dtnn_optimizer_state(dtnn_optimizer *o);
+/* The state: slots of dtnn_optimizer_state_length values (params_padded), copied out or in. */
+size_t dtnn_optimizer_state_length(const dtnn_optimizer *o);
+dtnn_status dtnn_optimizer_read_state(const dtnn_optimizer *o, int slot, size_t offset,
+                                      float *dst, size_t count, dtnn_error *err);
+dtnn_status dtnn_optimizer_write_state(dtnn_optimizer *o, int slot, size_t offset,
+                                       const float *src, size_t count, dtnn_error *err);
 int64_t *dtnn_optimizer_step_count(dtnn_optimizer *o);
 const dtnn_opt_params *dtnn_optimizer_params(const dtnn_optimizer *o);
 

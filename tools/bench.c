@@ -32,6 +32,8 @@ static cli_opt bench_opts[] = {
     {"input", OPT_STRING, NULL, "CxHxW of a zoo model's input (default: the model's)", 0, NULL, 0},
     {"classes", OPT_INT, "0", "output classes of a zoo model (0: its own)", 0, NULL, 0},
     {"threads", OPT_INT, "0", "kernel threads (0: the cores given to this process)", 0, NULL, 0},
+    {"device", OPT_STRING, NULL, "backend: cpu | cpu-guarded | cuda (default: $DTNN_DEVICE, else "
+     "cpu; dtnn devices lists them)", 0, NULL, 0},
     {"workspace-mb", OPT_FLOAT, "0", "scratch the convolutions may use, MiB (0: the library's "
      "default)", 0, NULL, 0},
     {"conv-algo", OPT_STRING, "auto", "convolutions: auto (the fastest path that applies) | "
@@ -117,20 +119,27 @@ static dtnn_status time_allreduce(dtnn_comm *comm, dtnn_model *m, dtnn_grad_sync
     const int reps = 10;
     double sync = 0, plain = 0, sync_best = 1e30, plain_best = 1e30;
     dtnn_model_zero_grad(m);
+    /* the plain all-reduce's buffer: host memory of the gradient's size (zero, as the gradient) */
+    float *plain_buf = calloc(dtnn_model_params_padded(m) + 1, sizeof(float));
+    if (!plain_buf)
+        return dtnn_error_set(err, DTNN_ERR_NOMEM, "out of memory");
     for (int i = 0; i < reps; i++) {
         double t0 = progress_now();
         dtnn_grad_sync_begin(gs);
         dtnn_status st = dtnn_grad_sync_finish(gs, err);
         double t1 = progress_now();
-        if (st || (st = dtnn_comm_allreduce_sum(comm, dtnn_model_grads(m),
-                                                dtnn_model_params_padded(m), err)))
+        if (st || (st = dtnn_comm_allreduce_sum(comm, plain_buf, dtnn_model_params_padded(m),
+                                                err))) {
+            free(plain_buf);
             return st;
+        }
         double t2 = progress_now();
         sync += t1 - t0;
         plain += t2 - t1;
         sync_best = t1 - t0 < sync_best ? t1 - t0 : sync_best;
         plain_best = t2 - t1 < plain_best ? t2 - t1 : plain_best;
     }
+    free(plain_buf);
     /* The best repetition's time is the max over ranks of each rank's best: a collective ends
      * on all ranks together, so the slowest rank's best is the least disturbed run. */
     double t[4] = {sync, plain, sync_best, plain_best};
@@ -150,6 +159,7 @@ static void print_profile(dtnn_model *m, int64_t steps)
         dtnn_model_layer_info(m, i, &li);
         total += li.seconds_fwd + li.seconds_bwd;
     }
+    printf("device %s, cpu kernels %s\n", dtnn_model_device(m), dtnn_cpu_kernels());
     printf("%-24s %-14s %-16s %10s %10s %7s\n", "layer", "type", "method", "fwd ms", "bwd ms",
            "share");
     for (int i = 0; i < dtnn_model_layer_count(m); i++) {
@@ -181,7 +191,10 @@ static int run_bench(const cli_opt *o, int n, dtnn_comm *comm, int threads)
     if (dtnn_allreduce_parse(cli_str(o, n, "allreduce"), &mode, &err) ||
         dtnn_comm_dtype_parse(cli_str(o, n, "comm-dtype"), &dtype, &err))
         return fprintf(stderr, "dtnn %s: %s\n", cmd, err.message), 2;
-    dtnn_set_threads(threads);
+    int device_rc = 2;
+    const char *device = cli_device(cmd, o, n, &device_rc);
+    if (!device)
+        return device_rc;
     dtnn_optimizer *opt = NULL;
     dtnn_grad_sync *gs = NULL;
     float *x = NULL;
@@ -195,6 +208,7 @@ static int run_bench(const cli_opt *o, int n, dtnn_comm *comm, int threads)
     dtnn_build_params_default(&bp);
     bp.max_batch = batch;
     bp.threads = threads;
+    bp.device = device;
     bp.workspace_limit = (size_t)(cli_float(o, n, "workspace-mb") * 1048576.0);
     bp.conv_algo = !strcmp(conv_algo, "im2col")   ? DTNN_CONV_IM2COL
                    : !strcmp(conv_algo, "direct") ? DTNN_CONV_DIRECT
@@ -211,7 +225,7 @@ static int run_bench(const cli_opt *o, int n, dtnn_comm *comm, int threads)
         goto out;
     dtnn_model_input_shape(m, &c, &h, &w);
     int classes;
-    dtnn_model_output(m, NULL, &classes);
+    dtnn_model_output_shape(m, NULL, &classes);
     size_t sample = (size_t)c * h * w;
     x = malloc(sizeof(float) * sample * batch);
     y = malloc(sizeof(int32_t) * batch);

@@ -208,3 +208,27 @@ int cli_all_ok(dtnn_comm *comm, int ok)
         dtnn_comm_abort(comm, 2, err.message);
     return failed == 0.0;
 }
+
+const char *cli_device(const char *command, const cli_opt *opts, int n_opts, int *rc)
+{
+    const char *name = cli_given(opts, n_opts, "device") ? cli_str(opts, n_opts, "device")
+                                                          : getenv("DTNN_DEVICE");
+    if (!name || !*name)
+        name = "cpu";
+    *rc = 0;
+    for (int i = 0; i < dtnn_device_count(); i++) {
+        int usable;
+        char why[256];
+        const char *d = dtnn_device_name(i, &usable, why, sizeof why);
+        if (strcmp(d, name))
+            continue;
+        if (!usable) {
+            fprintf(stderr, "dtnn %s: %s\n", command, why);
+            *rc = 1;
+            return NULL;
+        }
+        return name;
+    }
+    *rc = cli_usage_error(command, "unknown device '%s' (dtnn devices lists them)", name);
+    return NULL;
+}

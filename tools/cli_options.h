@@ -51,6 +51,9 @@ int cli_parse_chw(const char *s, int *c, int *h, int *w);
  * usage error. */
 int cli_threads(const char *command, const cli_opt *opts, int n_opts, const dtnn_comm *comm);
 
+/* The --device option (default: the environment's DTNN_DEVICE, else "cpu"): the backend's name,
+ * or NULL with *rc 2 (unknown: a usage error, printed) or 1 (not usable here, printed). */
+const char *cli_device(const char *command, const cli_opt *opts, int n_opts, int *rc);
 /* Whether ok holds on every rank (a collective: all ranks call it), so a usage error seen by
  * some ranks only ends them all instead of leaving the others waiting. */
 int cli_all_ok(dtnn_comm *comm, int ok);

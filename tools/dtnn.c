@@ -105,6 +105,8 @@ static cli_opt train_opts[] = {
     {"seed", OPT_INT, "42", "seed of initialisation, shuffling and dropout", 0, NULL, 0},
     {"no-shuffle", OPT_FLAG, NULL, "keep the file order", 0, NULL, 0},
     {"threads", OPT_INT, "0", "kernel threads (0: the cores given to this process)", 0, NULL, 0},
+    {"device", OPT_STRING, NULL, "backend: cpu | cpu-guarded | cuda (default: $DTNN_DEVICE, else "
+     "cpu; dtnn devices lists them)", 0, NULL, 0},
     {"init", OPT_STRING, NULL, "checkpoint to take starting weights from", 0, NULL, 0},
     {"save", OPT_STRING, NULL, "checkpoint written at every epoch end", 0, NULL, 0},
     {"checkpoint-every", OPT_INT, "0", "also save every N steps (0: epoch ends only)", 0, NULL,
@@ -237,10 +239,10 @@ static int cmd_train(int argc, char **argv, dtnn_comm *comm)
         tp.save_path = NULL;
     }
     cli_data_opts dopts;
-    int threads = cli_threads(cmd, o, n, comm);
-    if (!cli_all_ok(comm, threads > 0 && !cli_data_options(cmd, o, n, 1, &dopts)))
-        return 2;
-    dtnn_set_threads(threads);
+    int threads = cli_threads(cmd, o, n, comm), device_rc = 0;
+    const char *device = threads > 0 ? cli_device(cmd, o, n, &device_rc) : NULL;
+    if (!cli_all_ok(comm, device && !cli_data_options(cmd, o, n, 1, &dopts)))
+        return device_rc ? device_rc : 2;
     dtnn_comm_set_stall_timeout(comm, cli_float(o, n, "stall-timeout"));
     dopts.lp.seed = tp.seed;
     dopts.lp.shuffle = tp.shuffle;
@@ -261,6 +263,7 @@ static int cmd_train(int argc, char **argv, dtnn_comm *comm)
     bp.optimizer_slots = dtnn_opt_state_slots(&op);
     bp.seed = tp.seed;
     bp.threads = threads;
+    bp.device = device;
     if (dtnn_model_build(m, &bp, &err))
         goto out;
     opt = dtnn_optimizer_create(m, &op, &err);
@@ -363,6 +366,8 @@ static cli_opt eval_opts[] = {
     {"loss", OPT_STRING, "cross-entropy", "cross-entropy | bce | mse", 0, NULL, 0},
     {"classes", OPT_INT, "0", "output classes of a zoo model (0: the dataset's)", 0, NULL, 0},
     {"threads", OPT_INT, "0", "kernel threads (0: the cores given to this process)", 0, NULL, 0},
+    {"device", OPT_STRING, NULL, "backend: cpu | cpu-guarded | cuda (default: $DTNN_DEVICE, else "
+     "cpu; dtnn devices lists them)", 0, NULL, 0},
     {"help", OPT_FLAG, NULL, "show this help", 0, NULL, 0},
 };
 
@@ -388,10 +393,10 @@ static int cmd_eval(int argc, char **argv)
     if (dtnn_loss_parse(cli_str(o, n, "loss"), &lp.kind, &err))
         return fprintf(stderr, "dtnn %s: %s\n", cmd, err.message), 2;
     cli_data_opts dopts;
-    int threads = cli_threads(cmd, o, n, NULL);
-    if (threads < 0 || cli_data_options(cmd, o, n, 0, &dopts))
-        return 2;
-    dtnn_set_threads(threads);
+    int threads = cli_threads(cmd, o, n, NULL), device_rc = 2;
+    const char *device = threads > 0 ? cli_device(cmd, o, n, &device_rc) : NULL;
+    if (!device || cli_data_options(cmd, o, n, 0, &dopts))
+        return device ? 2 : device_rc;
     cli_data cd;
     memset(&cd, 0, sizeof cd);
     dtnn_data_params dp;
@@ -412,6 +417,8 @@ static int cmd_eval(int argc, char **argv)
     dtnn_build_params_default(&bp);
     bp.max_batch = batch;
     bp.training = 0;
+    bp.threads = threads;
+    bp.device = device;
     if (dtnn_model_build(m, &bp, &err) ||
         dtnn_checkpoint_load(cli_str(o, n, "load"), m, NULL, NULL, NULL, &err))
         goto out;
@@ -443,6 +450,8 @@ static cli_opt predict_opts[] = {
     {"classes", OPT_INT, "0", "output classes of a zoo model (0: its own)", 0, NULL, 0},
     {"batch-size", OPT_INT, "256", "inference batch size", 0, NULL, 0},
     {"threads", OPT_INT, "0", "kernel threads (0: the cores given to this process)", 0, NULL, 0},
+    {"device", OPT_STRING, NULL, "backend: cpu | cpu-guarded | cuda (default: $DTNN_DEVICE, else "
+     "cpu; dtnn devices lists them)", 0, NULL, 0},
     {"help", OPT_FLAG, NULL, "show this help", 0, NULL, 0},
 };
 
@@ -459,10 +468,10 @@ static int cmd_predict(int argc, char **argv)
     if (batch <= 0 || batch > 1 << 20)
         return cli_usage_error(cmd, "--batch-size must be in [1, 1048576], got %s",
                            cli_str(o, n, "batch-size"));
-    int threads = cli_threads(cmd, o, n, NULL);
-    if (threads < 0)
-        return 2;
-    dtnn_set_threads(threads);
+    int threads = cli_threads(cmd, o, n, NULL), device_rc = 2;
+    const char *device = threads > 0 ? cli_device(cmd, o, n, &device_rc) : NULL;
+    if (!device)
+        return device_rc;
     dtnn_error err = {0};
     float *x = NULL, *logits = NULL;
     dtnn_model *m = NULL;
@@ -493,6 +502,8 @@ static int cmd_predict(int argc, char **argv)
     dtnn_build_params_default(&bp);
     bp.max_batch = (int)(count < batch ? (count > 0 ? count : 1) : batch);
     bp.training = 0;
+    bp.threads = threads;
+    bp.device = device;
     dtnn_dataset norm;
     memset(&norm, 0, sizeof norm);
     if (dtnn_model_build(m, &bp, &err) ||
@@ -513,13 +524,13 @@ static int cmd_predict(int argc, char **argv)
         int nb = (int)(count - i < batch ? count - i : batch);
         if (dtnn_model_forward(m, x + (size_t)i * sample, nb, 0, &err))
             goto out;
-        const float *y = dtnn_model_output(m, NULL, &classes);
+        dtnn_model_output_shape(m, NULL, &classes);
         if (!logits && !(logits = malloc(sizeof(float) * (size_t)count * classes))) {
             dtnn_error_set(&err, DTNN_ERR_NOMEM, "out of memory for %lld x %d logits",
                            (long long)count, classes);
             goto out;
         }
-        memcpy(logits + (size_t)i * classes, y, sizeof(float) * (size_t)nb * classes);
+        dtnn_model_read_output(m, logits + (size_t)i * classes);
     }
     int64_t odims[2] = {count, classes};
     if (dtnn_npy_save_f32(cli_str(o, n, "output"), logits, odims, 2, &err))
@@ -631,7 +642,30 @@ static void main_usage(void)
            "  predict  run inference on an .npy array\n"
            "  bench    measure training throughput on synthetic data\n"
            "  models   list the model zoo (--layers: the layer types)\n"
-           "  info     show a model's layers, shapes, parameters and FLOPs\n");
+           "  info     show a model's layers, shapes, parameters and FLOPs\n"
+           "  devices  list the backends (--device) this build has and whether each runs here\n");
+}
+
+/* The backends this build knows and whether each is usable on this machine. */
+static int cmd_devices(int argc, char **argv)
+{
+    if (argc > 2 && (!strcmp(argv[2], "--help") || !strcmp(argv[2], "-h"))) {
+        printf("usage: dtnn devices\nLists the backends --device takes and whether each can "
+               "run here.\n");
+        return 0;
+    }
+    if (argc > 2)
+        return cli_usage_error("devices", "unexpected argument '%s' (it takes none)", argv[2]);
+    for (int i = 0; i < dtnn_device_count(); i++) {
+        int usable;
+        char why[256];
+        const char *name = dtnn_device_name(i, &usable, why, sizeof why);
+        if (!strcmp(name, "cpu") || !strcmp(name, "cpu-guarded"))
+            printf("%-12s %s (cpu kernels: %s)\n", name, why, dtnn_cpu_kernels());
+        else
+            printf("%-12s %s\n", name, why);
+    }
+    return 0;
 }
 
 /* Runs a command that may be data parallel: under an MPI launcher it gets the MPI
@@ -667,6 +701,9 @@ int main(int argc, char **argv)
         return cmd_models(argc, argv);
     if (!strcmp(c, "info"))
         return cmd_info(argc, argv);
-    fprintf(stderr, "dtnn: unknown command '%s' (train, eval, predict, bench, models, info)\n", c);
+    if (!strcmp(c, "devices"))
+        return cmd_devices(argc, argv);
+    fprintf(stderr, "dtnn: unknown command '%s' (train, eval, predict, bench, models, info, "
+            "devices)\n", c);
     return 2;
 }

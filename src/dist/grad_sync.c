@@ -18,10 +18,16 @@
  * a power of two chosen from the previous step's reduced gradient, which is identical on every
  * rank, so all ranks pick the same scale without extra communication. A bucket whose sum still
  * overflows is redone in fp32 and its scale lowered, again identically on all ranks.
+ *
+ * Backend memory: on a backend whose memory the host may use (cpu), MPI works on the gradient
+ * in place. On any other (a GPU, cpu-guarded) each bucket is downloaded into a host staging
+ * copy of the gradient when it is started (from the backward hook, so the copies overlap with
+ * the rest of backward as the all-reduces do), reduced there, and uploaded when it completes.
  */
 #include <math.h>
 #include <string.h>
 
+#include "../model/model_internal.h"
 #include "comm_internal.h"
 #include "grad_sync.h"
 #include "half.h"
@@ -42,14 +48,22 @@ struct dtnn_grad_sync {
     int n_buckets;
     int next;                   /* next bucket to start */
     uint16_t *staging;          /* [n] half-precision copy, when dtype != F32 */
+    float *host;                /* [n] host copy of the gradient, when the backend's memory is
+                                 * not the host's (backend host_alloc: pinned on a GPU) */
     size_t n;
     dtnn_error first_error;
     double wait_seconds;        /* time spent waiting after backward */
 };
 
+/* The gradient as the host reduces it: the model's own, or the staging copy. */
+static float *host_grads(dtnn_grad_sync *gs)
+{
+    return gs->host ? gs->host : gs->model->grads;
+}
+
 static void to_half(dtnn_grad_sync *gs, bucket *b)
 {
-    const float *g = dtnn_model_grads(gs->model);
+    const float *g = host_grads(gs);
     if (gs->dtype == DTNN_COMM_F16)
         for (size_t i = b->begin; i < b->end; i++)
             gs->staging[i] = f32_to_f16(g[i] * b->scale);
@@ -61,7 +75,7 @@ static void to_half(dtnn_grad_sync *gs, bucket *b)
 /* Widens a reduced bucket back into the gradient; returns 0 if it overflowed (fp16). */
 static int from_half(dtnn_grad_sync *gs, bucket *b)
 {
-    float *g = dtnn_model_grads(gs->model);
+    float *g = host_grads(gs);
     if (gs->dtype == DTNN_COMM_BF16) {
         for (size_t i = b->begin; i < b->end; i++)
             g[i] = bf16_to_f32(gs->staging[i]);
@@ -84,12 +98,26 @@ static int from_half(dtnn_grad_sync *gs, bucket *b)
 static void *bucket_data(dtnn_grad_sync *gs, bucket *b)
 {
     if (gs->dtype == DTNN_COMM_F32)
-        return dtnn_model_grads(gs->model) + b->begin;
+        return host_grads(gs) + b->begin;
     return gs->staging + b->begin;
+}
+
+/* Moves a bucket's range between the model's gradient and the host copy (to_host: download). */
+static void stage(dtnn_grad_sync *gs, const bucket *b, int to_host)
+{
+    if (!gs->host)
+        return;
+    dtnn_model *m = gs->model;
+    const size_t bytes = sizeof(float) * (b->end - b->begin);
+    if (to_host)
+        be_download(m->be, gs->host + b->begin, m->grads + b->begin, bytes);
+    else
+        be_upload(m->be, m->grads + b->begin, gs->host + b->begin, bytes);
 }
 
 static dtnn_status start_bucket(dtnn_grad_sync *gs, bucket *b, dtnn_error *err)
 {
+    stage(gs, b, 1);
     if (gs->dtype != DTNN_COMM_F32)
         to_half(gs, b);
     b->started = 1;
@@ -149,7 +177,10 @@ dtnn_grad_sync *dtnn_grad_sync_create(dtnn_comm *comm, dtnn_model *m, dtnn_allre
     gs->buckets = calloc(gs->n_buckets ? gs->n_buckets : 1, sizeof *gs->buckets);
     if (dtype != DTNN_COMM_F32)
         gs->staging = malloc(sizeof(uint16_t) * (gs->n ? gs->n : 1));
-    if (!gs->buckets || (dtype != DTNN_COMM_F32 && !gs->staging)) {
+    if (!m->be->host_memory)
+        gs->host = m->be->op->host_alloc(m->be, sizeof(float) * (gs->n ? gs->n : 1));
+    if (!gs->buckets || (dtype != DTNN_COMM_F32 && !gs->staging) ||
+        (!m->be->host_memory && !gs->host)) {
         dtnn_grad_sync_free(gs);
         dtnn_error_set(err, DTNN_ERR_NOMEM, "out of memory for gradient buckets");
         return NULL;
@@ -168,6 +199,8 @@ void dtnn_grad_sync_free(dtnn_grad_sync *gs)
         return;
     free(gs->buckets);
     free(gs->staging);
+    if (gs->host)
+        gs->model->be->op->host_free(gs->model->be, gs->host);
     free(gs);
 }
 
@@ -195,14 +228,16 @@ dtnn_status dtnn_grad_sync_finish(dtnn_grad_sync *gs, dtnn_error *err)
         bucket *b = &gs->buckets[i];
         if (gs->mode == DTNN_ALLREDUCE_OVERLAP)
             st = comm_wait(gs->comm, b->request, err);
-        if (st || gs->dtype == DTNN_COMM_F32)
+        if (st)
             continue;
-        if (!from_half(gs, b)) {
-            /* fp16 overflow: redo this bucket in fp32 (identically on every rank). */
+        if (gs->dtype != DTNN_COMM_F32 && !from_half(gs, b)) {
+            /* fp16 overflow: redo this bucket in fp32 (identically on every rank); the host
+             * copy still holds this rank's fp32 values (from_half wrote nothing). */
             b->scale *= 1.0f / 256.0f;
-            st = dtnn_comm_allreduce_sum(gs->comm, dtnn_model_grads(gs->model) + b->begin,
+            st = dtnn_comm_allreduce_sum(gs->comm, host_grads(gs) + b->begin,
                                          b->end - b->begin, err);
         }
+        stage(gs, b, 0);
     }
     gs->wait_seconds += dtnn_now() - t0;
     return st;

@@ -33,8 +33,52 @@
 static const char *dtype_name(dtnn_dtype d) { return d == DTNN_I64 ? "I64" : "F32"; }
 static size_t dtype_bytes(dtnn_dtype d) { return d == DTNN_I64 ? 8 : 4; }
 
-/* The data of a model tensor: params (elements) or buffers (bytes). */
-static void *tensor_data(dtnn_model *m, const dtnn_tensor_info *ti)
+/* Model memory belongs to the backend: a save works on a host copy of the parameters, the
+ * buffers and the optimizer state (snapshot), a load uploads each validated tensor. */
+typedef struct {
+    float *params;
+    unsigned char *buffers;
+    float *state;       /* [n_slots, n] or NULL */
+} snapshot;
+
+static void snapshot_free(snapshot *h)
+{
+    free(h->params);
+    free(h->buffers);
+    free(h->state);
+}
+
+static dtnn_status snapshot_take(const char *path, dtnn_model *m, const dtnn_optimizer *opt,
+                                 snapshot *h, dtnn_error *err)
+{
+    const size_t pbytes = sizeof(float) * m->n_params_padded;
+    const size_t sbytes = opt ? sizeof(float) * opt->n * (size_t)opt->n_slots : 0;
+    h->params = malloc(DTNN_MAX(pbytes, 1));
+    h->buffers = malloc(DTNN_MAX(m->buffer_bytes, 1));
+    h->state = opt ? malloc(DTNN_MAX(sbytes, 1)) : NULL;
+    if (!h->params || !h->buffers || (opt && !h->state)) {
+        snapshot_free(h);
+        return dtnn_error_set(err, DTNN_ERR_NOMEM, "checkpoint %s: out of memory copying the "
+                              "model (%.1f MiB)", path,
+                              (double)(pbytes + m->buffer_bytes + sbytes) / 1048576.0);
+    }
+    be_download(m->be, h->params, m->params, pbytes);
+    be_download(m->be, h->buffers, m->buffers, m->buffer_bytes);
+    if (opt)
+        be_download(m->be, h->state, opt->state, sbytes);
+    return DTNN_OK;
+}
+
+/* Where a model tensor's data is: params (elements) or buffers (bytes), in the snapshot. */
+static void *tensor_host(const snapshot *h, const dtnn_tensor_info *ti)
+{
+    if (ti->kind == DTNN_TENSOR_PARAM)
+        return h->params + ti->offset;
+    return h->buffers + ti->offset;
+}
+
+/* ... and in backend memory, for the uploads of a load. */
+static void *tensor_backend(dtnn_model *m, const dtnn_tensor_info *ti)
 {
     if (ti->kind == DTNN_TENSOR_PARAM)
         return m->params + ti->offset;
@@ -90,16 +134,16 @@ static void floats_csv(char *buf, size_t len, const float *v, int n)
 static int norm_channels(const dtnn_model *m) { return DTNN_MAX(1, DTNN_MIN(m->input.c, 4)); }
 
 /* A checkpoint never holds NaN or Inf: resuming from one would only repeat the failure. */
-static dtnn_status check_finite(const char *path, dtnn_model *m, const dtnn_optimizer *opt,
-                                dtnn_error *err)
+static dtnn_status check_finite(const char *path, const dtnn_model *m, const dtnn_optimizer *opt,
+                                const snapshot *h, dtnn_error *err)
 {
     for (int i = 0; i < m->n_tensors; i++) {
         const dtnn_tensor_info *ti = &m->tensors[i];
         if (ti->dtype != DTNN_F32)
             continue;
-        const float *v = tensor_data(m, ti);
+        const float *v = tensor_host(h, ti);
         for (int s = 0; s <= (opt && ti->kind == DTNN_TENSOR_PARAM ? opt->n_slots : 0); s++) {
-            const float *t = s == 0 ? v : opt->state + (size_t)(s - 1) * opt->n + ti->offset;
+            const float *t = s == 0 ? v : h->state + (size_t)(s - 1) * opt->n + ti->offset;
             for (size_t k = 0; k < ti->count; k++)
                 if (!isfinite(t[k]))
                     return dtnn_error_set(err, DTNN_ERR_NONFINITE, "checkpoint %s not written: "
@@ -117,8 +161,13 @@ dtnn_status dtnn_checkpoint_save(const char *path, dtnn_model *m, dtnn_optimizer
                                  dtnn_error *err)
 {
     dtnn_status st = check_model(path, m, opt, "save", err);
-    if (st || (st = check_finite(path, m, opt, err)))
+    snapshot h = {0};
+    if (st || (st = snapshot_take(path, m, opt, &h, err)))
         return st;
+    if ((st = check_finite(path, m, opt, &h, err))) {
+        snapshot_free(&h);
+        return st;
+    }
     int n_param_tensors = 0;
     for (int i = 0; i < m->n_tensors; i++)
         n_param_tensors += m->tensors[i].kind == DTNN_TENSOR_PARAM;
@@ -133,7 +182,7 @@ dtnn_status dtnn_checkpoint_save(const char *path, dtnn_model *m, dtnn_optimizer
     for (int i = 0; i < m->n_tensors; i++) {
         const dtnn_tensor_info *ti = &m->tensors[i];
         e[i] = (st_entry){ti->name, dtype_name(ti->dtype), ti->ndim, ti->dims,
-                          tensor_data(m, ti), ti->count * dtype_bytes(ti->dtype)};
+                          tensor_host(&h, ti), ti->count * dtype_bytes(ti->dtype)};
     }
     int k = 0;
     for (int s = 0; opt && s < opt->n_slots; s++) {
@@ -149,7 +198,7 @@ dtnn_status dtnn_checkpoint_save(const char *path, dtnn_model *m, dtnn_optimizer
             }
             snprintf(opt_names[k], len, OPT_PREFIX "%s.%s", opt->slot_names[s], ti->name);
             e[m->n_tensors + k] = (st_entry){opt_names[k], "F32", ti->ndim, ti->dims,
-                                             opt->state + (size_t)s * opt->n + ti->offset,
+                                             h.state + (size_t)s * opt->n + ti->offset,
                                              ti->count * sizeof(float)};
             k++;
         }
@@ -187,6 +236,7 @@ done:
         free(opt_names[i]);
     free(opt_names);
     free(e);
+    snapshot_free(&h);
     return st;
 }
 
@@ -447,14 +497,15 @@ dtnn_status dtnn_checkpoint_load(const char *path, dtnn_model *m, dtnn_optimizer
         /* Everything validated: from here on nothing can fail. */
         for (int i = 0; i < m->n_tensors; i++) {
             const dtnn_tensor_info *ti = &m->tensors[i];
-            memcpy(tensor_data(m, ti), f.data + lp.model[i]->offset, lp.model[i]->bytes);
+            be_upload(m->be, tensor_backend(m, ti), f.data + lp.model[i]->offset,
+                      lp.model[i]->bytes);
         }
         for (size_t k = 0; k < n_opt; k++) {
             if (!lp.opt[k])
                 continue;
             const dtnn_tensor_info *ti = &m->tensors[k % m->n_tensors];
             float *dst = opt->state + (k / m->n_tensors) * opt->n + ti->offset;
-            memcpy(dst, f.data + lp.opt[k]->offset, lp.opt[k]->bytes);
+            be_upload(m->be, dst, f.data + lp.opt[k]->offset, lp.opt[k]->bytes);
         }
         if (opt)
             opt->step = lp.opt_step;

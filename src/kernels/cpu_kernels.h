@@ -16,7 +16,8 @@
 #ifndef DTNN_CPU_KERNELS_H
 #define DTNN_CPU_KERNELS_H
 
-#include "backend.h"
+#include "../backend/backend.h"
+#include "../core/internal.h"
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -87,6 +88,51 @@ void cpu_bn_forward_eval(int n, int C, int hw, const float *x, const float *gamm
 void cpu_softmax_forward(int rows, int cols, const float *x, float *y);
 void cpu_softmax_backward(int rows, int cols, const float *y, const float *dy, float *dx,
                           int accumulate);
+
+/* The convolution plans (cpu_conv.c): algorithm, chunks and scratch chosen per geometry. */
+conv_plan *cpu_conv_plan_create(dtnn_backend *be, const conv_desc *d, dtnn_error *err);
+void cpu_conv_plan_free(dtnn_backend *be, conv_plan *p);
+size_t cpu_conv_workspace(const conv_plan *p);
+const char *cpu_conv_method(const conv_plan *p);
+void cpu_conv_forward(dtnn_backend *be, const conv_plan *p, int n, const float *x,
+                      const float *w, const float *b, float *y, void *workspace);
+void cpu_conv_backward(dtnn_backend *be, const conv_plan *p, int n, const float *x,
+                       const float *dy, const float *w, float *dw, float *db, float *dx,
+                       int accumulate, void *workspace);
+
+/* Fully connected (linear.c). */
+void cpu_linear_forward(int n, int out, int in, const float *x, const float *w, const float *b,
+                        float *y);
+void cpu_linear_backward(int n, int out, int in, const float *x, const float *dy,
+                         const float *w, float *dw, float *db, float *dx, int accumulate);
+
+/* Element-wise families (elementwise.c, shortcut.c, loss.c, optim.c): the contracts are
+ * the backend table's (backend/backend.h). */
+void cpu_add_forward(size_t count, int n_in, const float *const *x, int relu, float *y);
+void cpu_add_backward(size_t count, const float *y, const float *dy, int n_out,
+                      float *const *dx, const int *accumulate);
+void cpu_copy_rows(size_t rows, size_t cols, float *dst, size_t ld_dst, const float *src,
+                   size_t ld_src, int accumulate);
+void cpu_fill(float *y, size_t count, float value);
+void cpu_axpy(size_t count, float alpha, const float *x, float *y);
+void cpu_scale(size_t count, float alpha, float *x);
+void cpu_dropout_forward(size_t count, float p, float scale, uint64_t seed, uint64_t stream,
+                         uint64_t base, const float *x, float *y, uint8_t *mask);
+void cpu_dropout_backward(size_t count, float scale, const uint8_t *mask, const float *dy,
+                          float *dx, int accumulate);
+size_t cpu_count_nonfinite(const float *x, size_t n);
+void cpu_bn_param_grads(int C, const double *sdy, const double *sdyx, float *dgamma,
+                        float *dbeta);
+void cpu_shortcut_forward(const shortcut_geom *g, int n, const float *x, float *y);
+void cpu_shortcut_backward(const shortcut_geom *g, int n, const float *dy, float *dx,
+                           int accumulate);
+void cpu_loss(const loss_desc *d, int n, int k, const float *z, const int32_t *labels,
+              float *dz, float scale, double *out);
+void cpu_sgd_step(const sgd_args *a, size_t n, float *w, const float *g, float *buf);
+void cpu_adam_step(const adam_args *a, size_t n, float *w, const float *g, float *m1,
+                   float *m2);
+void cpu_rmsprop_step(const rmsprop_args *a, size_t n, float *w, const float *g, float *sq,
+                      float *buf, float *ga);
 
 /* Small-dimension products (gemm_tiles.c): C = op(A) B, op(A) m x k, B k x n, C m x n, with
  * op(A) packed once into cpu_gemm_tiles_scratch(m, k) bytes of scratch for any number of B;

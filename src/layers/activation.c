@@ -32,15 +32,15 @@ static dtnn_status act_infer(layer *l, dtnn_error *err)
 static void act_forward(layer *l, const layer_ctx *ctx)
 {
     act_cfg *c = l->cfg;
-    ctx->be->act_forward(c->kind, c->slope, shape_size(l->out) * l->n, l->x[0], l->y);
+    be_run(ctx->be, act_forward, c->kind, c->slope, shape_size(l->out) * l->n, l->x[0], l->y);
 }
 
 static void act_backward(layer *l, const layer_ctx *ctx)
 {
     act_cfg *c = l->cfg;
     if (l->dx[0])
-        ctx->be->act_backward(c->kind, c->slope, shape_size(l->out) * l->n, l->x[0], l->y,
-                              l->dy, l->dx[0], l->dx_accumulate[0]);
+        be_run(ctx->be, act_backward, c->kind, c->slope, shape_size(l->out) * l->n, l->x[0],
+               l->y, l->dy, l->dx[0], l->dx_accumulate[0]);
 }
 
 #define ACT_LAYER(ident, type_name, kind_value, text, in_place, reads_output)                \

@@ -30,67 +30,19 @@ static dtnn_status add_infer(layer *l, dtnn_error *err)
     return DTNN_OK;
 }
 
-/* One pass over all inputs (a copy and then one pass per further input read y again each
- * time), split over the threads: memory-bound, and two cores draw more bandwidth than one.
- * The sum is ((x_0 + x_1) + x_2) + ... as before, so results are unchanged; a fused ReLU
- * clamps the last pass's result (a NaN stays NaN, as ReLU's). */
+/* One pass over all inputs, ((x_0 + x_1) + x_2) + ..., the fused ReLU on the last. */
 static void add_forward(layer *l, const layer_ctx *ctx)
 {
-    (void)ctx;
-    const long long count = (long long)(shape_size(l->out) * (size_t)l->n);
-    float *y = l->y;
-    const float *a = l->x[0], *b = l->x[1];
-    const int relu_now = l->relu_fused && l->n_in == 2;
-#pragma omp parallel for schedule(static) if (count > 65536)
-    for (long long i = 0; i < count; i++) {
-        const float v = a[i] + b[i];
-        y[i] = relu_now && v < 0.0f ? 0.0f : v;
-    }
-    for (int k = 2; k < l->n_in; k++) {
-        const float *x = l->x[k];
-        const int relu = l->relu_fused && k == l->n_in - 1;
-#pragma omp parallel for schedule(static) if (count > 65536)
-        for (long long i = 0; i < count; i++) {
-            const float v = y[i] + x[i];
-            y[i] = relu && v < 0.0f ? 0.0f : v;
-        }
-    }
+    be_run(ctx->be, add_forward, shape_size(l->out) * (size_t)l->n, l->n_in, l->x,
+           l->relu_fused, l->y);
 }
 
-/* Every input's gradient is dy, or with a fused ReLU dy where y > 0: made once per block of
- * values and handed to all inputs while in L1, so dy and y are read once. Inputs in increasing
- * order within a block: when two are one producer, the first writes and the second adds. */
-enum { ADD_BLOCK = 1024 };
-
+/* Every input's gradient is dy, or with a fused ReLU dy where y > 0; when two inputs are one
+ * producer, the first writes and the second adds (dx_accumulate). */
 static void add_backward(layer *l, const layer_ctx *ctx)
 {
-    (void)ctx;
-    const long long count = (long long)(shape_size(l->out) * (size_t)l->n);
-    const long long blocks = (count + ADD_BLOCK - 1) / ADD_BLOCK;
-#pragma omp parallel for schedule(static) if (count > 65536)
-    for (long long bl = 0; bl < blocks; bl++) {
-        const long long i0 = bl * ADD_BLOCK;
-        const int len = (int)(count - i0 < ADD_BLOCK ? count - i0 : ADD_BLOCK);
-        float masked[ADD_BLOCK];
-        const float *g = l->dy + i0;
-        if (l->relu_fused) {
-            const float *y = l->y + i0;
-            for (int i = 0; i < len; i++)
-                masked[i] = y[i] > 0.0f ? g[i] : 0.0f;
-            g = masked;
-        }
-        for (int k = 0; k < l->n_in; k++) {
-            float *dx = l->dx[k] ? l->dx[k] + i0 : NULL;
-            if (!dx)
-                continue;
-            if (l->dx_accumulate[k])
-                for (int i = 0; i < len; i++)
-                    dx[i] += g[i];
-            else
-                for (int i = 0; i < len; i++)
-                    dx[i] = g[i];
-        }
-    }
+    be_run(ctx->be, add_backward, shape_size(l->out) * (size_t)l->n,
+           l->relu_fused ? l->y : NULL, l->dy, l->n_in, l->dx, l->dx_accumulate);
 }
 
 static const char *add_method(const layer *l) { return l->relu_fused ? "+relu" : ""; }

@@ -76,11 +76,13 @@ static dtnn_status batchnorm_infer(layer *l, dtnn_error *err)
     return DTNN_OK;
 }
 
-/* Sums per-channel statistics over the ranks when batch norm is synchronised; returns 0 when
- * that failed, in which case the caller poisons its output so the loss check stops training. */
-static int reduce(const layer_ctx *ctx, double *buf, size_t n)
+/* Sums per-channel statistics over the ranks when batch norm is synchronised (buf backend
+ * memory, extra host memory, one message); returns 0 when that failed, in which case the
+ * caller poisons its output so the loss check stops training. */
+static int reduce(const layer_ctx *ctx, double *buf, size_t n, double *extra, size_t n_extra)
 {
-    return !ctx->reduce_sum || ctx->reduce_sum(ctx->reduce_user, buf, n) == DTNN_OK;
+    return !ctx->reduce_sum ||
+           ctx->reduce_sum(ctx->reduce_user, buf, n, extra, n_extra) == DTNN_OK;
 }
 
 /* The layers fused in (layer.h): a ReLU, or the add after it and that add's ReLU. With the
@@ -100,21 +102,21 @@ static bn_epilogue epilogue(const layer *l, int backward)
 }
 
 /* Synchronised: the phases with the ranks' sums added between them. Workspace: sum [C],
- * sumsq [C], count (one message). Returns 0 when the reduction failed. */
+ * sumsq [C]; the sample count travels with them. Returns 0 when the reduction failed. */
 static int forward_synchronised(layer *l, const layer_ctx *ctx)
 {
     batchnorm_cfg *c = l->cfg;
     const int C = c->channels;
     float *save_mean = l->aux, *save_invstd = save_mean + C;
-    double *sum = ctx->workspace, *sumsq = sum + C, *count = sumsq + C;
-    ctx->be->bn_moments(l->n, C, c->hw, l->x[0], l->p[BN_RUNNING_MEAN], sum, sumsq);
-    *count = (double)l->n * c->hw;
-    const int ok = reduce(ctx, sum, 2 * (size_t)C + 1);
+    double *sum = ctx->workspace, *sumsq = sum + C;
+    be_run(ctx->be, bn_moments, l->n, C, c->hw, l->x[0], l->p[BN_RUNNING_MEAN], sum, sumsq);
+    double count = (double)l->n * c->hw;
+    const int ok = reduce(ctx, sum, 2 * (size_t)C, &count, 1);
     const bn_epilogue ep = epilogue(l, 0);
-    ctx->be->bn_apply_train(l->n, C, c->hw, l->x[0], l->p[BN_WEIGHT], l->p[BN_BIAS], sum, sumsq,
-                            *count, c->eps, c->momentum, &ep, l->y, save_mean,
-                            save_invstd, l->p[BN_RUNNING_MEAN], l->p[BN_RUNNING_VAR]);
-    c->count = *count;
+    be_run(ctx->be, bn_apply_train, l->n, C, c->hw, l->x[0], l->p[BN_WEIGHT], l->p[BN_BIAS],
+           sum, sumsq, count, c->eps, c->momentum, &ep, l->y, save_mean, save_invstd,
+           l->p[BN_RUNNING_MEAN], l->p[BN_RUNNING_VAR]);
+    c->count = count;
     return ok;
 }
 
@@ -126,23 +128,20 @@ static void batchnorm_forward(layer *l, const layer_ctx *ctx)
     float *running_mean = l->p[BN_RUNNING_MEAN], *running_var = l->p[BN_RUNNING_VAR];
     const bn_epilogue ep = epilogue(l, 0);
     if (!ctx->training) {
-        ctx->be->bn_forward_eval(l->n, C, c->hw, l->x[0], gamma, beta, running_mean,
-                                 running_var, c->eps, &ep, l->y);
+        be_run(ctx->be, bn_forward_eval, l->n, C, c->hw, l->x[0], gamma, beta, running_mean,
+               running_var, c->eps, &ep, l->y);
         return;
     }
     if (ctx->reduce_sum) {
         if (!forward_synchronised(l, ctx))
-            for (size_t i = 0; i < shape_size(l->out) * l->n; i++)
-                l->y[i] = NAN;
+            be_run(ctx->be, fill, l->y, shape_size(l->out) * l->n, NAN);
     } else {
         float *save_mean = l->aux, *save_invstd = save_mean + C;
-        ctx->be->bn_train_forward(l->n, C, c->hw, l->x[0], gamma, beta, c->eps, c->momentum,
-                                  &ep, l->y, save_mean, save_invstd, running_mean,
-                                  running_var);
+        be_run(ctx->be, bn_train_forward, l->n, C, c->hw, l->x[0], gamma, beta, c->eps,
+               c->momentum, &ep, l->y, save_mean, save_invstd, running_mean, running_var);
         c->count = (double)l->n * c->hw;
     }
-    int64_t *tracked = l->p[BN_NUM_BATCHES];
-    (*tracked)++;
+    be_run(ctx->be, add_i64, l->p[BN_NUM_BATCHES], 1);
 }
 
 /* With a ReLU or an add fused in, dy is the gradient at their output (layer.h); the add's
@@ -156,26 +155,22 @@ static void batchnorm_backward(layer *l, const layer_ctx *ctx)
     double *sdy = ctx->workspace, *sdyx = sdy + C;
     const bn_epilogue ep = epilogue(l, 1);
     if (!ctx->reduce_sum)
-        ctx->be->bn_train_backward(l->n, C, c->hw, l->x[0], l->dy, gamma, beta, &ep, save_mean,
-                                   save_invstd, sdy, sdyx, l->dx[0], l->dx_accumulate[0]);
+        be_run(ctx->be, bn_train_backward, l->n, C, c->hw, l->x[0], l->dy, gamma, beta, &ep,
+               save_mean, save_invstd, sdy, sdyx, l->dx[0], l->dx_accumulate[0]);
     else
-        ctx->be->bn_backward_sums(l->n, C, c->hw, l->x[0], l->dy, gamma, beta, &ep, save_mean,
-                                  save_invstd, sdy, sdyx);
+        be_run(ctx->be, bn_backward_sums, l->n, C, c->hw, l->x[0], l->dy, gamma, beta, &ep,
+               save_mean, save_invstd, sdy, sdyx);
     /* This rank's sums: when synchronised, the gradient all-reduce adds the ranks'. */
-    for (int ch = 0; ch < C; ch++) {
-        l->g[BN_WEIGHT][ch] += (float)sdyx[ch];
-        l->g[BN_BIAS][ch] += (float)sdy[ch];
-    }
+    be_run(ctx->be, bn_param_grads, C, sdy, sdyx, l->g[BN_WEIGHT], l->g[BN_BIAS]);
     if (!ctx->reduce_sum)
         return;
-    int ok = reduce(ctx, sdy, 2 * (size_t)C);
+    int ok = reduce(ctx, sdy, 2 * (size_t)C, NULL, 0);
     if (!l->dx[0])
         return;
-    ctx->be->bn_backward_apply(l->n, C, c->hw, l->x[0], l->dy, gamma, beta, &ep, save_mean,
-                               save_invstd, sdy, sdyx, c->count, l->dx[0], l->dx_accumulate[0]);
+    be_run(ctx->be, bn_backward_apply, l->n, C, c->hw, l->x[0], l->dy, gamma, beta, &ep,
+           save_mean, save_invstd, sdy, sdyx, c->count, l->dx[0], l->dx_accumulate[0]);
     if (!ok)
-        for (size_t i = 0; i < shape_size(l->in[0]) * l->n; i++)
-            l->dx[0][i] = NAN;
+        be_run(ctx->be, fill, l->dx[0], shape_size(l->in[0]) * l->n, NAN);
 }
 
 static const char *batchnorm_method(const layer *l)

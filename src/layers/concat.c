@@ -33,39 +33,28 @@ static dtnn_status concat_infer(layer *l, dtnn_error *err)
     return DTNN_OK;
 }
 
+/* Input k's block sits at `offset` inside each output sample: a strided copy per input. */
 static void concat_forward(layer *l, const layer_ctx *ctx)
 {
-    (void)ctx;
     const size_t out_size = shape_size(l->out);
-    size_t offset = 0;  /* of input k's block inside one output sample */
+    size_t offset = 0;
     for (int k = 0; k < l->n_in; k++) {
         const size_t in_size = shape_size(l->in[k]);
-        for (int s = 0; s < l->n; s++)
-            memcpy(l->y + s * out_size + offset, l->x[k] + s * in_size, sizeof(float) * in_size);
+        be_run(ctx->be, copy_rows, (size_t)l->n, in_size, l->y + offset, out_size, l->x[k],
+               in_size, 0);
         offset += in_size;
     }
 }
 
 static void concat_backward(layer *l, const layer_ctx *ctx)
 {
-    (void)ctx;
     const size_t out_size = shape_size(l->out);
     size_t offset = 0;
     for (int k = 0; k < l->n_in; k++) {
         const size_t in_size = shape_size(l->in[k]);
-        float *dx = l->dx[k];
-        if (dx) {
-            for (int s = 0; s < l->n; s++) {
-                const float *src = l->dy + s * out_size + offset;
-                float *dst = dx + s * in_size;
-                if (!l->dx_accumulate[k]) {
-                    memcpy(dst, src, sizeof(float) * in_size);
-                    continue;
-                }
-                for (size_t i = 0; i < in_size; i++)
-                    dst[i] += src[i];
-            }
-        }
+        if (l->dx[k])
+            be_run(ctx->be, copy_rows, (size_t)l->n, in_size, l->dx[k], in_size,
+                   l->dy + offset, out_size, l->dx_accumulate[k]);
         offset += in_size;
     }
 }

@@ -11,7 +11,6 @@
  */
 #include <string.h>
 
-#include "../core/rng.h"
 #include "layer.h"
 
 typedef struct {
@@ -55,49 +54,26 @@ static void dropout_forward(layer *l, const layer_ctx *ctx)
 {
     dropout_cfg *c = l->cfg;
     const size_t count = shape_size(l->out) * (size_t)l->n;
-    const float *x = l->x[0];
-    float *y = l->y;
     if (!ctx->training || c->p == 0.0f) {
-        memcpy(y, x, sizeof(float) * count);
+        be_run(ctx->be, copy_rows, 1, count, l->y, count, l->x[0], count, 0);
         return;
     }
-    uint8_t *mask = l->aux;
-    const uint64_t base = (uint64_t)ctx->step * c->elements_per_step;
-    const uint64_t stream = (uint64_t)l->index;
-    const float p = c->p, scale = c->scale;
-#pragma omp parallel for schedule(static) if (count > 65536)
-    for (size_t i = 0; i < count; i++) {
-        uint8_t keep = dtnn_hash_uniform(ctx->seed, stream, base + i) >= p;
-        mask[i] = keep;
-        y[i] = keep ? x[i] * scale : 0.0f;
-    }
+    be_run(ctx->be, dropout_forward, count, c->p, c->scale, ctx->seed, (uint64_t)l->index,
+           (uint64_t)ctx->step * c->elements_per_step, l->x[0], l->y, l->aux);
 }
 
 static void dropout_backward(layer *l, const layer_ctx *ctx)
 {
-    (void)ctx;
     dropout_cfg *c = l->cfg;
-    float *dx = l->dx[0];
-    if (!dx)
+    if (!l->dx[0])
         return;
     const size_t count = shape_size(l->out) * (size_t)l->n;
-    const float *dy = l->dy;
-    const int acc = l->dx_accumulate[0];
-    if (c->p == 0.0f) {
-        if (!acc) {
-            memcpy(dx, dy, sizeof(float) * count);
-            return;
-        }
-        for (size_t i = 0; i < count; i++)
-            dx[i] += dy[i];
-        return;
-    }
-    const uint8_t *mask = l->aux;
-    const float scale = c->scale;
-    for (size_t i = 0; i < count; i++) {
-        float g = mask[i] ? dy[i] * scale : 0.0f;
-        dx[i] = acc ? dx[i] + g : g;
-    }
+    if (c->p == 0.0f)
+        be_run(ctx->be, copy_rows, 1, count, l->dx[0], count, l->dy, count,
+               l->dx_accumulate[0]);
+    else
+        be_run(ctx->be, dropout_backward, count, c->scale, l->aux, l->dy, l->dx[0],
+               l->dx_accumulate[0]);
 }
 
 const layer_ops layer_dropout = {

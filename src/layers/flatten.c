@@ -23,23 +23,17 @@ static dtnn_status flatten_infer(layer *l, dtnn_error *err)
 
 static void flatten_forward(layer *l, const layer_ctx *ctx)
 {
-    (void)ctx;
+    const size_t count = shape_size(l->out) * (size_t)l->n;
     if (l->y != l->x[0])    /* in place it is a view: nothing to do */
-        memcpy(l->y, l->x[0], sizeof(float) * shape_size(l->out) * l->n);
+        be_run(ctx->be, copy_rows, 1, count, l->y, count, l->x[0], count, 0);
 }
 
 static void flatten_backward(layer *l, const layer_ctx *ctx)
 {
-    (void)ctx;
-    if (!l->dx[0])
-        return;
-    size_t count = shape_size(l->out) * l->n;
-    if (!l->dx_accumulate[0]) {
-        memcpy(l->dx[0], l->dy, sizeof(float) * count);
-        return;
-    }
-    for (size_t i = 0; i < count; i++)
-        l->dx[0][i] += l->dy[i];
+    const size_t count = shape_size(l->out) * (size_t)l->n;
+    if (l->dx[0])
+        be_run(ctx->be, copy_rows, 1, count, l->dx[0], count, l->dy, count,
+               l->dx_accumulate[0]);
 }
 
 const layer_ops layer_flatten = {

@@ -20,7 +20,7 @@
 #define DTNN_LAYER_H
 
 #include "../core/internal.h"
-#include "../kernels/backend.h"
+#include "../backend/backend.h"
 
 typedef struct {
     int c, h, w;
@@ -52,15 +52,16 @@ typedef struct {
 } layer_tensor;
 
 typedef struct {
-    const dtnn_backend *be;
+    dtnn_backend *be;       /* every operation on tensor data goes through it (be_run) */
     void *workspace;        /* scratch shared by all layers, workspace_bytes large */
     size_t workspace_bytes;
     int training;
     uint64_t seed;          /* with layer->index and step: the dropout stream */
     int64_t step;
     /* Sum over the ranks of data-parallel training, for layers whose statistics span the global
-     * batch (synchronised batch norm); NULL when statistics are per rank. */
-    dtnn_status (*reduce_sum)(void *user, double *buf, size_t n);
+     * batch (synchronised batch norm); NULL when statistics are per rank. buf [n] is backend
+     * memory, extra [n_extra] host memory, reduced in the same message (model.c stages them). */
+    dtnn_status (*reduce_sum)(void *user, double *buf, size_t n, double *extra, size_t n_extra);
     void *reduce_user;
 } layer_ctx;
 
@@ -76,6 +77,8 @@ typedef struct {
     dtnn_status (*infer)(layer *l, dtnn_error *err);
     void (*forward)(layer *l, const layer_ctx *ctx);
     void (*backward)(layer *l, const layer_ctx *ctx);
+    /* Frees what infer() made besides cfg (a convolution plan); NULL: nothing. */
+    void (*release)(layer *l);
     double (*flops)(const layer *l);    /* forward FLOPs per sample; NULL = 0 */
     /* The algorithm a built layer runs, for profiles ("winograd", ...); NULL: one only. */
     const char *(*method)(const layer *l);
@@ -117,6 +120,7 @@ struct layer {
     int max_batch;
     size_t workspace_limit;     /* scratch a layer should stay under (it may chunk the batch) */
     dtnn_conv_algo conv_algo;   /* dtnn_build_params.conv_algo */
+    dtnn_backend *be;           /* the model's, for plans made in infer() */
     int relu_fused;             /* this layer also does the next one's ReLU (relu_epilogue) */
     int fused;                  /* this ReLU (or add) is done by the layer before it: forward and
                                  * backward skip it */

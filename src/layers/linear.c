@@ -52,30 +52,15 @@ static dtnn_status linear_infer(layer *l, dtnn_error *err)
 static void linear_forward(layer *l, const layer_ctx *ctx)
 {
     linear_cfg *c = l->cfg;
-    const int N = l->n, O = c->outputs, F = c->in_features;
-    ctx->be->gemm(0, 1, N, O, F, 1.0f, l->x[0], F, l->p[0], F, 0.0f, l->y, O);
-    if (c->bias) {
-        const float *b = l->p[1];
-        for (int i = 0; i < N; i++)
-            for (int o = 0; o < O; o++)
-                l->y[(size_t)i * O + o] += b[o];
-    }
+    be_run(ctx->be, linear_forward, l->n, c->outputs, c->in_features, l->x[0], l->p[0],
+           c->bias ? l->p[1] : NULL, l->y);
 }
 
 static void linear_backward(layer *l, const layer_ctx *ctx)
 {
     linear_cfg *c = l->cfg;
-    const int N = l->n, O = c->outputs, F = c->in_features;
-    ctx->be->gemm(1, 0, O, F, N, 1.0f, l->dy, O, l->x[0], F, 1.0f, l->g[0], F);
-    if (c->bias) {
-        float *db = l->g[1];
-        for (int i = 0; i < N; i++)
-            for (int o = 0; o < O; o++)
-                db[o] += l->dy[(size_t)i * O + o];
-    }
-    if (l->dx[0])
-        ctx->be->gemm(0, 0, N, F, O, 1.0f, l->dy, O, l->p[0], F,
-                      l->dx_accumulate[0] ? 1.0f : 0.0f, l->dx[0], F);
+    be_run(ctx->be, linear_backward, l->n, c->outputs, c->in_features, l->x[0], l->dy, l->p[0],
+           l->g[0], c->bias ? l->g[1] : NULL, l->dx[0], l->dx_accumulate[0]);
 }
 
 static double linear_flops(const layer *l)

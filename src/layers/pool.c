@@ -94,9 +94,9 @@ static void pool_forward(layer *l, const layer_ctx *ctx)
 {
     pool_cfg *c = l->cfg;
     if (c->kind == POOL_MAX)
-        ctx->be->maxpool_forward(&c->g, l->n, l->x[0], l->y, l->aux);
+        be_run(ctx->be, maxpool_forward, &c->g, l->n, l->x[0], l->y, l->aux);
     else
-        ctx->be->avgpool_forward(&c->g, l->n, l->x[0], l->y);
+        be_run(ctx->be, avgpool_forward, &c->g, l->n, l->x[0], l->y);
 }
 
 static void pool_backward(layer *l, const layer_ctx *ctx)
@@ -105,9 +105,10 @@ static void pool_backward(layer *l, const layer_ctx *ctx)
     if (!l->dx[0])
         return;
     if (c->kind == POOL_MAX)
-        ctx->be->maxpool_backward(&c->g, l->n, l->dy, l->aux, l->dx[0], l->dx_accumulate[0]);
+        be_run(ctx->be, maxpool_backward, &c->g, l->n, l->dy, l->aux, l->dx[0],
+               l->dx_accumulate[0]);
     else
-        ctx->be->avgpool_backward(&c->g, l->n, l->dy, l->dx[0], l->dx_accumulate[0]);
+        be_run(ctx->be, avgpool_backward, &c->g, l->n, l->dy, l->dx[0], l->dx_accumulate[0]);
 }
 
 static double pool_flops(const layer *l)

@@ -29,13 +29,14 @@ static dtnn_status softmax_infer(layer *l, dtnn_error *err)
 
 static void softmax_forward(layer *l, const layer_ctx *ctx)
 {
-    ctx->be->softmax_forward(l->n, l->out.c, l->x[0], l->y);
+    be_run(ctx->be, softmax_forward, l->n, l->out.c, l->x[0], l->y);
 }
 
 static void softmax_backward(layer *l, const layer_ctx *ctx)
 {
     if (l->dx[0])
-        ctx->be->softmax_backward(l->n, l->out.c, l->y, l->dy, l->dx[0], l->dx_accumulate[0]);
+        be_run(ctx->be, softmax_backward, l->n, l->out.c, l->y, l->dy, l->dx[0],
+               l->dx_accumulate[0]);
 }
 
 const layer_ops layer_softmax = {

@@ -221,7 +221,6 @@ dtnn_model *dtnn_model_create(int c, int h, int w)
     if (!m)
         return NULL;
     m->input = (dtnn_shape){c, h, w};
-    m->be = dtnn_backend_cpu();
     return m;
 }
 
@@ -229,6 +228,8 @@ static void layer_free(layer *l)
 {
     if (!l)
         return;
+    if (l->ops->release && l->be)
+        l->ops->release(l);
     free(l->cfg);
     free(l->in_ids);
     free(l->in);
@@ -248,13 +249,14 @@ void dtnn_model_free(dtnn_model *m)
     for (int i = 0; i < m->n_tensors; i++)
         free((char *)m->tensors[i].name);
     free(m->tensors);
-    dtnn_free_aligned(m->params);
-    dtnn_free_aligned(m->grads);
-    dtnn_free_aligned(m->buffers);
-    dtnn_free_aligned(m->activations);
-    dtnn_free_aligned(m->input_grad);
-    dtnn_free_aligned(m->aux);
-    dtnn_free_aligned(m->workspace);
+    if (m->be) {
+        void *owned[] = {m->params, m->grads, m->buffers, m->activations, m->input_grad,
+                         m->aux, m->workspace, m->input_buf, m->labels, m->loss_out};
+        for (size_t i = 0; i < sizeof owned / sizeof owned[0]; i++)
+            be_free(m->be, owned[i]);
+        dtnn_backend_free(m->be);
+    }
+    free(m->reduce_stage);
     free(m);
 }
 
@@ -417,6 +419,33 @@ static float init_value(dtnn_rng *rng, const layer_tensor *t, dtnn_init_scheme s
     return 0.0f;
 }
 
+/* Initialises in layer order from one seeded stream (the same seed gives the same model): each
+ * tensor made on the host and uploaded. The I64 buffers stay as allocated, zero. */
+static dtnn_status init_tensors(dtnn_model *m, const dtnn_build_params *p, dtnn_error *err)
+{
+    size_t largest = 0;
+    for (int i = 0; i < m->n_tensors; i++)
+        largest = DTNN_MAX(largest, m->tensors[i].count);
+    float *v = malloc(sizeof(float) * DTNN_MAX(largest, 1));
+    if (!v)
+        return dtnn_error_set(err, DTNN_ERR_NOMEM, "out of memory initialising the model");
+    dtnn_rng rng;
+    dtnn_rng_seed(&rng, p->seed);
+    for (int i = 0; i < m->n_layers; i++) {
+        layer *l = m->layers[i];
+        for (int k = 0; k < l->n_tensors; k++) {
+            const dtnn_tensor_info *ti = &m->tensors[l->t[k].model_index];
+            if (ti->dtype == DTNN_I64)
+                continue;
+            for (size_t j = 0; j < ti->count; j++)
+                v[j] = init_value(&rng, &l->t[k], p->init);
+            be_upload(m->be, l->p[k], v, sizeof(float) * ti->count);
+        }
+    }
+    free(v);
+    return DTNN_OK;
+}
+
 static dtnn_status build_error(const layer *l, dtnn_error *err)
 {
     if (l->origin[0]) {
@@ -553,7 +582,8 @@ dtnn_status dtnn_model_build(dtnn_model *m, const dtnn_build_params *p, dtnn_err
     m->bp = *p;
     if (!m->bp.workspace_limit)
         m->bp.workspace_limit = (size_t)64 << 20;
-    dtnn_set_threads(p->threads); /* also keeps the BLAS single-threaded: see gemm_blas.c */
+    if (!(m->be = dtnn_backend_create(p->device, p->threads, err)))
+        return err->code;
 
     /* Shapes, in topological order. */
     for (int i = 0; i < m->n_layers; i++) {
@@ -563,6 +593,7 @@ dtnn_status dtnn_model_build(dtnn_model *m, const dtnn_build_params *p, dtnn_err
         l->max_batch = p->max_batch;
         l->workspace_limit = m->bp.workspace_limit;
         l->conv_algo = m->bp.conv_algo;
+        l->be = m->be;
         l->n_tensors = 0;
         if (l->ops->infer(l, err) != DTNN_OK) {
             char msg[sizeof err->message];
@@ -641,19 +672,25 @@ dtnn_status dtnn_model_build(dtnn_model *m, const dtnn_build_params *p, dtnn_err
         free(grad_offset);
         return st;
     }
-    m->params = dtnn_alloc_aligned(sizeof(float) * m->n_params_padded);
-    m->grads = p->training ? dtnn_alloc_aligned(sizeof(float) * m->n_params_padded) : NULL;
-    m->buffers = dtnn_alloc_aligned(m->buffer_bytes);
-    m->activations = dtnn_alloc_aligned(sizeof(float) * act_floats);
-    m->aux = dtnn_alloc_aligned(aux_bytes);
-    m->workspace = dtnn_alloc_aligned(ws);
-    if (p->training && p->input_grad) {
-        m->input_grad = dtnn_alloc_aligned(sizeof(float) * shape_size(m->input) * p->max_batch);
-    }
+    dtnn_backend *be = m->be;
+    m->params = be_alloc(be, sizeof(float) * m->n_params_padded);
+    m->grads = p->training ? be_alloc(be, sizeof(float) * m->n_params_padded) : NULL;
+    m->buffers = be_alloc(be, m->buffer_bytes);
+    m->activations = be_alloc(be, sizeof(float) * act_floats);
+    m->aux = be_alloc(be, aux_bytes);
+    m->workspace = be_alloc(be, ws);
+    if (p->training && p->input_grad)
+        m->input_grad = be_alloc(be, sizeof(float) * shape_size(m->input) * p->max_batch);
+    /* A host backend reads the caller's batch where it is; a device gets it uploaded. */
+    if (!be->host_memory)
+        m->input_buf = be_alloc(be, sizeof(float) * shape_size(m->input) * p->max_batch);
+    m->labels = be_alloc(be, sizeof(int32_t) * (size_t)p->max_batch);
+    m->loss_out = be_alloc(be, 3 * sizeof(double));
     m->workspace_bytes = ws;
     m->activation_bytes = sizeof(float) * act_floats + aux_bytes + ws;
     if (!m->params || (p->training && !m->grads) || !m->buffers || !m->activations || !m->aux ||
-        !m->workspace || (p->training && p->input_grad && !m->input_grad)) {
+        !m->workspace || (p->training && p->input_grad && !m->input_grad) ||
+        (!be->host_memory && !m->input_buf) || !m->labels || !m->loss_out) {
         free(alias);
         free(first);
         free(grad_offset);
@@ -728,31 +765,37 @@ dtnn_status dtnn_model_build(dtnn_model *m, const dtnn_build_params *p, dtnn_err
     }
     free(seen);
 
-    /* Initialise in layer order from one seeded stream: the same seed gives the same model. */
-    dtnn_rng rng;
-    dtnn_rng_seed(&rng, p->seed);
-    for (int i = 0; i < m->n_layers; i++) {
-        layer *l = m->layers[i];
-        for (int k = 0; k < l->n_tensors; k++) {
-            const dtnn_tensor_info *ti = &m->tensors[l->t[k].model_index];
-            if (ti->dtype == DTNN_I64) {
-                memset(l->p[k], 0, ti->count * 8);
-                continue;
-            }
-            float *v = l->p[k];
-            for (size_t j = 0; j < ti->count; j++)
-                v[j] = init_value(&rng, &l->t[k], p->init);
-        }
-    }
+    if ((st = init_tensors(m, p, err)))
+        return st;
     m->seed = p->seed;
     m->built = 1;
     return DTNN_OK;
 }
 
-static dtnn_status reduce_over_ranks(void *user, double *buf, size_t n)
+/* Synchronised batch norm's sums: buf [n] in backend memory and extra [n_extra] on the host,
+ * reduced as one message through a host staging buffer (grown on first use, so a step
+ * allocates nothing once the first has run). */
+static dtnn_status reduce_over_ranks(void *user, double *buf, size_t n, double *extra,
+                                     size_t n_extra)
 {
+    dtnn_model *m = user;
     dtnn_error err;
-    return dtnn_comm_allreduce_sum_f64(user, buf, n, &err);
+    if (n + n_extra > m->reduce_stage_len) {
+        double *stage = realloc(m->reduce_stage, sizeof(double) * (n + n_extra));
+        if (!stage)
+            return DTNN_ERR_NOMEM;
+        m->reduce_stage = stage;
+        m->reduce_stage_len = n + n_extra;
+    }
+    double *stage = m->reduce_stage;
+    be_download(m->be, stage, buf, sizeof(double) * n);
+    for (size_t i = 0; i < n_extra; i++)
+        stage[n + i] = extra[i];
+    dtnn_status st = dtnn_comm_allreduce_sum_f64(m->sync_comm, stage, n + n_extra, &err);
+    be_upload(m->be, buf, stage, sizeof(double) * n);
+    for (size_t i = 0; i < n_extra; i++)
+        extra[i] = stage[n + i];
+    return st;
 }
 
 void dtnn_model_set_sync_bn(dtnn_model *m, dtnn_comm *comm) { m->sync_comm = comm; }
@@ -762,7 +805,7 @@ static void layer_time(dtnn_model *m, layer *l, int backward)
     if (l->fused)
         return;     /* its producer did the work */
     const layer_ctx ctx = {m->be, m->workspace, m->workspace_bytes, m->training, m->seed,
-                           m->step, m->sync_comm ? reduce_over_ranks : NULL, m->sync_comm};
+                           m->step, m->sync_comm ? reduce_over_ranks : NULL, m};
     if (!m->profiling) {
         if (backward)
             l->ops->backward(l, &ctx);
@@ -795,6 +838,10 @@ dtnn_status dtnn_model_forward(dtnn_model *m, const float *x, int n, int trainin
     m->training = training;
     m->n = n;
     m->forward_done = 0;
+    if (!m->be->host_memory) {
+        be_upload(m->be, m->input_buf, x, sizeof(float) * shape_size(m->input) * (size_t)n);
+        x = m->input_buf;
+    }
     /* every layer's batch and inputs first: a batch norm doing an add reads the add's */
     for (int i = 0; i < m->n_layers; i++) {
         layer *l = m->layers[i];
@@ -810,14 +857,18 @@ dtnn_status dtnn_model_forward(dtnn_model *m, const float *x, int n, int trainin
     return DTNN_OK;
 }
 
-const float *dtnn_model_output(const dtnn_model *m, int *n, int *classes)
+void dtnn_model_output_shape(const dtnn_model *m, int *n, int *classes)
 {
-    const layer *last = m->layers[m->n_layers - 1];
     if (n)
         *n = m->n;
     if (classes)
-        *classes = (int)shape_size(last->out);
-    return last->y;
+        *classes = (int)shape_size(m->layers[m->n_layers - 1]->out);
+}
+
+void dtnn_model_read_output(const dtnn_model *m, float *dst)
+{
+    const layer *last = m->layers[m->n_layers - 1];
+    be_download(m->be, dst, last->y, sizeof(float) * shape_size(last->out) * (size_t)m->n);
 }
 
 dtnn_status dtnn_model_backward(dtnn_model *m, dtnn_error *err)
@@ -842,15 +893,27 @@ dtnn_status dtnn_model_backward(dtnn_model *m, dtnn_error *err)
     return DTNN_OK;
 }
 
-float *dtnn_model_output_grad(dtnn_model *m)
+dtnn_status dtnn_model_set_output_grad(dtnn_model *m, const float *dz, dtnn_error *err)
 {
     if (!m->built || !m->bp.training)
-        return NULL;
+        return dtnn_error_set(err, DTNN_ERR_ARG, "the output gradient needs a model built for "
+                              "training");
+    if (!m->forward_done)
+        return dtnn_error_set(err, DTNN_ERR_ARG, "the output gradient needs a forward pass "
+                              "first");
+    const layer *last = m->layers[m->n_layers - 1];
+    be_upload(m->be, last->dy, dz, sizeof(float) * shape_size(last->out) * (size_t)m->n);
     m->loss_done = 1;
-    return m->layers[m->n_layers - 1]->dy;
+    return DTNN_OK;
 }
 
-const float *dtnn_model_input_grad(const dtnn_model *m) { return m->input_grad; }
+dtnn_status dtnn_model_read_input_grad(const dtnn_model *m, float *dst, dtnn_error *err)
+{
+    if (!m->input_grad)
+        return dtnn_error_set(err, DTNN_ERR_ARG, "the model was not built with input_grad");
+    be_download(m->be, dst, m->input_grad, sizeof(float) * shape_size(m->input) * (size_t)m->n);
+    return DTNN_OK;
+}
 size_t dtnn_model_params_padded(const dtnn_model *m) { return m->n_params_padded; }
 
 void dtnn_model_set_backward_hook(dtnn_model *m, dtnn_backward_hook fn, void *user)
@@ -864,7 +927,7 @@ void dtnn_model_set_step(dtnn_model *m, int64_t step) { m->step = step; }
 void dtnn_model_zero_grad(dtnn_model *m)
 {
     if (m->grads)
-        memset(m->grads, 0, sizeof(float) * m->n_params_padded);
+        be_zero(m->be, m->grads, sizeof(float) * m->n_params_padded);
 }
 
 int dtnn_model_tensor_count(const dtnn_model *m) { return m->n_tensors; }
@@ -880,9 +943,77 @@ const dtnn_tensor_info *dtnn_model_tensor_by_name(const dtnn_model *m, const cha
     return NULL;
 }
 size_t dtnn_model_param_count(const dtnn_model *m) { return m->n_params; }
-float *dtnn_model_params(dtnn_model *m) { return m->params; }
-float *dtnn_model_grads(dtnn_model *m) { return m->grads; }
-unsigned char *dtnn_model_buffers(dtnn_model *m) { return m->buffers; }
+const char *dtnn_model_device(const dtnn_model *m) { return m->be ? m->be->name : ""; }
+
+/* The region's backend address at a byte offset, or NULL (with the error) when out of range. */
+static unsigned char *region_at(const dtnn_model *m, dtnn_region r, size_t offset,
+                                size_t bytes, dtnn_error *err)
+{
+    static const char *const names[] = {"parameters", "gradients", "buffers"};
+    unsigned char *base = NULL;
+    size_t size = 0;
+    if (m->built && r == DTNN_REGION_PARAMS)
+        base = (unsigned char *)m->params, size = sizeof(float) * m->n_params_padded;
+    else if (m->built && r == DTNN_REGION_GRADS)
+        base = (unsigned char *)m->grads, size = m->grads ? sizeof(float) * m->n_params_padded : 0;
+    else if (m->built && r == DTNN_REGION_BUFFERS)
+        base = m->buffers, size = m->buffer_bytes;
+    if (!base || offset > size || bytes > size - offset) {
+        dtnn_error_set(err, DTNN_ERR_ARG, "bytes [%zu, %zu) of the model's %s are outside its "
+                       "%zu bytes%s", offset, offset + bytes,
+                       (int)r >= 0 && (int)r < 3 ? names[r] : "(unknown region)", size,
+                       m->built ? "" : " (the model is not built)");
+        return NULL;
+    }
+    return base + offset;
+}
+
+dtnn_status dtnn_model_read(const dtnn_model *m, dtnn_region r, size_t offset, void *dst,
+                            size_t bytes, dtnn_error *err)
+{
+    unsigned char *src = region_at(m, r, offset, bytes, err);
+    if (!src)
+        return err->code;
+    be_download(m->be, dst, src, bytes);
+    return DTNN_OK;
+}
+
+dtnn_status dtnn_model_write(dtnn_model *m, dtnn_region r, size_t offset, const void *src,
+                             size_t bytes, dtnn_error *err)
+{
+    unsigned char *dst = region_at(m, r, offset, bytes, err);
+    if (!dst)
+        return err->code;
+    be_upload(m->be, dst, src, bytes);
+    return DTNN_OK;
+}
+
+/* Where a tensor lives: its region and byte offset. */
+static void tensor_place(const dtnn_tensor_info *t, dtnn_region *r, size_t *offset, size_t *bytes)
+{
+    const int param = t->kind == DTNN_TENSOR_PARAM;
+    *r = param ? DTNN_REGION_PARAMS : DTNN_REGION_BUFFERS;
+    *offset = param ? sizeof(float) * t->offset : t->offset;
+    *bytes = t->count * (t->dtype == DTNN_I64 ? 8 : 4);
+}
+
+dtnn_status dtnn_model_tensor_read(const dtnn_model *m, const dtnn_tensor_info *t, void *dst,
+                                   dtnn_error *err)
+{
+    dtnn_region r;
+    size_t offset, bytes;
+    tensor_place(t, &r, &offset, &bytes);
+    return dtnn_model_read(m, r, offset, dst, bytes, err);
+}
+
+dtnn_status dtnn_model_tensor_write(dtnn_model *m, const dtnn_tensor_info *t, const void *src,
+                                    dtnn_error *err)
+{
+    dtnn_region r;
+    size_t offset, bytes;
+    tensor_place(t, &r, &offset, &bytes);
+    return dtnn_model_write(m, r, offset, src, bytes, err);
+}
 size_t dtnn_model_buffer_bytes(const dtnn_model *m) { return m->buffer_bytes; }
 int dtnn_model_layer_count(const dtnn_model *m) { return m->n_layers; }
 size_t dtnn_model_activation_bytes(const dtnn_model *m) { return m->activation_bytes; }
@@ -920,17 +1051,14 @@ void dtnn_model_layer_info(const dtnn_model *m, int i, dtnn_layer_info *info)
 }
 
 
-static int all_finite(const float *v, size_t n)
+static int all_finite(const dtnn_model *m, const float *v, size_t n)
 {
-    for (size_t i = 0; i < n; i++)
-        if (!isfinite(v[i]))
-            return 0;
-    return 1;
+    return be_count_nonfinite(m->be, v, n) == 0;
 }
 
 int dtnn_model_grads_finite(const dtnn_model *m)
 {
-    return all_finite(m->grads, m->n_params_padded);
+    return all_finite(m, m->grads, m->n_params_padded);
 }
 
 int dtnn_model_find_nonfinite(const dtnn_model *m, char *where, size_t len)
@@ -938,7 +1066,7 @@ int dtnn_model_find_nonfinite(const dtnn_model *m, char *where, size_t len)
     /* Forward order for outputs: the first layer whose output went bad is where it began. */
     for (int i = 0; m->forward_done && i < m->n_layers; i++) {
         const layer *l = m->layers[i];
-        if (l->y && !all_finite(l->y, shape_size(l->out) * (size_t)m->n)) {
+        if (l->y && !all_finite(m, l->y, shape_size(l->out) * (size_t)m->n)) {
             snprintf(where, len, "the output of layer '%s' (%s)", l->name, l->ops->type);
             return 1;
         }
@@ -949,7 +1077,7 @@ int dtnn_model_find_nonfinite(const dtnn_model *m, char *where, size_t len)
      * born in a layer without parameters shows in the next parameter gradient backward. */
     for (int i = m->n_tensors - 1; i >= 0; i--) {
         const dtnn_tensor_info *t = &m->tensors[i];
-        if (t->kind == DTNN_TENSOR_PARAM && !all_finite(m->grads + t->offset, t->count)) {
+        if (t->kind == DTNN_TENSOR_PARAM && !all_finite(m, m->grads + t->offset, t->count)) {
             snprintf(where, len, "the gradient of '%s'", t->name);
             return 1;
         }

@@ -13,7 +13,7 @@ struct dtnn_model {
     int n_layers, cap;
     int built;
     dtnn_build_params bp;
-    const dtnn_backend *be;
+    dtnn_backend *be;           /* owns every buffer below (created by the build) */
 
     dtnn_tensor_info *tensors;  /* named layout of params and buffers */
     int n_tensors;
@@ -29,6 +29,12 @@ struct dtnn_model {
     void *workspace;
     size_t workspace_bytes;
     size_t activation_bytes;
+    float *input_buf;           /* [max_batch, input]: the batch uploaded to a device backend
+                                 * (NULL on host backends, which read the caller's) */
+    int32_t *labels;            /* [max_batch] the loss's labels, uploaded */
+    double *loss_out;           /* [3] the loss's sums: loss, top-1, top-5 */
+    double *reduce_stage;       /* host staging of synchronised batch norm's sums */
+    size_t reduce_stage_len;
     dtnn_memory memory;         /* what the build planned (check_memory) */
 
     int n;                      /* batch of the last forward */

@@ -11,8 +11,8 @@
  * Precision follows PyTorch: scalar factors (bias corrections, 1 - beta, lr / bc1) are computed in
  * double, element-wise arithmetic in float. Hyperparameters arrive as floats; they are read back
  * as the shortest decimal that gives the same float (0.9f -> 0.9), so 1 - beta1 equals the value
- * PyTorch computes from the Python float the user typed. Elements are independent, so the OpenMP
- * loop is deterministic for any thread count.
+ * PyTorch computes from the Python float the user typed. The element-wise pass is the backend's
+ * (kernels/optim.c on the CPU); the state lives in backend memory.
  */
 #include <math.h>
 #include <string.h>
@@ -178,7 +178,7 @@ dtnn_optimizer *dtnn_optimizer_create(dtnn_model *m, const dtnn_opt_params *p, d
     o->p = *p;
     o->n = m->n_params_padded;
     o->n_slots = state_slots(p, o->slot_names);
-    o->state = dtnn_alloc_aligned(sizeof(float) * o->n * (size_t)o->n_slots);
+    o->state = be_alloc(m->be, sizeof(float) * o->n * (size_t)o->n_slots);
     if (!o->state) {
         dtnn_error_set(err, DTNN_ERR_NOMEM, "out of memory: the %s optimizer state needs "
                        "%.1f MiB", opt_names[p->kind],
@@ -193,7 +193,7 @@ void dtnn_optimizer_free(dtnn_optimizer *o)
 {
     if (!o)
         return;
-    dtnn_free_aligned(o->state);
+    be_free(o->model->be, o->state);
     free(o);
 }
 
@@ -209,105 +209,62 @@ int optimizer_slot(const dtnn_optimizer *o, const char *name)
  * momentum buf + (1 - dampening) d; d = d + momentum buf (Nesterov) or buf; p -= lr d. */
 static void step_sgd(dtnn_optimizer *o, double lr)
 {
-    const int64_t n = (int64_t)o->n;
-    float *w = o->model->params;
-    const float *grad = o->model->grads;
-    float *buf = o->state;
-    const float flr = (float)lr, wd = (float)as_decimal(o->p.weight_decay);
-    const float mom = (float)as_decimal(o->p.momentum);
-    const float keep = (float)(1.0 - as_decimal(o->p.dampening));
-    const int first = o->step == 1, nesterov = o->p.nesterov, use_mom = o->n_slots > 0;
-#pragma omp parallel for schedule(static) if (n > 65536)
-    for (int64_t i = 0; i < n; i++) {
-        float d = grad[i];
-        if (wd != 0.0f)
-            d = d + wd * w[i];
-        if (use_mom) {
-            float b = first ? d : mom * buf[i] + keep * d;
-            buf[i] = b;
-            d = nesterov ? d + mom * b : b;
-        }
-        w[i] = w[i] - flr * d;
-    }
+    const sgd_args a = {
+        .lr = (float)lr,
+        .weight_decay = (float)as_decimal(o->p.weight_decay),
+        .momentum = (float)as_decimal(o->p.momentum),
+        .keep = (float)(1.0 - as_decimal(o->p.dampening)),
+        .first = o->step == 1,
+        .nesterov = o->p.nesterov,
+        .use_momentum = o->n_slots > 0,
+    };
+    dtnn_model *m = o->model;
+    be_run(m->be, sgd_step, &a, o->n, m->params, m->grads, o->n_slots > 0 ? o->state : NULL);
 }
 
 /* torch.optim.Adam / AdamW: (AdamW: p *= 1 - lr wd; Adam: g += wd p); m = b1 m + (1 - b1) g;
  * v = b2 v + (1 - b2) g^2; p -= (lr / bc1) m / (sqrt(v) / sqrt(bc2) + eps), bc = 1 - beta^t. */
 static void step_adam(dtnn_optimizer *o, double lr, int decoupled)
 {
-    const int64_t n = (int64_t)o->n;
-    float *w = o->model->params;
-    const float *grad = o->model->grads;
-    float *m1 = o->state, *m2 = o->state + o->n;
     const double b1 = as_decimal(o->p.beta1), b2 = as_decimal(o->p.beta2);
     const double wd = as_decimal(o->p.weight_decay), t = (double)o->step;
-    const float fb1 = (float)b1, fb2 = (float)b2;
-    const float c1 = (float)(1.0 - b1), c2 = (float)(1.0 - b2);
-    const float eps = (float)as_decimal(o->p.eps);
-    const float step_size = (float)(lr / (1.0 - pow(b1, t)));
-    const float bc2_sqrt = (float)sqrt(1.0 - pow(b2, t));
-    const float l2 = decoupled ? 0.0f : (float)wd;
-    const float shrink = (float)(1.0 - lr * wd);
-    const int do_shrink = decoupled && wd != 0.0;
-#pragma omp parallel for schedule(static) if (n > 65536)
-    for (int64_t i = 0; i < n; i++) {
-        float p = w[i];
-        if (do_shrink)
-            p = p * shrink;
-        float g = grad[i];
-        if (l2 != 0.0f)
-            g = g + l2 * p;
-        float m = fb1 * m1[i] + c1 * g;
-        float v = fb2 * m2[i] + c2 * g * g;
-        m1[i] = m;
-        m2[i] = v;
-        float denom = sqrtf(v) / bc2_sqrt + eps;
-        w[i] = p - step_size * m / denom;
-    }
+    const adam_args a = {
+        .beta1 = (float)b1,
+        .beta2 = (float)b2,
+        .one_minus_beta1 = (float)(1.0 - b1),
+        .one_minus_beta2 = (float)(1.0 - b2),
+        .eps = (float)as_decimal(o->p.eps),
+        .step_size = (float)(lr / (1.0 - pow(b1, t))),
+        .bc2_sqrt = (float)sqrt(1.0 - pow(b2, t)),
+        .l2 = decoupled ? 0.0f : (float)wd,
+        .shrink = (float)(1.0 - lr * wd),
+        .do_shrink = decoupled && wd != 0.0,
+    };
+    dtnn_model *m = o->model;
+    be_run(m->be, adam_step, &a, o->n, m->params, m->grads, o->state, o->state + o->n);
 }
 
 /* torch.optim.RMSprop: g += wd p; sq = alpha sq + (1 - alpha) g^2; centered: ga = alpha ga +
  * (1 - alpha) g, avg = sqrt(sq - ga^2) + eps, else avg = sqrt(sq) + eps; momentum: buf =
- * momentum buf + g / avg, p -= lr buf; else p -= lr g / avg. Where rounding makes sq - ga^2
- * negative (PyTorch would produce NaN), the root is taken of 0. */
+ * momentum buf + g / avg, p -= lr buf; else p -= lr g / avg. */
 static void step_rmsprop(dtnn_optimizer *o, double lr)
 {
-    const int64_t n = (int64_t)o->n;
-    float *w = o->model->params;
-    const float *grad = o->model->grads;
     const int ksq = optimizer_slot(o, "square_avg"), kmom = optimizer_slot(o, "momentum_buffer");
     const int kga = optimizer_slot(o, "grad_avg");
     float *sq = o->state + (size_t)ksq * o->n;
     float *buf = kmom >= 0 ? o->state + (size_t)kmom * o->n : NULL;
     float *ga = kga >= 0 ? o->state + (size_t)kga * o->n : NULL;
     const double alpha = as_decimal(o->p.alpha);
-    const float fa = (float)alpha, c = (float)(1.0 - alpha);
-    const float wd = (float)as_decimal(o->p.weight_decay), eps = (float)as_decimal(o->p.eps);
-    const float mom = (float)as_decimal(o->p.momentum), flr = (float)lr;
-#pragma omp parallel for schedule(static) if (n > 65536)
-    for (int64_t i = 0; i < n; i++) {
-        float g = grad[i];
-        if (wd != 0.0f)
-            g = g + wd * w[i];
-        float s = fa * sq[i] + c * g * g;
-        sq[i] = s;
-        float avg;
-        if (ga) {
-            float a = fa * ga[i] + c * g;
-            ga[i] = a;
-            float var = s - a * a;
-            avg = sqrtf(var > 0.0f ? var : 0.0f) + eps;
-        } else {
-            avg = sqrtf(s) + eps;
-        }
-        if (buf) {
-            float b = mom * buf[i] + g / avg;
-            buf[i] = b;
-            w[i] = w[i] - flr * b;
-        } else {
-            w[i] = w[i] - flr * g / avg;
-        }
-    }
+    const rmsprop_args a = {
+        .alpha = (float)alpha,
+        .one_minus_alpha = (float)(1.0 - alpha),
+        .weight_decay = (float)as_decimal(o->p.weight_decay),
+        .eps = (float)as_decimal(o->p.eps),
+        .momentum = (float)as_decimal(o->p.momentum),
+        .lr = (float)lr,
+    };
+    dtnn_model *m = o->model;
+    be_run(m->be, rmsprop_step, &a, o->n, m->params, m->grads, sq, buf, ga);
 }
 
 dtnn_status dtnn_optimizer_step(dtnn_optimizer *o, float lr, dtnn_error *err)
@@ -340,6 +297,37 @@ const char *dtnn_optimizer_state_name(const dtnn_optimizer *o, int slot)
     return (slot >= 0 && slot < o->n_slots) ? o->slot_names[slot] : NULL;
 }
 
-float *dtnn_optimizer_state(dtnn_optimizer *o) { return o->state; }
+size_t dtnn_optimizer_state_length(const dtnn_optimizer *o) { return o->n; }
+
+/* Bounds shared by the two copies; the state is backend memory, so values move only here. */
+static dtnn_status check_state_range(const dtnn_optimizer *o, int slot, size_t offset,
+                                     size_t count, dtnn_error *err)
+{
+    if (slot < 0 || slot >= o->n_slots || offset > o->n || count > o->n - offset)
+        return dtnn_error_set(err, DTNN_ERR_ARG, "optimizer state slot %d [%zu, %zu) is outside "
+                              "its %d slots of %zu values", slot, offset, offset + count,
+                              o->n_slots, o->n);
+    return DTNN_OK;
+}
+
+dtnn_status dtnn_optimizer_read_state(const dtnn_optimizer *o, int slot, size_t offset,
+                                      float *dst, size_t count, dtnn_error *err)
+{
+    dtnn_status st = check_state_range(o, slot, offset, count, err);
+    if (!st)
+        be_download(o->model->be, dst, o->state + (size_t)slot * o->n + offset,
+                    sizeof(float) * count);
+    return st;
+}
+
+dtnn_status dtnn_optimizer_write_state(dtnn_optimizer *o, int slot, size_t offset,
+                                       const float *src, size_t count, dtnn_error *err)
+{
+    dtnn_status st = check_state_range(o, slot, offset, count, err);
+    if (!st)
+        be_upload(o->model->be, o->state + (size_t)slot * o->n + offset, src,
+                  sizeof(float) * count);
+    return st;
+}
 int64_t *dtnn_optimizer_step_count(dtnn_optimizer *o) { return &o->step; }
 const dtnn_opt_params *dtnn_optimizer_params(const dtnn_optimizer *o) { return &o->p; }

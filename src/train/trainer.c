@@ -159,11 +159,50 @@ static dtnn_status check_agreement(dtnn_model *m, dtnn_optimizer *opt, dtnn_load
 /* Every rank must hold bitwise the same parameters and buffers: the all-reduce gives each the
  * same sum and the optimizer is deterministic. A difference means a broken transport or a
  * non-deterministic kernel, and is an error rather than silently diverging replicas. */
+/* A host copy of a model region (params or buffers: backend memory), freed by the caller. */
+static void *region_copy(const dtnn_model *m, dtnn_region r, size_t bytes, dtnn_error *err)
+{
+    void *host = malloc(DTNN_MAX(bytes, 1));
+    if (!host) {
+        dtnn_error_set(err, DTNN_ERR_NOMEM, "out of memory copying the model (%zu bytes)", bytes);
+        return NULL;
+    }
+    if (dtnn_model_read(m, r, 0, host, bytes, err)) {
+        free(host);
+        return NULL;
+    }
+    return host;
+}
+
+/* Rank 0's values of a model region for every rank, through a host copy. */
+static dtnn_status broadcast_region(dtnn_model *m, dtnn_comm *comm, dtnn_region r, size_t bytes,
+                                    dtnn_error *err)
+{
+    void *host = region_copy(m, r, bytes, err);
+    if (!host)
+        return err->code;
+    dtnn_status st = dtnn_comm_broadcast(comm, host, bytes, 0, err);
+    if (!st)
+        st = dtnn_model_write(m, r, 0, host, bytes, err);
+    free(host);
+    return st;
+}
+
 static dtnn_status check_replicas(dtnn_model *m, dtnn_comm *comm, int64_t epoch, dtnn_error *err)
 {
     uint64_t h[2] = {0xcbf29ce484222325ull, 0xcbf29ce484222325ull};
-    h[0] = fnv(h[0], dtnn_model_params(m), sizeof(float) * dtnn_model_params_padded(m));
-    h[1] = fnv(h[1], dtnn_model_buffers(m), dtnn_model_buffer_bytes(m));
+    const size_t pbytes = sizeof(float) * dtnn_model_params_padded(m);
+    const size_t bbytes = dtnn_model_buffer_bytes(m);
+    void *params = region_copy(m, DTNN_REGION_PARAMS, pbytes, err);
+    void *buffers = params ? region_copy(m, DTNN_REGION_BUFFERS, bbytes, err) : NULL;
+    if (!buffers) {
+        free(params);
+        return err->code;
+    }
+    h[0] = fnv(h[0], params, pbytes);
+    h[1] = fnv(h[1], buffers, bbytes);
+    free(params);
+    free(buffers);
     int size = dtnn_comm_size(comm);
     uint64_t *all = malloc(sizeof h * (size_t)size);
     if (!all)
@@ -182,18 +221,24 @@ static dtnn_status check_replicas(dtnn_model *m, dtnn_comm *comm, int64_t epoch,
 static dtnn_status average_buffers(dtnn_model *m, dtnn_comm *comm, dtnn_error *err)
 {
     float inv = 1.0f / (float)dtnn_comm_size(comm);
-    for (int i = 0; i < dtnn_model_tensor_count(m); i++) {
+    const size_t bytes = dtnn_model_buffer_bytes(m);
+    unsigned char *buffers = region_copy(m, DTNN_REGION_BUFFERS, bytes, err);
+    if (!buffers)
+        return err->code;
+    dtnn_status st = DTNN_OK;
+    for (int i = 0; i < dtnn_model_tensor_count(m) && !st; i++) {
         const dtnn_tensor_info *t = dtnn_model_tensor(m, i);
         if (t->kind != DTNN_TENSOR_BUFFER || t->dtype != DTNN_F32)
             continue;
-        float *v = (float *)(void *)(dtnn_model_buffers(m) + t->offset);
-        dtnn_status st = dtnn_comm_allreduce_sum(comm, v, t->count, err);
-        if (st)
-            return st;
-        for (size_t j = 0; j < t->count; j++)
+        float *v = (float *)(void *)(buffers + t->offset);
+        st = dtnn_comm_allreduce_sum(comm, v, t->count, err);
+        for (size_t j = 0; j < t->count && !st; j++)
             v[j] *= inv;
     }
-    return DTNN_OK;
+    if (!st)
+        st = dtnn_model_write(m, DTNN_REGION_BUFFERS, 0, buffers, bytes, err);
+    free(buffers);
+    return st;
 }
 
 /* Fails early when a file cannot be created in path's folder, or when the folder lacks the
@@ -394,7 +439,7 @@ static dtnn_status train_run(dtnn_model *m, dtnn_optimizer *opt, dtnn_loader *tr
         return dtnn_error_set(err, DTNN_ERR_SHAPE, "the model takes %dx%dx%d inputs but dataset "
                               "'%s' has %dx%dx%d samples", c, h, w, tr.name, tr.c, tr.h, tr.w);
     int out_n, classes;
-    dtnn_model_output(m, &out_n, &classes);
+    dtnn_model_output_shape(m, &out_n, &classes);
     if (classes < tr.classes)
         return dtnn_error_set(err, DTNN_ERR_SHAPE, "the model has %d outputs but dataset '%s' "
                               "has %d classes", classes, tr.name, tr.classes);
@@ -446,10 +491,10 @@ static dtnn_status train_run(dtnn_model *m, dtnn_optimizer *opt, dtnn_loader *tr
     }
     if (size > 1) {
         if ((st = check_agreement(m, opt, train, test_split, test, comm, p, ts, err)) ||
-            (st = dtnn_comm_broadcast(comm, dtnn_model_params(m),
-                                      sizeof(float) * dtnn_model_params_padded(m), 0, err)) ||
-            (st = dtnn_comm_broadcast(comm, dtnn_model_buffers(m), dtnn_model_buffer_bytes(m), 0,
-                                      err)))
+            (st = broadcast_region(m, comm, DTNN_REGION_PARAMS,
+                                   sizeof(float) * dtnn_model_params_padded(m), err)) ||
+            (st = broadcast_region(m, comm, DTNN_REGION_BUFFERS, dtnn_model_buffer_bytes(m),
+                                   err)))
             goto done;
         gs = dtnn_grad_sync_create(comm, m, p->allreduce, p->bucket_mb, p->comm_dtype, err);
         if (!gs) {
@@ -486,7 +531,8 @@ static dtnn_status train_run(dtnn_model *m, dtnn_optimizer *opt, dtnn_loader *tr
                 goto done;
             dtnn_model_zero_grad(m);
             if (saved_buffers)
-                memcpy(saved_buffers, dtnn_model_buffers(m), dtnn_model_buffer_bytes(m));
+                dtnn_model_read(m, DTNN_REGION_BUFFERS, 0, saved_buffers,
+                                dtnn_model_buffer_bytes(m), err);
             dtnn_metrics step_met = {0};
             for (int k = 0; k < K; k++) {
                 int m0 = n * k / K, m1 = n * (k + 1) / K;
@@ -519,7 +565,8 @@ static dtnn_status train_run(dtnn_model *m, dtnn_optimizer *opt, dtnn_loader *tr
             lr = dtnn_sched_lr(&sched, ts->step, steps_per_epoch);
             if (bad) {
                 /* Skipped: no update, and the running statistics from before the step. */
-                memcpy(dtnn_model_buffers(m), saved_buffers, dtnn_model_buffer_bytes(m));
+                dtnn_model_write(m, DTNN_REGION_BUFFERS, 0, saved_buffers,
+                                 dtnn_model_buffer_bytes(m), err);
                 ts->skipped++;
             } else {
                 if ((st = dtnn_optimizer_step(opt, lr, err)))

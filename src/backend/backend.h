@@ -1,0 +1,320 @@
+/*
+ * backend.h — the seam between the engine and a device. A backend is a table of operations (a
+ * convolution, a batch norm, an optimizer step, a loss, memory copies) plus an instance that
+ * holds its state (threads, handles, streams). The engine (model, layers, optimizers, losses,
+ * checkpoints, gradient all-reduce) calls only this table: it never reads or writes backend
+ * memory itself, so a device whose memory the host cannot touch is a table to fill in, not a
+ * fork of the engine. How a convolution is computed (Winograd, direct, im2col on the CPU; an
+ * algorithm measured by cuDNN on a GPU) is the backend's choice, made once per geometry when
+ * the model is built (conv_plan).
+ *
+ * Backends (backend.c): "cpu" (kernels/cpu_backend.c: BLAS + OpenMP, its kernels chosen by
+ * cpuid), "cpu-guarded" (guarded.c: the CPU kernels on memory kept inaccessible to the host
+ * outside backend calls, so a stray host access crashes at once), "cuda" where built.
+ *
+ * Calls go through be_run() / be_call(): they bracket the operation with the backend's enter
+ * and leave (the CPU backend sets its thread count there and restores the caller's; the
+ * guarded backend opens its memory only for the duration of the call).
+ *
+ * Pointers to backend memory have the type of what they hold (float *, int32_t *) so views
+ * and offsets are plain pointer arithmetic, but the host may dereference them only where
+ * be->host_memory is 1 (and the engine does not even then: it copies, so that every backend
+ * runs the same engine code).
+ *
+ * All tensors are float32 NCHW unless stated. "accumulate" = 0 writes the output, 1 adds.
+ */
+#ifndef DTNN_BACKEND_H
+#define DTNN_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dtnn.h"
+
+typedef struct {
+    int C, H, W;                /* input channels and size, one image */
+    int K, R, S, P, Q;          /* output channels, kernel, output size */
+    int stride_h, stride_w, pad_h, pad_w, dil_h, dil_w;
+    int groups;
+} conv_geom;
+
+typedef struct {
+    int C, H, W, P, Q;          /* channels, input size, output size */
+    int kh, kw, stride_h, stride_w, pad_h, pad_w;
+    int count_include_pad;      /* average pooling: PyTorch's default is 1 */
+    /* Average pooling as AdaptiveAvgPool2d((P, Q)): output p averages input rows
+     * floor(p * H / P) .. ceil((p + 1) * H / P) - 1 (likewise columns); kernel, stride and
+     * padding are then unused. Windows may overlap (H not a multiple of P) or repeat (H < P). */
+    int adaptive;
+} pool_geom;
+
+/* Option-A shortcut (He et al.): every stride-th pixel of the C input channels, placed at
+ * channels at .. at + C - 1 of K, the other channels zero. */
+typedef struct {
+    int C, H, W, K, P, Q, stride, at;
+} shortcut_geom;
+
+typedef enum { ACT_RELU = 0, ACT_LEAKY_RELU, ACT_SIGMOID, ACT_TANH, ACT_RELU6 } act_kind;
+
+/* What batch norm does besides normalising (model.c, plan_fusion): y = relu(bn(x) + res),
+ * each part optional. Backward with a residual reads the forward's output for the ReLU's mask
+ * and writes the residual's gradient (the gradient the ReLU passes on) to dres, or adds it
+ * with dres_accumulate. */
+typedef struct {
+    int relu;
+    const float *res;       /* [n, C, hw] added before the ReLU, or NULL */
+    const float *out;       /* backward: the forward's output y (with res and relu) */
+    float *dres;            /* backward: the residual's gradient, or NULL (none wanted) */
+    int dres_accumulate;
+} bn_epilogue;
+
+/* What a convolution plan is made from: the geometry, the largest batch, the scratch the
+ * layer may take, and the user's wish (dtnn_conv_algo: auto, direct = all but Winograd,
+ * im2col = the reference path). */
+typedef struct {
+    conv_geom g;
+    int max_batch;
+    size_t workspace_limit;
+    dtnn_conv_algo algo;
+} conv_desc;
+
+typedef struct conv_plan conv_plan;
+
+/* The losses (loss.c has the formulas). */
+typedef struct {
+    dtnn_loss_kind kind;
+    float label_smoothing;
+} loss_desc;
+
+/* The optimizers' element-wise rules with their scalars computed by optimizer.c (in double
+ * where PyTorch does, then rounded to float as PyTorch's kernels see them). */
+typedef struct {
+    float lr, weight_decay, momentum, keep;     /* keep = 1 - dampening */
+    int first, nesterov, use_momentum;
+} sgd_args;
+
+typedef struct {
+    float beta1, beta2, one_minus_beta1, one_minus_beta2, eps, step_size, bc2_sqrt;
+    float l2, shrink;   /* Adam's L2 term, AdamW's decoupled decay factor */
+    int do_shrink;
+} adam_args;
+
+typedef struct {
+    float alpha, one_minus_alpha, weight_decay, eps, momentum, lr;
+} rmsprop_args;
+
+typedef struct dtnn_backend dtnn_backend;
+
+typedef struct {
+    /* Bracket every call that touches backend memory (NULL: nothing to do). */
+    void (*enter)(dtnn_backend *be);
+    void (*leave)(dtnn_backend *be);
+    void (*destroy)(dtnn_backend *be);
+
+    /* Memory. alloc returns zeroed memory (NULL when out of memory); upload copies host to
+     * backend, download backend to host, copy within the backend. host_alloc gives host memory
+     * the backend copies from and to fastest (pinned on a GPU), for staging. */
+    void *(*alloc)(dtnn_backend *be, size_t bytes);
+    void (*free)(dtnn_backend *be, void *p);
+    void (*zero)(dtnn_backend *be, void *p, size_t bytes);
+    void (*upload)(dtnn_backend *be, void *dst, const void *src, size_t bytes);
+    void (*download)(dtnn_backend *be, void *dst, const void *src, size_t bytes);
+    void (*copy)(dtnn_backend *be, void *dst, const void *src, size_t bytes);
+    void (*sync)(dtnn_backend *be);
+    void *(*host_alloc)(dtnn_backend *be, size_t bytes);
+    void (*host_free)(dtnn_backend *be, void *p);
+
+    /* Convolution. A plan is made at build from the geometry; it owns its workspace size and
+     * names its method ("winograd/direct", ...) for --profile. backward adds into dw and db
+     * (db may be NULL: no bias); dx may be NULL (not wanted), else written or, with
+     * accumulate, added to. */
+    conv_plan *(*conv_plan_create)(dtnn_backend *be, const conv_desc *d, dtnn_error *err);
+    void (*conv_plan_free)(dtnn_backend *be, conv_plan *p);
+    size_t (*conv_workspace)(const conv_plan *p);
+    const char *(*conv_method)(const conv_plan *p);
+    void (*conv_forward)(dtnn_backend *be, const conv_plan *p, int n, const float *x,
+                         const float *w, const float *bias, float *y, void *workspace);
+    void (*conv_backward)(dtnn_backend *be, const conv_plan *p, int n, const float *x,
+                          const float *dy, const float *w, float *dw, float *db, float *dx,
+                          int accumulate, void *workspace);
+
+    /* Fully connected, y [n, out] = x [n, in] W^T + b (W [out, in], b [out] or NULL);
+     * backward adds into dw and db, dx as above. */
+    void (*linear_forward)(dtnn_backend *be, int n, int out, int in, const float *x,
+                           const float *w, const float *b, float *y);
+    void (*linear_backward)(dtnn_backend *be, int n, int out, int in, const float *x,
+                            const float *dy, const float *w, float *dw, float *db, float *dx,
+                            int accumulate);
+
+    /* Max pooling over n images; argmax [n, C, P, Q] holds the flat h * W + w of each max. */
+    void (*maxpool_forward)(dtnn_backend *be, const pool_geom *g, int n, const float *x,
+                            float *y, int32_t *argmax);
+    void (*maxpool_backward)(dtnn_backend *be, const pool_geom *g, int n, const float *dy,
+                             const int32_t *argmax, float *dx, int accumulate);
+    void (*avgpool_forward)(dtnn_backend *be, const pool_geom *g, int n, const float *x,
+                            float *y);
+    void (*avgpool_backward)(dtnn_backend *be, const pool_geom *g, int n, const float *dy,
+                             float *dx, int accumulate);
+
+    /* Element-wise activations over count values; param = leaky-ReLU slope. */
+    void (*act_forward)(dtnn_backend *be, act_kind kind, float param, size_t count,
+                        const float *x, float *y);
+    void (*act_backward)(dtnn_backend *be, act_kind kind, float param, size_t count,
+                         const float *x, const float *y, const float *dy, float *dx,
+                         int accumulate);
+
+    /* Row-wise softmax of [rows, cols]; backward: dx = y * (dy - sum(dy * y)). */
+    void (*softmax_forward)(dtnn_backend *be, int rows, int cols, const float *x, float *y);
+    void (*softmax_backward)(dtnn_backend *be, int rows, int cols, const float *y,
+                             const float *dy, float *dx, int accumulate);
+
+    /* Batch norm over [n, C, hw], training mode in phases, so synchronised batch norm can sum
+     * the per-channel statistics over the ranks between them (one process just goes on):
+     *   bn_moments        per channel: sum of d = x - shift and of d^2 (shift = the running
+     *                     mean, the same on every rank)
+     *   bn_apply_train    normalise with the batch mean shift + sum / count and the biased
+     *                     variance sumsq / count - (sum / count)^2; save mean and
+     *                     1/sqrt(var + eps); update the running estimates as PyTorch (unbiased
+     *                     variance, running = (1 - momentum) * running + momentum * batch)
+     *   bn_backward_sums  per channel: sum(dy) and sum(dy * xhat)
+     *   bn_backward_apply dx = gamma * invstd * (dy - sdy / count - xhat * sdyx / count)
+     *   bn_param_grads    dgamma += sdyx, dbeta += sdy
+     * The epilogue `ep` (NULL: none) may add a residual and clamp at 0: y = relu(bn(x) +
+     * res); backward's dy is then the gradient at that output (kernels/batchnorm.c).
+     * Without synchronisation, bn_train_forward and bn_train_backward do all phases with
+     * count = n * hw, with the same results. Sums are in double, serially per channel. The
+     * double buffers are backend memory. */
+    void (*bn_moments)(dtnn_backend *be, int n, int C, int hw, const float *x,
+                       const float *shift, double *sum, double *sumsq);
+    void (*bn_apply_train)(dtnn_backend *be, int n, int C, int hw, const float *x,
+                           const float *gamma, const float *beta, const double *sum,
+                           const double *sumsq, double count, float eps, float momentum,
+                           const bn_epilogue *ep, float *y, float *save_mean,
+                           float *save_invstd, float *running_mean, float *running_var);
+    void (*bn_backward_sums)(dtnn_backend *be, int n, int C, int hw, const float *x,
+                             const float *dy, const float *gamma, const float *beta,
+                             const bn_epilogue *ep, const float *save_mean,
+                             const float *save_invstd, double *sdy, double *sdyx);
+    void (*bn_backward_apply)(dtnn_backend *be, int n, int C, int hw, const float *x,
+                              const float *dy, const float *gamma, const float *beta,
+                              const bn_epilogue *ep, const float *save_mean,
+                              const float *save_invstd, const double *sdy, const double *sdyx,
+                              double count, float *dx, int accumulate);
+    void (*bn_train_forward)(dtnn_backend *be, int n, int C, int hw, const float *x,
+                             const float *gamma, const float *beta, float eps, float momentum,
+                             const bn_epilogue *ep, float *y, float *save_mean,
+                             float *save_invstd, float *running_mean, float *running_var);
+    void (*bn_train_backward)(dtnn_backend *be, int n, int C, int hw, const float *x,
+                              const float *dy, const float *gamma, const float *beta,
+                              const bn_epilogue *ep, const float *save_mean,
+                              const float *save_invstd, double *sdy, double *sdyx, float *dx,
+                              int accumulate);
+    void (*bn_forward_eval)(dtnn_backend *be, int n, int C, int hw, const float *x,
+                            const float *gamma, const float *beta, const float *running_mean,
+                            const float *running_var, float eps, const bn_epilogue *ep,
+                            float *y);
+    void (*bn_param_grads)(dtnn_backend *be, int C, const double *sdy, const double *sdyx,
+                           float *dgamma, float *dbeta);
+
+    /* Element-wise. add: y = ((x[0] + x[1]) + x[2]) + ..., clamped at 0 with relu (a NaN stays
+     * NaN). add_backward gives every dx[k] the gradient dy, or with y (a fused ReLU's output)
+     * dy where y > 0; dx[k] NULL: skipped. copy_rows: rows x cols floats between strided
+     * matrices, dst = src or dst += src. */
+    void (*add_forward)(dtnn_backend *be, size_t count, int n_in, const float *const *x,
+                        int relu, float *y);
+    void (*add_backward)(dtnn_backend *be, size_t count, const float *y, const float *dy,
+                         int n_out, float *const *dx, const int *accumulate);
+    void (*copy_rows)(dtnn_backend *be, size_t rows, size_t cols, float *dst, size_t ld_dst,
+                      const float *src, size_t ld_src, int accumulate);
+    void (*fill)(dtnn_backend *be, float *y, size_t count, float value);
+    void (*axpy)(dtnn_backend *be, size_t count, float alpha, const float *x, float *y);
+    void (*scale)(dtnn_backend *be, size_t count, float alpha, float *x);
+    void (*add_i64)(dtnn_backend *be, int64_t *p, int64_t value);
+
+    /* Inverted dropout with masks from the counter-based hash (core/rng.h, dtnn_hash_uniform)
+     * of (seed, stream, base + i): every backend draws the same mask. mask [count] uint8. */
+    void (*dropout_forward)(dtnn_backend *be, size_t count, float p, float scale,
+                            uint64_t seed, uint64_t stream, uint64_t base, const float *x,
+                            float *y, uint8_t *mask);
+    void (*dropout_backward)(dtnn_backend *be, size_t count, float scale, const uint8_t *mask,
+                             const float *dy, float *dx, int accumulate);
+
+    void (*shortcut_forward)(dtnn_backend *be, const shortcut_geom *g, int n, const float *x,
+                             float *y);
+    void (*shortcut_backward)(dtnn_backend *be, const shortcut_geom *g, int n,
+                              const float *dy, float *dx, int accumulate);
+
+    /* Loss of logits z [n, k] against labels [n] (backend memory, checked by the caller) and
+     * its gradient dz = scale * dloss/dz (dz NULL: none); out [3] (backend memory) receives
+     * the sum of the per-sample losses, the top-1 and the top-5 hits. */
+    void (*loss)(dtnn_backend *be, const loss_desc *d, int n, int k, const float *z,
+                 const int32_t *labels, float *dz, float scale, double *out);
+
+    /* Optimizer updates over the flat buffers (n values), one pass. */
+    void (*sgd_step)(dtnn_backend *be, const sgd_args *a, size_t n, float *w, const float *g,
+                     float *buf);
+    void (*adam_step)(dtnn_backend *be, const adam_args *a, size_t n, float *w, const float *g,
+                      float *m1, float *m2);
+    void (*rmsprop_step)(dtnn_backend *be, const rmsprop_args *a, size_t n, float *w,
+                         const float *g, float *square_avg, float *momentum_buf,
+                         float *grad_avg);
+
+    /* How many of x [n] are NaN or infinite. */
+    size_t (*count_nonfinite)(dtnn_backend *be, const float *x, size_t n);
+} dtnn_backend_ops;
+
+struct dtnn_backend {
+    const dtnn_backend_ops *op;
+    const char *name;
+    /* 1: the host may read and write this backend's memory directly (MPI then works in
+     * place); 0: only through upload / download (buffers are staged). */
+    int host_memory;
+    int threads;        /* CPU threads the operations run on (0: the runtime's default) */
+    int saved_threads;  /* the caller's, restored by leave */
+    void *state;        /* the backend's own */
+};
+
+/* Creates the backend `name` ("cpu", "cpu-guarded", "cuda") running on `threads` CPU threads
+ * (0: the OpenMP default); NULL with a message naming the choices when it is unknown or not
+ * usable on this machine. */
+dtnn_backend *dtnn_backend_create(const char *name, int threads, dtnn_error *err);
+void dtnn_backend_free(dtnn_backend *be);
+
+static inline void be_enter(dtnn_backend *be)
+{
+    if (be->op->enter)
+        be->op->enter(be);
+}
+
+static inline void be_leave(dtnn_backend *be)
+{
+    if (be->op->leave)
+        be->op->leave(be);
+}
+
+/* An operation that returns nothing: be_run(be, fill, y, count, 0.0f). */
+#define be_run(be, fn, ...)                                                                    \
+    do {                                                                                       \
+        dtnn_backend *be_run_ = (be);                                                          \
+        be_enter(be_run_);                                                                     \
+        be_run_->op->fn(be_run_, __VA_ARGS__);                                                 \
+        be_leave(be_run_);                                                                     \
+    } while (0)
+
+/* Host <-> backend copies, bracketed like every operation. */
+void be_upload(dtnn_backend *be, void *dst, const void *src, size_t bytes);
+void be_download(dtnn_backend *be, void *dst, const void *src, size_t bytes);
+void be_zero(dtnn_backend *be, void *p, size_t bytes);
+void *be_alloc(dtnn_backend *be, size_t bytes);
+void be_free(dtnn_backend *be, void *p);
+size_t be_count_nonfinite(dtnn_backend *be, const float *x, size_t n);
+
+/* The CPU backends' operations (kernels/cpu_backend.c): the table of the kernel set this CPU
+ * runs, and that set's name ("avx2+fma" or "generic"). */
+const dtnn_backend_ops *cpu_backend_ops(void);
+const char *cpu_backend_kernel_set(void);
+
+/* The guarded backend wrapped around the CPU operations (guarded.c). */
+dtnn_backend *guarded_backend_create(int threads, dtnn_error *err);
+
+#endif
