@@ -72,7 +72,7 @@ static void fill_buffers(dtnn_model *m, unsigned seed)
         const dtnn_tensor_info *ti = dtnn_model_tensor(m, i);
         if (ti->kind != DTNN_TENSOR_BUFFER)
             continue;
-        unsigned char *p = dtnn_model_buffers(m) + ti->offset;
+        unsigned char *p = tu_buffers(m) + ti->offset;
         if (ti->dtype == DTNN_I64) {
             int64_t v = 1234567890123ll + seed;
             memcpy(p, &v, 8);
@@ -106,15 +106,15 @@ static snapshot take(dtnn_model *m)
     s.nb = dtnn_model_buffer_bytes(m);
     s.params = malloc(sizeof(float) * s.np);
     s.buffers = malloc(s.nb ? s.nb : 1);
-    memcpy(s.params, dtnn_model_params(m), sizeof(float) * s.np);
-    memcpy(s.buffers, dtnn_model_buffers(m), s.nb);
+    memcpy(s.params, tu_params(m), sizeof(float) * s.np);
+    memcpy(s.buffers, tu_buffers(m), s.nb);
     return s;
 }
 
 static int same(dtnn_model *m, const snapshot *s)
 {
-    return !memcmp(s->params, dtnn_model_params(m), sizeof(float) * s->np) &&
-           !memcmp(s->buffers, dtnn_model_buffers(m), s->nb);
+    return !memcmp(s->params, tu_params(m), sizeof(float) * s->np) &&
+           !memcmp(s->buffers, tu_buffers(m), s->nb);
 }
 
 static void drop(snapshot *s)
@@ -147,7 +147,7 @@ static dtnn_optimizer *stepped_adam(dtnn_model *m, int steps)
         for (int i = 0; i < dtnn_model_tensor_count(m); i++) {
             const dtnn_tensor_info *ti = dtnn_model_tensor(m, i);
             if (ti->kind == DTNN_TENSOR_PARAM)
-                test_fill(dtnn_model_grads(m) + ti->offset, ti->count, 50u + (unsigned)(s + i));
+                test_fill(tu_grads(m) + ti->offset, ti->count, 50u + (unsigned)(s + i));
         }
         CHECK_OK(dtnn_optimizer_step(o, 0.01f, &err), &err);
     }
@@ -191,7 +191,7 @@ static void test_round_trip(void)
 
     /* A model with other weights, fresh optimizer, zero train state. */
     dtnn_model *b = small_cnn(5, 1, 1, 99);
-    CHECK(memcmp(dtnn_model_params(a), dtnn_model_params(b), 4 * params_padded(a)) != 0);
+    CHECK(memcmp(tu_params(a), tu_params(b), 4 * params_padded(a)) != 0);
     dtnn_opt_params op;
     dtnn_opt_params_default(&op, DTNN_OPT_ADAM);
     dtnn_optimizer *ob = dtnn_optimizer_create(b, &op, &err);
@@ -204,7 +204,7 @@ static void test_round_trip(void)
     CHECK(same(b, &sa));
     size_t n = params_padded(a);
     CHECK(dtnn_optimizer_state_slots(ob) == 2);
-    CHECK(!memcmp(dtnn_optimizer_state(oa), dtnn_optimizer_state(ob), 2 * n * sizeof(float)));
+    CHECK(!memcmp(tu_opt_state(oa), tu_opt_state(ob), 2 * n * sizeof(float)));
     CHECK(*dtnn_optimizer_step_count(ob) == 3);
     CHECK(!memcmp(&ts, &ts2, sizeof ts));
     CHECK(dtnn_model_step(b) == 77);
@@ -217,7 +217,7 @@ static void test_round_trip(void)
         CHECK(nbt && nbt->dtype == DTNN_I64 && nbt->ndim == 0);
         int64_t v = 0;
         if (nbt)
-            memcpy(&v, dtnn_model_buffers(b) + nbt->offset, 8);
+            memcpy(&v, tu_buffers(b) + nbt->offset, 8);
         CHECK(v == 1234567890123ll + 7);
     } else {
         printf("batchnorm layer not available: buffers not covered\n");
@@ -252,7 +252,7 @@ static void test_round_trip(void)
 
     /* Weights only: a model built for inference, no optimizer, no train state. */
     dtnn_model *inf = small_cnn(5, 1, 0, 5);
-    CHECK(dtnn_model_grads(inf) == NULL);
+    CHECK(tu_grads(inf) == NULL);
     CHECK_OK(dtnn_checkpoint_load(path, inf, NULL, NULL, NULL, &err), &err);
     CHECK(same(inf, &sa));
     dtnn_model_free(inf);
@@ -289,7 +289,7 @@ static void test_mismatches(void)
     dtnn_optimizer *ob = stepped_adam(b, 1);
     snapshot sb = take(b);
     float *ob_state = malloc(sizeof(float) * 2 * sb.np);
-    memcpy(ob_state, dtnn_optimizer_state(ob), sizeof(float) * 2 * sb.np);
+    memcpy(ob_state, tu_opt_state(ob), sizeof(float) * 2 * sb.np);
     dtnn_train_state ts_b = {1, 2, 3, 4, 5, 0}, ts_copy = ts_b;
     dtnn_dataset nb;
     memset(&nb, 0, sizeof nb);
@@ -301,7 +301,7 @@ static void test_mismatches(void)
     expect_error(st, &err, "tensor 'fc.weight' has shape [5, 64], the model expects [6, 64]",
                  "mm.safetensors", "other head");
     CHECK(same(b, &sb));
-    CHECK(!memcmp(ob_state, dtnn_optimizer_state(ob), sizeof(float) * 2 * sb.np));
+    CHECK(!memcmp(ob_state, tu_opt_state(ob), sizeof(float) * 2 * sb.np));
     CHECK(*dtnn_optimizer_step_count(ob) == 1);
     CHECK(!memcmp(&ts_b, &ts_copy, sizeof ts_b));
     CHECK(!memcmp(&nb, &nb_copy, sizeof nb));
@@ -372,8 +372,8 @@ static void test_mismatches(void)
         e[i].dtype = ti->dtype == DTNN_I64 ? "I64" : "F32";
         e[i].ndim = ti->ndim;
         e[i].dims = ti->dims;
-        e[i].data = ti->kind == DTNN_TENSOR_PARAM ? (void *)(dtnn_model_params(a) + ti->offset)
-                                                  : (void *)(dtnn_model_buffers(a) + ti->offset);
+        e[i].data = ti->kind == DTNN_TENSOR_PARAM ? (void *)(tu_params(a) + ti->offset)
+                                                  : (void *)(tu_buffers(a) + ti->offset);
         e[i].bytes = ti->count * (ti->dtype == DTNN_I64 ? 8 : 4);
     }
     const char *pk[] = {"format"}, *pv[] = {"pt"};
@@ -731,7 +731,7 @@ static void test_writes(void)
     char blocker[600];
     snprintf(blocker, sizeof blocker, "%s.tmp.%ld", ck, (long)getpid());
     CHECK(mkdir(blocker, 0700) == 0);
-    test_fill(dtnn_model_params(m), 8, 1234);
+    test_fill(tu_params(m), 8, 1234);
     st = dtnn_checkpoint_save(ck, m, NULL, NULL, NULL, &err);
     expect_error(st, &err, "keep.safetensors", NULL, "blocked temporary file");
     size_t n1;
@@ -784,13 +784,13 @@ static void test_nonfinite_refused(void)
     CHECK_OK(dtnn_checkpoint_save(path, m, o, NULL, NULL, &err), &err);
     size_t n_before;
     unsigned char *before = slurp(path, &n_before);
-    float *w = dtnn_model_params(m);
+    float *w = tu_params(m);
     float saved = w[3];
     w[3] = NAN;
     CHECK(dtnn_checkpoint_save(path, m, o, NULL, NULL, &err) == DTNN_ERR_NONFINITE);
     CHECK(strstr(err.message, "not written") && strstr(err.message, "NaN"));
     w[3] = saved;
-    dtnn_optimizer_state(o)[1] = INFINITY;
+    tu_opt_state(o)[1] = INFINITY;
     CHECK(dtnn_checkpoint_save(path, m, o, NULL, NULL, &err) == DTNN_ERR_NONFINITE);
     CHECK(strstr(err.message, "optimizer's") && strstr(err.message, "Inf"));
     size_t n_after;

@@ -71,8 +71,8 @@ static size_t run(dtnn_model *m, const float *x, int n, const float *probe)
     dtnn_error err;
     CHECK_OK(dtnn_model_forward(m, x, n, 1, &err), &err);
     int rows, cols;
-    dtnn_model_output(m, &rows, &cols);
-    memcpy(dtnn_model_output_grad(m), probe, sizeof(float) * (size_t)rows * cols);
+    tu_output(m, &rows, &cols);
+    memcpy(tu_output_grad(m), probe, sizeof(float) * (size_t)rows * cols);
     dtnn_model_zero_grad(m);
     CHECK_OK(dtnn_model_backward(m, &err), &err);
     return (size_t)cols;
@@ -88,7 +88,7 @@ static void make_inputs(const conv_case *cc, dtnn_model *m, unsigned seed, float
     test_fill(*x, in_count, seed);
     int rows, cols;
     CHECK_OK(dtnn_model_forward(m, *x, cc->n, 1, &(dtnn_error){0}), &(dtnn_error){0});
-    dtnn_model_output(m, &rows, &cols);
+    tu_output(m, &rows, &cols);
     const size_t out_count = (size_t)rows * cols;
     *probe = malloc(sizeof(float) * out_count);
     test_fill(*probe, out_count, seed + 1);
@@ -127,7 +127,7 @@ static void check_case(const conv_case *cc, const char *algo)
     float *x, *probe;
     make_inputs(cc, fast, 11, &x, &probe);
     int rows, cols;
-    dtnn_model_output(fast, &rows, &cols);
+    tu_output(fast, &rows, &cols);
     const size_t out_count = (size_t)rows * cols;
     run(fast, x, cc->n, probe);
     run(ref, x, cc->n, probe);
@@ -135,14 +135,14 @@ static void check_case(const conv_case *cc, const char *algo)
     char label[160];
     snprintf(label, sizeof label, "%dx%dx%dx%d %s algo=%s: y", cc->n, cc->c, cc->h, cc->w,
              cc->opts, algo);
-    const float *yf = dtnn_model_output(fast, NULL, NULL), *yr = dtnn_model_output(ref, NULL, NULL);
+    const float *yf = tu_output(fast, NULL, NULL), *yr = tu_output(ref, NULL, NULL);
     /* an output sums C / groups * R * S products (its FLOPs / 2), an input gradient at most
      * K / groups * R * S */
     const double terms_y = info.flops / 2 / ((double)info.c * info.h * info.w);
     test_compare(label, yf, yr, out_count, atol_for(terms_y), RTOL);
     label[strlen(label) - 1] = '\0';
     strncat(label, "dx", sizeof label - strlen(label) - 1);
-    test_compare(label, dtnn_model_input_grad(fast), dtnn_model_input_grad(ref), in_count,
+    test_compare(label, tu_input_grad(fast), tu_input_grad(ref), in_count,
                  atol_for(terms_y * info.c / cc->c), RTOL);
     label[strlen(label) - 2] = '\0';
     strncat(label, "dparams", sizeof label - strlen(label) - 1);
@@ -150,7 +150,7 @@ static void check_case(const conv_case *cc, const char *algo)
      * * W, close enough, for this tolerance), most of them cancelling:
      * its rounding error grows with that count, not with the (small) result, so the absolute
      * part of its tolerance grows with it too, from 256 terms on. */
-    test_compare(label, dtnn_model_grads(fast), dtnn_model_grads(ref),
+    test_compare(label, tu_grads(fast), tu_grads(ref),
                  dtnn_model_param_count(fast), atol_for((double)cc->n * cc->h * cc->w), RTOL);
     free(x);
     free(probe);
@@ -164,19 +164,19 @@ static void check_case(const conv_case *cc, const char *algo)
 static void compare_runs(const conv_case *cc, const char *what, dtnn_model *m, dtnn_model *ref)
 {
     int rows, cols;
-    dtnn_model_output(ref, &rows, &cols);
+    tu_output(ref, &rows, &cols);
     const size_t in_count = (size_t)cc->n * cc->c * cc->h * cc->w;
     char label[200];
     snprintf(label, sizeof label, "%dx%dx%dx%d %s, %s: y", cc->n, cc->c, cc->h, cc->w, cc->opts,
              what);
-    test_compare(label, dtnn_model_output(m, NULL, NULL), dtnn_model_output(ref, NULL, NULL),
+    test_compare(label, tu_output(m, NULL, NULL), tu_output(ref, NULL, NULL),
                  (size_t)rows * cols, 0.0, 0.0);
     label[strlen(label) - 1] = '\0';
     strncat(label, "dx", sizeof label - strlen(label) - 1);
-    test_compare(label, dtnn_model_input_grad(m), dtnn_model_input_grad(ref), in_count, 0.0, 0.0);
+    test_compare(label, tu_input_grad(m), tu_input_grad(ref), in_count, 0.0, 0.0);
     label[strlen(label) - 2] = '\0';
     strncat(label, "dparams", sizeof label - strlen(label) - 1);
-    test_compare(label, dtnn_model_grads(m), dtnn_model_grads(ref), dtnn_model_param_count(ref),
+    test_compare(label, tu_grads(m), tu_grads(ref), dtnn_model_param_count(ref),
                  2 * atol_for((double)cc->n * cc->h * cc->w), 2 * RTOL);
 }
 

@@ -69,22 +69,22 @@ static void train_some(const char *spec, const char *save, float **out_params, s
         const dtnn_tensor_info *t = dtnn_model_tensor(m, i);
         if (t->kind != DTNN_TENSOR_PARAM)
             continue;
-        memcpy(*out_params + k, dtnn_model_params(m) + t->offset, sizeof(float) * t->count);
+        memcpy(*out_params + k, tu_params(m) + t->offset, sizeof(float) * t->count);
         k += t->count;
     }
 
     /* save -> load -> predict: identical outputs in eval mode. */
     CHECK_OK(dtnn_model_forward(m, d.test.x, 16, 0, &err), &err);
     float want[160];
-    memcpy(want, dtnn_model_output(m, NULL, NULL), sizeof want);
+    memcpy(want, tu_output(m, NULL, NULL), sizeof want);
     dtnn_model *fresh = built(spec, 0, 16, &err);
     CHECK(fresh != NULL);
     CHECK_OK(dtnn_checkpoint_load(save, fresh, NULL, NULL, NULL, &err), &err);
     CHECK_OK(dtnn_model_forward(fresh, d.test.x, 16, 0, &err), &err);
-    CHECK(memcmp(want, dtnn_model_output(fresh, NULL, NULL), sizeof want) == 0);
+    CHECK(memcmp(want, tu_output(fresh, NULL, NULL), sizeof want) == 0);
     printf("%s: loss %.4f -> %.4f; reload gives identical outputs: %s\n", spec, *first_loss,
            *last_loss,
-           memcmp(want, dtnn_model_output(fresh, NULL, NULL), sizeof want) ? "no" : "yes");
+           memcmp(want, tu_output(fresh, NULL, NULL), sizeof want) ? "no" : "yes");
     dtnn_model_free(fresh);
     dtnn_optimizer_free(opt);
     dtnn_model_free(m);
@@ -132,7 +132,7 @@ int main(void)
     CHECK(dtnn_model_tensor_count(a) == dtnn_model_tensor_count(b));
     for (int i = 0; i < dtnn_model_tensor_count(a); i++)
         CHECK(!strcmp(dtnn_model_tensor(a, i)->name, dtnn_model_tensor(b, i)->name));
-    CHECK(memcmp(dtnn_model_params(a), dtnn_model_params(b),
+    CHECK(memcmp(tu_params(a), tu_params(b),
                  sizeof(float) * dtnn_model_param_count(a)) == 0);
     dtnn_model_free(a);
     dtnn_model_free(b);

@@ -120,21 +120,21 @@ static void compare(const char *label, const char *spec, int batch)
         for (int k = 0; k < 2; k++) {
             CHECK_OK(dtnn_model_forward(ms[k], x, batch, 1, &err), &err);
             int n;
-            dtnn_model_output(ms[k], &n, &classes);
-            float *dy = dtnn_model_output_grad(ms[k]);
+            tu_output(ms[k], &n, &classes);
+            float *dy = tu_output_grad(ms[k]);
             test_fill(dy, (size_t)n * classes, 23 + step);
         }
         snprintf(what, sizeof what, "%s step %d: output", label, step);
-        test_compare(what, dtnn_model_output(fused, NULL, NULL),
-                     dtnn_model_output(plain, NULL, NULL), (size_t)batch * classes, 1e-6, 1e-5);
+        test_compare(what, tu_output(fused, NULL, NULL),
+                     tu_output(plain, NULL, NULL), (size_t)batch * classes, 1e-6, 1e-5);
         for (int k = 0; k < 2; k++)
             CHECK_OK(dtnn_model_backward(ms[k], &err), &err);
         snprintf(what, sizeof what, "%s step %d: input gradient", label, step);
-        test_compare(what, dtnn_model_input_grad(fused), dtnn_model_input_grad(plain), in, 1e-6,
+        test_compare(what, tu_input_grad(fused), tu_input_grad(plain), in, 1e-6,
                      1e-5);
     }
     snprintf(what, sizeof what, "%s: parameter gradients", label);
-    test_compare(what, dtnn_model_grads(fused), dtnn_model_grads(plain),
+    test_compare(what, tu_grads(fused), tu_grads(plain),
                  dtnn_model_param_count(fused), 1e-6, 1e-5);
     /* running means and variances (the float buffers; num_batches_tracked must match too) */
     for (int t = 0; t < dtnn_model_tensor_count(fused); t++) {
@@ -143,18 +143,18 @@ static void compare(const char *label, const char *spec, int batch)
             continue;
         if (a->dtype == DTNN_F32) {
             snprintf(what, sizeof what, "%s: %s", label, a->name);
-            test_compare(what, (const float *)(dtnn_model_buffers(fused) + a->offset),
-                         (const float *)(dtnn_model_buffers(plain) + b->offset), a->count, 1e-7,
+            test_compare(what, (const float *)(tu_buffers(fused) + a->offset),
+                         (const float *)(tu_buffers(plain) + b->offset), a->count, 1e-7,
                          1e-6);
         } else {
-            CHECK(!memcmp(dtnn_model_buffers(fused) + a->offset,
-                          dtnn_model_buffers(plain) + b->offset, 8));
+            CHECK(!memcmp(tu_buffers(fused) + a->offset,
+                          tu_buffers(plain) + b->offset, 8));
         }
     }
     for (int k = 0; k < 2; k++)
         CHECK_OK(dtnn_model_forward(ms[k], x, batch, 0, &err), &err);
     snprintf(what, sizeof what, "%s: evaluation output", label);
-    test_compare(what, dtnn_model_output(fused, NULL, NULL), dtnn_model_output(plain, NULL, NULL),
+    test_compare(what, tu_output(fused, NULL, NULL), tu_output(plain, NULL, NULL),
                  (size_t)batch * classes, 1e-6, 1e-5);
     dtnn_memory mf, mp;
     dtnn_model_memory(fused, &mf);
@@ -236,7 +236,7 @@ static void check_nan(const char *path)
     CHECK(dtnn_model_find_nonfinite(m, where, sizeof where));
     CHECK(strstr(where, "'c1'") != NULL);
     int n, classes;
-    const float *y = dtnn_model_output(m, &n, &classes);
+    const float *y = tu_output(m, &n, &classes);
     int nan_out = 0;
     for (int i = 0; i < n * classes; i++)
         nan_out |= isnan(y[i]);

@@ -98,8 +98,8 @@ static void train_pass(dtnn_model *m, int64_t step, const float *x, int n, const
     int rows, cols;
     dtnn_model_set_step(m, step);
     CHECK_OK(dtnn_model_forward(m, x, n, 1, &err), &err);
-    dtnn_model_output(m, &rows, &cols);
-    memcpy(dtnn_model_output_grad(m), probe, sizeof(float) * rows * cols);
+    tu_output(m, &rows, &cols);
+    memcpy(tu_output_grad(m), probe, sizeof(float) * rows * cols);
     dtnn_model_zero_grad(m);
     CHECK_OK(dtnn_model_backward(m, &err), &err);
 }
@@ -133,22 +133,22 @@ static void check_repeatable(dtnn_model *m, int n, const char *label)
     test_fill(xb, in_size, 37);
     dtnn_error err;
     CHECK_OK(dtnn_model_forward(m, xa, n, 1, &err), &err);
-    dtnn_model_output(m, &rows, &cols);
+    tu_output(m, &rows, &cols);
     const size_t out_size = (size_t)rows * cols;
     float *pa = malloc(sizeof(float) * out_size), *pb = malloc(sizeof(float) * out_size);
     float *ga = malloc(sizeof(float) * (np + 1)), *dxa = malloc(sizeof(float) * in_size);
     test_fill(pa, out_size, 41);
     test_fill(pb, out_size, 43);
     const int64_t step = dtnn_model_step(m);
-    const float *dx = dtnn_model_input_grad(m);
+    const float *dx = tu_input_grad(m);
 
     train_pass(m, step, xa, n, pa);
-    memcpy(ga, dtnn_model_grads(m), sizeof(float) * np);
+    memcpy(ga, tu_grads(m), sizeof(float) * np);
     if (dx)
         memcpy(dxa, dx, sizeof(float) * in_size);
     train_pass(m, step + 1, xb, n, pb);
     train_pass(m, step, xa, n, pa);
-    size_t bad = count_differ(ga, dtnn_model_grads(m), np);
+    size_t bad = count_differ(ga, tu_grads(m), np);
     if (dx)
         bad += count_differ(dxa, dx, in_size);
     if (bad) {
@@ -423,7 +423,7 @@ static void check_batchnorm_double(int C, int H, int W, int N, const char *label
         CHECK(0);
         goto done;
     }
-    float *gamma = dtnn_model_params(m) + tw->offset, *beta = dtnn_model_params(m) + tb->offset;
+    float *gamma = tu_params(m) + tw->offset, *beta = tu_params(m) + tb->offset;
     for (int c = 0; c < C; c++) {
         /* Non-trivial affine values, one negative, so every term of the gradient matters. */
         gamma[c] = (c % 2 ? -0.7f : 1.3f) + 0.1f * c;
@@ -446,9 +446,9 @@ static void check_batchnorm_double(int C, int H, int W, int N, const char *label
         want[k] = (float)yd[k];
     char what[96];
     snprintf(what, sizeof what, "%s forward vs double", label);
-    test_compare(what, dtnn_model_output(m, NULL, NULL), want, count, 1e-5, 1e-5);
+    test_compare(what, tu_output(m, NULL, NULL), want, count, 1e-5, 1e-5);
 
-    memcpy(dtnn_model_output_grad(m), probe, sizeof(float) * count);
+    memcpy(tu_output_grad(m), probe, sizeof(float) * count);
     dtnn_model_zero_grad(m);
     CHECK_OK(dtnn_model_backward(m, &err), &err);
 
@@ -479,11 +479,11 @@ static void check_batchnorm_double(int C, int H, int W, int N, const char *label
         wantb[c] = (float)((lp - lm) / (2 * h));
     }
     snprintf(what, sizeof what, "%s d/dx vs double", label);
-    test_compare(what, dtnn_model_input_grad(m), want, count, 1e-5, 1e-4);
+    test_compare(what, tu_input_grad(m), want, count, 1e-5, 1e-4);
     snprintf(what, sizeof what, "%s d/dweight vs double", label);
-    test_compare(what, dtnn_model_grads(m) + tw->offset, wantg, C, 1e-5, 1e-4);
+    test_compare(what, tu_grads(m) + tw->offset, wantg, C, 1e-5, 1e-4);
     snprintf(what, sizeof what, "%s d/dbias vs double", label);
-    test_compare(what, dtnn_model_grads(m) + tb->offset, wantb, C, 1e-5, 1e-4);
+    test_compare(what, tu_grads(m) + tb->offset, wantb, C, 1e-5, 1e-4);
 done:
     free(x);
     free(probe);
@@ -664,13 +664,13 @@ static void check_shortcut_values(void)
     dtnn_error err;
     CHECK_OK(dtnn_model_forward(m, x, 2, 0, &err), &err);
     int n, f;
-    const float *y = dtnn_model_output(m, &n, &f);
+    const float *y = tu_output(m, &n, &f);
     CHECK(n == 2 && f == 20);
     test_compare("shortcut_a 2x3x3 -> 5x2x2 placement", y, want, 20 * 2, 0, 0);
 
     /* Backward: dy = 1 everywhere lands on x[:, :, ::2, ::2] and nowhere else. */
     CHECK_OK(dtnn_model_forward(m, x, 2, 1, &err), &err);
-    float *dy = dtnn_model_output_grad(m);
+    float *dy = tu_output_grad(m);
     for (int i = 0; i < 40; i++)
         dy[i] = 1.0f;
     CHECK_OK(dtnn_model_backward(m, &err), &err);
@@ -679,7 +679,7 @@ static void check_shortcut_values(void)
         int h = (i % 9) / 3, w = i % 3;
         dwant[i] = (h % 2 == 0 && w % 2 == 0) ? 1.0f : 0.0f;
     }
-    const float *dx = dtnn_model_input_grad(m);
+    const float *dx = tu_input_grad(m);
     CHECK(dx != NULL);
     if (dx)
         test_compare("shortcut_a input gradient placement", dx, dwant, 36, 0, 0);
@@ -696,7 +696,7 @@ static void check_shortcut_values(void)
         for (int c = 0; c < 4; c++)
             w1[2 + c] = x1[c * 4];   /* output 8x1x1 */
         CHECK_OK(dtnn_model_forward(m, x1, 1, 0, &err), &err);
-        test_compare("shortcut_a K=2C pads K/4 each side", dtnn_model_output(m, NULL, NULL), w1,
+        test_compare("shortcut_a K=2C pads K/4 each side", tu_output(m, NULL, NULL), w1,
                      8, 0, 0);
     }
     dtnn_model_free(m);
@@ -713,7 +713,7 @@ static void check_shortcut_values(void)
             w1[at[t] * 2 + 1] = -4.0f;
             CHECK_OK(dtnn_model_forward(m, x1, 1, 0, &err), &err);
             test_compare(t ? "shortcut_a offset=0" : "shortcut_a odd pad (1 front, 2 back)",
-                         dtnn_model_output(m, NULL, NULL), w1, 8, 0, 0);
+                         tu_output(m, NULL, NULL), w1, 8, 0, 0);
         }
         dtnn_model_free(m);
     }
@@ -735,13 +735,13 @@ static void check_maxpool_values(void)
                    2, 3, nan, 5, 1, nan};
     dtnn_error err;
     CHECK_OK(dtnn_model_forward(m, x, 1, 1, &err), &err);
-    const float *y = dtnn_model_output(m, NULL, NULL);
+    const float *y = tu_output(m, NULL, NULL);
     CHECK(y[0] == 3.0f && isnan(y[1]) && isnan(y[2]));
-    float *dy = dtnn_model_output_grad(m);
+    float *dy = tu_output_grad(m);
     for (int i = 0; i < 3; i++)
         dy[i] = (float)(i + 1);
     CHECK_OK(dtnn_model_backward(m, &err), &err);
-    const float *dx = dtnn_model_input_grad(m);
+    const float *dx = tu_input_grad(m);
     /* window 0: 3 first at (0, 1); window 1: the NaN at (1, 2); window 2: the NaN at (0, 4) */
     const float want[12] = {0, 1, 0, 0, 3, 0,
                             0, 0, 2, 0, 0, 0};
@@ -767,10 +767,10 @@ static void check_dropout_values(void)
     int n, f;
 
     CHECK_OK(dtnn_model_forward(m, x, N, 0, &err), &err);
-    test_compare("dropout eval is the identity", dtnn_model_output(m, &n, &f), x, N * F, 0, 0);
+    test_compare("dropout eval is the identity", tu_output(m, &n, &f), x, N * F, 0, 0);
 
     CHECK_OK(dtnn_model_forward(m, x, N, 1, &err), &err);
-    const float *y = dtnn_model_output(m, &n, &f);
+    const float *y = tu_output(m, &n, &f);
     memcpy(y1, y, sizeof(float) * N * F);
     int kept = 0, bad_scale = 0;
     const float scale = 1.0f / (1.0f - p);
@@ -795,19 +795,19 @@ static void check_dropout_values(void)
 
     /* The same step replays the same mask. */
     CHECK_OK(dtnn_model_forward(m, x, N, 1, &err), &err);
-    CHECK(memcmp(y1, dtnn_model_output(m, NULL, NULL), sizeof(float) * N * F) == 0);
+    CHECK(memcmp(y1, tu_output(m, NULL, NULL), sizeof(float) * N * F) == 0);
 
     /* A smaller batch at the same step sees the first samples' mask. */
     CHECK_OK(dtnn_model_forward(m, x, 3, 1, &err), &err);
-    CHECK(memcmp(y1, dtnn_model_output(m, NULL, NULL), sizeof(float) * 3 * F) == 0);
+    CHECK(memcmp(y1, tu_output(m, NULL, NULL), sizeof(float) * 3 * F) == 0);
 
     /* Backward: dx = dy * mask / (1 - p). */
     CHECK_OK(dtnn_model_forward(m, x, N, 1, &err), &err);
-    float *dy = dtnn_model_output_grad(m);
+    float *dy = tu_output_grad(m);
     for (int i = 0; i < N * F; i++)
         dy[i] = 1.0f;
     CHECK_OK(dtnn_model_backward(m, &err), &err);
-    const float *dx = dtnn_model_input_grad(m);
+    const float *dx = tu_input_grad(m);
     int bad_grad = 0;
     for (int i = 0; i < N * F; i++)
         bad_grad += dx[i] != (y1[i] != 0.0f ? scale : 0.0f);
@@ -816,7 +816,7 @@ static void check_dropout_values(void)
 
     /* The next step draws a different mask; going back to step 0 restores the first. */
     CHECK_OK(dtnn_model_forward(m, x, N, 1, &err), &err);
-    y = dtnn_model_output(m, NULL, NULL);
+    y = tu_output(m, NULL, NULL);
     int differ = 0;
     for (int i = 0; i < N * F; i++)
         differ += (y[i] == 0.0f) != (y1[i] == 0.0f);
@@ -828,7 +828,7 @@ static void check_dropout_values(void)
     CHECK(bad_rule == 0);
     dtnn_model_set_step(m, 0);
     CHECK_OK(dtnn_model_forward(m, x, N, 1, &err), &err);
-    CHECK(memcmp(y1, dtnn_model_output(m, NULL, NULL), sizeof(float) * N * F) == 0);
+    CHECK(memcmp(y1, tu_output(m, NULL, NULL), sizeof(float) * N * F) == 0);
     dtnn_model_free(m);
 
     /* p = 0 is the identity in training too. */
@@ -836,7 +836,7 @@ static void check_dropout_values(void)
     layer(m, "dropout", "p=0");
     if (build(m, N)) {
         CHECK_OK(dtnn_model_forward(m, x, N, 1, &err), &err);
-        test_compare("dropout p=0 training is the identity", dtnn_model_output(m, NULL, NULL), x,
+        test_compare("dropout p=0 training is the identity", tu_output(m, NULL, NULL), x,
                      N * F, 0, 0);
     }
     dtnn_model_free(m);
@@ -873,10 +873,10 @@ static void check_batchnorm_values(void)
           tn->kind == DTNN_TENSOR_BUFFER);
     CHECK(tw->kind == DTNN_TENSOR_PARAM && tw->ndim == 1 && tw->dims[0] == C);
     CHECK(tm->kind == DTNN_TENSOR_BUFFER && tm->dtype == DTNN_F32 && tm->dims[0] == C);
-    float *w = dtnn_model_params(m) + tw->offset, *b = dtnn_model_params(m) + tb->offset;
-    float *rm = (float *)(dtnn_model_buffers(m) + tm->offset);
-    float *rv = (float *)(dtnn_model_buffers(m) + tv->offset);
-    int64_t *tracked = (int64_t *)(dtnn_model_buffers(m) + tn->offset);
+    float *w = tu_params(m) + tw->offset, *b = tu_params(m) + tb->offset;
+    float *rm = (float *)(tu_buffers(m) + tm->offset);
+    float *rv = (float *)(tu_buffers(m) + tv->offset);
+    int64_t *tracked = (int64_t *)(tu_buffers(m) + tn->offset);
     for (int c = 0; c < C; c++) {
         CHECK(w[c] == 1.0f && b[c] == 0.0f && rm[c] == 0.0f && rv[c] == 1.0f);
     }
@@ -909,7 +909,7 @@ static void check_batchnorm_values(void)
                 want[(i * C + c) * HW + j] =
                     (float)((x[(i * C + c) * HW + j] - mean[c]) / sqrt(var[c] + 1e-5));
     }
-    test_compare("batchnorm train normalises per channel", dtnn_model_output(m, NULL, NULL),
+    test_compare("batchnorm train normalises per channel", tu_output(m, NULL, NULL),
                  want, N * C * HW, 1e-5, 1e-5);
     float wm[C], wv[C];
     for (int c = 0; c < C; c++) {
@@ -938,7 +938,7 @@ static void check_batchnorm_values(void)
                 int k = (i * C + c) * HW + j;
                 want[k] = (float)((x[k] - gm[c]) / sqrt(gv[c] + 1e-5) * gw[c] + gb[c]);
             }
-    test_compare("batchnorm eval uses running stats", dtnn_model_output(m, NULL, NULL), want,
+    test_compare("batchnorm eval uses running stats", tu_output(m, NULL, NULL), want,
                  3 * C * HW, 1e-5, 1e-5);
     CHECK(*tracked == 2);
     CHECK(rm[0] == gm[0] && rv[2] == gv[2]);
@@ -955,7 +955,7 @@ static void check_small_values(void)
         float x[3] = {0.0f, logf(2.0f), logf(3.0f)};
         float want[3] = {1.0f / 6, 2.0f / 6, 3.0f / 6};
         CHECK_OK(dtnn_model_forward(m, x, 1, 0, &err), &err);
-        test_compare("softmax (0, ln2, ln3)", dtnn_model_output(m, NULL, NULL), want, 3, 1e-7,
+        test_compare("softmax (0, ln2, ln3)", tu_output(m, NULL, NULL), want, 3, 1e-7,
                      1e-6);
     }
     dtnn_model_free(m);
@@ -970,7 +970,7 @@ static void check_small_values(void)
         float x[8] = {1, 2, 3, 4, 5, 6, 7, 8};
         float want[16] = {1, 2, 3, 4, 3, 6, 9, 12, 5, 6, 7, 8, 15, 18, 21, 24};
         CHECK_OK(dtnn_model_forward(m, x, 2, 0, &err), &err);
-        test_compare("concat(x, add(x, x, x))", dtnn_model_output(m, NULL, NULL), want, 16, 0,
+        test_compare("concat(x, add(x, x, x))", tu_output(m, NULL, NULL), want, 16, 0,
                      0);
     }
     dtnn_model_free(m);

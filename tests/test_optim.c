@@ -131,7 +131,7 @@ static void check_slot(dtnn_optimizer *o, const char *label, const char *name,
         big = fmax(big, fabs(want[i]));
     char l[128];
     snprintf(l, sizeof l, "%s %s", label, name);
-    test_compare(l, dtnn_optimizer_state(o) + (size_t)slot * n, w, n, 1e-6 * big, 1e-6);
+    test_compare(l, tu_opt_state(o) + (size_t)slot * n, w, n, 1e-6 * big, 1e-6);
     free(w);
 }
 
@@ -148,7 +148,7 @@ static void run_case(const char *label, const dtnn_opt_params *op, const ref_par
             len = ti->offset + ti->count;
     }
     len = (len + 15) / 16 * 16;
-    float *params = dtnn_model_params(m), *grads = dtnn_model_grads(m);
+    float *params = tu_params(m), *grads = tu_grads(m);
     memset(params, 0, sizeof(float) * len);
     fill_tensors(m, params, 3, 1.0f);
 
@@ -343,13 +343,13 @@ static void test_validation(void)
     dtnn_opt_params_default(&op, DTNN_OPT_SGD);
     dtnn_optimizer *o = dtnn_optimizer_create(m, &op, &err);
     CHECK(o != NULL);
-    float before = dtnn_model_params(m)[0];
-    dtnn_model_grads(m)[0] = 1.0f;
+    float before = tu_params(m)[0];
+    tu_grads(m)[0] = 1.0f;
     CHECK(dtnn_optimizer_step(o, NAN, &err) == DTNN_ERR_ARG);
     CHECK(dtnn_optimizer_step(o, INFINITY, &err) == DTNN_ERR_ARG);
     CHECK(dtnn_optimizer_step(o, -0.1f, &err) == DTNN_ERR_ARG);
     CHECK(strstr(err.message, "learning rate") != NULL);
-    CHECK(dtnn_model_params(m)[0] == before);
+    CHECK(tu_params(m)[0] == before);
     CHECK(*dtnn_optimizer_step_count(o) == 0);
     CHECK(dtnn_optimizer_params(o)->kind == DTNN_OPT_SGD);
     CHECK(dtnn_optimizer_state_name(o, 0) == NULL);

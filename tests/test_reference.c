@@ -84,9 +84,9 @@ static int load_tensor(dtnn_model *m, const dtnn_tensor_info *t, const st_file *
     if (!v)
         return 0;
     if (t->kind == DTNN_TENSOR_PARAM)
-        memcpy(dtnn_model_params(m) + t->offset, v, t->count * sizeof(float));
+        memcpy(tu_params(m) + t->offset, v, t->count * sizeof(float));
     else
-        memcpy(dtnn_model_buffers(m) + t->offset, v, t->count * (t->dtype ? 8 : 4));
+        memcpy(tu_buffers(m) + t->offset, v, t->count * (t->dtype ? 8 : 4));
     free(v);
     return 1;
 }
@@ -358,17 +358,17 @@ static void run_loss_case(dtnn_model *m, const st_file *f, const char *name, con
     snprintf(ref, sizeof ref, "%s.loss", name);
     compare_ref(f, ref, &loss, 1, LOSS_ATOL, LOSS_RTOL);
     int rows, k;
-    dtnn_model_output(m, &rows, &k);
+    tu_output(m, &rows, &k);
     snprintf(ref, sizeof ref, "%s.dx", name);
-    compare_ref(f, ref, dtnn_model_output_grad(m), (size_t)n * k, LOSS_ATOL, LOSS_RTOL);
+    compare_ref(f, ref, tu_output_grad(m), (size_t)n * k, LOSS_ATOL, LOSS_RTOL);
     /* Through the flatten layer, d loss / d input is the same gradient. */
     dtnn_model_zero_grad(m);
     CHECK_OK(dtnn_model_backward(m, &err), &err);
     char label[160];
     snprintf(label, sizeof label, "%s.dx (input_grad)", name);
     float *want = ref_load(f, ref, "F32", (size_t)n * k, NULL);
-    if (want && dtnn_model_input_grad(m))
-        test_compare(label, dtnn_model_input_grad(m), want, (size_t)n * k, LOSS_ATOL, LOSS_RTOL);
+    if (want && tu_input_grad(m))
+        test_compare(label, tu_input_grad(m), want, (size_t)n * k, LOSS_ATOL, LOSS_RTOL);
     free(want);
     free(labels);
     free(labels64);
@@ -411,7 +411,7 @@ static void run_layer_case(const st_file *f, const char *name)
 
     CHECK_OK(dtnn_model_forward(m, x, n, 1, &err), &err);
     int rows, out;
-    const float *y = dtnn_model_output(m, &rows, &out);
+    const float *y = tu_output(m, &rows, &out);
     size_t out_count = (size_t)n * out;
     snprintf(ref, sizeof ref, "%s.y", name);
     compare_ref(f, ref, y, out_count, LAYER_ATOL, LAYER_RTOL);
@@ -422,7 +422,7 @@ static void run_layer_case(const st_file *f, const char *name)
         if (t->kind != DTNN_TENSOR_BUFFER)
             continue;
         ref_name(ref, sizeof ref, name, "out", t->name);
-        const unsigned char *got = dtnn_model_buffers(m) + t->offset;
+        const unsigned char *got = tu_buffers(m) + t->offset;
         if (t->dtype == DTNN_I64) {
             int64_t *want = ref_load(f, ref, "I64", t->count, NULL);
             if (want)
@@ -437,19 +437,19 @@ static void run_layer_case(const st_file *f, const char *name)
     float *dy = ref_load(f, ref, "F32", out_count, NULL);
     if (!dy)
         goto done;
-    memcpy(dtnn_model_output_grad(m), dy, sizeof(float) * out_count);
+    memcpy(tu_output_grad(m), dy, sizeof(float) * out_count);
     free(dy);
     dtnn_model_zero_grad(m);
     CHECK_OK(dtnn_model_backward(m, &err), &err);
     snprintf(ref, sizeof ref, "%s.dx", name);
-    compare_ref(f, ref, dtnn_model_input_grad(m), in_count, LAYER_ATOL, LAYER_RTOL);
+    compare_ref(f, ref, tu_input_grad(m), in_count, LAYER_ATOL, LAYER_RTOL);
     int params = 0;
     for (int i = 0; i < dtnn_model_tensor_count(m); i++) {
         const dtnn_tensor_info *t = dtnn_model_tensor(m, i);
         if (t->kind != DTNN_TENSOR_PARAM)
             continue;
         ref_name(ref, sizeof ref, name, "grad", t->name);
-        compare_ref(f, ref, dtnn_model_grads(m) + t->offset, t->count, LAYER_ATOL, LAYER_RTOL);
+        compare_ref(f, ref, tu_grads(m) + t->offset, t->count, LAYER_ATOL, LAYER_RTOL);
         params++;
     }
     /* And the other way round: PyTorch has no parameter that dtnn lacks. */
@@ -638,7 +638,7 @@ static void compare_state(dtnn_model *m, const st_file *f, const char *prefix,
             int64_t *w = ref_load(f, name, "I64", t->count, NULL);
             if (w)
                 for (size_t j = 0; j < t->count; j++)
-                    if (((const int64_t *)(dtnn_model_buffers(m) + t->offset))[j] != w[j]) {
+                    if (((const int64_t *)(tu_buffers(m) + t->offset))[j] != w[j]) {
                         fprintf(stderr, "FAIL %s differs\n", name);
                         test_failures++;
                     }
@@ -651,8 +651,8 @@ static void compare_state(dtnn_model *m, const st_file *f, const char *prefix,
             continue;
         }
         const float *g = t->kind == DTNN_TENSOR_PARAM
-                             ? dtnn_model_params(m) + t->offset
-                             : (const float *)(dtnn_model_buffers(m) + t->offset);
+                             ? tu_params(m) + t->offset
+                             : (const float *)(tu_buffers(m) + t->offset);
         memcpy(got + at, g, sizeof(float) * t->count);
         memcpy(want + at, w, sizeof(float) * t->count);
         if (verbose) {

@@ -50,11 +50,11 @@ static int has_suffix(const char *s, const char *suffix)
 static void fill_tensor(dtnn_model *m, const dtnn_tensor_info *t)
 {
     if (t->dtype == DTNN_I64) {     /* num_batches_tracked */
-        memset(dtnn_model_buffers(m) + t->offset, 0, sizeof(int64_t) * t->count);
+        memset(tu_buffers(m) + t->offset, 0, sizeof(int64_t) * t->count);
         return;
     }
-    float *v = t->kind == DTNN_TENSOR_PARAM ? dtnn_model_params(m) + t->offset
-                                            : (float *)(dtnn_model_buffers(m) + t->offset);
+    float *v = t->kind == DTNN_TENSOR_PARAM ? tu_params(m) + t->offset
+                                            : (float *)(tu_buffers(m) + t->offset);
     char bn_mean[160];
     const char *dot = strrchr(t->name, '.');
     snprintf(bn_mean, sizeof bn_mean, "%.*s.running_mean", (int)(dot - t->name), t->name);
@@ -163,7 +163,7 @@ static void check_model(const st_file *f, const char *name)
         x[i] = 2.0f * formula_u(seed, i) - 1.0f;
     CHECK_OK(dtnn_model_forward(m, x, 2, 0, &err), &err);
     int n, out_classes;
-    const float *y = dtnn_model_output(m, &n, &out_classes);
+    const float *y = tu_output(m, &n, &out_classes);
     CHECK(n == 2 && out_classes == classes);
     const float *want = (const float *)(f->data + ty->offset);
     double largest = 0;

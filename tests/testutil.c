@@ -2,6 +2,7 @@
  * testutil.c — see testutil.h.
  */
 #include "testutil.h"
+#include "optim/optimizer_internal.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -67,7 +68,7 @@ static double probe_loss(dtnn_model *m, const float *x, int n, const float *prob
         return NAN;
     }
     int rows, cols;
-    const float *y = dtnn_model_output(m, &rows, &cols);
+    const float *y = tu_output(m, &rows, &cols);
     double l = 0.0;
     for (size_t i = 0; i < (size_t)rows * cols; i++)
         l += (double)y[i] * probe[i];
@@ -119,11 +120,11 @@ int test_gradcheck(dtnn_model *m, int n, const char *label, double eps, double t
     int64_t step = dtnn_model_step(m);
     CHECK_OK(dtnn_model_forward(m, x, n, 1, &err), &err);
     int rows, cols;
-    dtnn_model_output(m, &rows, &cols);
+    tu_output(m, &rows, &cols);
     size_t out_size = (size_t)rows * cols;
     float *probe = malloc(sizeof(float) * out_size);
     test_fill(probe, out_size, 23);
-    memcpy(dtnn_model_output_grad(m), probe, sizeof(float) * out_size);
+    memcpy(tu_output_grad(m), probe, sizeof(float) * out_size);
     dtnn_model_zero_grad(m);
     CHECK_OK(dtnn_model_backward(m, &err), &err);
     dtnn_model_set_step(m, step);
@@ -135,11 +136,11 @@ int test_gradcheck(dtnn_model *m, int n, const char *label, double eps, double t
             np = t->offset + t->count;
     }
     float *grads = malloc(sizeof(float) * (np ? np : 1));
-    memcpy(grads, dtnn_model_grads(m), sizeof(float) * np);
+    memcpy(grads, tu_grads(m), sizeof(float) * np);
     float *gin = NULL;
-    if (dtnn_model_input_grad(m)) {
+    if (tu_input_grad(m)) {
         gin = malloc(sizeof(float) * in_size);
-        memcpy(gin, dtnn_model_input_grad(m), sizeof(float) * in_size);
+        memcpy(gin, tu_input_grad(m), sizeof(float) * in_size);
     }
     printf("gradcheck %s (batch %d)\n", label, n);
     int bad = 0;
@@ -147,7 +148,7 @@ int test_gradcheck(dtnn_model *m, int n, const char *label, double eps, double t
         const dtnn_tensor_info *t = dtnn_model_tensor(m, i);
         if (t->kind != DTNN_TENSOR_PARAM)
             continue;
-        bad += check_entries(m, x, n, probe, dtnn_model_params(m) + t->offset,
+        bad += check_entries(m, x, n, probe, tu_params(m) + t->offset,
                              grads + t->offset, t->count, t->name, eps, tol);
     }
     if (gin)
@@ -161,4 +162,63 @@ int test_gradcheck(dtnn_model *m, int n, const char *label, double eps, double t
     free(grads);
     free(gin);
     return bad;
+}
+
+static void host_only(const dtnn_model *m)
+{
+    if (!m->be->host_memory) {
+        fprintf(stderr, "FAIL: a white-box test view of backend '%s', whose memory the host may "
+                "not touch\n", m->be->name);
+        abort();
+    }
+}
+
+float *tu_params(dtnn_model *m)
+{
+    host_only(m);
+    return m->params;
+}
+
+float *tu_grads(dtnn_model *m)
+{
+    host_only(m);
+    return m->grads;
+}
+
+unsigned char *tu_buffers(dtnn_model *m)
+{
+    host_only(m);
+    return m->buffers;
+}
+
+const float *tu_output(const dtnn_model *m, int *n, int *classes)
+{
+    host_only(m);
+    dtnn_model_output_shape(m, n, classes);
+    return m->layers[m->n_layers - 1]->y;
+}
+
+float *tu_output_grad(dtnn_model *m)
+{
+    host_only(m);
+    m->loss_done = 1;
+    return m->layers[m->n_layers - 1]->dy;
+}
+
+const float *tu_input_grad(const dtnn_model *m)
+{
+    host_only(m);
+    return m->input_grad;
+}
+
+float *tu_opt_state(dtnn_optimizer *o)
+{
+    host_only(o->model);
+    return o->state;
+}
+
+const char *tu_device(void)
+{
+    const char *d = getenv("DTNN_DEVICE");
+    return d && *d ? d : "cpu";
 }

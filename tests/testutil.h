@@ -50,4 +50,21 @@ int test_finish(const char *name);
  */
 int test_gradcheck(dtnn_model *m, int n, const char *label, double eps, double tol);
 
+/*
+ * White-box views of a model built on a host-memory backend (cpu): the flat buffers and the
+ * activations where they are, for tests of the CPU kernels that perturb parameters in place.
+ * They abort on a backend whose memory the host may not touch: tests meant to run on every
+ * backend use the copies of dtnn.h (dtnn_model_read, dtnn_model_read_output, ...).
+ */
+float *tu_params(dtnn_model *m);
+float *tu_grads(dtnn_model *m);
+unsigned char *tu_buffers(dtnn_model *m);
+const float *tu_output(const dtnn_model *m, int *n, int *classes);
+/* The output gradient to write (marks the loss as done, as dtnn_model_set_output_grad). */
+float *tu_output_grad(dtnn_model *m);
+const float *tu_input_grad(const dtnn_model *m);
+float *tu_opt_state(dtnn_optimizer *o);
+/* The device the C tests build their models on: $DTNN_DEVICE, else cpu. */
+const char *tu_device(void);
+
 #endif
