@@ -20,6 +20,7 @@ static dtnn_model *built(const char *spec, int training, int max_batch, dtnn_err
     bp.max_batch = max_batch;
     bp.training = training;
     bp.seed = 5;
+    bp.device = tu_device();
     if (dtnn_model_build(m, &bp, err)) {
         dtnn_model_free(m);
         return NULL;
@@ -69,22 +70,22 @@ static void train_some(const char *spec, const char *save, float **out_params, s
         const dtnn_tensor_info *t = dtnn_model_tensor(m, i);
         if (t->kind != DTNN_TENSOR_PARAM)
             continue;
-        memcpy(*out_params + k, tu_params(m) + t->offset, sizeof(float) * t->count);
+        CHECK_OK(dtnn_model_tensor_read(m, t, *out_params + k, &err), &err);
         k += t->count;
     }
 
     /* save -> load -> predict: identical outputs in eval mode. */
     CHECK_OK(dtnn_model_forward(m, d.test.x, 16, 0, &err), &err);
-    float want[160];
-    memcpy(want, tu_output(m, NULL, NULL), sizeof want);
+    float want[160], got[160];
+    dtnn_model_read_output(m, want);
     dtnn_model *fresh = built(spec, 0, 16, &err);
     CHECK(fresh != NULL);
     CHECK_OK(dtnn_checkpoint_load(save, fresh, NULL, NULL, NULL, &err), &err);
     CHECK_OK(dtnn_model_forward(fresh, d.test.x, 16, 0, &err), &err);
-    CHECK(memcmp(want, tu_output(fresh, NULL, NULL), sizeof want) == 0);
-    printf("%s: loss %.4f -> %.4f; reload gives identical outputs: %s\n", spec, *first_loss,
-           *last_loss,
-           memcmp(want, tu_output(fresh, NULL, NULL), sizeof want) ? "no" : "yes");
+    dtnn_model_read_output(fresh, got);
+    CHECK(memcmp(want, got, sizeof want) == 0);
+    printf("%s on %s: loss %.4f -> %.4f; reload gives identical outputs: %s\n", spec,
+           tu_device(), *first_loss, *last_loss, memcmp(want, got, sizeof want) ? "no" : "yes");
     dtnn_model_free(fresh);
     dtnn_optimizer_free(opt);
     dtnn_model_free(m);
@@ -126,14 +127,20 @@ int main(void)
     CHECK(a && b);
     dtnn_build_params bp;
     dtnn_build_params_default(&bp);
+    bp.device = tu_device();
     CHECK_OK(dtnn_model_build(a, &bp, &err), &err);
     CHECK_OK(dtnn_model_build(b, &bp, &err), &err);
     CHECK(dtnn_model_param_count(a) == 61706 && dtnn_model_param_count(b) == 61706);
     CHECK(dtnn_model_tensor_count(a) == dtnn_model_tensor_count(b));
     for (int i = 0; i < dtnn_model_tensor_count(a); i++)
         CHECK(!strcmp(dtnn_model_tensor(a, i)->name, dtnn_model_tensor(b, i)->name));
-    CHECK(memcmp(tu_params(a), tu_params(b),
-                 sizeof(float) * dtnn_model_param_count(a)) == 0);
+    const size_t bytes = sizeof(float) * dtnn_model_params_padded(a);
+    float *pa = malloc(bytes), *pb = malloc(bytes);
+    CHECK_OK(dtnn_model_read(a, DTNN_REGION_PARAMS, 0, pa, bytes, &err), &err);
+    CHECK_OK(dtnn_model_read(b, DTNN_REGION_PARAMS, 0, pb, bytes, &err), &err);
+    CHECK(memcmp(pa, pb, sizeof(float) * dtnn_model_param_count(a)) == 0);
+    free(pa);
+    free(pb);
     dtnn_model_free(a);
     dtnn_model_free(b);
     return test_finish("test_e2e");

@@ -73,11 +73,21 @@ static dtnn_model *build(const char *spec, int unfused, int batch, dtnn_error *e
     bp.input_grad = 1;
     bp.seed = 7;
     bp.unfused = unfused;
+    bp.device = tu_device();
     if (dtnn_model_build(m, &bp, err)) {
         dtnn_model_free(m);
         return NULL;
     }
     return m;
+}
+
+/* test_compare of two host copies, which it frees. */
+static void compare_copies(const char *what, float *got, float *want, size_t n, double atol,
+                           double rtol)
+{
+    test_compare(what, got, want, n, atol, rtol);
+    free(got);
+    free(want);
 }
 
 static const char *method_of(const dtnn_model *m, const char *name)
@@ -120,22 +130,27 @@ static void compare(const char *label, const char *spec, int batch)
         for (int k = 0; k < 2; k++) {
             CHECK_OK(dtnn_model_forward(ms[k], x, batch, 1, &err), &err);
             int n;
-            tu_output(ms[k], &n, &classes);
-            float *dy = tu_output_grad(ms[k]);
+            dtnn_model_output_shape(ms[k], &n, &classes);
+            float *dy = malloc(sizeof(float) * (size_t)n * classes);
             test_fill(dy, (size_t)n * classes, 23 + step);
+            CHECK_OK(dtnn_model_set_output_grad(ms[k], dy, &err), &err);
+            free(dy);
         }
         snprintf(what, sizeof what, "%s step %d: output", label, step);
-        test_compare(what, tu_output(fused, NULL, NULL),
-                     tu_output(plain, NULL, NULL), (size_t)batch * classes, 1e-6, 1e-5);
+        compare_copies(what, tu_copy_output(fused), tu_copy_output(plain),
+                       (size_t)batch * classes, 1e-6, 1e-5);
         for (int k = 0; k < 2; k++)
             CHECK_OK(dtnn_model_backward(ms[k], &err), &err);
         snprintf(what, sizeof what, "%s step %d: input gradient", label, step);
-        test_compare(what, tu_input_grad(fused), tu_input_grad(plain), in, 1e-6,
-                     1e-5);
+        compare_copies(what, tu_copy_input_grad(fused), tu_copy_input_grad(plain), in, 1e-6,
+                       1e-5);
     }
     snprintf(what, sizeof what, "%s: parameter gradients", label);
-    test_compare(what, tu_grads(fused), tu_grads(plain),
-                 dtnn_model_param_count(fused), 1e-6, 1e-5);
+    compare_copies(what, tu_copy_region(fused, DTNN_REGION_GRADS),
+                   tu_copy_region(plain, DTNN_REGION_GRADS), dtnn_model_param_count(fused), 1e-6,
+                   1e-5);
+    unsigned char *fb = tu_copy_region(fused, DTNN_REGION_BUFFERS);
+    unsigned char *pb = tu_copy_region(plain, DTNN_REGION_BUFFERS);
     /* running means and variances (the float buffers; num_batches_tracked must match too) */
     for (int t = 0; t < dtnn_model_tensor_count(fused); t++) {
         const dtnn_tensor_info *a = dtnn_model_tensor(fused, t), *b = dtnn_model_tensor(plain, t);
@@ -143,19 +158,19 @@ static void compare(const char *label, const char *spec, int batch)
             continue;
         if (a->dtype == DTNN_F32) {
             snprintf(what, sizeof what, "%s: %s", label, a->name);
-            test_compare(what, (const float *)(tu_buffers(fused) + a->offset),
-                         (const float *)(tu_buffers(plain) + b->offset), a->count, 1e-7,
-                         1e-6);
+            test_compare(what, (const float *)(void *)(fb + a->offset),
+                         (const float *)(void *)(pb + b->offset), a->count, 1e-7, 1e-6);
         } else {
-            CHECK(!memcmp(tu_buffers(fused) + a->offset,
-                          tu_buffers(plain) + b->offset, 8));
+            CHECK(!memcmp(fb + a->offset, pb + b->offset, 8));
         }
     }
+    free(fb);
+    free(pb);
     for (int k = 0; k < 2; k++)
         CHECK_OK(dtnn_model_forward(ms[k], x, batch, 0, &err), &err);
     snprintf(what, sizeof what, "%s: evaluation output", label);
-    test_compare(what, tu_output(fused, NULL, NULL), tu_output(plain, NULL, NULL),
-                 (size_t)batch * classes, 1e-6, 1e-5);
+    compare_copies(what, tu_copy_output(fused), tu_copy_output(plain), (size_t)batch * classes,
+                   1e-6, 1e-5);
     dtnn_memory mf, mp;
     dtnn_model_memory(fused, &mf);
     dtnn_model_memory(plain, &mp);
@@ -236,11 +251,13 @@ static void check_nan(const char *path)
     CHECK(dtnn_model_find_nonfinite(m, where, sizeof where));
     CHECK(strstr(where, "'c1'") != NULL);
     int n, classes;
-    const float *y = tu_output(m, &n, &classes);
+    dtnn_model_output_shape(m, &n, &classes);
+    float *y = tu_copy_output(m);
     int nan_out = 0;
     for (int i = 0; i < n * classes; i++)
         nan_out |= isnan(y[i]);
     CHECK(nan_out);
+    free(y);
     free(x);
     dtnn_model_free(m);
 }

@@ -46,15 +46,18 @@ static int has_suffix(const char *s, const char *suffix)
     return n >= k && !strcmp(s + n - k, suffix);
 }
 
-/* Fills one tensor by the generator's rules (see tools/gen_zoo_reference.py). */
+/* Fills one tensor by the generator's rules (see tools/gen_zoo_reference.py), made on the host
+ * and written into the model (on any backend). */
 static void fill_tensor(dtnn_model *m, const dtnn_tensor_info *t)
 {
+    dtnn_error err;
     if (t->dtype == DTNN_I64) {     /* num_batches_tracked */
-        memset(tu_buffers(m) + t->offset, 0, sizeof(int64_t) * t->count);
+        int64_t *z = calloc(t->count + 1, sizeof *z);
+        CHECK_OK(dtnn_model_tensor_write(m, t, z, &err), &err);
+        free(z);
         return;
     }
-    float *v = t->kind == DTNN_TENSOR_PARAM ? tu_params(m) + t->offset
-                                            : (float *)(tu_buffers(m) + t->offset);
+    float *v = malloc(sizeof(float) * (t->count + 1));
     char bn_mean[160];
     const char *dot = strrchr(t->name, '.');
     snprintf(bn_mean, sizeof bn_mean, "%.*s.running_mean", (int)(dot - t->name), t->name);
@@ -78,6 +81,8 @@ static void fill_tensor(dtnn_model *m, const dtnn_tensor_info *t)
         else
             v[i] = (2.0f * u - 1.0f) * 0.1f;
     }
+    CHECK_OK(dtnn_model_tensor_write(m, t, v, &err), &err);
+    free(v);
 }
 
 /* "name:d0xd1;name:;..." against the model's tensor table: same names, same shapes, no more. */
@@ -147,6 +152,7 @@ static void check_model(const st_file *f, const char *name)
     dtnn_build_params_default(&bp);
     bp.max_batch = 2;
     bp.training = 0;
+    bp.device = tu_device();
     CHECK_OK(dtnn_model_build(m, &bp, &err), &err);
     const size_t want_params = strtoull(params, NULL, 10);
     printf("%-14s %zu parameters (PyTorch %zu), %d tensors, input %s\n", name,
@@ -163,8 +169,10 @@ static void check_model(const st_file *f, const char *name)
         x[i] = 2.0f * formula_u(seed, i) - 1.0f;
     CHECK_OK(dtnn_model_forward(m, x, 2, 0, &err), &err);
     int n, out_classes;
-    const float *y = tu_output(m, &n, &out_classes);
+    dtnn_model_output_shape(m, &n, &out_classes);
     CHECK(n == 2 && out_classes == classes);
+    float *y = malloc(sizeof(float) * (size_t)n * out_classes);
+    dtnn_model_read_output(m, y);
     const float *want = (const float *)(f->data + ty->offset);
     double largest = 0;
     for (int i = 0; i < 2 * classes; i++)
@@ -174,6 +182,7 @@ static void check_model(const st_file *f, const char *name)
     if (n == 2 && out_classes == classes)
         test_compare(label, y, want, (size_t)2 * classes, ZOO_RTOL * largest, 0);
     free(x);
+    free(y);
     dtnn_model_free(m);
 }
 

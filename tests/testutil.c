@@ -222,3 +222,41 @@ const char *tu_device(void)
     const char *d = getenv("DTNN_DEVICE");
     return d && *d ? d : "cpu";
 }
+
+void *tu_copy_region(const dtnn_model *m, dtnn_region r)
+{
+    const size_t bytes = r == DTNN_REGION_BUFFERS ? dtnn_model_buffer_bytes(m)
+                                                  : sizeof(float) * dtnn_model_params_padded(m);
+    void *v = malloc(bytes + 1);
+    dtnn_error err;
+    if (!v || dtnn_model_read(m, r, 0, v, bytes, &err)) {
+        fprintf(stderr, "FAIL: copying a model region: %s\n", v ? err.message : "no memory");
+        abort();
+    }
+    return v;
+}
+
+float *tu_copy_output(const dtnn_model *m)
+{
+    int n, k;
+    dtnn_model_output_shape(m, &n, &k);
+    float *v = malloc(sizeof(float) * (size_t)n * k + 1);
+    if (!v)
+        abort();
+    dtnn_model_read_output(m, v);
+    return v;
+}
+
+float *tu_copy_input_grad(const dtnn_model *m)
+{
+    int c, h, w, n;
+    dtnn_model_input_shape(m, &c, &h, &w);
+    dtnn_model_output_shape(m, &n, NULL);
+    float *v = malloc(sizeof(float) * (size_t)n * c * h * w + 1);
+    dtnn_error err;
+    if (!v || dtnn_model_read_input_grad(m, v, &err)) {
+        fprintf(stderr, "FAIL: copying the input gradient: %s\n", v ? err.message : "no memory");
+        abort();
+    }
+    return v;
+}

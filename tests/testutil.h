@@ -64,6 +64,11 @@ const float *tu_output(const dtnn_model *m, int *n, int *classes);
 float *tu_output_grad(dtnn_model *m);
 const float *tu_input_grad(const dtnn_model *m);
 float *tu_opt_state(dtnn_optimizer *o);
+/* Host copies (malloc'd; the caller frees them), on any backend: the whole region, the output
+ * of the last forward, the input gradient. */
+void *tu_copy_region(const dtnn_model *m, dtnn_region r);
+float *tu_copy_output(const dtnn_model *m);
+float *tu_copy_input_grad(const dtnn_model *m);
 /* The device the C tests build their models on: $DTNN_DEVICE, else cpu. */
 const char *tu_device(void);
 
