@@ -35,7 +35,7 @@
 #include <unistd.h>
 
 #include "../core/internal.h"
-#include "../dist/grad_sync.h"
+#include "../comm/grad_sync.h"
 
 void dtnn_train_params_default(dtnn_train_params *p)
 {
