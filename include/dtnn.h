@@ -501,7 +501,7 @@ int64_t dtnn_loader_skipped(const dtnn_loader *l, char *paths, size_t len);
 
 /* A communicator: rank r of size. The single-process one is rank 0 of 1; the MPI one (when the
  * build has MPI and the process was started by mpirun/mpiexec/srun) spans MPI_COMM_WORLD. Only
- * src/dist/comm_mpi.c includes mpi.h; everything else talks to these calls. */
+ * src/comm/comm_mpi.c includes mpi.h; everything else talks to these calls. */
 typedef enum { DTNN_COMM_F32 = 0, DTNN_COMM_F16, DTNN_COMM_BF16 } dtnn_comm_dtype;
 
 /* A communicator for a single process (rank 0 of 1). */

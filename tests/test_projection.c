@@ -1,5 +1,5 @@
 /*
- * test_projection.c — the scaling projection (src/dist/projection.c) against cases worked by
+ * test_projection.c — the scaling projection (src/perf/projection.c) against cases worked by
  * hand: the ring and hierarchical all-reduce formulas, the overlap schedule of a three-layer
  * profile (a bucket that waits for backward, one that waits for the previous bucket), blocking
  * and fp16; then properties that must hold for any profile: efficiency never rises with the

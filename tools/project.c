@@ -2,7 +2,7 @@
  * project.c — `dtnn bench --project NODES,GBITS`: after a one-rank profiled benchmark, the
  * projected scaling efficiency of data-parallel training on many nodes, from the per-layer
  * forward/backward times just measured and the alpha-beta all-reduce model of the library
- * (src/dist/projection.c). It prints a table of every all-reduce variant (ring or
+ * (src/perf/projection.c). It prints a table of every all-reduce variant (ring or
  * hierarchical, blocking or overlapped, fp32 or fp16) and one JSON line per cell. What it
  * does not do: measure any network; the link parameters come from options whose defaults are
  * the calibration in docs/scaling.md.

@@ -1,6 +1,6 @@
 /*
  * project.h — `dtnn bench --project`: the scaling projection printed after a profiled
- * one-rank benchmark (tools/project.c; the model is src/dist/projection.c).
+ * one-rank benchmark (tools/project.c; the model is src/perf/projection.c).
  */
 #ifndef DTNN_PROJECT_H
 #define DTNN_PROJECT_H

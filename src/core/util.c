@@ -40,8 +40,8 @@ dtnn_status dtnn_error_set(dtnn_error *err, dtnn_status code, const char *fmt, .
  * and asked to be backed by transparent huge pages (Debian's kernel gives them only where
  * madvise asks). The kernels walk a channel across the images of a batch, one 4 KiB page per
  * image and per stream for CIFAR planes: with 4 KiB pages that is a TLB miss on most rows.
- * ResNet-20, batch 64, 1 thread, 6 alternating pairs: 208-239 -> 223-264 images/s (5 of 6
- * pairs faster), its batch norms 42-52 -> 36-46 ms a step; peak RSS 121.6 -> 122.7 MB. */
+ * Huge pages make training faster for about a megabyte more peak memory (measurements:
+ * docs/perf-notes.md). */
 void *dtnn_alloc_aligned(size_t bytes)
 {
     if (bytes == 0)

@@ -6,7 +6,7 @@
  * to its start.
  *
  * The reader treats the file as hostile: it reads the whole file, checks the header length
- * against the file size, parses the header with a small JSON parser for exactly this subset
+ * against the file size, parses the header with json.c's strict reader of exactly this subset
  * (valid UTF-8, string escapes, non-negative integers; no floats, nulls or unknown keys), and
  * checks that dtypes are known, byte sizes equal product(shape) x dtype size, names are unique,
  * and that the tensors tile the data section exactly (no overlap, no gap, nothing out of bounds)
@@ -25,12 +25,12 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "../core/internal.h"
+#include "json.h"
 #include "safetensors.h"
 
 /* The reference implementation refuses headers above 100 MB. */
@@ -70,267 +70,6 @@ static void swap_elements(unsigned char *p, size_t bytes, size_t size)
         }
 }
 
-/* ---- JSON subset ----------------------------------------------------------------------------- */
-
-typedef struct {
-    const char *s;
-    size_t n, pos;
-    const char *path;
-    dtnn_error *err;
-} json;
-
-#if defined(__GNUC__)
-__attribute__((format(printf, 2, 3)))
-#endif
-static dtnn_status json_fail(json *j, const char *fmt, ...)
-{
-    char msg[384];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    return dtnn_error_set(j->err, DTNN_ERR_FORMAT, "%s: bad safetensors header at byte %zu: %s",
-                          j->path, 8 + j->pos, msg);
-}
-
-static void json_ws(json *j)
-{
-    while (j->pos < j->n && (j->s[j->pos] == ' ' || j->s[j->pos] == '\t' ||
-                             j->s[j->pos] == '\n' || j->s[j->pos] == '\r'))
-        j->pos++;
-}
-
-static int json_peek(json *j)
-{
-    json_ws(j);
-    return j->pos < j->n ? (unsigned char)j->s[j->pos] : -1;
-}
-
-static dtnn_status json_expect(json *j, char c)
-{
-    int got = json_peek(j);
-    if (got != c) {
-        if (got < 0)
-            return json_fail(j, "expected '%c', found the end of the header", c);
-        if (got < 0x20 || got >= 0x7F)
-            return json_fail(j, "expected '%c', found byte 0x%02x", c, got);
-        return json_fail(j, "expected '%c', found '%c'", c, got);
-    }
-    j->pos++;
-    return DTNN_OK;
-}
-
-static int hex4(const char *s, unsigned *out)
-{
-    unsigned v = 0;
-    for (int i = 0; i < 4; i++) {
-        char c = s[i];
-        v <<= 4;
-        if (c >= '0' && c <= '9')
-            v |= (unsigned)(c - '0');
-        else if (c >= 'a' && c <= 'f')
-            v |= (unsigned)(c - 'a' + 10);
-        else if (c >= 'A' && c <= 'F')
-            v |= (unsigned)(c - 'A' + 10);
-        else
-            return -1;
-    }
-    *out = v;
-    return 0;
-}
-
-static size_t put_utf8(char *o, unsigned cp)
-{
-    if (cp < 0x80) {
-        o[0] = (char)cp;
-        return 1;
-    }
-    if (cp < 0x800) {
-        o[0] = (char)(0xC0 | (cp >> 6));
-        o[1] = (char)(0x80 | (cp & 0x3F));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        o[0] = (char)(0xE0 | (cp >> 12));
-        o[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-        o[2] = (char)(0x80 | (cp & 0x3F));
-        return 3;
-    }
-    o[0] = (char)(0xF0 | (cp >> 18));
-    o[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-    o[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
-    o[3] = (char)(0x80 | (cp & 0x3F));
-    return 4;
-}
-
-/* A JSON string, unescaped into a new NUL-terminated buffer (an escape never decodes to more
- * bytes than it takes, so the raw length bounds the result). */
-static dtnn_status json_string(json *j, char **out)
-{
-    *out = NULL;
-    dtnn_status st = json_expect(j, '"');
-    if (st)
-        return st;
-    size_t end = j->pos;
-    while (end < j->n && j->s[end] != '"')
-        end += (j->s[end] == '\\') ? 2 : 1;
-    if (end >= j->n)
-        return json_fail(j, "unterminated string");
-    char *o = malloc(end - j->pos + 1);
-    if (!o)
-        return dtnn_error_set(j->err, DTNN_ERR_NOMEM, "%s: out of memory reading the header",
-                              j->path);
-    size_t k = 0;
-    while (j->pos < end) {
-        unsigned char c = (unsigned char)j->s[j->pos];
-        if (c < 0x20) {
-            free(o);
-            return json_fail(j, "control character 0x%02x inside a string", c);
-        }
-        if (c != '\\') {
-            o[k++] = (char)c;
-            j->pos++;
-            continue;
-        }
-        char e = j->s[j->pos + 1];
-        const char *simple = strchr("\"\\/bfnrt", e);
-        if (e && simple) {
-            static const char map[] = "\"\\/\b\f\n\r\t";
-            o[k++] = map[simple - "\"\\/bfnrt"];
-            j->pos += 2;
-            continue;
-        }
-        unsigned cp, lo;
-        if (e != 'u' || end - j->pos < 6 || hex4(j->s + j->pos + 2, &cp) != 0) {
-            free(o);
-            return json_fail(j, "invalid escape sequence in a string");
-        }
-        j->pos += 6;
-        if (cp >= 0xD800 && cp <= 0xDBFF) {
-            if (end - j->pos < 6 || j->s[j->pos] != '\\' || j->s[j->pos + 1] != 'u' ||
-                hex4(j->s + j->pos + 2, &lo) != 0 || lo < 0xDC00 || lo > 0xDFFF) {
-                free(o);
-                return json_fail(j, "unpaired UTF-16 surrogate \\u%04x", cp);
-            }
-            j->pos += 6;
-            cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-        } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
-            free(o);
-            return json_fail(j, "unpaired UTF-16 surrogate \\u%04x", cp);
-        }
-        if (cp == 0) {
-            free(o);
-            return json_fail(j, "\\u0000 inside a string");
-        }
-        k += put_utf8(o + k, cp);
-    }
-    o[k] = '\0';
-    j->pos = end + 1;
-    *out = o;
-    return DTNN_OK;
-}
-
-/* A non-negative integer without sign, fraction, exponent or leading zeros. */
-static dtnn_status json_uint(json *j, uint64_t *out)
-{
-    int c = json_peek(j);
-    if (c < '0' || c > '9')
-        return json_fail(j, "expected a non-negative integer");
-    size_t start = j->pos;
-    uint64_t v = 0;
-    while (j->pos < j->n && j->s[j->pos] >= '0' && j->s[j->pos] <= '9') {
-        unsigned d = (unsigned)(j->s[j->pos] - '0');
-        if (v > (UINT64_MAX - d) / 10)
-            return json_fail(j, "integer too large");
-        v = v * 10 + d;
-        j->pos++;
-    }
-    if (j->s[start] == '0' && j->pos - start > 1)
-        return json_fail(j, "integer with a leading zero");
-    if (j->pos < j->n && (j->s[j->pos] == '.' || j->s[j->pos] == 'e' || j->s[j->pos] == 'E'))
-        return json_fail(j, "expected an integer, found a fraction or exponent");
-    *out = v;
-    return DTNN_OK;
-}
-
-/* [u, u, ...] with at most max entries. */
-static dtnn_status json_uint_array(json *j, uint64_t *v, int max, int *n, const char *what)
-{
-    *n = 0;
-    dtnn_status st = json_expect(j, '[');
-    if (st)
-        return st;
-    if (json_peek(j) == ']') {
-        j->pos++;
-        return DTNN_OK;
-    }
-    for (;;) {
-        if (*n == max)
-            return json_fail(j, "%s has more than %d entries", what, max);
-        if ((st = json_uint(j, &v[(*n)++])) != DTNN_OK)
-            return st;
-        int c = json_peek(j);
-        if (c == ']') {
-            j->pos++;
-            return DTNN_OK;
-        }
-        if ((st = json_expect(j, ',')) != DTNN_OK)
-            return st;
-    }
-}
-
-/* Calls member(key) for each member of an object; the callback parses the value. */
-typedef dtnn_status (*json_member_fn)(json *j, char *key, void *ctx);
-
-static dtnn_status json_object(json *j, json_member_fn member, void *ctx)
-{
-    dtnn_status st = json_expect(j, '{');
-    if (st)
-        return st;
-    if (json_peek(j) == '}') {
-        j->pos++;
-        return DTNN_OK;
-    }
-    for (;;) {
-        char *key;
-        if ((st = json_string(j, &key)) != DTNN_OK)
-            return st;
-        if ((st = json_expect(j, ':')) != DTNN_OK || (st = member(j, key, ctx)) != DTNN_OK) {
-            free(key);
-            return st;
-        }
-        free(key);
-        int c = json_peek(j);
-        if (c == '}') {
-            j->pos++;
-            return DTNN_OK;
-        }
-        if ((st = json_expect(j, ',')) != DTNN_OK)
-            return st;
-    }
-}
-
-/* RFC 3629: no overlong forms, no surrogates, nothing above U+10FFFF. */
-static int utf8_valid(const unsigned char *s, size_t n)
-{
-    size_t i = 0;
-    while (i < n) {
-        unsigned char c = s[i];
-        size_t len = c < 0x80 ? 1 : (c >= 0xC2 && c <= 0xDF) ? 2 : (c >= 0xE0 && c <= 0xEF) ? 3
-                   : (c >= 0xF0 && c <= 0xF4) ? 4 : 0;
-        if (!len || i + len > n)
-            return 0;
-        for (size_t k = 1; k < len; k++)
-            if ((s[i + k] & 0xC0) != 0x80)
-                return 0;
-        if ((c == 0xE0 && s[i + 1] < 0xA0) || (c == 0xED && s[i + 1] > 0x9F) ||
-            (c == 0xF0 && s[i + 1] < 0x90) || (c == 0xF4 && s[i + 1] > 0x8F))
-            return 0;
-        i += len;
-    }
-    return 1;
-}
-
 /* ---- header semantics ------------------------------------------------------------------------ */
 
 typedef struct {
@@ -342,7 +81,7 @@ typedef struct {
     uint64_t begin, end;
 } header_ctx;
 
-static dtnn_status meta_member(json *j, char *key, void *vctx)
+static dtnn_status meta_member(json_reader *j, char *key, void *vctx)
 {
     header_ctx *h = vctx;
     st_file *f = h->f;
@@ -364,7 +103,7 @@ static dtnn_status meta_member(json *j, char *key, void *vctx)
         h->cap_meta = cap;
     }
     char *value;
-    dtnn_status st = json_string(j, &value);
+    dtnn_status st = json_string_dup(j, &value);
     if (st)
         return st;
     char *k = dtnn_strdup(key);
@@ -377,7 +116,7 @@ static dtnn_status meta_member(json *j, char *key, void *vctx)
     return DTNN_OK;
 }
 
-static dtnn_status tensor_member(json *j, char *key, void *vctx)
+static dtnn_status tensor_member(json_reader *j, char *key, void *vctx)
 {
     header_ctx *h = vctx;
     st_tensor *t = h->cur;
@@ -386,7 +125,7 @@ static dtnn_status tensor_member(json *j, char *key, void *vctx)
             return json_fail(j, "tensor '%s': \"dtype\" appears twice", t->name);
         h->have_dtype = 1;
         char *d;
-        dtnn_status st = json_string(j, &d);
+        dtnn_status st = json_string_dup(j, &d);
         if (st)
             return st;
         if (!dtype_size(d)) {
@@ -433,7 +172,7 @@ static dtnn_status tensor_member(json *j, char *key, void *vctx)
 }
 
 /* Checks one tensor's offsets and size against the data section. */
-static dtnn_status check_tensor(json *j, header_ctx *h, size_t data_bytes)
+static dtnn_status check_tensor(json_reader *j, header_ctx *h, size_t data_bytes)
 {
     st_tensor *t = h->cur;
     if (!h->have_dtype || !h->have_shape || !h->have_offsets)
@@ -471,7 +210,7 @@ typedef struct {
     size_t data_bytes;
 } top_ctx;
 
-static dtnn_status top_member(json *j, char *key, void *vctx)
+static dtnn_status top_member(json_reader *j, char *key, void *vctx)
 {
     top_ctx *tc = vctx;
     header_ctx *h = tc->h;
@@ -480,7 +219,7 @@ static dtnn_status top_member(json *j, char *key, void *vctx)
         if (h->have_meta)
             return json_fail(j, "\"__metadata__\" appears twice");
         h->have_meta = 1;
-        return json_object(j, meta_member, h);
+        return json_members(j, meta_member, h);
     }
     if (!*key)
         return json_fail(j, "a tensor has an empty name");
@@ -500,7 +239,7 @@ static dtnn_status top_member(json *j, char *key, void *vctx)
     f->n_tensors++;
     h->cur = t;
     h->have_dtype = h->have_shape = h->have_offsets = 0;
-    dtnn_status st = json_object(j, tensor_member, h);
+    dtnn_status st = json_members(j, tensor_member, h);
     if (st)
         return st;
     return check_tensor(j, h, tc->data_bytes);
@@ -668,11 +407,13 @@ static dtnn_status read_file(const char *path, st_file *f, dtnn_error *err)
         (st = read_exact(fp, f->data, f->data_bytes, path, "data", err)) != DTNN_OK)
         goto done;
     header[hlen] = '\0';
-    if (!utf8_valid((const unsigned char *)header, (size_t)hlen)) {
+    if (!json_utf8_valid((const unsigned char *)header, (size_t)hlen)) {
         st = dtnn_error_set(err, DTNN_ERR_FORMAT, "%s: the header is not valid UTF-8", path);
         goto done;
     }
-    json j = {header, (size_t)hlen, 0, path, err};
+    /* The header starts after the 8-byte length: messages give offsets in the file. */
+    json_reader j = {.s = header, .n = (size_t)hlen, .path = path, .format = "safetensors",
+                     .base = 8, .err = err};
     header_ctx h;
     memset(&h, 0, sizeof h);
     h.f = f;
@@ -681,7 +422,7 @@ static dtnn_status read_file(const char *path, st_file *f, dtnn_error *err)
         st = json_fail(&j, "expected a JSON object");
         goto done;
     }
-    if ((st = json_object(&j, top_member, &tc)) != DTNN_OK)
+    if ((st = json_members(&j, top_member, &tc)) != DTNN_OK)
         goto done;
     if (json_peek(&j) >= 0) {
         st = json_fail(&j, "unexpected data after the header object");

@@ -10,15 +10,15 @@
  * Per-channel sums are accumulated in double, one channel per thread, so results do not
  * depend on the thread count. Within a channel, value j goes to lane j % LANES of LANES
  * double accumulators, added up at the end: the same fixed order on every run, and a loop
- * the compiler vectorises, where one double accumulator was a chain of dependent adds (4
- * cycles a value: batch norm took 16% of a ResNet-20 step, dtnn bench --profile).
+ * the compiler vectorises, where one double accumulator was a chain of dependent adds, each
+ * waiting for the one before (measurements: docs/perf-notes.md).
  *
  * The statistics take one pass over x: sums of d = x - shift and of d^2, shift = the running
  * mean (the same on every rank, so the sums add over ranks), and var = E[d^2] - E[d]^2. In
  * double, with float data, that loses about 1e-16 (E[d]^2 / var) of the variance: nothing
  * unless the batch mean is 1e4 standard deviations from the running one. Batch norm reads
- * memory-bound 4 MiB tensors in ResNet-20's first stage: two passes for the statistics were a
- * third of its forward time.
+ * memory-bound 4 MiB tensors in ResNet-20's first stage, where a second pass over x for the
+ * statistics is a second trip to memory (measurements: docs/perf-notes.md).
  * Backward: dx = gamma * invstd / m * (m * dy - sum(dy) - xhat * sum(dy * xhat)), m = the
  * number of values per channel (over all ranks when synchronised).
  */
@@ -41,10 +41,10 @@ static double lanes_total(const double acc[LANES])
 /* The same rows of the next image: a channel's row of one image is one 4 KiB page (a CIFAR
  * 32x32 plane) and the next image's is 64 KiB further on (C planes of hw), where the hardware
  * prefetchers, which stay within a page, do not follow; every row started with stalls on
- * memory (perf: the loads of the statistics pass took most of its cycles). So the vector loops
- * ask for the next image's rows one line per 8 values as they go, spread over the row: asking
- * for a whole row at once ahead of the work made batch norm slower. Streams the pass reads or
- * writes from memory, NULL where absent. */
+ * memory. So the vector loops ask for the next image's rows one line per 8 values as they
+ * go, spread over the row: asking for a whole row at once ahead of the work made batch norm
+ * slower (measurements: docs/perf-notes.md). Streams the pass reads or writes from memory,
+ * NULL where absent. */
 enum { AHEAD = 4 };
 typedef struct {
     const float *row[AHEAD];
@@ -81,7 +81,8 @@ static inline float passed(float dy, float d, const bn_relu *r, const float *oc,
  * values, returning where it stopped) and the scalar loop for the rest. With AVX2 the vector
  * parts are written by hand: GCC 12 vectorised these loops only in part (scalar
  * float-to-double conversions, and no select for the ReLU, since a compare may trap), and
- * batch norm ran at 7 GB/s, a third of the memory's speed. Elsewhere they do nothing. */
+ * batch norm ran far below the memory's speed (measurements: docs/perf-notes.md). Elsewhere
+ * they do nothing. */
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
 

@@ -7,9 +7,9 @@
  * keeps its im2col path).
  *
  * Why: through im2col a 16-channel 32x32 layer (ResNet-20's first stage) becomes a GEMM with
- * M = 16 rows, a shape on which OpenBLAS reaches a third to a half of its peak, and the
- * unfolded columns are R*S times the input, written by im2col and read back by col2im (LeNet-5
- * spent 29% of its step in those two copies).
+ * M = 16 rows, a shape on which OpenBLAS stays far below its peak, and the unfolded columns
+ * are R*S times the input, written by im2col and read back by col2im, copies that took a large
+ * share of LeNet-5's step (measurements: docs/perf-notes.md).
  *
  * The layout: every input plane is copied once into a zero-padded plane of row stride Wp
  * (the width plus one padding run, shared by neighbouring rows). Output pixel (y, x) gets the
@@ -154,8 +154,8 @@ static pass_geom forward_pass(const conv_geom *g)
  * per parity class (a, b) of the padded input pixel (y + pad_h, x + pad_w): dx (y, x) sums
  * only the taps (r, s) = (a + 2i, b + 2j), over dy (Y' - i, X' - j) with y = 2Y' + a - pad_h,
  * x = 2X' + b - pad_w. A 3x3 kernel's classes have 4, 2, 2 and 1 taps: 9 multiply-adds per
- * input pixel and channel, where im2col + col2im wrote and re-read 9 columns per pixel (and
- * took three quarters of the layer's backward, perf). dy is padded once, by the largest
+ * input pixel and channel, where im2col + col2im wrote and re-read 9 columns per pixel (most
+ * of the layer's backward; measurements: docs/perf-notes.md). dy is padded once, by the largest
  * class's reach (ceil(R / 2) - 1 rows above, as many columns left); the tile kernel and its
  * wide layout are the stride-1 pass's, each class with its own taps and filters. */
 static pass_geom strided_input_grad_pass(const conv_geom *g)
@@ -289,11 +289,10 @@ static void split_row(const float *src, int W, int left, int Wp, float *even_pla
 }
 
 /* Stride 2: each input plane as its four parity planes of the zero-padded plane (above), an
- * input row at a time into both column parities. Scalar, with a bounds test per pixel, this
- * copy took 23% of ResNet-20's 16 -> 32 layer (perf, a one-layer model); gathering each
- * parity plane's row separately (two passes over every input row, half of them misaligned
- * by the left padding into a scalar tail) still took 0.95 ms a pass of a batch of 64: 19%
- * of a stride-2 layer's step. */
+ * input row at a time into both column parities. Scalar, with a bounds test per pixel, and
+ * even gathering each parity plane's row separately (two passes over every input row, half of
+ * them misaligned by the left padding into a scalar tail), this copy was a large share of a
+ * stride-2 layer's step (measurements: docs/perf-notes.md). */
 static void split_parity_planes(const pass_geom *p, long long planes, const float *src,
                                 float *dst, int team)
 {
@@ -441,8 +440,8 @@ static inline void put4(float *dst, __m128 v, int accumulate)
  * pixel (2Y' + a - pad_h, 2X' + b - pad_w), so both classes' rows interleave into every
  * column of an input row, padded column u = 2X' + b: four X' at a time by unpacks into 8
  * contiguous columns. Pixels outside the input are skipped. Class by class, every other
- * column by scalar stores, this took 7% of a one-layer model's step (ResNet-20's 16 -> 32
- * layer after a 16-channel one, perf). */
+ * column by scalar stores, these stores were a visible share of the layer's step
+ * (measurements: docs/perf-notes.md). */
 static void store_class_pair(const conv_geom *g, const pass_geom *d, float t0[MR][NR],
                              float t1[MR][NR], int p0, int c0, int a, float *dx, int accumulate)
 {
@@ -520,9 +519,8 @@ static void strided_input_grad(const conv_geom *g, const pass_geom *d,
  * acc between calls). One job = a block of MR filters and one input channel; image by
  * image, all R x S taps, so the image's 4 dy planes and x plane (20 KiB for a CIFAR plane)
  * are read from L1 by every tap after the first. Tap by tap over the whole chunk, each tap
- * read them from L2 again: ResNet-20's 16-channel layer (a one-layer model, 3 runs each,
- * alternating) took 2.18-2.28 times its forward time for backward, now 2.04-2.14. The sums
- * are the same, in the same order. */
+ * read them from L2 again, and backward was slower (measurements: docs/perf-notes.md). The
+ * sums are the same, in the same order. */
 static void weight_grad(const pass_geom *pg, int n, int C, int K, const float *xp,
                         const float *dyw, size_t dy_plane, float *dw, int team)
 {
@@ -703,7 +701,7 @@ void cpu_conv_direct_backward(const conv_geom *g, int n, int chunk, int slots, c
         pack_filters(w, K, C, f.taps, 1, packed);
     /* x is padded again, not kept from the forward pass: keeping it would hold a padded copy
      * of every direct layer's input for the whole step (resnet20: about 70 MB more), to save
-     * a copy that costs ~2% of the step. */
+     * a copy that is a small part of the step (measurements: docs/perf-notes.md). */
     const int own = cpu_own_threads(slots, n);
     if (own > 1) {
         const size_t stride = chunk_floats(g, &f, &d, chunk);

@@ -75,11 +75,10 @@ typedef struct {
 static size_t round16(size_t n) { return (n + 15) / 16 * 16; }
 
 /* F(4x4, 3x3) where rows of tiles are whole groups of 4 (width a multiple of 16, height of
- * 4): its transforms cost about what F(2x2)'s do per output, and its products 1.8x less.
- * ResNet-20's 16-channel 32x32 layer forward 6.0-6.1 -> 4.2-4.4 ms, its 32-channel 16x16
- * one 3.8-4.1 -> 3.4-3.5 (dtnn bench --profile, batch 64, 1 thread, alternating). On 8x8 images (ResNet-20's
- * 64-channel stage), with two rows of 2 tiles in the lanes of an SSE vector, it lost: forward
- * 3.8-4.8 ms against F(2x2)'s 2.8-3.5 (a one-layer model, alternating). */
+ * 4): its transforms cost about what F(2x2)'s do per output, and its products 1.8x less, so
+ * those layers run faster. On 8x8 images (ResNet-20's 64-channel stage), with two rows of 2
+ * tiles in the lanes of an SSE vector, it was slower than F(2x2) (measurements:
+ * docs/perf-notes.md). */
 static int tile_size(const conv_geom *g)
 {
     return g->H % 4 == 0 && g->W % 16 == 0 ? 4 : 2;
@@ -118,8 +117,8 @@ static int wide(const conv_geom *g) { return g->C > WIDE || g->K > WIDE; }
 
 /* Floats from one position's slab of transformed tiles ([xi][rows][ldv]) to the next: 64
  * bytes more than its rows, so the 16 or 36 positions a transform writes at once fall into
- * different cache sets. Slabs of a multiple of 4 KiB put all 16 into one set of the 8-way L1:
- * the input transform took 21% of a 16-channel layer's forward pass (perf). */
+ * different cache sets. Slabs of a multiple of 4 KiB put all 16 into one set of the 8-way L1,
+ * and the input transform stalled on those conflicts (measurements: docs/perf-notes.md). */
 static size_t slab(int rows, size_t ldv)
 {
     return ldv ? (size_t)rows * ldv + 16 : 0;   /* 0 for no tiles: the scratch's fixed part */
@@ -145,9 +144,10 @@ static const double G4[6][3] = {{1.0 / 4, 0, 0},
 
 /* v [alpha][alpha] = G g G^T in double, rounded once, for 4 filters at a time (a lane
  * each); inlined with alpha a constant (as a runtime loop bound, transforming 64 x 64
- * filters for F(4x4) took 8% of an 8x8 layer's step, perf). One filter at a time in scalar
- * double this still took 1.3% of a ResNet-20 step (perf, 1 thread): the same multiplies and
- * adds in the same order, four lanes at once, give the same floats. */
+ * filters for F(4x4) was a large share of an 8x8 layer's step), four filters at once since one
+ * at a time in scalar double it was still a visible share of a ResNet-20 step (measurements:
+ * docs/perf-notes.md): the same multiplies and adds in the same order, four lanes at once,
+ * give the same floats. */
 static inline __m256d dot3(__m256d a0, __m256d a1, __m256d a2, double b0, double b1,
                            double b2)
 {
@@ -179,7 +179,7 @@ static void transform_filters(const wino_geom *wg, const float *w, int K, int C,
     /* Input channels IB at a time: their transforms go to a buffer first and out position
      * by position, in runs of IB * KB (or IB) floats. Written pair by pair, the 16 or 36
      * stores of a pair were a slab apart (16 KiB for 64 channels: all in one L1 set), and
-     * that took 8% of an 8x8 64-channel layer's step (perf). */
+     * the transform stalled on those conflicts (measurements: docs/perf-notes.md). */
     enum { IB = 16 };
     const int outs = for_input_grad ? C : K, ins = for_input_grad ? K : C;
     const int m = wg->m, xis = wg->xi;
@@ -712,8 +712,8 @@ static void transform_grads(const wino_geom *wg, int n0, int nb, int K, const fl
 }
 
 /* dw of one channel pair += G^T dU G, dU [alpha][alpha] of the pair `stride` floats apart;
- * inlined with alpha a constant (with it a loop bound the compiler did not unroll, these
- * sums took 6% of a 64-channel layer's step). */
+ * inlined with alpha a constant (with it a loop bound the compiler did not unroll, and these
+ * sums were a visible share of a 64-channel layer's step; measurements: docs/perf-notes.md). */
 static inline void pair_grad(int alpha, const double (*G)[3], const float *du, size_t stride,
                              float *dw)
 {
@@ -752,9 +752,8 @@ static size_t grad_chunk_floats(const wino_geom *wg, int nb, int C, int K)
 /* dU [16][K][C] += the products D V^T over the tiles of images n0 .. n0 + nb - 1, by
  * gemm_tiles.c's dot products below 64 channels in or out (their 4-filter blocks keep a row
  * of D in registers) and by BLAS from 64 in and out on, as the im2col path's weight
- * gradients. With 64 and 64 BLAS's packed kernels won: ResNet-20's 64-channel 8x8 layer
- * backward 8.3-10.1 -> 6.2-8.0 ms, while its 32-channel one stayed at 6.1-7.9 either way
- * (one-layer models, alternating). On the whole team or, without `team`, on the calling
+ * gradients. With 64 and 64 BLAS's packed kernels are faster; below, BLAS gained nothing
+ * (measurements: docs/perf-notes.md). On the whole team or, without `team`, on the calling
  * thread alone (the products' own loops then run on it too: nested teams are inactive). */
 static void weight_grad_chunk(const conv_geom *g, const wino_geom *wg, int n0, int nb,
                               const float *x, const float *dy, float *du, float *scratch,
@@ -892,8 +891,8 @@ static void winograd_chunk(const wino_geom *wg, int n0, int nb, int ins, int out
  * (the fewest rounds of equal chunks): its transformed tiles stay in its own core's L2 from
  * the transform to the products, and a chunk needs no barrier. With the whole team on every
  * chunk, half of a thread's reads came from the other core and two barriers a chunk
- * waited for the slower thread (perf, 2 threads: 9% of a 32-channel layer's samples in
- * libgomp's wait). Each output's sums are the same either way. */
+ * waited for the slower thread (measurements: docs/perf-notes.md). Each output's sums are the
+ * same either way. */
 static void winograd_pass(const wino_geom *wg, int n, int chunk, int slots, int ins, int outs,
                           const float *in, const float *u, const float *bias, float *out,
                           int accumulate, float *scratch)
@@ -960,11 +959,10 @@ size_t cpu_conv_winograd_workspace(const conv_geom *g, int chunk, int slots, int
  * beside the fixed part, and the workspace limit with it.
  *   narrow forward / input gradient: 1 MiB, the transformed tiles stay in L2;
  *   narrow weight gradient: 4 MiB; it reads one of 16 position slices at a time, summing over
- *     tiles, so a slice stays within L2 and the sums are long. Backward / forward time of
- *     ResNet-20's 32-channel 16x16 and 64-channel 8x8 layers (one-layer models, 3 runs each,
- *     alternating): 1 MiB 2.32-2.44 / 3.16-3.24 (the 8x8 stage sums 32 tiles a call),
- *     2 MiB 2.07-2.19 / 2.56-2.73, 4 MiB 2.14-2.23 / 2.36-2.55, 8 MiB 2.64-2.66 / 2.78-3.06
- *     (the transformed tiles no longer stay in L2 between the transforms and the products);
+ *     tiles, so a slice stays within L2 and the sums are long; smaller chunks make short sums
+ *     (the 8x8 stage's 1 MiB chunk sums 32 tiles a call), and at 8 MiB the transformed tiles
+ *     no longer stay in L2 between the transforms and the products (measurements:
+ *     docs/perf-notes.md);
  *   wide: 16 MiB, so the GEMMs have a few hundred tiles for their N. */
 int cpu_conv_winograd_chunk(const conv_geom *g, int max_batch, size_t limit, int slots,
                             int weight_grad)

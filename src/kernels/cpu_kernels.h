@@ -6,9 +6,8 @@
  * Threads: loops over jobs (planes, channels, tile and filter blocks) are schedule(guided):
  * large contiguous chunks first, as static's halves, then ever smaller ones, so a thread that
  * got less of its core (this machine is a shared VM: for tens of seconds at a time the second
- * core runs at about half speed) no longer holds every other thread at the loop's end.
- * ResNet-20 at 2 threads, batch 64, alternating: static 288 / 442 / 427 / 426 images/s,
- * guided 441 / 461 / 510 / 476. Every output is still computed by one job in a fixed order,
+ * core runs at about half speed) no longer holds every other thread at the loop's end
+ * (measurements: docs/perf-notes.md). Every output is still computed by one job in a fixed order,
  * so results do not depend on which thread ran it. Element-wise loops (activation.c, add,
  * the optimizers) stay static: streaming halves of an array, they are short and bound by
  * memory.
@@ -169,12 +168,11 @@ static inline float cpu_hsum8(__m256 v)
 /* Asks for `count` floats from p to be brought into cache, a line at a time. Kernels that work
  * plane by plane ask for the next plane: a plane of a CIFAR activation is one 4 KiB page, and
  * the hardware prefetchers do not run across pages, so each plane otherwise starts with a
- * stall on memory. The Winograd and direct convolutions' plane copies: resnet20 batch 64,
- * 1 thread, 159-169 -> 180-191 images/s (3 alternating runs). They ask a row of the next
+ * stall on memory. The Winograd and direct convolutions' plane copies ask a row of the next
  * plane per row they copy: a whole page asked for at once filled the queue of misses, and the
- * prefetch instructions themselves stalled (perf: 17% of the Winograd input transform's
- * cycles); batch norm got slower with it. Batch norm asks for the next image's rows a line at
- * a time as it goes (batchnorm.c, fetch_ahead). */
+ * prefetch instructions themselves stalled; batch norm got slower with it (measurements:
+ * docs/perf-notes.md). Batch norm asks for the next image's rows a line at a time as it goes
+ * (batchnorm.c, fetch_ahead). */
 static inline void prefetch_floats(const float *p, size_t count)
 {
     for (size_t i = 0; i < count; i += 16)

@@ -2,8 +2,8 @@
  * depthwise.c — direct depthwise convolution (groups == C == K, one R x S filter per channel),
  * forward, backward to the input and backward to the weights, any kernel, stride, padding and
  * dilation. For MobileNetV2's 3x3 depthwise layers: through im2col each of them is C GEMMs of
- * one output row and 9 inputs, which spent 60% of a MobileNetV2 step in call overhead and
- * copies (dtnn bench --profile, 3x64x64, batch 16).
+ * one output row and 9 inputs, which spent most of a MobileNetV2 step in call overhead and
+ * copies (measurements: docs/perf-notes.md).
  *
  * Loops run per channel plane (n, c), an output row at a time: for each kernel tap the valid
  * output range [q0, q1) is computed once, so the inner loop has no bounds tests and is a

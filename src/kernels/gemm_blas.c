@@ -4,9 +4,9 @@
  *
  * Threading: there is exactly one thread pool, OpenMP's. The BLAS always runs single-threaded
  * and cpu_gemm splits a large product into one block of rows or columns per OpenMP thread.
- * Measured on the 2-core machine (lenet5, batch 64): OpenBLAS's own pthreads next to OpenMP's
- * spinning workers trained at 1,000 images/s on 2 threads against 2,700 on 1 thread; the two
- * pools fought over the cores. With one pool they cannot. Each block of C is computed by one
+ * OpenBLAS's own pthreads next to OpenMP's spinning workers made 2 threads train far slower
+ * than 1 on the 2-core machine: the two pools fought over the cores (measurements:
+ * docs/perf-notes.md). With one pool they cannot. Each block of C is computed by one
  * thread with the same partition for the same thread count, so results stay deterministic.
  */
 #include <stdio.h>

@@ -34,8 +34,8 @@ size_t cpu_gemm_tiles_scratch(int m, int k)
  * step = ldb); a direct convolution is one step per input plane and one tap per kernel
  * position (conv_direct.c). 12 accumulators, 3 loads and 4 broadcasts per tap, named
  * variables rather than an array, and the tap loop not unrolled: GCC 12 otherwise spilled
- * accumulators to the stack and folded each load into all 12 FMAs (16 loads per 12 FMAs; 38
- * GFLOP/s instead of 60-70 on ResNet-20's first stage). The empty asm statement keeps the
+ * accumulators to the stack and folded each load into all 12 FMAs (16 loads per 12 FMAs, well
+ * below the tile's speed; measurements: docs/perf-notes.md). The empty asm statement keeps the
  * three loaded vectors in registers. */
 #define TILE_ROW(j)                                                                            \
     do {                                                                                       \
@@ -183,7 +183,8 @@ void cpu_gemm_tiles(int m, int n, int k, const float *b, int ldb, float *c, int 
  * DOT_GROUP blocks of B, and runs the reduction in pieces of DOT_PIECE: the piece of the 4
  * rows of A (8 KiB) stays in L1 while the group's rows of B stream past it from L2. Over the
  * whole length at once, every block read its 7 rows from L2 (Winograd's weight gradient: a
- * sum over up to thousands of tiles), 1.8 times slower per FLOP than the 4 x 24 tile. */
+ * sum over up to thousands of tiles), much slower per FLOP than the 4 x 24 tile (measurements:
+ * docs/perf-notes.md). */
 enum { DOT_GROUP = 16, DOT_PIECE = 512 };
 
 void cpu_gemm_dots(int m, int n, int k, const float *a, int lda, const float *b, int ldb,

@@ -19,8 +19,8 @@ static void window(int start, int k, int size, int *lo, int *hi)
 /* One plane without padding, every window inside the image (LeNet's and VGG's 2x2 / 2):
  * the same choice as the general loop below (the first maximum wins ties, the first NaN wins
  * and stays), made a whole output row at a time, window offset by window offset, with
- * selects the compiler vectorises. Per output, as below, LeNet-5's first pooling took 24 ns
- * per output and 17% of its training step. */
+ * selects the compiler vectorises. Per output, as below, LeNet-5's first pooling was a large
+ * share of its training step (measurements: docs/perf-notes.md). */
 static void maxpool_plane_inside(const pool_geom *g, const float *xp, float *yp, int32_t *ap)
 {
     const int W = g->W, Q = g->Q, sw = g->stride_w;

@@ -27,15 +27,13 @@
  * p->stop) ends the run after the current step with a checkpoint, on every rank after the
  * same step.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <string.h>
-#include <sys/statvfs.h>
-#include <unistd.h>
 
 #include "../core/internal.h"
-#include "../dist/grad_sync.h"
+#include "../comm/grad_sync.h"
+#include "../io/checkpoint_files.h"
 
 void dtnn_train_params_default(dtnn_train_params *p)
 {
@@ -241,102 +239,6 @@ static dtnn_status average_buffers(dtnn_model *m, dtnn_comm *comm, dtnn_error *e
     return st;
 }
 
-/* Fails early when a file cannot be created in path's folder, or when the folder lacks the
- * space for `bytes` more (a checkpoint is written beside the previous one, then renamed over
- * it), rather than after hours. The file it creates and removes has the name the writer gives
- * its temporary (safetensors.c: PATH.tmp.<pid>), so a process killed in between leaves only
- * what a kill during a save can leave anyway (tests/cli_signals.sh kills at random moments;
- * a ".probe.<pid>" name was once left behind there). */
-static dtnn_status check_writable(const char *path, const char *what, size_t bytes,
-                                  dtnn_error *err)
-{
-    char probe[4096];
-    snprintf(probe, sizeof probe, "%s.tmp.%ld", path, (long)getpid());
-    FILE *f = fopen(probe, "wb");
-    if (!f)
-        return dtnn_error_set(err, DTNN_ERR_IO, "cannot write the %s '%s': %s", what, path,
-                              strerror(errno));
-    fclose(f);
-    struct statvfs fs;
-    int full = statvfs(probe, &fs) == 0 && (uint64_t)fs.f_bavail * fs.f_frsize < bytes;
-    remove(probe);
-    if (full)
-        return dtnn_error_set(err, DTNN_ERR_IO, "cannot write the %s '%s': it needs about %.1f "
-                              "MiB and its file system has %.1f MiB free", what, path,
-                              (double)bytes / 1048576.0,
-                              (double)fs.f_bavail * fs.f_frsize / 1048576.0);
-    return DTNN_OK;
-}
-
-/* What a checkpoint of m with opt takes on disk: its tensors plus a generous header. */
-static size_t checkpoint_bytes(dtnn_model *m, const dtnn_optimizer *opt)
-{
-    size_t floats = dtnn_model_params_padded(m) * (size_t)(1 + dtnn_optimizer_state_slots(opt));
-    return sizeof(float) * floats + dtnn_model_buffer_bytes(m) + ((size_t)64 << 10);
-}
-
-/* Kept copies of checkpoint "run/a.safetensors" are "run/a.step00000120.safetensors"; a name
- * without that extension gets ".step00000120" appended. stem_length is the part before it. */
-static size_t stem_length(const char *name)
-{
-    const char *ext = ".safetensors";
-    size_t n = strlen(name), e = strlen(ext);
-    return n > e && !strcmp(name + n - e, ext) ? n - e : n;
-}
-
-static void kept_name(char *out, size_t len, const char *path, int64_t step)
-{
-    size_t stem = stem_length(path);
-    snprintf(out, len, "%.*s.step%08lld%s", (int)stem, path, (long long)step, path + stem);
-}
-
-static int cmp_i64(const void *a, const void *b)
-{
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x > y) - (x < y);
-}
-
-/* --keep K: hard-links the checkpoint just written as its step's copy (the next atomic save
- * replaces path's directory entry, not this file), then removes all but the K newest copies
- * in the folder, including those of earlier runs of the same path. */
-static dtnn_status keep_copy(const char *path, int64_t step, int keep, dtnn_error *err)
-{
-    char name[4096];
-    kept_name(name, sizeof name, path, step);
-    remove(name);
-    if (link(path, name) != 0)
-        return dtnn_error_set(err, DTNN_ERR_IO, "cannot keep a copy of checkpoint '%s' as '%s': "
-                              "%s", path, name, strerror(errno));
-    const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
-    char dir[4096];
-    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(base - path) : 1, slash ? path : ".");
-    const size_t stem = stem_length(base);
-    DIR *dp = opendir(dir);
-    if (!dp)
-        return DTNN_OK;
-    int64_t steps[4096];
-    int n = 0;
-    struct dirent *de;
-    while ((de = readdir(dp)) && n < 4096) {
-        if (strncmp(de->d_name, base, stem) || strncmp(de->d_name + stem, ".step", 5))
-            continue;
-        const char *digits = de->d_name + stem + 5;
-        if (*digits < '0' || *digits > '9')
-            continue;
-        char *end;
-        long long v = strtoll(digits, &end, 10);
-        if (!strcmp(end, base + stem))
-            steps[n++] = v;
-    }
-    closedir(dp);
-    qsort(steps, (size_t)n, sizeof steps[0], cmp_i64);
-    for (int i = 0; i + keep < n; i++) {
-        kept_name(name, sizeof name, path, steps[i]);
-        remove(name);
-    }
-    return DTNN_OK;
-}
-
 /* Saves the run's position (rank 0 writes; every rank calls). Mid-epoch the batch-norm
  * running statistics are averaged over the ranks first (averaged is what the epoch end would
  * give too, as the running average is linear), so every checkpoint holds one agreed set. */
@@ -356,7 +258,7 @@ static dtnn_status save_checkpoint(dtnn_model *m, dtnn_optimizer *opt, const dtn
         return dtnn_error_set(err, e.code, "the checkpoint at step %lld could not be written, "
                               "so training stops; the last good one is intact. %s",
                               (long long)ts->step, e.message);
-    if (p->keep > 0 && (st = keep_copy(p->save_path, ts->step, p->keep, err)))
+    if (p->keep > 0 && (st = ckpt_keep_copy(p->save_path, ts->step, p->keep, err)))
         return st;
     return DTNN_OK;
 }
@@ -472,7 +374,8 @@ static dtnn_status train_run(dtnn_model *m, dtnn_optimizer *opt, dtnn_loader *tr
     FILE *log = NULL;
     dtnn_status st = DTNN_OK;
     if (rank == 0 && p->save_path &&
-        (st = check_writable(p->save_path, "checkpoint", checkpoint_bytes(m, opt), err)))
+        (st = ckpt_check_writable(p->save_path, "checkpoint", ckpt_estimate_bytes(m, opt),
+                                  err)))
         return st;
     if (rank == 0 && p->log_path) {
         log = fopen(p->log_path, ts->step > 0 ? "ab" : "wb");

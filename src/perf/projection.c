@@ -4,22 +4,25 @@
  * all-reduce (Hockney's model: a message of n bytes costs alpha + n beta). It runs no
  * communication; docs/scaling.md has the method, the calibration against measured runs and
  * its limits (no congestion, no contention between compute and communication for cores or
- * memory bandwidth, a perfect non-blocking network).
+ * memory bandwidth, a perfect non-blocking network). It is a performance model, not part of
+ * the communication layer: its users are `dtnn bench --project` (tools/project.c) and
+ * whoever calls the public dtnn_project_* functions (dtnn.h).
  *
  * Ring all-reduce (reduce-scatter then all-gather, Patarasuk & Yuan 2009; Thakur et al. 2005):
  * 2 (P-1) steps, each moving n/P bytes over every link: 2 (P-1) alpha + 2 (P-1)/P n beta. With
  * several ranks per node in a node-major ring, only one hop per node crosses its NIC; the
- * ring moves in lock step, so each step costs the slower of that hop and an intra-node one. Hierarchical (dtnn's --allreduce hierarchical): a
- * binomial-tree reduce to the node's leader and a broadcast back, ceil(log2 R) full-size
- * messages each, around a ring among the N leaders.
+ * ring moves in lock step, so each step costs the slower of that hop and an intra-node one.
+ * Hierarchical (dtnn's --allreduce hierarchical): a binomial-tree reduce to the node's leader
+ * and a broadcast back, ceil(log2 R) full-size messages each, around a ring among the N
+ * leaders.
  *
- * The step simulation follows grad_sync.c: buckets are cut from the end of the flat gradient
- * (the last layers, whose gradients backward produces first); with overlap, bucket k starts at
- * max(when backward has produced all of it, when bucket k-1 finished) — one communication
- * stream, as one MPI progress engine gives — and the exposed time is what is left after
- * backward. Without overlap every all-reduce runs after backward. 16-bit gradients halve the
- * bytes and may add a cost per value (converting and summing in software, as dtnn does on a
- * CPU), charged to the bucket's all-reduce.
+ * The step simulation follows the gradient sync (grad_sync.c): buckets are cut from the end of
+ * the flat gradient (the last layers, whose gradients backward produces first); with overlap,
+ * bucket k starts at max(when backward has produced all of it, when bucket k-1 finished) — one
+ * communication stream, as one MPI progress engine gives — and the exposed time is what is
+ * left after backward. Without overlap every all-reduce runs after backward. 16-bit gradients
+ * halve the bytes and may add a cost per value (converting and summing in software, as dtnn
+ * does on a CPU), charged to the bucket's all-reduce.
  */
 #include <math.h>
 #include <stdlib.h>

@@ -1,0 +1,112 @@
+/*
+ * checkpoint_files.c — the files around a checkpoint, for the trainer: the check before a run
+ * that the checkpoint can be written and has the space (statvfs), the estimate of that space,
+ * and the step-numbered copies of --keep K with their rotation (the K newest stay). Writing
+ * and reading the checkpoint itself is checkpoint.c's, over safetensors.c; nothing here looks
+ * inside a file.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include "checkpoint_files.h"
+
+/* Fails early when a file cannot be created in path's folder, or when the folder lacks the
+ * space for `bytes` more (a checkpoint is written beside the previous one, then renamed over
+ * it), rather than after hours. The file it creates and removes has the name the writer gives
+ * its temporary (safetensors.c: PATH.tmp.<pid>), so a process killed in between leaves only
+ * what a kill during a save can leave anyway (tests/cli_signals.sh kills at random moments;
+ * a ".probe.<pid>" name was once left behind there). */
+dtnn_status ckpt_check_writable(const char *path, const char *what, size_t bytes,
+                                dtnn_error *err)
+{
+    char probe[4096];
+    snprintf(probe, sizeof probe, "%s.tmp.%ld", path, (long)getpid());
+    FILE *f = fopen(probe, "wb");
+    if (!f)
+        return dtnn_error_set(err, DTNN_ERR_IO, "cannot write the %s '%s': %s", what, path,
+                              strerror(errno));
+    fclose(f);
+    struct statvfs fs;
+    int full = statvfs(probe, &fs) == 0 && (uint64_t)fs.f_bavail * fs.f_frsize < bytes;
+    remove(probe);
+    if (full)
+        return dtnn_error_set(err, DTNN_ERR_IO, "cannot write the %s '%s': it needs about %.1f "
+                              "MiB and its file system has %.1f MiB free", what, path,
+                              (double)bytes / 1048576.0,
+                              (double)fs.f_bavail * fs.f_frsize / 1048576.0);
+    return DTNN_OK;
+}
+
+/* What a checkpoint of m with opt takes on disk: its tensors plus a generous header. */
+size_t ckpt_estimate_bytes(dtnn_model *m, const dtnn_optimizer *opt)
+{
+    size_t floats = dtnn_model_params_padded(m) * (size_t)(1 + dtnn_optimizer_state_slots(opt));
+    return sizeof(float) * floats + dtnn_model_buffer_bytes(m) + ((size_t)64 << 10);
+}
+
+/* Kept copies of checkpoint "run/a.safetensors" are "run/a.step00000120.safetensors"; a name
+ * without that extension gets ".step00000120" appended. stem_length is the part before it. */
+static size_t stem_length(const char *name)
+{
+    const char *ext = ".safetensors";
+    size_t n = strlen(name), e = strlen(ext);
+    return n > e && !strcmp(name + n - e, ext) ? n - e : n;
+}
+
+static void kept_name(char *out, size_t len, const char *path, int64_t step)
+{
+    size_t stem = stem_length(path);
+    snprintf(out, len, "%.*s.step%08lld%s", (int)stem, path, (long long)step, path + stem);
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* --keep K: hard-links the checkpoint just written as its step's copy (the next atomic save
+ * replaces path's directory entry, not this file), then removes all but the K newest copies
+ * in the folder, including those of earlier runs of the same path. */
+dtnn_status ckpt_keep_copy(const char *path, int64_t step, int keep, dtnn_error *err)
+{
+    char name[4096];
+    kept_name(name, sizeof name, path, step);
+    remove(name);
+    if (link(path, name) != 0)
+        return dtnn_error_set(err, DTNN_ERR_IO, "cannot keep a copy of checkpoint '%s' as '%s': "
+                              "%s", path, name, strerror(errno));
+    const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(base - path) : 1, slash ? path : ".");
+    const size_t stem = stem_length(base);
+    DIR *dp = opendir(dir);
+    if (!dp)
+        return DTNN_OK;
+    int64_t steps[4096];
+    int n = 0;
+    struct dirent *de;
+    while ((de = readdir(dp)) && n < 4096) {
+        if (strncmp(de->d_name, base, stem) || strncmp(de->d_name + stem, ".step", 5))
+            continue;
+        const char *digits = de->d_name + stem + 5;
+        if (*digits < '0' || *digits > '9')
+            continue;
+        char *end;
+        long long v = strtoll(digits, &end, 10);
+        if (!strcmp(end, base + stem))
+            steps[n++] = v;
+    }
+    closedir(dp);
+    qsort(steps, (size_t)n, sizeof steps[0], cmp_i64);
+    for (int i = 0; i + keep < n; i++) {
+        kept_name(name, sizeof name, path, steps[i]);
+        remove(name);
+    }
+    return DTNN_OK;
+}
