@@ -47,7 +47,7 @@ static dtnn_status pool_infer(layer *l, dtnn_error *err)
     pool_cfg *c = l->cfg;
     dtnn_shape in = l->in[0];
     pool_geom *g = &c->g;
-    memset(g, 0, sizeof *g);
+    *g = (pool_geom){0};
     g->C = in.c;
     g->H = in.h;
     g->W = in.w;
@@ -121,7 +121,7 @@ static double pool_flops(const layer *l)
     static void ident##_defaults(void *cfg)                                                   \
     {                                                                                         \
         pool_cfg *c = cfg;                                                                    \
-        memset(c, 0, sizeof *c);                                                              \
+        *c = (pool_cfg){0};                                                                   \
         c->kind = kind_value;                                                                 \
         c->count_include_pad = 1;                                                             \
     }                                                                                         \
