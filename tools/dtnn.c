@@ -291,11 +291,11 @@ static int cmd_train(int argc, char **argv, dtnn_comm *comm)
     char blas[128];
     if (rank == 0) {
         printf("dtnn: training %s on %s (%lld train / %lld test samples of %dx%dx%d, %d "
-               "classes), %zu parameters, batch %d, %s lr %g, %d thread%s, %s\n",
+               "classes), %zu parameters, batch %d, %s lr %g, device %s, %d thread%s, %s\n",
                cli_str(o, n, "model"), cd.name, (long long)cd.shape.n, (long long)cd.test_n,
                cd.shape.c, cd.shape.h, cd.shape.w, cd.shape.classes, dtnn_model_param_count(m),
-               tp.batch_size, dtnn_opt_name(kind), tp.sched.base_lr, threads,
-               threads == 1 ? "" : "s", dtnn_blas_name(blas, sizeof blas));
+               tp.batch_size, dtnn_opt_name(kind), tp.sched.base_lr, dtnn_model_device(m),
+               threads, threads == 1 ? "" : "s", dtnn_blas_name(blas, sizeof blas));
         if (ranks > 1)
             printf("dtnn: data parallel on %d MPI ranks (%d node%s, %s), %d samples per rank "
                    "per step, all-reduce %s, gradients as %s\n", ranks,
