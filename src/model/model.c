@@ -1,207 +1,21 @@
 /*
  * model.c — a model is a list of layers in topological order (each layer names its producers),
- * built once: shapes inferred, every buffer planned and allocated, parameters initialised. After
- * that a training step allocates nothing.
+ * built once: shapes inferred, every buffer planned (model_plan.c) and allocated by the
+ * backend, parameters initialised. After that a training step allocates nothing. Then forward
+ * and backward, layer by layer through the backend; values go in and out in model_copy.c.
  *
- * Memory plan: parameters, gradients (same layout) and batch-norm buffers each live in one
- * aligned flat buffer, laid out in layer order; every tensor has a PyTorch state_dict name
- * ("<layer name>.<suffix>"). Each layer owns its output array for max_batch samples, except
- * the ReLUs (and flattens) that write over their input's (plan_inplace); one scratch workspace
- * (the largest any layer asks for) is shared by all layers. A ReLU in place after a batch norm
- * or an add is done by that layer in the same pass (plan_fusion) and skipped, and so is a
- * two-input add after a batch norm (the batch norm does it and writes the add's output).
- * Backward visits layers in reverse; when an output feeds several layers, the first gradient to
- * arrive writes and the others add (dx_accumulate), so no gradient buffer is ever cleared.
- *
- * Output gradients share one pool (plan_gradient_pool): the gradient at layer i's output is
- * only alive from the backward of its last consumer to its own backward, so buffers whose
- * lifetimes do not overlap take the same memory. In a chain that is two buffers instead of one
- * per layer: about half of the activation memory of training.
+ * Parameters, gradients (same layout) and batch-norm buffers each live in one aligned flat
+ * buffer, laid out in layer order; every tensor has a PyTorch state_dict name ("<layer
+ * name>.<suffix>"). Backward visits layers in reverse; when an output feeds several layers, the
+ * first gradient to arrive writes and the others add (dx_accumulate), so no gradient buffer is
+ * ever cleared.
  */
 #include <math.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "../layers/layer.h"
 #include "../core/rng.h"
 #include "model_internal.h"
-
-/* Which layers compute their output in their input's memory (alias[i] = the producer whose
- * output array layer i shares, else -1): see layer_ops.inplace. Returns nonzero when out of
- * memory. */
-static int plan_inplace(const dtnn_model *m, int *alias)
-{
-    const int n = m->n_layers;
-    int *consumers = calloc((size_t)n, sizeof(int));
-    if (!consumers)
-        return 1;
-    for (int j = 0; j < n; j++)
-        for (int k = 0; k < m->layers[j]->n_in; k++)
-            if (m->layers[j]->in_ids[k] != DTNN_INPUT)
-                consumers[m->layers[j]->in_ids[k]]++;
-    for (int i = 0; i < n; i++) {
-        const layer *l = m->layers[i];
-        const int src = l->n_in == 1 ? l->in_ids[0] : DTNN_INPUT;
-        alias[i] = -1;
-        /* The model input is the caller's memory: never written. */
-        if (!l->ops->inplace || src == DTNN_INPUT || consumers[src] != 1 ||
-            m->layers[src]->ops->backward_reads_output ||
-            (l->ops->inplace == LAYER_INPLACE && alias[src] >= 0))
-            continue;
-        alias[i] = alias[src] >= 0 ? alias[src] : src;
-    }
-    free(consumers);
-    return 0;
-}
-
-extern const layer_ops layer_relu, layer_add, layer_batchnorm;
-
-/* How many inputs of the layers strictly between `lo` and `hi` read the output of `id`. */
-static int reads_between(const dtnn_model *m, int id, int lo, int hi)
-{
-    int reads = 0;
-    for (int j = lo + 1; j < hi; j++)
-        for (int k = 0; k < m->layers[j]->n_in; k++)
-            reads += m->layers[j]->in_ids[k] == id;
-    return reads;
-}
-
-/* A two-input add whose one input is a batch norm that feeds nothing else (ResNet's bn2 +
- * shortcut) is done by that batch norm: y = relu(bn(x) + residual), its ReLU too when fused
- * into the add; backward the batch norm passes the gradient to the residual. That saves the
- * batch norm's output going to memory and back (and backward the add's pass): ResNet-20's
- * batch norms and adds, forward + backward, 51-66 -> 47-61 ms a step (dtnn bench --profile,
- * batch 64, 1 thread, three alternating runs), peak RSS 142 -> 121 MB (the batch norm's
- * output is the add's). The residual's gradient is then written at the
- * batch norm's place in the backward order instead of the add's, so the residual must come
- * from before the batch norm and no layer between them may read it (the first gradient to
- * reach a producer writes, the later ones add). */
-static void plan_residual_fusion(dtnn_model *m, int *first)
-{
-    for (int i = 0; i < m->n_layers; i++) {
-        layer *a = m->layers[i];
-        if (a->ops != &layer_add || a->n_in != 2)
-            continue;
-        for (int s = 0; s < 2; s++) {
-            const int b_id = a->in_ids[s], r_id = a->in_ids[1 - s];
-            if (b_id == DTNN_INPUT || r_id == b_id || (r_id != DTNN_INPUT && r_id > b_id))
-                continue;
-            layer *b = m->layers[b_id];
-            /* the add is the batch norm's only reader */
-            if (b->ops != &layer_batchnorm || b->relu_fused || b->residual_add ||
-                reads_between(m, b_id, b_id, m->n_layers) != 1 ||
-                (r_id != DTNN_INPUT && reads_between(m, r_id, b_id, i)))
-                continue;
-            b->residual_add = a;
-            b->residual_slot = 1 - s;
-            a->fused = 1;
-            /* the add's output gradient, or that of the ReLU fused into it, is read by the
-             * batch norm */
-            for (int j = i; j < m->n_layers; j++)
-                if (first[j] == i)
-                    first[j] = b_id;
-            break;
-        }
-    }
-}
-
-/* Which ReLUs their producer does (layer_ops.relu_epilogue): a ReLU running in place on the
- * output of a layer that can clamp it, unless the build asks for every layer on its own
- * (dtnn_build_params.unfused). first[i] is the lowest layer whose backward uses layer i's
- * output gradient: i, or for a fused ReLU its producer, which reads the ReLU's output gradient
- * as its own (so plan_gradient_pool keeps it alive until then). */
-static void plan_fusion(dtnn_model *m, const int *alias, int *first)
-{
-    for (int i = 0; i < m->n_layers; i++) {
-        m->layers[i]->relu_fused = m->layers[i]->fused = 0;
-        m->layers[i]->residual_add = NULL;
-        first[i] = i;
-    }
-    for (int i = 0; i < m->n_layers && !m->bp.unfused; i++) {
-        layer *l = m->layers[i];
-        if (l->ops != &layer_relu || alias[i] < 0 || alias[i] != l->in_ids[0])
-            continue;
-        layer *producer = m->layers[alias[i]];
-        if (!producer->ops->relu_epilogue || producer->relu_fused)
-            continue;
-        producer->relu_fused = 1;
-        l->fused = 1;
-        first[i] = alias[i];
-    }
-    if (!m->bp.unfused)
-        plan_residual_fusion(m, first);
-}
-
-/* Places each layer's output gradient (size[i] floats) in a shared pool: the gradient of layer
- * i is alive over the layers [first[i], last consumer of i] (backward runs from the last
- * consumer, which writes it first, down to first[i], which reads it last: i itself, or the
- * producer of a fused ReLU). Largest first, each at the lowest
- * offset that overlaps in memory no placed buffer alive at the same time: first-fit
- * interval colouring, O(n^2) for n layers, at build time only. Returns the pool's size in
- * floats, or SIZE_MAX when out of memory. */
-static size_t plan_gradient_pool(const dtnn_model *m, const int *first, const size_t *size,
-                                 size_t *offset)
-{
-    const int n = m->n_layers;
-    int *last = malloc(sizeof(int) * (size_t)n), *order = malloc(sizeof(int) * (size_t)n);
-    int *placed = malloc(sizeof(int) * (size_t)n);
-    if (!last || !order || !placed) {
-        free(last);
-        free(order);
-        free(placed);
-        return SIZE_MAX;
-    }
-    for (int i = 0; i < n; i++) {
-        last[i] = i;
-        order[i] = i;
-    }
-    for (int j = 0; j < n; j++)
-        for (int k = 0; k < m->layers[j]->n_in; k++)
-            if (m->layers[j]->in_ids[k] != DTNN_INPUT)
-                last[m->layers[j]->in_ids[k]] = DTNN_MAX(last[m->layers[j]->in_ids[k]], j);
-    /* Largest first (ties: lower layer first, so the plan is deterministic). */
-    for (int a = 1; a < n; a++) {
-        int v = order[a], b = a;
-        while (b > 0 && (size[order[b - 1]] < size[v] ||
-                         (size[order[b - 1]] == size[v] && order[b - 1] > v))) {
-            order[b] = order[b - 1];
-            b--;
-        }
-        order[b] = v;
-    }
-    size_t pool = 0;
-    for (int a = 0; a < n; a++) {
-        const int i = order[a];
-        /* The placed buffers alive with i, by offset; take the first gap that fits. */
-        int live = 0;
-        for (int b = 0; b < a; b++) {
-            const int j = order[b];
-            if (first[j] <= last[i] && first[i] <= last[j])
-                placed[live++] = j;
-        }
-        for (int x = 1; x < live; x++) {
-            int v = placed[x], y = x;
-            while (y > 0 && offset[placed[y - 1]] > offset[v]) {
-                placed[y] = placed[y - 1];
-                y--;
-            }
-            placed[y] = v;
-        }
-        size_t at = 0;
-        for (int b = 0; b < live; b++) {
-            const int j = placed[b];
-            if (offset[j] >= at + size[i])
-                break;
-            at = DTNN_MAX(at, offset[j] + size[j]);
-        }
-        offset[i] = at;
-        pool = DTNN_MAX(pool, at + size[i]);
-    }
-    free(last);
-    free(order);
-    free(placed);
-    return pool;
-}
 
 void dtnn_build_params_default(dtnn_build_params *p)
 {
@@ -504,88 +318,9 @@ static dtnn_status plan_tensors(dtnn_model *m, dtnn_error *err)
     return DTNN_OK;
 }
 
-size_t dtnn_memory_available(void)
+/* Shapes, in topological order: every layer's inputs, then its infer(). */
+static dtnn_status infer_shapes(dtnn_model *m, const dtnn_build_params *p, dtnn_error *err)
 {
-    size_t avail = 0;
-    FILE *f = fopen("/proc/meminfo", "r");
-    char line[256];
-    while (f && fgets(line, sizeof line, f)) {
-        unsigned long long kb;
-        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
-            avail = (size_t)kb * 1024;
-    }
-    if (f)
-        fclose(f);
-    if (!avail) {
-        long pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-        avail = pages > 0 && page > 0 ? (size_t)pages * (size_t)page : SIZE_MAX;
-    }
-    /* A cgroup v2 limit (containers, batch schedulers) caps what this process may take. */
-    unsigned long long limit = 0, used = 0;
-    f = fopen("/sys/fs/cgroup/memory.max", "r");
-    int has_limit = f && fscanf(f, "%llu", &limit) == 1;
-    if (f)
-        fclose(f);
-    f = fopen("/sys/fs/cgroup/memory.current", "r");
-    if (f && fscanf(f, "%llu", &used) != 1)
-        used = 0;
-    if (f)
-        fclose(f);
-    if (has_limit && limit > used)
-        avail = DTNN_MIN(avail, (size_t)(limit - used));
-    return avail;
-}
-
-void dtnn_model_memory(const dtnn_model *m, dtnn_memory *out) { *out = m->memory; }
-
-/* Adds up what the model will allocate (and the optimizer after it) and refuses, before any
- * of it is allocated, what does not fit: an error now instead of the OOM killer later. */
-static dtnn_status check_memory(dtnn_model *m, const dtnn_build_params *p, size_t act_floats,
-                                size_t aux_bytes, size_t ws, dtnn_error *err)
-{
-    dtnn_memory *mem = &m->memory;
-    const size_t param_bytes = sizeof(float) * m->n_params_padded;
-    mem->params = param_bytes;
-    mem->grads = p->training ? param_bytes : 0;
-    mem->optimizer = p->training ? param_bytes * (size_t)DTNN_MAX(p->optimizer_slots, 0) : 0;
-    mem->buffers = m->buffer_bytes;
-    mem->activations = sizeof(float) * act_floats + aux_bytes +
-                       (p->training && p->input_grad
-                            ? sizeof(float) * shape_size(m->input) * p->max_batch
-                            : 0);
-    mem->workspace = ws;
-    mem->total = mem->params + mem->grads + mem->optimizer + mem->buffers + mem->activations +
-                 mem->workspace;
-    size_t limit = p->memory_limit ? p->memory_limit : dtnn_memory_available();
-    if (mem->total <= limit)
-        return DTNN_OK;
-    const double gib = 1024.0 * 1024.0 * 1024.0;
-    return dtnn_error_set(err, DTNN_ERR_NOMEM, "the model needs %.2f GiB at batch %d "
-                          "(parameters %.2f, gradients %.2f, optimizer state %.2f, activations "
-                          "%.2f, workspace %.2f GiB) but %.2f GiB is available%s: lower the "
-                          "batch size", (double)mem->total / gib, p->max_batch,
-                          (double)mem->params / gib, (double)mem->grads / gib,
-                          (double)mem->optimizer / gib, (double)mem->activations / gib,
-                          (double)mem->workspace / gib, (double)limit / gib,
-                          p->memory_limit ? " (the memory limit given)" : "");
-}
-
-dtnn_status dtnn_model_build(dtnn_model *m, const dtnn_build_params *p, dtnn_error *err)
-{
-    if (m->built)
-        return dtnn_error_set(err, DTNN_ERR_ARG, "model is already built");
-    if (m->n_layers == 0)
-        return dtnn_error_set(err, DTNN_ERR_ARG, "model has no layers");
-    if (p->max_batch <= 0)
-        return dtnn_error_set(err, DTNN_ERR_ARG, "max_batch must be positive, got %d",
-                              p->max_batch);
-    m->bp = *p;
-    if (!m->bp.workspace_limit)
-        m->bp.workspace_limit = (size_t)64 << 20;
-    if (!(m->be = dtnn_backend_create(p->device, p->threads, err)))
-        return err->code;
-
-    /* Shapes, in topological order. */
     for (int i = 0; i < m->n_layers; i++) {
         layer *l = m->layers[i];
         for (int k = 0; k < l->n_in; k++)
@@ -620,65 +355,20 @@ dtnn_status dtnn_model_build(dtnn_model *m, const dtnn_build_params *p, dtnn_err
             return build_error(m->layers[i], err);
         }
     }
+    return DTNN_OK;
+}
 
-    dtnn_status st = plan_tensors(m, err);
-    if (st)
-        return st;
-    size_t act_floats = 0, aux_bytes = 0, ws = 0;
-    size_t *grad_size = calloc((size_t)m->n_layers, sizeof(size_t));
-    size_t *grad_offset = calloc((size_t)m->n_layers, sizeof(size_t));
-    if (!grad_size || !grad_offset) {
-        free(grad_size);
-        free(grad_offset);
-        return dtnn_error_set(err, DTNN_ERR_NOMEM, "out of memory");
-    }
-    int *alias = calloc((size_t)m->n_layers, sizeof(int));
-    int *first = calloc((size_t)m->n_layers, sizeof(int));
-    if (!alias || !first || plan_inplace(m, alias)) {
-        free(alias);
-        free(first);
-        free(grad_size);
-        free(grad_offset);
-        return dtnn_error_set(err, DTNN_ERR_NOMEM, "out of memory");
-    }
-    plan_fusion(m, alias, first);
-    for (int i = 0; i < m->n_layers; i++) {
-        layer *l = m->layers[i];
-        size_t sz = dtnn_round_up(shape_size(l->out) * (size_t)p->max_batch, 16);
-        /* a batch norm doing an add writes the add's output, and has none of its own */
-        act_floats += alias[i] < 0 && !l->residual_add ? sz : 0;
-        /* a fused ReLU's producer takes the ReLU's output gradient instead of its own, and a
-         * batch norm doing an add that add's (or its ReLU's) */
-        grad_size[i] = l->relu_fused || l->residual_add ? 0 : sz;
-        aux_bytes += dtnn_round_up(l->aux_bytes * (size_t)p->max_batch + l->aux_fixed_bytes, 64);
-        ws = DTNN_MAX(ws, l->workspace_bytes);
-    }
-    const size_t outputs_floats = act_floats;
-    if (p->training) {
-        size_t pool = plan_gradient_pool(m, first, grad_size, grad_offset);
-        if (pool == SIZE_MAX) {
-            free(alias);
-            free(first);
-            free(grad_size);
-            free(grad_offset);
-            return dtnn_error_set(err, DTNN_ERR_NOMEM, "out of memory");
-        }
-        act_floats += pool;
-    }
-    free(grad_size);
-    if ((st = check_memory(m, p, act_floats, aux_bytes, ws, err))) {
-        free(alias);
-        free(first);
-        free(grad_offset);
-        return st;
-    }
+/* Every buffer of the plan, from the backend. */
+static dtnn_status allocate(dtnn_model *m, const dtnn_build_params *p, const memory_plan *mp,
+                            dtnn_error *err)
+{
     dtnn_backend *be = m->be;
     m->params = be_alloc(be, sizeof(float) * m->n_params_padded);
     m->grads = p->training ? be_alloc(be, sizeof(float) * m->n_params_padded) : NULL;
     m->buffers = be_alloc(be, m->buffer_bytes);
-    m->activations = be_alloc(be, sizeof(float) * act_floats);
-    m->aux = be_alloc(be, aux_bytes);
-    m->workspace = be_alloc(be, ws);
+    m->activations = be_alloc(be, sizeof(float) * mp->act_floats);
+    m->aux = be_alloc(be, mp->aux_bytes);
+    m->workspace = be_alloc(be, mp->workspace);
     if (p->training && p->input_grad)
         m->input_grad = be_alloc(be, sizeof(float) * shape_size(m->input) * p->max_batch);
     /* A host backend reads the caller's batch where it is; a device gets it uploaded. */
@@ -686,72 +376,22 @@ dtnn_status dtnn_model_build(dtnn_model *m, const dtnn_build_params *p, dtnn_err
         m->input_buf = be_alloc(be, sizeof(float) * shape_size(m->input) * p->max_batch);
     m->labels = be_alloc(be, sizeof(int32_t) * (size_t)p->max_batch);
     m->loss_out = be_alloc(be, 3 * sizeof(double));
-    m->workspace_bytes = ws;
-    m->activation_bytes = sizeof(float) * act_floats + aux_bytes + ws;
+    m->workspace_bytes = mp->workspace;
+    m->activation_bytes = sizeof(float) * mp->act_floats + mp->aux_bytes + mp->workspace;
     if (!m->params || (p->training && !m->grads) || !m->buffers || !m->activations || !m->aux ||
         !m->workspace || (p->training && p->input_grad && !m->input_grad) ||
-        (!be->host_memory && !m->input_buf) || !m->labels || !m->loss_out) {
-        free(alias);
-        free(first);
-        free(grad_offset);
+        (!be->host_memory && !m->input_buf) || !m->labels || !m->loss_out)
         return dtnn_error_set(err, DTNN_ERR_NOMEM,
                               "out of memory: the model needs %.1f MiB of parameters and "
                               "%.1f MiB of activations and workspace at batch %d",
                               (double)m->n_params_padded * 4 * (p->training ? 2 : 1) / 1048576.0,
                               (double)m->activation_bytes / 1048576.0, p->max_batch);
-    }
+    return DTNN_OK;
+}
 
-    /* Views. */
-    float *act = m->activations;
-    unsigned char *aux = m->aux;
-    for (int i = 0; i < m->n_layers; i++) {
-        layer *l = m->layers[i];
-        size_t sz = dtnn_round_up(shape_size(l->out) * (size_t)p->max_batch, 16);
-        if (alias[i] >= 0) {
-            l->y = m->layers[alias[i]]->y;
-        } else if (l->residual_add) {
-            l->y = NULL;    /* the add's, below */
-        } else {
-            l->y = act;
-            act += sz;
-        }
-        l->dy = p->training ? m->activations + outputs_floats + grad_offset[i] : NULL;
-        l->aux = aux;
-        aux += dtnn_round_up(l->aux_bytes * (size_t)p->max_batch + l->aux_fixed_bytes, 64);
-        for (int k = 0; k < l->n_tensors; k++) {
-            const dtnn_tensor_info *ti = &m->tensors[l->t[k].model_index];
-            if (ti->kind == DTNN_TENSOR_PARAM) {
-                l->p[k] = m->params + ti->offset;
-                l->g[k] = m->grads ? m->grads + ti->offset : NULL;
-            } else {
-                l->p[k] = m->buffers + ti->offset;
-                l->g[k] = NULL;
-            }
-        }
-        for (int k = 0; k < l->n_in; k++) {
-            int src = l->in_ids[k];
-            l->x[k] = src == DTNN_INPUT ? NULL : m->layers[src]->y;
-            if (!p->training)
-                l->dx[k] = NULL;
-            else
-                l->dx[k] = src == DTNN_INPUT ? m->input_grad : m->layers[src]->dy;
-        }
-    }
-    for (int i = 0; i < m->n_layers; i++) {
-        layer *l = m->layers[i];
-        if (l->residual_add) {
-            l->y = l->residual_add->y;
-            l->residual_add->x[1 - l->residual_slot] = l->y;
-        }
-    }
-    /* A fused ReLU's output gradient is read by its producer's backward. */
-    for (int i = 0; i < m->n_layers && p->training; i++)
-        if (m->layers[i]->fused)
-            m->layers[first[i]]->dy = m->layers[i]->dy;
-    free(grad_offset);
-    free(alias);
-    free(first);
-    /* Reverse order: the first gradient to reach a producer writes, later ones add. */
+/* Reverse order: the first gradient to reach a producer writes, later ones add. */
+static dtnn_status set_gradient_order(dtnn_model *m, dtnn_error *err)
+{
     char *seen = calloc(m->n_layers + 1, 1); /* slot n_layers: the model input */
     if (!seen)
         return dtnn_error_set(err, DTNN_ERR_NOMEM, "out of memory");
@@ -764,8 +404,37 @@ dtnn_status dtnn_model_build(dtnn_model *m, const dtnn_build_params *p, dtnn_err
         }
     }
     free(seen);
+    return DTNN_OK;
+}
 
-    if ((st = init_tensors(m, p, err)))
+dtnn_status dtnn_model_build(dtnn_model *m, const dtnn_build_params *p, dtnn_error *err)
+{
+    if (m->built || m->be)
+        return dtnn_error_set(err, DTNN_ERR_ARG, "model is already built%s",
+                              m->built ? "" : " (or its build failed: make a new one)");
+    if (m->n_layers == 0)
+        return dtnn_error_set(err, DTNN_ERR_ARG, "model has no layers");
+    if (p->max_batch <= 0)
+        return dtnn_error_set(err, DTNN_ERR_ARG, "max_batch must be positive, got %d",
+                              p->max_batch);
+    m->bp = *p;
+    if (!m->bp.workspace_limit)
+        m->bp.workspace_limit = (size_t)64 << 20;
+    if (!(m->be = dtnn_backend_create(p->device, p->threads, err)))
+        return err->code;
+    memory_plan mp;
+    memset(&mp, 0, sizeof mp);
+    dtnn_status st;
+    if ((st = infer_shapes(m, p, err)) || (st = plan_tensors(m, err)) ||
+        (st = model_plan_memory(m, p, &mp, err)) ||
+        (st = model_check_memory(m, p, mp.act_floats, mp.aux_bytes, mp.workspace, err)) ||
+        (st = allocate(m, p, &mp, err))) {
+        model_memory_plan_free(&mp);
+        return st;
+    }
+    model_set_views(m, p, &mp);
+    model_memory_plan_free(&mp);
+    if ((st = set_gradient_order(m, err)) || (st = init_tensors(m, p, err)))
         return st;
     m->seed = p->seed;
     m->built = 1;
@@ -865,12 +534,6 @@ void dtnn_model_output_shape(const dtnn_model *m, int *n, int *classes)
         *classes = (int)shape_size(m->layers[m->n_layers - 1]->out);
 }
 
-void dtnn_model_read_output(const dtnn_model *m, float *dst)
-{
-    const layer *last = m->layers[m->n_layers - 1];
-    be_download(m->be, dst, last->y, sizeof(float) * shape_size(last->out) * (size_t)m->n);
-}
-
 dtnn_status dtnn_model_backward(dtnn_model *m, dtnn_error *err)
 {
     if (!m->bp.training)
@@ -893,27 +556,6 @@ dtnn_status dtnn_model_backward(dtnn_model *m, dtnn_error *err)
     return DTNN_OK;
 }
 
-dtnn_status dtnn_model_set_output_grad(dtnn_model *m, const float *dz, dtnn_error *err)
-{
-    if (!m->built || !m->bp.training)
-        return dtnn_error_set(err, DTNN_ERR_ARG, "the output gradient needs a model built for "
-                              "training");
-    if (!m->forward_done)
-        return dtnn_error_set(err, DTNN_ERR_ARG, "the output gradient needs a forward pass "
-                              "first");
-    const layer *last = m->layers[m->n_layers - 1];
-    be_upload(m->be, last->dy, dz, sizeof(float) * shape_size(last->out) * (size_t)m->n);
-    m->loss_done = 1;
-    return DTNN_OK;
-}
-
-dtnn_status dtnn_model_read_input_grad(const dtnn_model *m, float *dst, dtnn_error *err)
-{
-    if (!m->input_grad)
-        return dtnn_error_set(err, DTNN_ERR_ARG, "the model was not built with input_grad");
-    be_download(m->be, dst, m->input_grad, sizeof(float) * shape_size(m->input) * (size_t)m->n);
-    return DTNN_OK;
-}
 size_t dtnn_model_params_padded(const dtnn_model *m) { return m->n_params_padded; }
 
 void dtnn_model_set_backward_hook(dtnn_model *m, dtnn_backward_hook fn, void *user)
@@ -945,75 +587,6 @@ const dtnn_tensor_info *dtnn_model_tensor_by_name(const dtnn_model *m, const cha
 size_t dtnn_model_param_count(const dtnn_model *m) { return m->n_params; }
 const char *dtnn_model_device(const dtnn_model *m) { return m->be ? m->be->name : ""; }
 
-/* The region's backend address at a byte offset, or NULL (with the error) when out of range. */
-static unsigned char *region_at(const dtnn_model *m, dtnn_region r, size_t offset,
-                                size_t bytes, dtnn_error *err)
-{
-    static const char *const names[] = {"parameters", "gradients", "buffers"};
-    unsigned char *base = NULL;
-    size_t size = 0;
-    if (m->built && r == DTNN_REGION_PARAMS)
-        base = (unsigned char *)m->params, size = sizeof(float) * m->n_params_padded;
-    else if (m->built && r == DTNN_REGION_GRADS)
-        base = (unsigned char *)m->grads, size = m->grads ? sizeof(float) * m->n_params_padded : 0;
-    else if (m->built && r == DTNN_REGION_BUFFERS)
-        base = m->buffers, size = m->buffer_bytes;
-    if (!base || offset > size || bytes > size - offset) {
-        dtnn_error_set(err, DTNN_ERR_ARG, "bytes [%zu, %zu) of the model's %s are outside its "
-                       "%zu bytes%s", offset, offset + bytes,
-                       (int)r >= 0 && (int)r < 3 ? names[r] : "(unknown region)", size,
-                       m->built ? "" : " (the model is not built)");
-        return NULL;
-    }
-    return base + offset;
-}
-
-dtnn_status dtnn_model_read(const dtnn_model *m, dtnn_region r, size_t offset, void *dst,
-                            size_t bytes, dtnn_error *err)
-{
-    unsigned char *src = region_at(m, r, offset, bytes, err);
-    if (!src)
-        return err->code;
-    be_download(m->be, dst, src, bytes);
-    return DTNN_OK;
-}
-
-dtnn_status dtnn_model_write(dtnn_model *m, dtnn_region r, size_t offset, const void *src,
-                             size_t bytes, dtnn_error *err)
-{
-    unsigned char *dst = region_at(m, r, offset, bytes, err);
-    if (!dst)
-        return err->code;
-    be_upload(m->be, dst, src, bytes);
-    return DTNN_OK;
-}
-
-/* Where a tensor lives: its region and byte offset. */
-static void tensor_place(const dtnn_tensor_info *t, dtnn_region *r, size_t *offset, size_t *bytes)
-{
-    const int param = t->kind == DTNN_TENSOR_PARAM;
-    *r = param ? DTNN_REGION_PARAMS : DTNN_REGION_BUFFERS;
-    *offset = param ? sizeof(float) * t->offset : t->offset;
-    *bytes = t->count * (t->dtype == DTNN_I64 ? 8 : 4);
-}
-
-dtnn_status dtnn_model_tensor_read(const dtnn_model *m, const dtnn_tensor_info *t, void *dst,
-                                   dtnn_error *err)
-{
-    dtnn_region r;
-    size_t offset, bytes;
-    tensor_place(t, &r, &offset, &bytes);
-    return dtnn_model_read(m, r, offset, dst, bytes, err);
-}
-
-dtnn_status dtnn_model_tensor_write(dtnn_model *m, const dtnn_tensor_info *t, const void *src,
-                                    dtnn_error *err)
-{
-    dtnn_region r;
-    size_t offset, bytes;
-    tensor_place(t, &r, &offset, &bytes);
-    return dtnn_model_write(m, r, offset, src, bytes, err);
-}
 size_t dtnn_model_buffer_bytes(const dtnn_model *m) { return m->buffer_bytes; }
 int dtnn_model_layer_count(const dtnn_model *m) { return m->n_layers; }
 size_t dtnn_model_activation_bytes(const dtnn_model *m) { return m->activation_bytes; }
@@ -1051,36 +624,3 @@ void dtnn_model_layer_info(const dtnn_model *m, int i, dtnn_layer_info *info)
 }
 
 
-static int all_finite(const dtnn_model *m, const float *v, size_t n)
-{
-    return be_count_nonfinite(m->be, v, n) == 0;
-}
-
-int dtnn_model_grads_finite(const dtnn_model *m)
-{
-    return all_finite(m, m->grads, m->n_params_padded);
-}
-
-int dtnn_model_find_nonfinite(const dtnn_model *m, char *where, size_t len)
-{
-    /* Forward order for outputs: the first layer whose output went bad is where it began. */
-    for (int i = 0; m->forward_done && i < m->n_layers; i++) {
-        const layer *l = m->layers[i];
-        if (l->y && !all_finite(m, l->y, shape_size(l->out) * (size_t)m->n)) {
-            snprintf(where, len, "the output of layer '%s' (%s)", l->name, l->ops->type);
-            return 1;
-        }
-    }
-    /* Then the parameter gradients in backward order (the output layer's first). The output
-     * gradients between layers cannot tell more: they share memory (plan_gradient_pool), so
-     * after backward each holds whatever the last layer to use it wrote. A non-finite value
-     * born in a layer without parameters shows in the next parameter gradient backward. */
-    for (int i = m->n_tensors - 1; i >= 0; i--) {
-        const dtnn_tensor_info *t = &m->tensors[i];
-        if (t->kind == DTNN_TENSOR_PARAM && !all_finite(m, m->grads + t->offset, t->count)) {
-            snprintf(where, len, "the gradient of '%s'", t->name);
-            return 1;
-        }
-    }
-    return 0;
-}

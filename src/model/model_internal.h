@@ -48,6 +48,27 @@ struct dtnn_model {
     void *hook_user;
 };
 
+/* What the memory plan decides (model_plan.c), per layer (n_layers entries each) and in
+ * total. */
+typedef struct {
+    int *alias;             /* plan_inplace */
+    int *first;             /* plan_fusion */
+    size_t *grad_size, *grad_offset;    /* floats of each output gradient, its place in the pool */
+    size_t act_floats;      /* outputs and (training) the gradient pool */
+    size_t outputs_floats;  /* the outputs alone: the pool starts there */
+    size_t aux_bytes, workspace;
+} memory_plan;
+
+dtnn_status model_plan_memory(dtnn_model *m, const dtnn_build_params *p, memory_plan *mp,
+                              dtnn_error *err);
+void model_memory_plan_free(memory_plan *mp);
+/* Adds up what the plan will allocate (and the optimizer after it) and refuses what does not
+ * fit, before any of it is allocated. */
+dtnn_status model_check_memory(dtnn_model *m, const dtnn_build_params *p, size_t act_floats,
+                               size_t aux_bytes, size_t ws, dtnn_error *err);
+/* Each layer's views into the allocated flat buffers. */
+void model_set_views(dtnn_model *m, const dtnn_build_params *p, const memory_plan *mp);
+
 /* Adds a layer from parsed options; origin ("file:line") prefixes every error. */
 int model_add_layer(dtnn_model *m, const char *type, const char *name, const char *const *keys,
                     const char *const *values, int n_options, const int *inputs, int n_inputs,
