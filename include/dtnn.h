@@ -714,9 +714,10 @@ dtnn_status dtnn_evaluate_loader(dtnn_model *m, dtnn_loader *l, int max_batch,
                                  const dtnn_loss_params *lp, dtnn_comm *comm, dtnn_metrics *out,
                                  dtnn_error *err);
 
-/* Evaluates on a split in batches of batch_size. With a communicator of several ranks (comm
- * may be NULL), each rank evaluates its contiguous shard and the metrics are summed, so every
- * rank gets the metrics of the whole split. */
+/* Evaluates on a split in batches of batch_size (through a loader of it, as
+ * dtnn_evaluate_loader). With a communicator of several ranks (comm may be NULL), each rank
+ * evaluates its share of every batch of batch_size x ranks samples and the metrics are summed,
+ * so every rank gets the metrics of the whole split. */
 dtnn_status dtnn_evaluate(dtnn_model *m, const dtnn_split *s, int batch_size,
                           const dtnn_loss_params *lp, dtnn_comm *comm, dtnn_metrics *out,
                           dtnn_error *err);

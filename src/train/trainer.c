@@ -49,42 +49,26 @@ void dtnn_train_params_default(dtnn_train_params *p)
     p->accumulate = 1;
 }
 
-/* Slice [lo, hi) of a global batch [start, start + len) that rank r of size takes. */
-static void rank_slice(int64_t start, int64_t len, int r, int size, int64_t *lo, int64_t *hi)
+/* A loader over a split in memory, in its order, this rank's share of each global batch of
+ * `batch` samples: in-memory data takes the loaders' path like any other source. `view` holds
+ * the split for the loader and must outlive it. */
+static dtnn_loader *split_loader(const dtnn_split *s, const char *name, dtnn_dataset *view,
+                                 int64_t batch, int shuffle, uint64_t seed, dtnn_comm *comm,
+                                 dtnn_error *err)
 {
-    *lo = start + len * r / size;
-    *hi = start + len * (r + 1) / size;
-}
-
-dtnn_status dtnn_evaluate(dtnn_model *m, const dtnn_split *s, int batch_size,
-                          const dtnn_loss_params *lp, dtnn_comm *comm, dtnn_metrics *out,
-                          dtnn_error *err)
-{
-    memset(out, 0, sizeof *out);
-    int64_t lo = 0, hi = s->n;
-    if (comm)
-        rank_slice(0, s->n, dtnn_comm_rank(comm), dtnn_comm_size(comm), &lo, &hi);
-    size_t sample = (size_t)s->c * s->h * s->w;
-    for (int64_t i = lo; i < hi; i += batch_size) {
-        int n = (int)DTNN_MIN((int64_t)batch_size, hi - i);
-        dtnn_status st = dtnn_model_forward(m, s->x + (size_t)i * sample, n, 0, err);
-        if (!st)
-            st = dtnn_model_loss(m, s->y + i, n, lp, 1.0f, out, err);
-        if (st)
-            return st;
-    }
-    if (comm && dtnn_comm_size(comm) > 1) {
-        double sums[4] = {out->loss_sum, (double)out->top1, (double)out->top5,
-                          (double)out->count};
-        dtnn_status st = dtnn_comm_allreduce_sum_f64(comm, sums, 4, err);
-        if (st)
-            return st;
-        out->loss_sum = sums[0];
-        out->top1 = (int64_t)sums[1];
-        out->top5 = (int64_t)sums[2];
-        out->count = (int64_t)sums[3];
-    }
-    return DTNN_OK;
+    memset(view, 0, sizeof *view);
+    view->test = *s;
+    snprintf(view->name, sizeof view->name, "%s", name);
+    for (int c = 0; c < 4; c++)
+        view->std[c] = 1.0f;
+    dtnn_loader_params lp;
+    dtnn_loader_params_default(&lp);
+    lp.batch_size = (int)batch;
+    lp.rank = comm ? dtnn_comm_rank(comm) : 0;
+    lp.ranks = comm ? dtnn_comm_size(comm) : 1;
+    lp.shuffle = shuffle;
+    lp.seed = seed;
+    return dtnn_loader_create(view, 1, &lp, err);
 }
 
 static uint64_t fnv(uint64_t h, const void *data, size_t n)
@@ -98,7 +82,7 @@ static uint64_t fnv(uint64_t h, const void *data, size_t n)
 /* Ranks must agree on the model, the settings and the data, or training silently diverges (or
  * hangs in a collective of another size). Each rank hashes the three; rank 0's are compared. */
 static dtnn_status check_agreement(dtnn_model *m, dtnn_optimizer *opt, dtnn_loader *train,
-                                   const dtnn_split *test_split, dtnn_loader *test,
+                                   dtnn_loader *test,
                                    dtnn_comm *comm, const dtnn_train_params *p,
                                    const dtnn_train_state *ts, dtnn_error *err)
 {
@@ -122,16 +106,8 @@ static dtnn_status check_agreement(dtnn_model *m, dtnn_optimizer *opt, dtnn_load
     dtnn_loader_info info[2];
     memset(info, 0, sizeof info);
     dtnn_loader_get_info(train, &info[0]);
-    if (test) {
+    if (test)
         dtnn_loader_get_info(test, &info[1]);
-    } else if (test_split) {
-        info[1].n = test_split->n;
-        info[1].c = test_split->c;
-        info[1].h = test_split->h;
-        info[1].w = test_split->w;
-        info[1].classes = test_split->classes;
-        info[1].labels = test_split->y;
-    }
     for (int k = 0; k < 2; k++) {
         int64_t shape[5] = {info[k].n, info[k].c, info[k].h, info[k].w, info[k].classes};
         h[2] = fnv(h[2], shape, sizeof shape);
@@ -310,9 +286,9 @@ static void log_epoch(FILE *log, const dtnn_progress *pr)
     fflush(log);
 }
 
-/* The loop over a train loader; the test set is a loader, a split in memory, or neither. */
+/* The loop over a train loader; the test set is a loader or none. */
 static dtnn_status train_run(dtnn_model *m, dtnn_optimizer *opt, dtnn_loader *train,
-                             const dtnn_split *test_split, dtnn_loader *test, dtnn_comm *comm,
+                             dtnn_loader *test, dtnn_comm *comm,
                              const dtnn_train_params *p, dtnn_train_state *ts,
                              dtnn_progress_fn progress, void *user, dtnn_error *err)
 {
@@ -393,7 +369,7 @@ static dtnn_status train_run(dtnn_model *m, dtnn_optimizer *opt, dtnn_loader *tr
         goto done;
     }
     if (size > 1) {
-        if ((st = check_agreement(m, opt, train, test_split, test, comm, p, ts, err)) ||
+        if ((st = check_agreement(m, opt, train, test, comm, p, ts, err)) ||
             (st = broadcast_region(m, comm, DTNN_REGION_PARAMS,
                                    sizeof(float) * dtnn_model_params_padded(m), err)) ||
             (st = broadcast_region(m, comm, DTNN_REGION_BUFFERS, dtnn_model_buffer_bytes(m),
@@ -524,10 +500,9 @@ static dtnn_status train_run(dtnn_model *m, dtnn_optimizer *opt, dtnn_loader *tr
         if (size > 1 &&
             ((st = average_buffers(m, comm, err)) || (st = check_replicas(m, comm, epoch, err))))
             goto done;
-        if (p->eval_each_epoch && (test || (test_split && test_split->n > 0))) {
+        if (p->eval_each_epoch && test) {
             dtnn_metrics tm;
-            if ((st = test ? dtnn_evaluate_loader(m, test, micro_max, &p->loss, comm, &tm, err)
-                           : dtnn_evaluate(m, test_split, micro_max, &p->loss, comm, &tm, err)))
+            if ((st = dtnn_evaluate_loader(m, test, micro_max, &p->loss, comm, &tm, err)))
                 goto done;
             pr.has_test = 1;
             pr.test_loss = tm.loss_sum / (double)tm.count;
@@ -558,10 +533,10 @@ dtnn_status dtnn_train_loader(dtnn_model *m, dtnn_optimizer *opt, dtnn_loader *t
                               dtnn_train_state *ts, dtnn_progress_fn progress, void *user,
                               dtnn_error *err)
 {
-    return train_run(m, opt, train, NULL, test, comm, p, ts, progress, user, err);
+    return train_run(m, opt, train, test, comm, p, ts, progress, user, err);
 }
 
-/* In memory: the split is copied batch by batch in this thread, as it always was. */
+/* In memory: loaders over the splits, which copy batch by batch in this thread. */
 dtnn_status dtnn_train(dtnn_model *m, dtnn_optimizer *opt, const dtnn_dataset *d,
                        dtnn_comm *comm, const dtnn_train_params *p, dtnn_train_state *ts,
                        dtnn_progress_fn progress, void *user, dtnn_error *err)
@@ -581,7 +556,14 @@ dtnn_status dtnn_train(dtnn_model *m, dtnn_optimizer *opt, const dtnn_dataset *d
     dtnn_loader *train = dtnn_loader_create(d, 0, &lp, err);
     if (!train)
         return err->code;
-    dtnn_status st = train_run(m, opt, train, &d->test, NULL, comm, p, ts, progress, user, err);
+    dtnn_dataset view;
+    dtnn_loader *test = d->test.n > 0 ? split_loader(&d->test, d->name, &view, p->batch_size, 0,
+                                                     p->seed, comm, err)
+                                      : NULL;
+    dtnn_status st = d->test.n > 0 && !test
+                         ? err->code
+                         : train_run(m, opt, train, test, comm, p, ts, progress, user, err);
+    dtnn_loader_free(test);
     dtnn_loader_free(train);
     return st;
 }
@@ -624,4 +606,26 @@ dtnn_status dtnn_evaluate_loader(dtnn_model *m, dtnn_loader *l, int max_batch,
         out->count = (int64_t)sums[3];
     }
     return DTNN_OK;
+}
+
+/* A split in memory is evaluated as a loader of it: one path for every source. */
+dtnn_status dtnn_evaluate(dtnn_model *m, const dtnn_split *s, int batch_size,
+                          const dtnn_loss_params *lp, dtnn_comm *comm, dtnn_metrics *out,
+                          dtnn_error *err)
+{
+    memset(out, 0, sizeof *out);
+    if (batch_size < 1)
+        return dtnn_error_set(err, DTNN_ERR_ARG, "evaluation batch must be positive, got %d",
+                              batch_size);
+    if (s->n <= 0)
+        return DTNN_OK;
+    const int ranks = comm ? dtnn_comm_size(comm) : 1;
+    dtnn_dataset view;
+    dtnn_loader *l = split_loader(s, "evaluation split", &view, (int64_t)batch_size * ranks, 0, 0,
+                                  comm, err);
+    if (!l)
+        return err->code;
+    dtnn_status st = dtnn_evaluate_loader(m, l, batch_size, lp, comm, out, err);
+    dtnn_loader_free(l);
+    return st;
 }
