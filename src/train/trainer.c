@@ -286,20 +286,51 @@ static void log_epoch(FILE *log, const dtnn_progress *pr)
     fflush(log);
 }
 
-/* The loop over a train loader; the test set is a loader or none. */
-static dtnn_status train_run(dtnn_model *m, dtnn_optimizer *opt, dtnn_loader *train,
-                             dtnn_loader *test, dtnn_comm *comm,
-                             const dtnn_train_params *p, dtnn_train_state *ts,
-                             dtnn_progress_fn progress, void *user, dtnn_error *err)
+/* One training run: what it was given, what it derived, and what it holds open. */
+typedef struct {
+    dtnn_model *m;
+    dtnn_optimizer *opt;
+    dtnn_loader *train, *test;
+    dtnn_comm *comm;
+    const dtnn_train_params *p;
+    dtnn_train_state *ts;
+    dtnn_progress_fn progress;
+    void *user;
+    int rank, size, K;              /* K: accumulation steps */
+    int64_t B, steps_per_epoch, total_steps, epochs;
+    int local_max, micro_max;       /* samples a rank takes per step, per forward */
+    size_t sample;                  /* floats per sample */
+    dtnn_sched_params sched;
+    dtnn_dataset norm;              /* what checkpoints record of the data */
+    FILE *log;
+    dtnn_grad_sync *gs;
+    unsigned char *saved_buffers;   /* --skip-nonfinite: the buffers before the step */
+    int64_t skipped_images;         /* over all ranks, up to the last epoch end */
+} train_run_state;
+
+/* One epoch's running sums and progress record. */
+typedef struct {
+    dtnn_metrics met;
+    double t0, wait0;
+    int64_t images, skipped0;
+    float lr;
+    dtnn_progress pr;
+} epoch_state;
+
+/* The run's settings against the loader and the model, and what follows from them. */
+static dtnn_status run_check(train_run_state *r, dtnn_error *err)
 {
+    const dtnn_train_params *p = r->p;
     dtnn_loader_info tr;
-    dtnn_loader_get_info(train, &tr);
-    const int rank = dtnn_comm_rank(comm), size = dtnn_comm_size(comm);
-    const int64_t B = p->batch_size;
+    dtnn_loader_get_info(r->train, &tr);
+    r->rank = dtnn_comm_rank(r->comm);
+    r->size = dtnn_comm_size(r->comm);
+    const int rank = r->rank, size = r->size;
+    const int64_t B = r->B = p->batch_size;
     if (B <= 0)
         return dtnn_error_set(err, DTNN_ERR_ARG, "batch size must be positive, got %lld",
                               (long long)B);
-    const int K = p->accumulate > 0 ? p->accumulate : 1;
+    const int K = r->K = p->accumulate > 0 ? p->accumulate : 1;
     if (B % ((int64_t)size * K))
         return dtnn_error_set(err, DTNN_ERR_ARG, "the global batch size %lld does not divide by "
                               "the %d ranks x %d accumulation steps", (long long)B, size, K);
@@ -312,219 +343,275 @@ static dtnn_status train_run(dtnn_model *m, dtnn_optimizer *opt, dtnn_loader *tr
                               (unsigned long long)tr.params.seed, tr.params.shuffle,
                               (long long)B, rank, size, (unsigned long long)p->seed, p->shuffle);
     int c, h, w;
-    dtnn_model_input_shape(m, &c, &h, &w);
+    dtnn_model_input_shape(r->m, &c, &h, &w);
     if (c != tr.c || h != tr.h || w != tr.w)
         return dtnn_error_set(err, DTNN_ERR_SHAPE, "the model takes %dx%dx%d inputs but dataset "
                               "'%s' has %dx%dx%d samples", c, h, w, tr.name, tr.c, tr.h, tr.w);
     int out_n, classes;
-    dtnn_model_output_shape(m, &out_n, &classes);
+    dtnn_model_output_shape(r->m, &out_n, &classes);
     if (classes < tr.classes)
         return dtnn_error_set(err, DTNN_ERR_SHAPE, "the model has %d outputs but dataset '%s' "
                               "has %d classes", classes, tr.name, tr.classes);
     if (p->epochs <= 0 && p->steps <= 0)
         return dtnn_error_set(err, DTNN_ERR_ARG, "give a positive number of epochs or steps");
-
-    const int64_t steps_per_epoch = tr.steps_per_epoch;
-    const int64_t total_steps = p->steps > 0 ? p->steps : (int64_t)p->epochs * steps_per_epoch;
-    const int64_t epochs = (total_steps + steps_per_epoch - 1) / steps_per_epoch;
-    dtnn_sched_params sched = p->sched;
-    if (sched.kind == DTNN_SCHED_COSINE && sched.t_max <= 0)
-        sched.t_max = (int)epochs;
-    if (ts->step >= total_steps)
+    r->steps_per_epoch = tr.steps_per_epoch;
+    r->total_steps = p->steps > 0 ? p->steps : (int64_t)p->epochs * r->steps_per_epoch;
+    r->epochs = (r->total_steps + r->steps_per_epoch - 1) / r->steps_per_epoch;
+    r->sched = p->sched;
+    if (r->sched.kind == DTNN_SCHED_COSINE && r->sched.t_max <= 0)
+        r->sched.t_max = (int)r->epochs;
+    if (r->ts->step >= r->total_steps)
         return dtnn_error_set(err, DTNN_ERR_ARG, "the run is already at step %lld of %lld: "
                               "nothing to train (raise --epochs or --steps)",
-                              (long long)ts->step, (long long)total_steps);
-    ts->seed = p->seed;
-    ts->global_batch = B;
-    /* What checkpoints record of the data: its name and normalisation. */
-    dtnn_dataset norm;
-    memset(&norm, 0, sizeof norm);
-    memcpy(norm.mean, tr.mean, sizeof norm.mean);
-    memcpy(norm.std, tr.std, sizeof norm.std);
-    snprintf(norm.name, sizeof norm.name, "%s", tr.name);
-    const dtnn_dataset *d = &norm;
+                              (long long)r->ts->step, (long long)r->total_steps);
+    r->ts->seed = p->seed;
+    r->ts->global_batch = B;
+    memcpy(r->norm.mean, tr.mean, sizeof r->norm.mean);
+    memcpy(r->norm.std, tr.std, sizeof r->norm.std);
+    snprintf(r->norm.name, sizeof r->norm.name, "%s", tr.name);
+    r->local_max = (int)(B / size);
+    r->micro_max = r->local_max / K;
+    r->sample = (size_t)c * h * w;
+    return DTNN_OK;
+}
 
-    const int local_max = (int)(B / size);
-    const int micro_max = local_max / K;
-    const size_t sample = (size_t)c * h * w;
-    FILE *log = NULL;
-    dtnn_status st = DTNN_OK;
-    if (rank == 0 && p->save_path &&
-        (st = ckpt_check_writable(p->save_path, "checkpoint", ckpt_estimate_bytes(m, opt),
+/* Everything the loop needs open: the checkpoint folder checked, the log, the saved buffers,
+ * and under MPI the ranks' agreement, rank 0's weights everywhere and the gradient sync. */
+static dtnn_status run_open(train_run_state *r, dtnn_error *err)
+{
+    const dtnn_train_params *p = r->p;
+    dtnn_model *m = r->m;
+    dtnn_status st;
+    if (r->rank == 0 && p->save_path &&
+        (st = ckpt_check_writable(p->save_path, "checkpoint", ckpt_estimate_bytes(m, r->opt),
                                   err)))
         return st;
-    if (rank == 0 && p->log_path) {
-        log = fopen(p->log_path, ts->step > 0 ? "ab" : "wb");
-        if (!log)
+    if (r->rank == 0 && p->log_path) {
+        r->log = fopen(p->log_path, r->ts->step > 0 ? "ab" : "wb");
+        if (!r->log)
             return dtnn_error_set(err, DTNN_ERR_IO, "cannot write the log '%s': %s",
                                   p->log_path, strerror(errno));
     }
-    dtnn_grad_sync *gs = NULL;
-    unsigned char *saved_buffers = p->skip_nonfinite
-                                       ? malloc(DTNN_MAX(dtnn_model_buffer_bytes(m), 1))
-                                       : NULL;
-    if (p->skip_nonfinite && !saved_buffers) {
-        st = dtnn_error_set(err, DTNN_ERR_NOMEM, "out of memory for a batch of %d samples",
-                            local_max);
-        goto done;
-    }
-    if (size > 1) {
-        if ((st = check_agreement(m, opt, train, test, comm, p, ts, err)) ||
-            (st = broadcast_region(m, comm, DTNN_REGION_PARAMS,
+    if (p->skip_nonfinite &&
+        !(r->saved_buffers = malloc(DTNN_MAX(dtnn_model_buffer_bytes(m), 1))))
+        return dtnn_error_set(err, DTNN_ERR_NOMEM, "out of memory for a batch of %d samples",
+                              r->local_max);
+    if (r->size > 1) {
+        if ((st = check_agreement(m, r->opt, r->train, r->test, r->comm, p, r->ts, err)) ||
+            (st = broadcast_region(m, r->comm, DTNN_REGION_PARAMS,
                                    sizeof(float) * dtnn_model_params_padded(m), err)) ||
-            (st = broadcast_region(m, comm, DTNN_REGION_BUFFERS, dtnn_model_buffer_bytes(m),
+            (st = broadcast_region(m, r->comm, DTNN_REGION_BUFFERS, dtnn_model_buffer_bytes(m),
                                    err)))
-            goto done;
-        gs = dtnn_grad_sync_create(comm, m, p->allreduce, p->bucket_mb, p->comm_dtype, err);
-        if (!gs) {
-            st = err->code;
-            goto done;
-        }
+            return st;
+        r->gs = dtnn_grad_sync_create(r->comm, m, p->allreduce, p->bucket_mb, p->comm_dtype,
+                                      err);
+        if (!r->gs)
+            return err->code;
     }
-    dtnn_model_set_step(m, ts->step);
-    dtnn_model_set_sync_bn(m, p->sync_bn && size > 1 ? comm : NULL);
+    dtnn_model_set_step(m, r->ts->step);
+    dtnn_model_set_sync_bn(m, p->sync_bn && r->size > 1 ? r->comm : NULL);
+    return DTNN_OK;
+}
 
-    int64_t skipped_images = 0;     /* over all ranks, up to the last epoch end */
-    for (int64_t epoch = ts->epoch; epoch < epochs && ts->step < total_steps; epoch++) {
-        const int64_t end = DTNN_MIN(steps_per_epoch,
-                                     ts->step_in_epoch + (total_steps - ts->step));
-        if ((st = dtnn_loader_start(train, epoch, ts->step_in_epoch, end, err)))
-            goto done;
-        const int64_t skipped0 = dtnn_loader_skipped(train, NULL, 0);
-        dtnn_metrics met = {0};
-        double t0 = dtnn_now(), wait0 = gs ? dtnn_grad_sync_wait_seconds(gs) : 0.0;
-        int64_t images = 0;
-        float lr = 0.0f;
-        dtnn_progress pr;
-        memset(&pr, 0, sizeof pr);
-        pr.epoch = epoch;
-        pr.epochs = epochs;
-        pr.total_steps = total_steps;
-        pr.steps_per_epoch = steps_per_epoch;
-        for (int64_t s = ts->step_in_epoch; s < steps_per_epoch && ts->step < total_steps; s++) {
-            const float *xb;
-            const int32_t *yb;
-            int n;
-            int64_t len;
-            if ((st = dtnn_loader_next(train, &xb, &yb, &n, &len, err)))
-                goto done;
-            dtnn_model_zero_grad(m);
-            if (saved_buffers)
-                dtnn_model_read(m, DTNN_REGION_BUFFERS, 0, saved_buffers,
-                                dtnn_model_buffer_bytes(m), err);
-            dtnn_metrics step_met = {0};
-            for (int k = 0; k < K; k++) {
-                int m0 = n * k / K, m1 = n * (k + 1) / K;
-                if (k == K - 1 && gs)
-                    dtnn_grad_sync_begin(gs);
-                if (m1 > m0 &&
-                    ((st = dtnn_model_forward(m, xb + (size_t)m0 * sample, m1 - m0, 1, err)) ||
-                     (st = dtnn_model_loss(m, yb + m0, m1 - m0, &p->loss, 1.0f / (float)len,
-                                           &step_met, err)) ||
-                     (st = dtnn_model_backward(m, err))))
-                    goto done;
-            }
-            if (gs && (st = dtnn_grad_sync_finish(gs, err)))
-                goto done;
-            int stop, bad;
-            if ((st = step_agreement(p, comm, !isfinite(step_met.loss_sum) ||
-                                     !dtnn_model_grads_finite(m), &stop, &bad, err)))
-                goto done;
-            if (bad && !p->skip_nonfinite) {
-                char where[200] = "another rank's loss or gradient";
-                if (!isfinite(step_met.loss_sum) || !dtnn_model_grads_finite(m))
-                    dtnn_model_find_nonfinite(m, where, sizeof where);
-                st = dtnn_error_set(err, DTNN_ERR_NONFINITE, "non-finite values at step %lld "
-                                    "(epoch %lld), first in %s; the loss is %g: lower the "
-                                    "learning rate or check the data (--skip-nonfinite skips "
-                                    "such steps)", (long long)ts->step + 1,
-                                    (long long)epoch + 1, where, step_met.loss_sum);
-                goto done;
-            }
-            lr = dtnn_sched_lr(&sched, ts->step, steps_per_epoch);
-            if (bad) {
-                /* Skipped: no update, and the running statistics from before the step. */
-                dtnn_model_write(m, DTNN_REGION_BUFFERS, 0, saved_buffers,
-                                 dtnn_model_buffer_bytes(m), err);
-                ts->skipped++;
-            } else {
-                if ((st = dtnn_optimizer_step(opt, lr, err)))
-                    goto done;
-                met.loss_sum += step_met.loss_sum;
-                met.top1 += step_met.top1;
-                met.top5 += step_met.top5;
-                met.count += step_met.count;
-            }
-            images += len;
-            ts->step++;
-            ts->step_in_epoch = s + 1;
-            if (progress) {
-                progress_set(&pr, ts, met.loss_sum, (double)met.top1, (double)met.count,
-                             dtnn_now() - t0, images, lr);
-                pr.skipped_images = skipped_images + dtnn_loader_skipped(train, NULL, 0) -
-                                    skipped0;
-                progress(&pr, user);
-            }
-            int last = s + 1 == steps_per_epoch || ts->step == total_steps;
-            if (stop || (!last && p->checkpoint_every > 0 &&
-                         ts->step % p->checkpoint_every == 0)) {
-                if ((st = save_checkpoint(m, opt, d, comm, p, ts, 1, err)))
-                    goto done;
-            }
-            if (stop) {
-                if (p->save_path)
-                    st = dtnn_error_set(err, DTNN_ERR_INTERRUPTED, "stopped by a signal after "
-                                        "step %lld (epoch %lld); checkpoint saved: resume "
-                                        "with --resume %s", (long long)ts->step,
-                                        (long long)epoch + 1, p->save_path);
-                else
-                    st = dtnn_error_set(err, DTNN_ERR_INTERRUPTED, "stopped by a signal after "
-                                        "step %lld (epoch %lld); no --save was given, so this "
-                                        "run cannot be resumed", (long long)ts->step,
-                                        (long long)epoch + 1);
-                goto done;
-            }
-        }
-        int finished_epoch = ts->step_in_epoch == steps_per_epoch;
-        double seconds = dtnn_now() - t0;
-        /* Epoch metrics over all ranks (rank sums in double are exact for counts). */
-        double sums[4] = {met.loss_sum, (double)met.top1, (double)met.count,
-                          (double)(dtnn_loader_skipped(train, NULL, 0) - skipped0)};
-        if ((st = dtnn_comm_allreduce_sum_f64(comm, sums, 4, err)))
-            goto done;
-        progress_set(&pr, ts, sums[0], sums[1], sums[2], seconds, images, lr);
-        skipped_images += (int64_t)sums[3];
-        pr.skipped_images = skipped_images;
-        pr.epoch_end = 1;
-        pr.comm_wait = gs ? dtnn_grad_sync_wait_seconds(gs) - wait0 : 0.0;
-        if (size > 1 &&
-            ((st = average_buffers(m, comm, err)) || (st = check_replicas(m, comm, epoch, err))))
-            goto done;
-        if (p->eval_each_epoch && test) {
-            dtnn_metrics tm;
-            if ((st = dtnn_evaluate_loader(m, test, micro_max, &p->loss, comm, &tm, err)))
-                goto done;
-            pr.has_test = 1;
-            pr.test_loss = tm.loss_sum / (double)tm.count;
-            pr.test_acc = (double)tm.top1 / (double)tm.count;
-        }
-        if (finished_epoch) {
-            ts->epoch = epoch + 1;
-            ts->step_in_epoch = 0;
-        }
-        if (log)
-            log_epoch(log, &pr);
-        if ((st = save_checkpoint(m, opt, d, comm, p, ts, 0, err)))
-            goto done;
-        if (progress)
-            progress(&pr, user);
+static void run_close(train_run_state *r)
+{
+    dtnn_model_set_sync_bn(r->m, NULL);
+    dtnn_grad_sync_free(r->gs);
+    if (r->log)
+        fclose(r->log);
+    free(r->saved_buffers);
+}
+
+/* The error of a run stopped by a signal after its checkpoint was saved. */
+static dtnn_status stopped(const train_run_state *r, int64_t epoch, dtnn_error *err)
+{
+    if (r->p->save_path)
+        return dtnn_error_set(err, DTNN_ERR_INTERRUPTED, "stopped by a signal after step %lld "
+                              "(epoch %lld); checkpoint saved: resume with --resume %s",
+                              (long long)r->ts->step, (long long)epoch + 1, r->p->save_path);
+    return dtnn_error_set(err, DTNN_ERR_INTERRUPTED, "stopped by a signal after step %lld "
+                          "(epoch %lld); no --save was given, so this run cannot be resumed",
+                          (long long)r->ts->step, (long long)epoch + 1);
+}
+
+/* Forward, loss and backward of the K micro-batches of one step, the gradient all-reduce
+ * started during the last one's backward and finished after it. */
+static dtnn_status step_gradients(train_run_state *r, const float *xb, const int32_t *yb, int n,
+                                  int64_t len, dtnn_metrics *step_met, dtnn_error *err)
+{
+    dtnn_status st;
+    for (int k = 0; k < r->K; k++) {
+        int m0 = n * k / r->K, m1 = n * (k + 1) / r->K;
+        if (k == r->K - 1 && r->gs)
+            dtnn_grad_sync_begin(r->gs);
+        if (m1 > m0 &&
+            ((st = dtnn_model_forward(r->m, xb + (size_t)m0 * r->sample, m1 - m0, 1, err)) ||
+             (st = dtnn_model_loss(r->m, yb + m0, m1 - m0, &r->p->loss, 1.0f / (float)len,
+                                   step_met, err)) ||
+             (st = dtnn_model_backward(r->m, err))))
+            return st;
     }
-done:
-    dtnn_model_set_sync_bn(m, NULL);
-    dtnn_grad_sync_free(gs);
-    if (log)
-        fclose(log);
-    free(saved_buffers);
+    return r->gs ? dtnn_grad_sync_finish(r->gs, err) : DTNN_OK;
+}
+
+/* Step s of an epoch: gradients, the ranks' verdict on finiteness and signals, the update (or
+ * the skip), progress, and the checkpoint a signal or --checkpoint-every asks for. */
+static dtnn_status run_step(train_run_state *r, int64_t epoch, int64_t s, epoch_state *es,
+                            dtnn_error *err)
+{
+    const dtnn_train_params *p = r->p;
+    dtnn_model *m = r->m;
+    dtnn_train_state *ts = r->ts;
+    const float *xb;
+    const int32_t *yb;
+    int n;
+    int64_t len;
+    dtnn_status st;
+    if ((st = dtnn_loader_next(r->train, &xb, &yb, &n, &len, err)))
+        return st;
+    dtnn_model_zero_grad(m);
+    if (r->saved_buffers &&
+        (st = dtnn_model_read(m, DTNN_REGION_BUFFERS, 0, r->saved_buffers,
+                              dtnn_model_buffer_bytes(m), err)))
+        return st;
+    dtnn_metrics step_met = {0};
+    if ((st = step_gradients(r, xb, yb, n, len, &step_met, err)))
+        return st;
+    int stop, bad;
+    if ((st = step_agreement(p, r->comm, !isfinite(step_met.loss_sum) ||
+                             !dtnn_model_grads_finite(m), &stop, &bad, err)))
+        return st;
+    if (bad && !p->skip_nonfinite) {
+        char where[200] = "another rank's loss or gradient";
+        if (!isfinite(step_met.loss_sum) || !dtnn_model_grads_finite(m))
+            dtnn_model_find_nonfinite(m, where, sizeof where);
+        return dtnn_error_set(err, DTNN_ERR_NONFINITE, "non-finite values at step %lld (epoch "
+                              "%lld), first in %s; the loss is %g: lower the learning rate or "
+                              "check the data (--skip-nonfinite skips such steps)",
+                              (long long)ts->step + 1, (long long)epoch + 1, where,
+                              step_met.loss_sum);
+    }
+    es->lr = dtnn_sched_lr(&r->sched, ts->step, r->steps_per_epoch);
+    if (bad) {
+        /* Skipped: no update, and the running statistics from before the step. */
+        if ((st = dtnn_model_write(m, DTNN_REGION_BUFFERS, 0, r->saved_buffers,
+                                   dtnn_model_buffer_bytes(m), err)))
+            return st;
+        ts->skipped++;
+    } else {
+        if ((st = dtnn_optimizer_step(r->opt, es->lr, err)))
+            return st;
+        es->met.loss_sum += step_met.loss_sum;
+        es->met.top1 += step_met.top1;
+        es->met.top5 += step_met.top5;
+        es->met.count += step_met.count;
+    }
+    es->images += len;
+    ts->step++;
+    ts->step_in_epoch = s + 1;
+    if (r->progress) {
+        progress_set(&es->pr, ts, es->met.loss_sum, (double)es->met.top1,
+                     (double)es->met.count, dtnn_now() - es->t0, es->images, es->lr);
+        es->pr.skipped_images = r->skipped_images + dtnn_loader_skipped(r->train, NULL, 0) -
+                                es->skipped0;
+        r->progress(&es->pr, r->user);
+    }
+    int last = s + 1 == r->steps_per_epoch || ts->step == r->total_steps;
+    if ((stop || (!last && p->checkpoint_every > 0 && ts->step % p->checkpoint_every == 0)) &&
+        (st = save_checkpoint(m, r->opt, &r->norm, r->comm, p, ts, 1, err)))
+        return st;
+    return stop ? stopped(r, epoch, err) : DTNN_OK;
+}
+
+/* An epoch's end: its metrics over all ranks, the replicas averaged and checked, the test
+ * set, the log line, the checkpoint, the progress callback. */
+static dtnn_status run_epoch_end(train_run_state *r, int64_t epoch, epoch_state *es,
+                                 dtnn_error *err)
+{
+    dtnn_train_state *ts = r->ts;
+    dtnn_progress *pr = &es->pr;
+    dtnn_status st;
+    int finished_epoch = ts->step_in_epoch == r->steps_per_epoch;
+    double seconds = dtnn_now() - es->t0;
+    /* Epoch metrics over all ranks (rank sums in double are exact for counts). */
+    double sums[4] = {es->met.loss_sum, (double)es->met.top1, (double)es->met.count,
+                      (double)(dtnn_loader_skipped(r->train, NULL, 0) - es->skipped0)};
+    if ((st = dtnn_comm_allreduce_sum_f64(r->comm, sums, 4, err)))
+        return st;
+    progress_set(pr, ts, sums[0], sums[1], sums[2], seconds, es->images, es->lr);
+    r->skipped_images += (int64_t)sums[3];
+    pr->skipped_images = r->skipped_images;
+    pr->epoch_end = 1;
+    pr->comm_wait = r->gs ? dtnn_grad_sync_wait_seconds(r->gs) - es->wait0 : 0.0;
+    if (r->size > 1 && ((st = average_buffers(r->m, r->comm, err)) ||
+                        (st = check_replicas(r->m, r->comm, epoch, err))))
+        return st;
+    if (r->p->eval_each_epoch && r->test) {
+        dtnn_metrics tm;
+        if ((st = dtnn_evaluate_loader(r->m, r->test, r->micro_max, &r->p->loss, r->comm, &tm,
+                                       err)))
+            return st;
+        pr->has_test = 1;
+        pr->test_loss = tm.loss_sum / (double)tm.count;
+        pr->test_acc = (double)tm.top1 / (double)tm.count;
+    }
+    if (finished_epoch) {
+        ts->epoch = epoch + 1;
+        ts->step_in_epoch = 0;
+    }
+    if (r->log)
+        log_epoch(r->log, pr);
+    if ((st = save_checkpoint(r->m, r->opt, &r->norm, r->comm, r->p, ts, 0, err)))
+        return st;
+    if (r->progress)
+        r->progress(pr, r->user);
+    return DTNN_OK;
+}
+
+/* The loop over a train loader; the test set is a loader or none. */
+static dtnn_status train_run(dtnn_model *m, dtnn_optimizer *opt, dtnn_loader *train,
+                             dtnn_loader *test, dtnn_comm *comm,
+                             const dtnn_train_params *p, dtnn_train_state *ts,
+                             dtnn_progress_fn progress, void *user, dtnn_error *err)
+{
+    train_run_state r;
+    memset(&r, 0, sizeof r);
+    r.m = m;
+    r.opt = opt;
+    r.train = train;
+    r.test = test;
+    r.comm = comm;
+    r.p = p;
+    r.ts = ts;
+    r.progress = progress;
+    r.user = user;
+    dtnn_status st = run_check(&r, err);
+    if (st)
+        return st;
+    if (!(st = run_open(&r, err))) {
+        for (int64_t epoch = ts->epoch; epoch < r.epochs && ts->step < r.total_steps && !st;
+             epoch++) {
+            const int64_t end = DTNN_MIN(r.steps_per_epoch,
+                                         ts->step_in_epoch + (r.total_steps - ts->step));
+            if ((st = dtnn_loader_start(train, epoch, ts->step_in_epoch, end, err)))
+                break;
+            epoch_state es;
+            memset(&es, 0, sizeof es);
+            es.skipped0 = dtnn_loader_skipped(train, NULL, 0);
+            es.t0 = dtnn_now();
+            es.wait0 = r.gs ? dtnn_grad_sync_wait_seconds(r.gs) : 0.0;
+            es.pr.epoch = epoch;
+            es.pr.epochs = r.epochs;
+            es.pr.total_steps = r.total_steps;
+            es.pr.steps_per_epoch = r.steps_per_epoch;
+            for (int64_t s = ts->step_in_epoch;
+                 s < r.steps_per_epoch && ts->step < r.total_steps && !st; s++)
+                st = run_step(&r, epoch, s, &es, err);
+            if (!st)
+                st = run_epoch_end(&r, epoch, &es, err);
+        }
+    }
+    run_close(&r);
     return st;
 }
 
