@@ -61,6 +61,7 @@ static dtnn_model *small_cnn(int classes, int with_fc, int training, uint64_t se
     bp.max_batch = 2;
     bp.training = training;
     bp.seed = seed;
+    bp.device = tu_device();
     CHECK_OK(dtnn_model_build(m, &bp, &err), &err);
     return m;
 }
@@ -72,12 +73,15 @@ static void fill_buffers(dtnn_model *m, unsigned seed)
         const dtnn_tensor_info *ti = dtnn_model_tensor(m, i);
         if (ti->kind != DTNN_TENSOR_BUFFER)
             continue;
-        unsigned char *p = tu_buffers(m) + ti->offset;
+        dtnn_error err;
         if (ti->dtype == DTNN_I64) {
             int64_t v = 1234567890123ll + seed;
-            memcpy(p, &v, 8);
+            CHECK_OK(dtnn_model_tensor_write(m, ti, &v, &err), &err);
         } else {
-            test_fill((float *)(void *)p, ti->count, seed + (unsigned)i);
+            float *v = malloc(sizeof(float) * ti->count);
+            test_fill(v, ti->count, seed + (unsigned)i);
+            CHECK_OK(dtnn_model_tensor_write(m, ti, v, &err), &err);
+            free(v);
         }
     }
 }
@@ -106,15 +110,31 @@ static snapshot take(dtnn_model *m)
     s.nb = dtnn_model_buffer_bytes(m);
     s.params = malloc(sizeof(float) * s.np);
     s.buffers = malloc(s.nb ? s.nb : 1);
-    memcpy(s.params, tu_params(m), sizeof(float) * s.np);
-    memcpy(s.buffers, tu_buffers(m), s.nb);
+    dtnn_error err;
+    CHECK_OK(dtnn_model_read(m, DTNN_REGION_PARAMS, 0, s.params, sizeof(float) * s.np, &err),
+             &err);
+    CHECK_OK(dtnn_model_read(m, DTNN_REGION_BUFFERS, 0, s.buffers, s.nb, &err), &err);
     return s;
 }
 
 static int same(dtnn_model *m, const snapshot *s)
 {
-    return !memcmp(s->params, tu_params(m), sizeof(float) * s->np) &&
-           !memcmp(s->buffers, tu_buffers(m), s->nb);
+    snapshot now = take(m);
+    const int eq = !memcmp(s->params, now.params, sizeof(float) * s->np) &&
+                   !memcmp(s->buffers, now.buffers, s->nb);
+    free(now.params);
+    free(now.buffers);
+    return eq;
+}
+
+/* The optimizer's first `slots` state slots of n values each, copied out (the caller frees). */
+static float *state_copy(const dtnn_optimizer *o, int slots, size_t n)
+{
+    float *v = malloc(sizeof(float) * (size_t)slots * n + 1);
+    dtnn_error err;
+    for (int k = 0; k < slots; k++)
+        CHECK_OK(dtnn_optimizer_read_state(o, k, 0, v + (size_t)k * n, n, &err), &err);
+    return v;
 }
 
 static void drop(snapshot *s)
@@ -146,8 +166,13 @@ static dtnn_optimizer *stepped_adam(dtnn_model *m, int steps)
         dtnn_model_zero_grad(m);
         for (int i = 0; i < dtnn_model_tensor_count(m); i++) {
             const dtnn_tensor_info *ti = dtnn_model_tensor(m, i);
-            if (ti->kind == DTNN_TENSOR_PARAM)
-                test_fill(tu_grads(m) + ti->offset, ti->count, 50u + (unsigned)(s + i));
+            if (ti->kind != DTNN_TENSOR_PARAM)
+                continue;
+            float *g = malloc(sizeof(float) * ti->count);
+            test_fill(g, ti->count, 50u + (unsigned)(s + i));
+            CHECK_OK(dtnn_model_write(m, DTNN_REGION_GRADS, sizeof(float) * ti->offset, g,
+                                      sizeof(float) * ti->count, &err), &err);
+            free(g);
         }
         CHECK_OK(dtnn_optimizer_step(o, 0.01f, &err), &err);
     }
@@ -191,7 +216,10 @@ static void test_round_trip(void)
 
     /* A model with other weights, fresh optimizer, zero train state. */
     dtnn_model *b = small_cnn(5, 1, 1, 99);
-    CHECK(memcmp(tu_params(a), tu_params(b), 4 * params_padded(a)) != 0);
+    snapshot before_a = take(a), before_b = take(b);
+    CHECK(memcmp(before_a.params, before_b.params, 4 * params_padded(a)) != 0);
+    drop(&before_a);
+    drop(&before_b);
     dtnn_opt_params op;
     dtnn_opt_params_default(&op, DTNN_OPT_ADAM);
     dtnn_optimizer *ob = dtnn_optimizer_create(b, &op, &err);
@@ -204,7 +232,10 @@ static void test_round_trip(void)
     CHECK(same(b, &sa));
     size_t n = params_padded(a);
     CHECK(dtnn_optimizer_state_slots(ob) == 2);
-    CHECK(!memcmp(tu_opt_state(oa), tu_opt_state(ob), 2 * n * sizeof(float)));
+    float *state_a = state_copy(oa, 2, n), *state_b = state_copy(ob, 2, n);
+    CHECK(!memcmp(state_a, state_b, 2 * n * sizeof(float)));
+    free(state_a);
+    free(state_b);
     CHECK(*dtnn_optimizer_step_count(ob) == 3);
     CHECK(!memcmp(&ts, &ts2, sizeof ts));
     CHECK(dtnn_model_step(b) == 77);
@@ -217,7 +248,7 @@ static void test_round_trip(void)
         CHECK(nbt && nbt->dtype == DTNN_I64 && nbt->ndim == 0);
         int64_t v = 0;
         if (nbt)
-            memcpy(&v, tu_buffers(b) + nbt->offset, 8);
+            CHECK_OK(dtnn_model_tensor_read(b, nbt, &v, &err), &err);
         CHECK(v == 1234567890123ll + 7);
     } else {
         printf("batchnorm layer not available: buffers not covered\n");
@@ -252,7 +283,8 @@ static void test_round_trip(void)
 
     /* Weights only: a model built for inference, no optimizer, no train state. */
     dtnn_model *inf = small_cnn(5, 1, 0, 5);
-    CHECK(tu_grads(inf) == NULL);
+    float one;
+    CHECK(dtnn_model_read(inf, DTNN_REGION_GRADS, 0, &one, sizeof one, &err) == DTNN_ERR_ARG);
     CHECK_OK(dtnn_checkpoint_load(path, inf, NULL, NULL, NULL, &err), &err);
     CHECK(same(inf, &sa));
     dtnn_model_free(inf);
@@ -288,8 +320,7 @@ static void test_mismatches(void)
     fill_buffers(b, 4);
     dtnn_optimizer *ob = stepped_adam(b, 1);
     snapshot sb = take(b);
-    float *ob_state = malloc(sizeof(float) * 2 * sb.np);
-    memcpy(ob_state, tu_opt_state(ob), sizeof(float) * 2 * sb.np);
+    float *ob_state = state_copy(ob, 2, sb.np);
     dtnn_train_state ts_b = {1, 2, 3, 4, 5, 0}, ts_copy = ts_b;
     dtnn_dataset nb;
     memset(&nb, 0, sizeof nb);
@@ -301,7 +332,9 @@ static void test_mismatches(void)
     expect_error(st, &err, "tensor 'fc.weight' has shape [5, 64], the model expects [6, 64]",
                  "mm.safetensors", "other head");
     CHECK(same(b, &sb));
-    CHECK(!memcmp(ob_state, tu_opt_state(ob), sizeof(float) * 2 * sb.np));
+    float *ob_now = state_copy(ob, 2, sb.np);
+    CHECK(!memcmp(ob_state, ob_now, sizeof(float) * 2 * sb.np));
+    free(ob_now);
     CHECK(*dtnn_optimizer_step_count(ob) == 1);
     CHECK(!memcmp(&ts_b, &ts_copy, sizeof ts_b));
     CHECK(!memcmp(&nb, &nb_copy, sizeof nb));
@@ -366,14 +399,15 @@ static void test_mismatches(void)
     /* A plain state_dict (no dtnn metadata, as PyTorch's safetensors writer makes one) loads
      * as weights only. */
     st_entry *e = calloc(dtnn_model_tensor_count(a), sizeof *e);
+    snapshot host_a = take(a);
     for (int i = 0; i < dtnn_model_tensor_count(a); i++) {
         const dtnn_tensor_info *ti = dtnn_model_tensor(a, i);
         e[i].name = ti->name;
         e[i].dtype = ti->dtype == DTNN_I64 ? "I64" : "F32";
         e[i].ndim = ti->ndim;
         e[i].dims = ti->dims;
-        e[i].data = ti->kind == DTNN_TENSOR_PARAM ? (void *)(tu_params(a) + ti->offset)
-                                                  : (void *)(tu_buffers(a) + ti->offset);
+        e[i].data = ti->kind == DTNN_TENSOR_PARAM ? (void *)(host_a.params + ti->offset)
+                                                  : (void *)(host_a.buffers + ti->offset);
         e[i].bytes = ti->count * (ti->dtype == DTNN_I64 ? 8 : 4);
     }
     const char *pk[] = {"format"}, *pv[] = {"pt"};
@@ -387,6 +421,7 @@ static void test_mismatches(void)
     st = dtnn_checkpoint_load(weights_only, d, NULL, NULL, NULL, &err);
     expect_error(st, &err, "format is 'pt'", NULL, "foreign format");
     free(e);
+    drop(&host_a);
 
     drop(&sa);
     drop(&sb);
@@ -731,7 +766,9 @@ static void test_writes(void)
     char blocker[600];
     snprintf(blocker, sizeof blocker, "%s.tmp.%ld", ck, (long)getpid());
     CHECK(mkdir(blocker, 0700) == 0);
-    test_fill(tu_params(m), 8, 1234);
+    float eight[8];
+    test_fill(eight, 8, 1234);
+    CHECK_OK(dtnn_model_write(m, DTNN_REGION_PARAMS, 0, eight, sizeof eight, &err), &err);
     st = dtnn_checkpoint_save(ck, m, NULL, NULL, NULL, &err);
     expect_error(st, &err, "keep.safetensors", NULL, "blocked temporary file");
     size_t n1;
@@ -784,13 +821,16 @@ static void test_nonfinite_refused(void)
     CHECK_OK(dtnn_checkpoint_save(path, m, o, NULL, NULL, &err), &err);
     size_t n_before;
     unsigned char *before = slurp(path, &n_before);
-    float *w = tu_params(m);
-    float saved = w[3];
-    w[3] = NAN;
+    float saved, bad = NAN, inf = INFINITY;
+    CHECK_OK(dtnn_model_read(m, DTNN_REGION_PARAMS, 3 * sizeof(float), &saved, sizeof saved,
+                             &err), &err);
+    CHECK_OK(dtnn_model_write(m, DTNN_REGION_PARAMS, 3 * sizeof(float), &bad, sizeof bad, &err),
+             &err);
     CHECK(dtnn_checkpoint_save(path, m, o, NULL, NULL, &err) == DTNN_ERR_NONFINITE);
     CHECK(strstr(err.message, "not written") && strstr(err.message, "NaN"));
-    w[3] = saved;
-    tu_opt_state(o)[1] = INFINITY;
+    CHECK_OK(dtnn_model_write(m, DTNN_REGION_PARAMS, 3 * sizeof(float), &saved, sizeof saved,
+                              &err), &err);
+    CHECK_OK(dtnn_optimizer_write_state(o, 0, 1, &inf, 1, &err), &err);
     CHECK(dtnn_checkpoint_save(path, m, o, NULL, NULL, &err) == DTNN_ERR_NONFINITE);
     CHECK(strstr(err.message, "optimizer's") && strstr(err.message, "Inf"));
     size_t n_after;
