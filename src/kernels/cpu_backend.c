@@ -1,10 +1,12 @@
 /*
  * cpu_backend.c — the CPU backend table: BLAS for GEMM, portable C (OpenMP-parallel where it
- * pays) for everything else.
+ * pays) for everything else. Compiled once per kernel set like every kernel file, so there is
+ * one table per set (cpu_backend_table, cpu_backend_table_avx2); dtnn_backend_cpu() is in
+ * cpu_select.c, which picks one.
  */
 #include "cpu_kernels.h"
 
-static const dtnn_backend cpu_backend = {
+const dtnn_backend cpu_backend_table = {
     .name = "cpu",
     .threads = cpu_threads,
     .gemm = cpu_gemm,
@@ -43,5 +45,3 @@ static const dtnn_backend cpu_backend = {
     .softmax_forward = cpu_softmax_forward,
     .softmax_backward = cpu_softmax_backward,
 };
-
-const dtnn_backend *dtnn_backend_cpu(void) { return &cpu_backend; }
