@@ -20,7 +20,8 @@
  * Conventions. Tensors are float32, dense, NCHW (N batch, C channels, H x W). Every fallible
  * function returns a dtnn_status and, on failure, fills the caller's dtnn_error with a message
  * that names the file, layer, shape or option at fault. The library never exits the process and
- * keeps no global mutable state. Parameters, gradients and optimizer state each live in one flat
+ * keeps no global mutable state, but for the CPU kernel set, chosen once per process
+ * (dtnn_cpu_kernels_name). Parameters, gradients and optimizer state each live in one flat
  * buffer per model; dtnn_model_tensor() gives the named layout (PyTorch state_dict names).
  */
 #ifndef DTNN_H
