@@ -6,22 +6,23 @@
 # Where the CPU (or build) lacks AVX2 both runs are generic and must be bitwise identical.
 # Usage: isa_kernels.sh DTNN CKDIFF SETS TMPDIR, SETS the build's sets: generic or generic,avx2.
 #
-# Tolerance, per tensor of weights and batch-norm statistics (not the optimizer's momentum,
-# the gradient itself): the difference may be RTOL = 0.25 of how far the tensor moved from its
-# start (a 1-step run at lr 1e-30, which moves no weight by a float's resolution), plus 1e-6.
-# The AVX2 set runs Winograd F(4x4, 3x3) and the direct convolution where the generic set has
-# im2col + BLAS only: other summation orders, ~1e-6 relative per layer (Winograd ~10x less
-# exact). Through the network that grows: a ReLU whose input lies within that rounding of 0
-# passes its gradient in one run only, and batch norm's backward cancels most of what it sums.
-# So one step's weight gradients differ by up to ~2% of their largest value, and 3 steps' weights
-# by up to 0.07 of their change (measured: seeds 3, 9 and the default, 1 and 2 threads; the worst
-# 2.1e-5 against a change of 3.0e-4 in layer3.0.conv1.weight; the largest difference 1.1e-4 in
-# conv1.weight). RTOL is 3.5x that; a broken kernel moves a tensor by the order of its change
-# (ratio ~1) or to NaN. (With every convolution on im2col the two sets' gradients are bitwise
-# identical: the difference is the algorithms', which test_conv_paths, test_gradcheck and
-# test_reference check layer by layer with tight tolerances, also with DTNN_CPU=generic.) A
-# relative bound, because an absolute one loose enough for conv1 would pass anything in the
-# tensors that moved 30x less (layer3's batch-norm weights: 6.6e-5).
+# Tolerance, per tensor of weights and batch-norm statistics (not the optimizer's momentum, the
+# gradient itself): the difference may be RTOL = 0.25 of how far the tensor moved from its start
+# (a 1-step run at lr 1e-30, which moves no weight by a float's resolution), plus 1e-6. The AVX2
+# set runs Winograd F(4x4, 3x3) and the direct convolution where the generic set has im2col + BLAS
+# only: other summation orders, ~1e-6 relative per layer (Winograd ~10x less exact). Through the
+# network that grows: a ReLU whose input lies within that rounding of 0 passes its gradient in one
+# run only, and batch norm's backward cancels most of what it sums. So one step's weight gradients
+# differ by up to ~2% of their largest value, and 3 steps' weights by up to 0.07 of their change
+# (measured: seeds 3, 9 and the default, 1 and 2 threads; the worst 2.1e-5 against a change of
+# 3.0e-4 in layer3.0.conv1.weight; the largest difference 1.1e-4 in conv1.weight). RTOL is 3.5x
+# that. It catches a kernel that is wrong by more than the sets' rounding (tried: batch norm's eps
+# 1000x too large in the AVX2 set gives 0.52, and a NaN fails); subtler errors (eps 100x too large
+# passed) are the per-layer tests' to find. With every convolution on im2col the two sets'
+# gradients are bitwise identical: the difference is the algorithms', which test_conv_paths,
+# test_gradcheck and test_reference check layer by layer with tight tolerances, also with
+# DTNN_CPU=generic. A relative bound, because an absolute one loose enough for conv1 would pass
+# anything in the tensors that moved 30x less (layer3's batch-norm weights: 6.6e-5).
 set -eu
 dtnn=$1
 ckdiff=$2
@@ -55,7 +56,8 @@ got=$(kernels_of generic)
 [[ $got == generic ]] || fail "DTNN_CPU=generic: dtnn info reports '$got', not generic"
 got=$(kernels_of "")
 [[ $got == "$expected" ]] || fail "default: dtnn info reports '$got', expected $expected"
-DTNN_CPU=generic "$dtnn" info --model resnet20 | grep -q '^cpu kernels: generic (forced by DTNN_CPU=generic)$' ||
+DTNN_CPU=generic "$dtnn" info --model resnet20 |
+    grep -q '^cpu kernels: generic (forced by DTNN_CPU=generic)$' ||
     fail "DTNN_CPU=generic: dtnn info does not say it was forced"
 
 if DTNN_CPU=avx512 "$dtnn" info --model resnet20 >"$tmp/out" 2>&1; then
