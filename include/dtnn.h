@@ -20,7 +20,8 @@
  * Conventions. Tensors are float32, dense, NCHW (N batch, C channels, H x W). Every fallible
  * function returns a dtnn_status and, on failure, fills the caller's dtnn_error with a message
  * that names the file, layer, shape or option at fault. The library never exits the process and
- * keeps no global mutable state. Parameters, gradients and optimizer state each live in one flat
+ * keeps no global mutable state, but for the CPU kernel set, chosen once per process
+ * (dtnn_cpu_kernels_name). Parameters, gradients and optimizer state each live in one flat
  * buffer per model; dtnn_model_tensor() gives the named layout (PyTorch state_dict names).
  */
 #ifndef DTNN_H
@@ -257,8 +258,7 @@ const char *dtnn_model_device(const dtnn_model *m);
  * run here (*usable), and in `why` "usable" or the reason it cannot. NULL past the end. */
 int dtnn_device_count(void);
 const char *dtnn_device_name(int i, int *usable, char *why, size_t len);
-/* The CPU kernel set the cpu backends run ("avx2+fma", "generic"). */
-const char *dtnn_cpu_kernels(void);
+
 
 /* ---- introspection ----------------------------------------------------------------------- */
 
@@ -731,6 +731,21 @@ void dtnn_sgemm(int trans_a, int trans_b, int m, int n, int k, float alpha, cons
                 int lda, const float *b, int ldb, float beta, float *c, int ldc);
 /* Name of the BLAS this build links, e.g. "openblas 0.3.21 (Cooperlake)". */
 const char *dtnn_blas_name(char *buf, size_t len);
+
+/* The CPU kernel set this process runs: "avx2+fma" (the kernels compiled with -mavx2 -mfma;
+ * x86-64 builds) or "generic" (the same sources compiled for the target's baseline). Chosen
+ * once, at the first model created or the first call of these, from the CPU and the
+ * environment variable DTNN_CPU: unset or "auto" takes the fastest set the CPU and OS run,
+ * "generic" forces the portable kernels, "avx2" asks for AVX2 + FMA. The two sets' results
+ * differ by float rounding only (other summation orders: Winograd and the direct
+ * convolution run only in the AVX2 set). */
+const char *dtnn_cpu_kernels_name(void);
+/* A few words on why that set runs, e.g. "DTNN_CPU=generic forces portable" (for `dtnn info`). */
+const char *dtnn_cpu_kernels_reason(void);
+/* DTNN_OK, or an error when DTNN_CPU cannot be honoured: DTNN_ERR_ARG for an unknown value,
+ * DTNN_ERR_UNSUPPORTED for avx2 where the CPU or the build lacks it. The generic kernels run
+ * then; dtnn_model_build returns this error, so nothing trains on a set not asked for. */
+dtnn_status dtnn_cpu_kernels_check(dtnn_error *err);
 
 #ifdef __cplusplus
 }

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The main paths under valgrind's memcheck: train a few steps and save, resume from the
 # checkpoint (load), eval, predict. Any invalid access, use of uninitialised memory or
-# definite leak fails (exit 1). Built separately into build-vg/ as a Debug build without
-# -march=native, because valgrind does not decode AVX-512 (OpenBLAS then picks its kernel from
-# what valgrind reports). Usage: scripts/valgrind.sh
+# definite leak fails (exit 1). Built separately into build-vg/ as a Debug build. No dtnn build
+# uses -march=native, which valgrind could not follow where it meant AVX-512: dtnn picks its
+# CPU kernel set, and OpenBLAS its kernel, from what valgrind reports. Usage: scripts/valgrind.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh valgrind

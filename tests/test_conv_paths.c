@@ -94,6 +94,9 @@ static void make_inputs(const conv_case *cc, dtnn_model *m, unsigned seed, float
     test_fill(*probe, out_count, seed + 1);
 }
 
+/* whether the CPU kernels running have the direct and Winograd convolutions (the AVX2 set) */
+static int fast_kernels(void) { return strcmp(dtnn_cpu_kernels_name(), "generic") != 0; }
+
 /* the absolute tolerance of a sum of `terms` products of values of order 1 */
 static double atol_for(double terms) { return ATOL * (terms > 256 ? terms / 256 : 1); }
 
@@ -106,16 +109,12 @@ static void check_case(const conv_case *cc, const char *algo)
         return;
     }
     /* the case must exercise the path it is listed for: auto its method, direct no Winograd.
-     * Builds without AVX2 + FMA (the sanitizer builds: no -march=native) have no direct or
-     * Winograd kernels; there auto takes im2col, so the listed method is not checked. */
+     * The generic CPU kernels (DTNN_CPU=generic, or a CPU without AVX2 + FMA) have no direct
+     * or Winograd kernels; there auto takes im2col, so the listed method is not checked. */
     dtnn_layer_info info;
     dtnn_model_layer_info(fast, 0, &info);
     const int is_auto = !strcmp(algo, "auto");
-#if defined(__AVX2__) && defined(__FMA__)
-    const int check_method = is_auto && cc->method;
-#else
-    const int check_method = 0;
-#endif
+    const int check_method = is_auto && cc->method && fast_kernels();
     if ((check_method && strcmp(info.method, cc->method)) ||
         (!is_auto && !strncmp(info.method, "winograd", 8))) {
         fprintf(stderr, "FAIL %dx%dx%dx%d %s algo=%s: runs '%s', expected '%s'\n", cc->n, cc->c,
@@ -320,12 +319,10 @@ int main(void)
         {32, 32, 32, 10, "filters=36 kernel=3 padding=1", NULL},
         {64, 8, 8, 9, "filters=64 kernel=3 padding=1", NULL},
     };
-#if defined(__AVX2__) && defined(__FMA__)
-    for (size_t i = 0; i < sizeof threaded / sizeof threaded[0]; i++)
-        check_threads(&threaded[i]);
-#else
-    (void)check_threads; /* no Winograd here: im2col's BLAS GEMMs split by thread count */
-    (void)threaded;
-#endif
+    /* The generic kernels have no Winograd, and im2col's BLAS GEMMs split by thread count. */
+    if (fast_kernels())
+        for (size_t i = 0; i < sizeof threaded / sizeof threaded[0]; i++)
+            check_threads(&threaded[i]);
+    printf("test_conv_paths: cpu kernels %s\n", dtnn_cpu_kernels_name());
     return test_finish("test_conv_paths");
 }

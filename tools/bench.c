@@ -159,7 +159,7 @@ static void print_profile(dtnn_model *m, int64_t steps)
         dtnn_model_layer_info(m, i, &li);
         total += li.seconds_fwd + li.seconds_bwd;
     }
-    printf("device %s, cpu kernels %s\n", dtnn_model_device(m), dtnn_cpu_kernels());
+    printf("device %s, cpu kernels %s\n", dtnn_model_device(m), dtnn_cpu_kernels_name());
     printf("%-24s %-14s %-16s %10s %10s %7s\n", "layer", "type", "method", "fwd ms", "bwd ms",
            "share");
     for (int i = 0; i < dtnn_model_layer_count(m); i++) {
@@ -283,9 +283,10 @@ static int run_bench(const cli_opt *o, int n, dtnn_comm *comm, int threads)
         char blas[128];
         printf("{\"model\": \"%s\", \"batch_size\": %d, \"ranks\": %d, \"threads\": %d, "
                "\"steps\": %lld, \"images_per_sec\": %.1f, \"step_ms\": %.3f, \"gflops\": %.2f, "
-               "\"peak_rss_mb\": %.1f, \"blas\": \"%s\"", cli_str(o, n, "model"), batch, ranks,
-               threads, (long long)steps, r.images_per_sec, r.step_ms, r.gflops, r.peak_rss_mb,
-               dtnn_blas_name(blas, sizeof blas));
+               "\"peak_rss_mb\": %.1f, \"blas\": \"%s\", \"cpu_kernels\": \"%s\"",
+               cli_str(o, n, "model"), batch, ranks, threads, (long long)steps,
+               r.images_per_sec, r.step_ms, r.gflops, r.peak_rss_mb,
+               dtnn_blas_name(blas, sizeof blas), dtnn_cpu_kernels_name());
         if (ranks > 1) {
             /* Bus bandwidth as NCCL's tests define it: a ring all-reduce moves 2 (p-1)/p of the
              * buffer through every rank's link, so the figure is comparable across rank counts. */

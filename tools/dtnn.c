@@ -291,11 +291,13 @@ static int cmd_train(int argc, char **argv, dtnn_comm *comm)
     char blas[128];
     if (rank == 0) {
         printf("dtnn: training %s on %s (%lld train / %lld test samples of %dx%dx%d, %d "
-               "classes), %zu parameters, batch %d, %s lr %g, device %s, %d thread%s, %s\n",
+               "classes), %zu parameters, batch %d, %s lr %g, device %s, %d thread%s, %s, %s "
+               "kernels\n",
                cli_str(o, n, "model"), cd.name, (long long)cd.shape.n, (long long)cd.test_n,
                cd.shape.c, cd.shape.h, cd.shape.w, cd.shape.classes, dtnn_model_param_count(m),
                tp.batch_size, dtnn_opt_name(kind), tp.sched.base_lr, dtnn_model_device(m),
-               threads, threads == 1 ? "" : "s", dtnn_blas_name(blas, sizeof blas));
+               threads, threads == 1 ? "" : "s", dtnn_blas_name(blas, sizeof blas),
+               dtnn_cpu_kernels_name());
         if (ranks > 1)
             printf("dtnn: data parallel on %d MPI ranks (%d node%s, %s), %d samples per rank "
                    "per step, all-reduce %s, gradients as %s\n", ranks,
@@ -629,6 +631,7 @@ static int cmd_info(int argc, char **argv)
            mem.total / mib, mem.params / mib, mem.grads / mib, mem.optimizer / mib,
            mem.buffers / mib, mem.activations / mib, mem.workspace / mib,
            dtnn_memory_available() / mib);
+    printf("cpu kernels: %s (%s)\n", dtnn_cpu_kernels_name(), dtnn_cpu_kernels_reason());
     dtnn_model_free(m);
     return 0;
 }
@@ -661,7 +664,7 @@ static int cmd_devices(int argc, char **argv)
         char why[256];
         const char *name = dtnn_device_name(i, &usable, why, sizeof why);
         if (!strcmp(name, "cpu") || !strcmp(name, "cpu-guarded"))
-            printf("%-12s %s (cpu kernels: %s)\n", name, why, dtnn_cpu_kernels());
+            printf("%-12s %s (cpu kernels: %s)\n", name, why, dtnn_cpu_kernels_name());
         else
             printf("%-12s %s\n", name, why);
     }
@@ -689,6 +692,13 @@ int main(int argc, char **argv)
         return argc < 2 ? 2 : 0;
     }
     const char *c = argv[1];
+    /* Before any command: a DTNN_CPU the kernels cannot honour is the user's to fix, and an
+     * MPI run then stops on every rank alike. */
+    dtnn_error err = {0};
+    if (dtnn_cpu_kernels_check(&err) != DTNN_OK) {
+        fprintf(stderr, "dtnn: %s\n", err.message);
+        return 2;
+    }
     if (!strcmp(c, "train"))
         return with_comm(cmd_train, argc, argv);
     if (!strcmp(c, "eval"))

@@ -109,5 +109,3 @@ size_t be_count_nonfinite(dtnn_backend *be, const float *x, size_t n)
     be_leave(be);
     return bad;
 }
-
-const char *dtnn_cpu_kernels(void) { return cpu_backend_kernel_set(); }

@@ -309,10 +309,9 @@ void *be_alloc(dtnn_backend *be, size_t bytes);
 void be_free(dtnn_backend *be, void *p);
 size_t be_count_nonfinite(dtnn_backend *be, const float *x, size_t n);
 
-/* The CPU backends' operations (kernels/cpu_backend.c): the table of the kernel set this CPU
- * runs, and that set's name ("avx2+fma" or "generic"). */
+/* The CPU backends' operations: the table of the kernel set this CPU runs (kernels/
+ * cpu_select.c picks the compile of kernels/cpu_backend.c; dtnn_cpu_kernels_name says which). */
 const dtnn_backend_ops *cpu_backend_ops(void);
-const char *cpu_backend_kernel_set(void);
 
 /* The guarded backend wrapped around the CPU operations (guarded.c). */
 dtnn_backend *guarded_backend_create(int threads, dtnn_error *err);

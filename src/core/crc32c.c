@@ -1,15 +1,19 @@
 /*
- * crc32c.c — CRC-32C (Castagnoli), the checksum of dtnn's checkpoints. With SSE4.2 the CPU's
- * crc32 instruction does 8 bytes at a time; elsewhere a byte-wise table, built per call (1 KiB,
- * microseconds) so there is no global state.
+ * crc32c.c — CRC-32C (Castagnoli), the checksum of dtnn's checkpoints. Where the CPU has SSE4.2
+ * (asked at each call: __builtin_cpu_supports reads a word libgcc filled at start-up) its crc32
+ * instruction does 8 bytes at a time, compiled for SSE4.2 in that one function, so the build
+ * needs no -msse4.2 or -march=native and runs on any x86-64; elsewhere a byte-wise table, built
+ * per call (1 KiB, microseconds) so there is no global state. Both give the same values.
  */
 #include "internal.h"
 
-#if defined(__SSE4_2__) && defined(__x86_64__)
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define DTNN_CRC32C_SSE42 1
 #include <nmmintrin.h>
 #include <string.h>
 
-uint32_t dtnn_crc32c(uint32_t crc, const void *data, size_t n)
+__attribute__((target("sse4.2"))) static uint32_t crc32c_sse42(uint32_t crc, const void *data,
+                                                               size_t n)
 {
     const unsigned char *p = data;
     uint64_t c = ~crc;
@@ -23,10 +27,9 @@ uint32_t dtnn_crc32c(uint32_t crc, const void *data, size_t n)
         c32 = _mm_crc32_u8(c32, *p);
     return ~c32;
 }
+#endif
 
-#else
-
-uint32_t dtnn_crc32c(uint32_t crc, const void *data, size_t n)
+uint32_t dtnn_crc32c_bytewise(uint32_t crc, const void *data, size_t n)
 {
     uint32_t table[256];
     for (uint32_t i = 0; i < 256; i++) {
@@ -42,4 +45,11 @@ uint32_t dtnn_crc32c(uint32_t crc, const void *data, size_t n)
     return ~c;
 }
 
+uint32_t dtnn_crc32c(uint32_t crc, const void *data, size_t n)
+{
+#ifdef DTNN_CRC32C_SSE42
+    if (__builtin_cpu_supports("sse4.2"))
+        return crc32c_sse42(crc, data, n);
 #endif
+    return dtnn_crc32c_bytewise(crc, data, n);
+}

@@ -42,6 +42,8 @@ double dtnn_now(void);
 
 /* CRC-32C of n bytes, continuing from crc (0 to start). */
 uint32_t dtnn_crc32c(uint32_t crc, const void *data, size_t n);
+/* The same without the CPU's crc32 instruction, what dtnn_crc32c does without SSE4.2 (tests). */
+uint32_t dtnn_crc32c_bytewise(uint32_t crc, const void *data, size_t n);
 
 /* This process's CPU affinity as a bit mask of up to 1024 CPUs; returns how many are set. */
 #define DTNN_CPU_MASK_WORDS 16

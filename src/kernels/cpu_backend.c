@@ -2,7 +2,9 @@
  * cpu_backend.c — the CPU backend's operation table (backend/backend.h): host memory from
  * dtnn_alloc_aligned, the kernels of this folder, and the thread count of the backend
  * instance applied for the duration of each call (OpenMP's nthreads ICV of the calling thread,
- * restored on leave, so an application embedding dtnn keeps its own OpenMP settings).
+ * restored on leave, so an application embedding dtnn keeps its own OpenMP settings). Compiled
+ * once per kernel set like every kernel file, so there is one table per set
+ * (cpu_backend_table, cpu_backend_table_avx2); cpu_select.c picks one.
  */
 #include <string.h>
 
@@ -324,7 +326,7 @@ static size_t op_count_nonfinite(dtnn_backend *be, const float *x, size_t n)
     return cpu_count_nonfinite(x, n);
 }
 
-static const dtnn_backend_ops cpu_ops = {
+const dtnn_backend_ops cpu_backend_table = {
     .enter = cpu_enter,
     .leave = cpu_leave,
     .alloc = op_alloc,
@@ -377,14 +379,3 @@ static const dtnn_backend_ops cpu_ops = {
     .rmsprop_step = op_rmsprop_step,
     .count_nonfinite = op_count_nonfinite,
 };
-
-const dtnn_backend_ops *cpu_backend_ops(void) { return &cpu_ops; }
-
-const char *cpu_backend_kernel_set(void)
-{
-#if defined(__AVX2__) && defined(__FMA__)
-    return "avx2+fma";
-#else
-    return "generic";
-#endif
-}

@@ -77,9 +77,8 @@ static int chunk_for(size_t fixed, size_t per_image, size_t budget, const conv_p
 }
 
 /* Chunks whose scratch fits the 1 MiB L2 cache of a core: the GEMM then reads the columns
- * im2col has just written from cache instead of memory. Measured (dtnn bench, batch 64, 1
- * thread, images/s with 0.5 / 1 / 64 MiB chunks): resnet20 96 / 93 / 69, cifarcnn 220 /
- * 215 / 167; 2 threads: resnet20 155 / 160 / 129, cifarcnn 384 / 383 / 341. */
+ * im2col has just written from cache instead of memory, and chunks as large as the workspace
+ * trained slower at 1 and at 2 threads (measurements: docs/perf-notes.md). */
 static void plan_im2col(conv_plan *c, int tiles)
 {
     const conv_geom *g = &c->g;
@@ -98,8 +97,8 @@ static void plan_im2col(conv_plan *c, int tiles)
 
 /* The direct kernels' chunk and scratch: chunks whose padded planes fit the 1 MiB L2 cache of
  * a core (one per thread that runs chunks of its own), so the kernels read what pad_planes
- * has just written from there: with 16 MiB chunks ResNet-20's first stage ran at 7.5 / 15.5
- * ms forward / backward per layer instead of 4.7 / 9.0. Returns the workspace bytes. */
+ * has just written from there; with 16 MiB chunks ResNet-20's first stage ran much slower
+ * both ways (measurements: docs/perf-notes.md). Returns the workspace bytes. */
 static size_t plan_direct(conv_plan *c)
 {
     const size_t fixed = cpu_conv_direct_workspace(&c->g, 0, c->slots);
@@ -128,40 +127,36 @@ static void plan(conv_plan *c, dtnn_conv_algo asked)
     /* The direct kernel sums each output over C input planes (forward) and each input
      * gradient over K output planes; it wins while a tile's R rows of those planes and the
      * filter block stay in L1 (3x3 with 64 channels: 24 + 9 KiB). With 128 to 512 channels
-     * of 3x3 it re-read them from L2 and lost to im2col by up to 2x (vgg16-64's deep layers,
-     * dtnn bench --profile with --conv-algo auto and im2col). */
+     * of 3x3 it re-read them from L2 and lost to im2col (vgg16-64's deep layers; measurements:
+     * docs/perf-notes.md). */
     const int direct_fits = fast && g->C * g->R <= 192 && g->K * g->R <= 192;
     const int direct_kind = direct_fits ? cpu_conv_direct_supported(g) : 0;
     /* Stride 2 (ResNet's downsampling 3x3s): on the direct kernels over parity planes, the
      * input gradient as four passes over the output gradient (conv_direct.c). Through im2col
-     * the forward copied the input 9 times and that copy took twice as long as the products;
-     * im2col + col2im took three quarters of the input gradient: ResNet-20's 16 -> 32 layer
-     * (16x16 out) backward 11.0-11.3 -> 8.2-10.7 ms. Below 16x16 outputs only the forward
-     * is direct: a row of each plane is too short for the passes' per-call overhead. There
-     * ResNet-20's 32 -> 64 layer (8x8 out) took 11.1-11.5 ms backward with the weight
-     * gradient direct against im2col's 9.9-10.4, and 12.3-12.5 with the input gradient direct
-     * against 10.2-11.1 (one-layer models, dtnn bench --profile, alternating). */
+     * the forward copied the input 9 times and that copy took longer than the products, and
+     * im2col + col2im took most of the input gradient. Below 16x16 outputs only the forward
+     * is direct: a row of each plane is too short for the passes' per-call overhead, and
+     * there the backward was slower with either its weight gradient or its input gradient
+     * direct than on im2col (measurements: docs/perf-notes.md). */
     const int stride2 = g->stride_h == 2 || g->stride_w == 2;
     const int direct = direct_kind == 2 && (!stride2 || g->P * g->Q >= 256);
     const int strided = direct_kind && stride2 && !direct;
     /* Winograd from 16 channels in and out: with 3 (an RGB input) the transforms cost more
-     * than the products they save (vgg16-64's first layer, forward 18 ms direct, 28 ms
-     * Winograd; dtnn bench --profile, batch 64, 1 thread). */
+     * than the products they save (vgg16-64's first layer ran slower on Winograd than
+     * direct; measurements: docs/perf-notes.md). */
     const int winograd_tile = asked == DTNN_CONV_AUTO ? cpu_conv_winograd_supported(g) : 0;
     const int winograd = DTNN_MIN(g->C, g->K) >= 16 && winograd_tile;
     /* Winograd backward from 32 channels on. Below, the transforms (their cost per
      * multiply-add falls with the channel count) ate the gain: ResNet-20's 16-channel stage
-     * took 14.7 ms a layer backward against the direct kernels' 14.0 (whose input gradient
+     * ran backward slower on Winograd than on the direct kernels (whose input gradient
      * shares its padded planes with the weight gradient), while its 32- and 64-channel stages
-     * went from 14.8 and 15.5 to 11.2 and 11.7 (dtnn bench --profile, batch 64, 1 thread,
-     * --conv-algo direct vs auto). */
+     * ran faster (measurements: docs/perf-notes.md). */
     const int winograd_backward = winograd && DTNN_MIN(g->C, g->K) >= 32;
     /* With F(4x4) tiles the 16-channel input gradient is on Winograd too and the weight
-     * gradient stays direct: ResNet-20's 16-channel layer backward took 9.5-10.7 ms that way,
-     * 11.1-11.6 all direct, 9.3-10.3 all Winograd (whose F(4x4) weight gradient was off by
+     * gradient stays direct: ResNet-20's 16-channel layer backward ran faster that way than
+     * all direct, and about as fast as all Winograd (whose F(4x4) weight gradient was off by
      * 1.2e-3 on test_conv_paths' 128-channel case, where the test allows 2e-4 and F(2x2)
-     * stays within it, and no faster at 32 channels: 7.8-10.0 against 8.7-9.8 ms) (dtnn
-     * bench --profile, batch 64, 1 thread, alternating). */
+     * stays within it, and no faster at 32 channels) (measurements: docs/perf-notes.md). */
     const int winograd_input_grad = winograd && !winograd_backward && winograd_tile == 4 && direct;
     /* A scratch per thread (slots) unless one image a thread already passes the workspace
      * limit (large images, many threads): then one, the team splitting every chunk. */
@@ -173,8 +168,8 @@ static void plan(conv_plan *c, dtnn_conv_algo asked)
             c->workspace_bytes = plan_direct(c);
         } else if (!winograd_backward) {
             /* im2col with few filters per group: the products on gemm_tiles.c's register tiles,
-             * not BLAS, whose kernels reach a third to a half of peak with M = 16 to 64 rows
-             * (ResNet-20's stride-2 layers). */
+             * not BLAS, whose kernels stay far below peak with M = 16 to 64 rows (ResNet-20's
+             * stride-2 layers; measurements: docs/perf-notes.md). */
             const int tiles = fast && g->K / g->groups <= 64;
             plan_im2col(c, tiles);
             c->algo = c->algo_backward = tiles ? CONV_IM2COL_TILES : CONV_IM2COL;

@@ -15,12 +15,19 @@
 #ifndef DTNN_CPU_KERNELS_H
 #define DTNN_CPU_KERNELS_H
 
+/* First, so that every declaration below and every definition after it takes the AVX2
+ * compile's names. */
+#include "cpu_isa_names.h"
+
 #include "../backend/backend.h"
 #include "../core/internal.h"
 
 #ifdef _OPENMP
 #include <omp.h>
 #endif
+
+/* This compile's operation table (cpu_backend.c); cpu_select.c picks one of the compiles'. */
+extern const dtnn_backend_ops cpu_backend_table;
 
 void cpu_gemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
               int lda, const float *b, int ldb, float beta, float *c, int ldc);

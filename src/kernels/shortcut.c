@@ -19,8 +19,8 @@ static void subsample_row(const float *x, int stride, int Q, float *y)
             y[q] = x[(size_t)q * stride];
 }
 
-/* Plane by plane over the batch, in parallel: as one thread's scalar loop this layer took
- * 1.9 ms forward (the 16 -> 32 one in ResNet-20, batch 64) at 1 and at 2 threads alike. */
+/* Plane by plane over the batch, in parallel: as one thread's scalar loop this layer took as
+ * long at 2 threads as at 1 (measurements: docs/perf-notes.md). */
 void cpu_shortcut_forward(const shortcut_geom *c, int n, const float *x0, float *y0)
 {
     const size_t in_size = (size_t)c->C * c->H * c->W, out_size = (size_t)c->K * c->P * c->Q;

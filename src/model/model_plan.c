@@ -63,13 +63,12 @@ static int reads_between(const dtnn_model *m, int id, int lo, int hi)
 /* A two-input add whose one input is a batch norm that feeds nothing else (ResNet's bn2 +
  * shortcut) is done by that batch norm: y = relu(bn(x) + residual), its ReLU too when fused
  * into the add; backward the batch norm passes the gradient to the residual. That saves the
- * batch norm's output going to memory and back (and backward the add's pass): ResNet-20's
- * batch norms and adds, forward + backward, 51-66 -> 47-61 ms a step (dtnn bench --profile,
- * batch 64, 1 thread, three alternating runs), peak RSS 142 -> 121 MB (the batch norm's
- * output is the add's). The residual's gradient is then written at the
- * batch norm's place in the backward order instead of the add's, so the residual must come
- * from before the batch norm and no layer between them may read it (the first gradient to
- * reach a producer writes, the later ones add). */
+ * batch norm's output going to memory and back (and backward the add's pass), in time and in
+ * peak memory, since the batch norm's output is the add's (measurements: docs/perf-notes.md).
+ * The residual's gradient is then written at the batch norm's place in the backward order
+ * instead of the add's, so the residual must come from before the batch norm and no layer
+ * between them may read it (the first gradient to reach a producer writes, the later ones
+ * add). */
 static void plan_residual_fusion(dtnn_model *m, int *first)
 {
     for (int i = 0; i < m->n_layers; i++) {

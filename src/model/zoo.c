@@ -83,11 +83,12 @@ static int basic_block(zoo_builder *b, const char *prefix, int in, int in_planes
         snprintf(n[i], sizeof n[i], "%s.%s", prefix, suffix[i]);
     int x = zadd(b, "conv2d", n[0], INPUTS(in), "filters=%d kernel=3 stride=%d padding=1 bias=0",
                  planes, stride);
-    /* The shortcut before bn2, so that bn2 may do the add (model.c, plan_residual_fusion: the
-     * residual must come from before it), and after conv1, so that backward it writes the
+    /* The shortcut before bn2, so that bn2 may do the add (model_plan.c, plan_residual_fusion:
+     * the residual must come from before it), and after conv1, so that backward it writes the
      * block input's gradient first, in one pass, and conv1 adds to it (the other way round
-     * its strided add took 2.2 ms instead of 0.6, ResNet-20's first downsampling block). It
-     * has no parameters: the order of the model's tensors is unchanged. */
+     * its strided add was several times slower in ResNet-20's first downsampling block;
+     * measurements: docs/perf-notes.md). It has no parameters: the order of the model's
+     * tensors is unchanged. */
     int shortcut = in;
     if (stride != 1 || in_planes != planes)
         shortcut = zadd(b, "shortcut_a", n[5], INPUTS(in), "stride=%d filters=%d", stride,
