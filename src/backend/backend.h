@@ -56,9 +56,9 @@ typedef struct {
 
 typedef enum { ACT_RELU = 0, ACT_LEAKY_RELU, ACT_SIGMOID, ACT_TANH, ACT_RELU6 } act_kind;
 
-/* What batch norm does besides normalising (model.c, plan_fusion): y = relu(bn(x) + res),
- * each part optional. Backward with a residual reads the forward's output for the ReLU's mask
- * and writes the residual's gradient (the gradient the ReLU passes on) to dres, or adds it
+/* What batch norm does besides normalising (model_plan.c, plan_fusion): y = relu(bn(x) +
+ * res), each part optional. Backward with a residual reads the forward's output for the ReLU's
+ * mask and writes the residual's gradient (the gradient the ReLU passes on) to dres, or adds it
  * with dres_accumulate. */
 typedef struct {
     int relu;

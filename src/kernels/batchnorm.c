@@ -3,7 +3,7 @@
  * backend.h describes, and the per-channel sums convolutions need for their bias gradient:
  * training normalises with the batch mean and biased variance and updates the running
  * estimates with the unbiased variance; evaluation uses the running estimates. A ReLU that
- * follows the layer may be fused in (the model decides: model.c, plan_fusion): the forward
+ * follows the layer may be fused in (the model decides: model_plan.c, plan_fusion): the forward
  * pass clamps its output, and backward takes the gradient at the ReLU's output and passes it
  * where that output is positive, exactly as the ReLU layer would have.
  *

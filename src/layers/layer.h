@@ -82,7 +82,7 @@ typedef struct {
     double (*flops)(const layer *l);    /* forward FLOPs per sample; NULL = 0 */
     /* The algorithm a built layer runs, for profiles ("winograd", ...); NULL: one only. */
     const char *(*method)(const layer *l);
-    /* Memory sharing (model.c): an `inplace` layer may write its output over its single
+    /* Memory sharing (model_plan.c): an `inplace` layer may write its output over its single
      * input, because its forward reads each value before writing the same position and its
      * backward needs no more than that output (ReLU: y > 0 exactly where x > 0). The model
      * does so when the input's producer feeds nothing else and its own backward does not
@@ -91,8 +91,8 @@ typedef struct {
      * LAYER_INPLACE ones (ReLU) may not, since that layer's backward reads the shared memory. */
     int inplace;            /* 0, LAYER_INPLACE or LAYER_VIEW */
     int backward_reads_output;
-    /* Fusion (model.c, plan_fusion): a layer with relu_epilogue can do the work of a ReLU that
-     * runs in place on its output. The model then sets its relu_fused: forward clamps the
+    /* Fusion (model_plan.c, plan_fusion): a layer with relu_epilogue can do the work of a ReLU
+     * that runs in place on its output. The model then sets its relu_fused: forward clamps the
      * output at 0, and backward's dy is the ReLU's output gradient, to be passed on only where
      * the value before the clamp was positive, as the ReLU's own backward would (ReLU'(0) =
      * 0): batch norm recomputes that value, add reads its output.
@@ -124,7 +124,7 @@ struct layer {
     int relu_fused;             /* this layer also does the next one's ReLU (relu_epilogue) */
     int fused;                  /* this ReLU (or add) is done by the layer before it: forward and
                                  * backward skip it */
-    /* batch norm: the two-input add it feeds, which it does in its passes (model.c,
+    /* batch norm: the two-input add it feeds, which it does in its passes (model_plan.c,
      * plan_fusion): it writes that add's output and the gradient of its other input, the
      * residual (input residual_slot of the add) */
     struct layer *residual_add;
