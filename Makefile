@@ -5,7 +5,7 @@ JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 CTEST_ARGS ?=
 
-.PHONY: all demo test deps build clean
+.PHONY: all demo test test-deps deps build clean
 
 all: build
 
@@ -28,7 +28,12 @@ demo: build
 	    --batch-size 32 --optimizer adamw --lr 0.002 --lr-schedule cosine --threads 1 \
 	    --save $(BUILD)/lenet5.safetensors --log $(BUILD)/lenet5.jsonl
 
-test: build
+# The tests that compare with PyTorch (cli_torch_interop, on cpu and on cpu-guarded) need
+# Debian's python3-torch, python3-torchvision and python3-numpy: installed here when missing.
+test-deps:
+	@bash scripts/install-deps.sh python3-numpy python3-torch python3-torchvision
+
+test: test-deps build
 	cd $(BUILD) && ctest --output-on-failure $(CTEST_ARGS)
 
 clean:

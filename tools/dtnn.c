@@ -134,6 +134,200 @@ static cli_opt train_opts[] = {
     {"help", OPT_FLAG, NULL, "show this help", 0, NULL, 0},
 };
 
+/* --optimizer and its hyperparameters. Returns -1, or the exit code of a usage error. */
+static int optimizer_options(const cli_opt *o, int n, const char *cmd, dtnn_opt_params *op,
+                             dtnn_opt_kind *kind)
+{
+    dtnn_error err = {0};
+    if (dtnn_opt_parse(cli_str(o, n, "optimizer"), kind, &err))
+        return fprintf(stderr, "dtnn %s: %s\n", cmd, err.message), 2;
+    dtnn_opt_params_default(op, *kind);
+    op->momentum = (float)cli_float(o, n, "momentum");
+    op->nesterov = cli_flag(o, n, "nesterov");
+    if (cli_given(o, n, "weight-decay"))
+        op->weight_decay = (float)cli_float(o, n, "weight-decay");
+    op->beta1 = (float)cli_float(o, n, "beta1");
+    op->beta2 = (float)cli_float(o, n, "beta2");
+    op->eps = (float)cli_float(o, n, "eps");
+    op->alpha = (float)cli_float(o, n, "alpha");
+    return -1;
+}
+
+/* The run: epochs, batch, checkpoints, loss, schedule, all-reduce. Returns -1, or the exit
+ * code of a usage error. */
+static int run_options(const cli_opt *o, int n, const char *cmd, dtnn_train_params *tp)
+{
+    dtnn_error err = {0};
+    dtnn_train_params_default(tp);
+    tp->epochs = (int)cli_int(o, n, "epochs");
+    tp->steps = cli_int(o, n, "steps");
+    tp->batch_size = (int)cli_int(o, n, "batch-size");
+    tp->seed = (uint64_t)cli_int(o, n, "seed");
+    tp->shuffle = !cli_flag(o, n, "no-shuffle");
+    tp->log_path = cli_str(o, n, "log");
+    tp->save_path = cli_str(o, n, "save");
+    tp->checkpoint_every = cli_int(o, n, "checkpoint-every");
+    int64_t keep = cli_int(o, n, "keep");
+    if (tp->checkpoint_every < 0 || keep < 0 || keep > 1000)
+        return cli_usage_error(cmd, "%s", "--checkpoint-every must be 0 or more steps, --keep "
+                               "0 to 1000");
+    if ((tp->checkpoint_every > 0 || keep > 0) && !tp->save_path)
+        return cli_usage_error(cmd, "%s", "--checkpoint-every and --keep need --save PATH");
+    tp->keep = (int)keep;
+    tp->skip_nonfinite = cli_flag(o, n, "skip-nonfinite");
+    tp->stop = &stop_signal;
+    if (tp->batch_size <= 0 || tp->batch_size > 1 << 20)
+        return cli_usage_error(cmd, "--batch-size must be in [1, 1048576], got %s",
+                           cli_str(o, n, "batch-size"));
+    if (tp->epochs < 0 || tp->steps < 0 || (tp->epochs == 0 && tp->steps == 0))
+        return cli_usage_error(cmd, "%s", "give a positive --epochs or --steps");
+    if (dtnn_loss_parse(cli_str(o, n, "loss"), &tp->loss.kind, &err))
+        return fprintf(stderr, "dtnn %s: %s\n", cmd, err.message), 2;
+    tp->loss.label_smoothing = (float)cli_float(o, n, "label-smoothing");
+    if (tp->loss.label_smoothing < 0 || tp->loss.label_smoothing > 1)
+        return cli_usage_error(cmd, "--label-smoothing must be in [0, 1], got %s",
+                           cli_str(o, n, "label-smoothing"));
+    if (dtnn_sched_parse(cli_str(o, n, "lr-schedule"), &tp->sched, &err))
+        return fprintf(stderr, "dtnn %s: %s\n", cmd, err.message), 2;
+    tp->sched.base_lr = (float)cli_float(o, n, "lr");
+    tp->sched.warmup_epochs = (float)cli_float(o, n, "warmup-epochs");
+    if (!(tp->sched.base_lr > 0) || tp->sched.warmup_epochs < 0)
+        return cli_usage_error(cmd, "%s", "--lr must be positive and --warmup-epochs >= 0");
+    if (cli_given(o, n, "init") && cli_given(o, n, "resume"))
+        return cli_usage_error(cmd, "%s", "--init and --resume exclude each other");
+    if (dtnn_allreduce_parse(cli_str(o, n, "allreduce"), &tp->allreduce, &err) ||
+        dtnn_comm_dtype_parse(cli_str(o, n, "comm-dtype"), &tp->comm_dtype, &err))
+        return fprintf(stderr, "dtnn %s: %s\n", cmd, err.message), 2;
+    tp->bucket_mb = cli_float(o, n, "bucket-mb");
+    tp->accumulate = (int)cli_int(o, n, "accumulate");
+    tp->sync_bn = cli_flag(o, n, "sync-bn");
+    if (cli_float(o, n, "stall-timeout") < 0)
+        return cli_usage_error(cmd, "--stall-timeout must be 0 (off) or positive seconds, not "
+                               "%s", cli_str(o, n, "stall-timeout"));
+    if (tp->bucket_mb <= 0 || tp->accumulate < 1 || tp->accumulate > tp->batch_size)
+        return cli_usage_error(cmd, "%s", "--bucket-mb must be positive and --accumulate in "
+                           "[1, batch size]");
+    const char *scaling = cli_str(o, n, "lr-scaling");
+    if (!strcmp(scaling, "linear")) {
+        int64_t base = cli_int(o, n, "base-batch");
+        if (base <= 0)
+            return cli_usage_error(cmd, "--base-batch must be positive, got %s",
+                               cli_str(o, n, "base-batch"));
+        tp->sched.base_lr *= (float)tp->batch_size / (float)base;
+    } else if (strcmp(scaling, "none")) {
+        return cli_usage_error(cmd, "--lr-scaling must be none or linear, not '%s'", scaling);
+    }
+    return -1;
+}
+
+/* --init-scheme. Returns -1, or the exit code of a usage error. */
+static int build_options(const cli_opt *o, int n, const char *cmd, dtnn_build_params *bp)
+{
+    dtnn_build_params_default(bp);
+    const char *scheme = cli_str(o, n, "init-scheme");
+    if (!strcmp(scheme, "he"))
+        bp->init = DTNN_INIT_HE;
+    else if (!strcmp(scheme, "xavier"))
+        bp->init = DTNN_INIT_XAVIER;
+    else if (strcmp(scheme, "default"))
+        return cli_usage_error(cmd, "--init-scheme must be default, he or xavier, not '%s'",
+                               scheme);
+    return -1;
+}
+
+/* --init's weights or --resume's whole state. Returns -1, or an exit code (1: the error is in
+ * err). */
+static int start_state(const cli_opt *o, int n, const char *cmd, dtnn_model *m,
+                       dtnn_optimizer *opt, const dtnn_train_params *tp, int rank,
+                       dtnn_train_state *ts, dtnn_error *err)
+{
+    memset(ts, 0, sizeof *ts);
+    if (cli_given(o, n, "init") &&
+        dtnn_checkpoint_load(cli_str(o, n, "init"), m, NULL, NULL, NULL, err))
+        return 1;
+    if (!cli_given(o, n, "resume"))
+        return -1;
+    if (dtnn_checkpoint_load(cli_str(o, n, "resume"), m, opt, ts, NULL, err))
+        return 1;
+    if (ts->global_batch != tp->batch_size || ts->seed != tp->seed) {
+        fprintf(stderr, "dtnn %s: the checkpoint was trained with --batch-size %lld --seed "
+                "%llu; resume with the same values\n", cmd, (long long)ts->global_batch,
+                (unsigned long long)ts->seed);
+        return 2;
+    }
+    if (rank == 0)
+        printf("resuming from %s at epoch %lld, step %lld\n", cli_str(o, n, "resume"),
+               (long long)ts->epoch + 1, (long long)ts->step);
+    return -1;
+}
+
+/* Rank 0's start-up lines: model, data, settings, device, and the ranks. */
+static void print_start(const cli_opt *o, int n, const cli_data *cd, const dtnn_model *m,
+                        const dtnn_train_params *tp, dtnn_opt_kind kind, int threads,
+                        dtnn_comm *comm)
+{
+    char blas[128];
+    const int ranks = dtnn_comm_size(comm);
+    printf("dtnn: training %s on %s (%lld train / %lld test samples of %dx%dx%d, %d "
+           "classes), %zu parameters, batch %d, %s lr %g, device %s, %d thread%s, %s, %s "
+           "kernels\n",
+           cli_str(o, n, "model"), cd->name, (long long)cd->shape.n, (long long)cd->test_n,
+           cd->shape.c, cd->shape.h, cd->shape.w, cd->shape.classes, dtnn_model_param_count(m),
+           tp->batch_size, dtnn_opt_name(kind), tp->sched.base_lr, dtnn_model_device(m),
+           threads, threads == 1 ? "" : "s", dtnn_blas_name(blas, sizeof blas),
+           dtnn_cpu_kernels_name());
+    if (ranks > 1)
+        printf("dtnn: data parallel on %d MPI ranks (%d node%s, %s), %d samples per rank "
+               "per step, all-reduce %s, gradients as %s\n", ranks,
+               dtnn_comm_node_count(comm), dtnn_comm_node_count(comm) == 1 ? "" : "s",
+               dtnn_comm_name(comm), tp->batch_size / ranks, cli_str(o, n, "allreduce"),
+               cli_str(o, n, "comm-dtype"));
+    fflush(stdout);
+}
+
+/* Training, then the test set. Returns 0, or an exit code (1: the error is in err). */
+static int train_and_test(const cli_opt *o, int n, const char *cmd, cli_data *cd,
+                          dtnn_model *m, dtnn_optimizer *opt, dtnn_comm *comm,
+                          const dtnn_train_params *tp, dtnn_train_state *ts, int max_batch,
+                          dtnn_error *err)
+{
+    const int rank = dtnn_comm_rank(comm), ranks = dtnn_comm_size(comm);
+    progress_state ps;
+    progress_init(&ps, stdout, cli_flag(o, n, "quiet"));
+    /* Open MPI gives its ranks a pseudo-terminal for stdout whether or not mpirun's own output
+     * is one, so a redrawn bar would fill a redirected log with escape codes: plain lines. */
+    if (ranks > 1)
+        ps.tty = 0;
+    catch_stop_signals();
+    dtnn_status st = cd->train ? dtnn_train_loader(m, opt, cd->train, cd->test, comm, tp, ts,
+                                                   rank == 0 ? progress_update : NULL, &ps, err)
+                               : dtnn_train(m, opt, &cd->d, comm, tp, ts,
+                                            rank == 0 ? progress_update : NULL, &ps, err);
+    if (st) {
+        if (err->code != DTNN_ERR_INTERRUPTED)
+            return 1;
+        /* Every rank stopped after the same step: no abort, exit as the signal asks. */
+        if (rank == 0)
+            fprintf(stderr, "dtnn %s: %s\n", cmd, err->message);
+        /* A rank stopped because another one was signalled exits as if it had been. */
+        return 128 + (stop_signal ? (int)stop_signal : SIGTERM);
+    }
+    if (cd->test_n > 0) {
+        dtnn_metrics tm;
+        if (cd->test ? dtnn_evaluate_loader(m, cd->test, max_batch, &tp->loss, comm, &tm, err)
+                     : dtnn_evaluate(m, &cd->d.test, max_batch, &tp->loss, comm, &tm, err))
+            return 1;
+        if (rank == 0)
+            printf("test accuracy: %.2f%% (top-5 %.2f%%, loss %.4f) on %lld samples\n",
+                   100.0 * (double)tm.top1 / (double)tm.count,
+                   100.0 * (double)tm.top5 / (double)tm.count, tm.loss_sum / (double)tm.count,
+                   (long long)tm.count);
+    }
+    if (tp->save_path)
+        printf("saved %s\n", tp->save_path);
+    return 0;
+}
+
 static int cmd_train(int argc, char **argv, dtnn_comm *comm)
 {
     cli_opt *o = train_opts;
@@ -146,88 +340,11 @@ static int cmd_train(int argc, char **argv, dtnn_comm *comm)
     dtnn_error err = {0};
     dtnn_opt_params op;
     dtnn_opt_kind kind;
-    if (dtnn_opt_parse(cli_str(o, n, "optimizer"), &kind, &err))
-        return fprintf(stderr, "dtnn %s: %s\n", cmd, err.message), 2;
-    dtnn_opt_params_default(&op, kind);
-    op.momentum = (float)cli_float(o, n, "momentum");
-    op.nesterov = cli_flag(o, n, "nesterov");
-    if (cli_given(o, n, "weight-decay"))
-        op.weight_decay = (float)cli_float(o, n, "weight-decay");
-    op.beta1 = (float)cli_float(o, n, "beta1");
-    op.beta2 = (float)cli_float(o, n, "beta2");
-    op.eps = (float)cli_float(o, n, "eps");
-    op.alpha = (float)cli_float(o, n, "alpha");
-
     dtnn_train_params tp;
-    dtnn_train_params_default(&tp);
-    tp.epochs = (int)cli_int(o, n, "epochs");
-    tp.steps = cli_int(o, n, "steps");
-    tp.batch_size = (int)cli_int(o, n, "batch-size");
-    tp.seed = (uint64_t)cli_int(o, n, "seed");
-    tp.shuffle = !cli_flag(o, n, "no-shuffle");
-    tp.log_path = cli_str(o, n, "log");
-    tp.save_path = cli_str(o, n, "save");
-    tp.checkpoint_every = cli_int(o, n, "checkpoint-every");
-    int64_t keep = cli_int(o, n, "keep");
-    if (tp.checkpoint_every < 0 || keep < 0 || keep > 1000)
-        return cli_usage_error(cmd, "%s", "--checkpoint-every must be 0 or more steps, --keep "
-                               "0 to 1000");
-    if ((tp.checkpoint_every > 0 || keep > 0) && !tp.save_path)
-        return cli_usage_error(cmd, "%s", "--checkpoint-every and --keep need --save PATH");
-    tp.keep = (int)keep;
-    tp.skip_nonfinite = cli_flag(o, n, "skip-nonfinite");
-    tp.stop = &stop_signal;
-    if (tp.batch_size <= 0 || tp.batch_size > 1 << 20)
-        return cli_usage_error(cmd, "--batch-size must be in [1, 1048576], got %s",
-                           cli_str(o, n, "batch-size"));
-    if (tp.epochs < 0 || tp.steps < 0 || (tp.epochs == 0 && tp.steps == 0))
-        return cli_usage_error(cmd, "%s", "give a positive --epochs or --steps");
-    if (dtnn_loss_parse(cli_str(o, n, "loss"), &tp.loss.kind, &err))
-        return fprintf(stderr, "dtnn %s: %s\n", cmd, err.message), 2;
-    tp.loss.label_smoothing = (float)cli_float(o, n, "label-smoothing");
-    if (tp.loss.label_smoothing < 0 || tp.loss.label_smoothing > 1)
-        return cli_usage_error(cmd, "--label-smoothing must be in [0, 1], got %s",
-                           cli_str(o, n, "label-smoothing"));
-    if (dtnn_sched_parse(cli_str(o, n, "lr-schedule"), &tp.sched, &err))
-        return fprintf(stderr, "dtnn %s: %s\n", cmd, err.message), 2;
-    tp.sched.base_lr = (float)cli_float(o, n, "lr");
-    tp.sched.warmup_epochs = (float)cli_float(o, n, "warmup-epochs");
-    if (!(tp.sched.base_lr > 0) || tp.sched.warmup_epochs < 0)
-        return cli_usage_error(cmd, "%s", "--lr must be positive and --warmup-epochs >= 0");
     dtnn_build_params bp;
-    dtnn_build_params_default(&bp);
-    const char *scheme = cli_str(o, n, "init-scheme");
-    if (!strcmp(scheme, "he"))
-        bp.init = DTNN_INIT_HE;
-    else if (!strcmp(scheme, "xavier"))
-        bp.init = DTNN_INIT_XAVIER;
-    else if (strcmp(scheme, "default"))
-        return cli_usage_error(cmd, "--init-scheme must be default, he or xavier, not '%s'",
-                               scheme);
-    if (cli_given(o, n, "init") && cli_given(o, n, "resume"))
-        return cli_usage_error(cmd, "%s", "--init and --resume exclude each other");
-    if (dtnn_allreduce_parse(cli_str(o, n, "allreduce"), &tp.allreduce, &err) ||
-        dtnn_comm_dtype_parse(cli_str(o, n, "comm-dtype"), &tp.comm_dtype, &err))
-        return fprintf(stderr, "dtnn %s: %s\n", cmd, err.message), 2;
-    tp.bucket_mb = cli_float(o, n, "bucket-mb");
-    tp.accumulate = (int)cli_int(o, n, "accumulate");
-    tp.sync_bn = cli_flag(o, n, "sync-bn");
-    if (cli_float(o, n, "stall-timeout") < 0)
-        return cli_usage_error(cmd, "--stall-timeout must be 0 (off) or positive seconds, not "
-                               "%s", cli_str(o, n, "stall-timeout"));
-    if (tp.bucket_mb <= 0 || tp.accumulate < 1 || tp.accumulate > tp.batch_size)
-        return cli_usage_error(cmd, "%s", "--bucket-mb must be positive and --accumulate in "
-                           "[1, batch size]");
-    const char *scaling = cli_str(o, n, "lr-scaling");
-    if (!strcmp(scaling, "linear")) {
-        int64_t base = cli_int(o, n, "base-batch");
-        if (base <= 0)
-            return cli_usage_error(cmd, "--base-batch must be positive, got %s",
-                               cli_str(o, n, "base-batch"));
-        tp.sched.base_lr *= (float)tp.batch_size / (float)base;
-    } else if (strcmp(scaling, "none")) {
-        return cli_usage_error(cmd, "--lr-scaling must be none or linear, not '%s'", scaling);
-    }
+    if ((early = optimizer_options(o, n, cmd, &op, &kind)) >= 0 ||
+        (early = run_options(o, n, cmd, &tp)) >= 0 || (early = build_options(o, n, cmd, &bp)) >= 0)
+        return early;
     const int rank = dtnn_comm_rank(comm), ranks = dtnn_comm_size(comm);
     if (tp.batch_size % (ranks * tp.accumulate)) {
         fprintf(stderr, "dtnn %s: --batch-size %d does not divide by %d ranks x --accumulate "
@@ -264,83 +381,16 @@ static int cmd_train(int argc, char **argv, dtnn_comm *comm)
     bp.seed = tp.seed;
     bp.threads = threads;
     bp.device = device;
-    if (dtnn_model_build(m, &bp, &err))
-        goto out;
-    opt = dtnn_optimizer_create(m, &op, &err);
-    if (!opt)
+    if (dtnn_model_build(m, &bp, &err) || !(opt = dtnn_optimizer_create(m, &op, &err)))
         goto out;
     dtnn_train_state ts;
-    memset(&ts, 0, sizeof ts);
-    if (cli_given(o, n, "init") && dtnn_checkpoint_load(cli_str(o, n, "init"), m, NULL, NULL,
-                                                        NULL, &err))
-        goto out;
-    if (cli_given(o, n, "resume")) {
-        if (dtnn_checkpoint_load(cli_str(o, n, "resume"), m, opt, &ts, NULL, &err))
-            goto out;
-        if (ts.global_batch != tp.batch_size || ts.seed != tp.seed) {
-            fprintf(stderr, "dtnn %s: the checkpoint was trained with --batch-size %lld --seed "
-                    "%llu; resume with the same values\n", cmd, (long long)ts.global_batch,
-                    (unsigned long long)ts.seed);
-            rc = 2;
-            goto out;
-        }
-        if (rank == 0)
-            printf("resuming from %s at epoch %lld, step %lld\n", cli_str(o, n, "resume"),
-                   (long long)ts.epoch + 1, (long long)ts.step);
-    }
-    char blas[128];
-    if (rank == 0) {
-        printf("dtnn: training %s on %s (%lld train / %lld test samples of %dx%dx%d, %d "
-               "classes), %zu parameters, batch %d, %s lr %g, device %s, %d thread%s, %s, %s "
-               "kernels\n",
-               cli_str(o, n, "model"), cd.name, (long long)cd.shape.n, (long long)cd.test_n,
-               cd.shape.c, cd.shape.h, cd.shape.w, cd.shape.classes, dtnn_model_param_count(m),
-               tp.batch_size, dtnn_opt_name(kind), tp.sched.base_lr, dtnn_model_device(m),
-               threads, threads == 1 ? "" : "s", dtnn_blas_name(blas, sizeof blas),
-               dtnn_cpu_kernels_name());
-        if (ranks > 1)
-            printf("dtnn: data parallel on %d MPI ranks (%d node%s, %s), %d samples per rank "
-                   "per step, all-reduce %s, gradients as %s\n", ranks,
-                   dtnn_comm_node_count(comm), dtnn_comm_node_count(comm) == 1 ? "" : "s",
-                   dtnn_comm_name(comm), tp.batch_size / ranks, cli_str(o, n, "allreduce"),
-                   cli_str(o, n, "comm-dtype"));
-        fflush(stdout);
-    }
-    progress_state ps;
-    progress_init(&ps, stdout, cli_flag(o, n, "quiet"));
-    /* Open MPI gives its ranks a pseudo-terminal for stdout whether or not mpirun's own output
-     * is one, so a redrawn bar would fill a redirected log with escape codes: plain lines. */
-    if (ranks > 1)
-        ps.tty = 0;
-    catch_stop_signals();
-    dtnn_status st = cd.train ? dtnn_train_loader(m, opt, cd.train, cd.test, comm, &tp, &ts,
-                                                  rank == 0 ? progress_update : NULL, &ps, &err)
-                              : dtnn_train(m, opt, &cd.d, comm, &tp, &ts,
-                                           rank == 0 ? progress_update : NULL, &ps, &err);
-    if (st) {
-        if (err.code == DTNN_ERR_INTERRUPTED) {
-            /* Every rank stopped after the same step: no abort, exit as the signal asks. */
-            if (rank == 0)
-                fprintf(stderr, "dtnn %s: %s\n", cmd, err.message);
-            /* A rank stopped because another one was signalled exits as if it had been. */
-            rc = 128 + (stop_signal ? (int)stop_signal : SIGTERM);
-        }
+    if ((early = start_state(o, n, cmd, m, opt, &tp, rank, &ts, &err)) >= 0) {
+        rc = early;
         goto out;
     }
-    if (cd.test_n > 0) {
-        dtnn_metrics tm;
-        if (cd.test ? dtnn_evaluate_loader(m, cd.test, bp.max_batch, &tp.loss, comm, &tm, &err)
-                    : dtnn_evaluate(m, &cd.d.test, bp.max_batch, &tp.loss, comm, &tm, &err))
-            goto out;
-        if (rank == 0)
-            printf("test accuracy: %.2f%% (top-5 %.2f%%, loss %.4f) on %lld samples\n",
-               100.0 * (double)tm.top1 / (double)tm.count,
-               100.0 * (double)tm.top5 / (double)tm.count, tm.loss_sum / (double)tm.count,
-               (long long)tm.count);
-    }
-    if (tp.save_path)
-        printf("saved %s\n", tp.save_path);
-    rc = 0;
+    if (rank == 0)
+        print_start(o, n, &cd, m, &tp, kind, threads, comm);
+    rc = train_and_test(o, n, cmd, &cd, m, opt, comm, &tp, &ts, bp.max_batch, &err);
 out:
     if (rc == 1 && ranks > 1) {
         /* One rank's failure ends them all, with its message, instead of a hang. */
