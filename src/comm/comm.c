@@ -4,6 +4,7 @@
  */
 #include <string.h>
 
+#include "../backend/backend.h"
 #include "comm_internal.h"
 
 dtnn_comm *dtnn_comm_create_auto(int *argc, char ***argv, dtnn_error *err)
@@ -122,4 +123,11 @@ dtnn_status dtnn_comm_dtype_parse(const char *name, dtnn_comm_dtype *dtype, dtnn
         return dtnn_error_set(err, DTNN_ERR_ARG, "unknown communication type '%s' (fp32, fp16, "
                               "bf16)", name);
     return DTNN_OK;
+}
+
+int comm_reduces_backend_memory(const dtnn_comm *c, const struct dtnn_backend *be)
+{
+    if (c->ops->reduces_backend_memory)
+        return c->ops->reduces_backend_memory(c, be);
+    return be->host_memory;
 }

@@ -11,6 +11,8 @@
 
 #define COMM_MAX_REQUESTS 4096
 
+struct dtnn_backend;    /* backend/backend.h */
+
 typedef struct {
     const char *name;
     dtnn_status (*allreduce_sum)(dtnn_comm *c, float *buf, size_t n, dtnn_error *err);
@@ -32,6 +34,11 @@ typedef struct {
                                           dtnn_comm_dtype dtype, dtnn_error *err);
     void (*abort)(dtnn_comm *c, int code, const char *message);
     void (*destroy)(dtnn_comm *c);
+    /* Whether the buffers of the reductions above may be `be`'s memory (NULL: only when the
+     * host may touch it, be->host_memory: MPI and the single process). A communicator of a
+     * device's own (NCCL for cuda) says yes for its device; grad_sync stages through host
+     * memory wherever it says no. */
+    int (*reduces_backend_memory)(const dtnn_comm *c, const struct dtnn_backend *be);
 } dtnn_comm_ops;
 
 struct dtnn_comm {
@@ -46,6 +53,8 @@ struct dtnn_comm {
 
 dtnn_status comm_iallreduce(dtnn_comm *c, void *buf, size_t n, dtnn_comm_dtype dtype,
                             int *request, dtnn_error *err);
+/* dtnn_comm_ops.reduces_backend_memory, with its default. */
+int comm_reduces_backend_memory(const dtnn_comm *c, const struct dtnn_backend *be);
 dtnn_status comm_allreduce(dtnn_comm *c, void *buf, size_t n, dtnn_comm_dtype dtype,
                            dtnn_error *err);
 dtnn_status comm_test(dtnn_comm *c, int request, int *done, dtnn_error *err);

@@ -19,10 +19,13 @@
  * rank, so all ranks pick the same scale without extra communication. A bucket whose sum still
  * overflows is redone in fp32 and its scale lowered, again identically on all ranks.
  *
- * Backend memory: on a backend whose memory the host may use (cpu), MPI works on the gradient
- * in place. On any other (a GPU, cpu-guarded) each bucket is downloaded into a host staging
- * copy of the gradient when it is started (from the backward hook, so the copies overlap with
- * the rest of backward as the all-reduces do), reduced there, and uploaded when it completes.
+ * Backend memory: where the communicator reduces the backend's memory itself (MPI on the cpu
+ * backend, whose memory is the host's: comm_reduces_backend_memory), it works on the gradient
+ * in place. Elsewhere (a GPU or cpu-guarded under MPI) each bucket is downloaded into a host
+ * staging copy of the gradient (the backend's host_alloc: pinned on a GPU) when it is started
+ * (from the backward hook, so the copies overlap with the rest of backward as the all-reduces
+ * do), reduced there, and uploaded when it completes. fp16 / bf16 conversion works on the
+ * host copy; a communicator of device memory would need it on the device (the CUDA issue).
  */
 #include <math.h>
 #include <string.h>
@@ -177,10 +180,10 @@ dtnn_grad_sync *dtnn_grad_sync_create(dtnn_comm *comm, dtnn_model *m, dtnn_allre
     gs->buckets = calloc(gs->n_buckets ? gs->n_buckets : 1, sizeof *gs->buckets);
     if (dtype != DTNN_COMM_F32)
         gs->staging = malloc(sizeof(uint16_t) * (gs->n ? gs->n : 1));
-    if (!m->be->host_memory)
+    const int staged = !comm_reduces_backend_memory(comm, m->be);
+    if (staged)
         gs->host = m->be->op->host_alloc(m->be, sizeof(float) * (gs->n ? gs->n : 1));
-    if (!gs->buckets || (dtype != DTNN_COMM_F32 && !gs->staging) ||
-        (!m->be->host_memory && !gs->host)) {
+    if (!gs->buckets || (dtype != DTNN_COMM_F32 && !gs->staging) || (staged && !gs->host)) {
         dtnn_grad_sync_free(gs);
         dtnn_error_set(err, DTNN_ERR_NOMEM, "out of memory for gradient buckets");
         return NULL;
