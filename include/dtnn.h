@@ -641,6 +641,13 @@ dtnn_status dtnn_checkpoint_save(const char *path, dtnn_model *m, dtnn_optimizer
  * tensor must be present with the same shape. norm (may be NULL) receives the normalisation. */
 dtnn_status dtnn_checkpoint_load(const char *path, dtnn_model *m, dtnn_optimizer *opt,
                                  dtnn_train_state *ts, dtnn_dataset *norm, dtnn_error *err);
+/* Weights only (as dtnn_checkpoint_load without optimizer, state or normalisation), leaving
+ * the tensors whose names match one of the globs in exclude (fnmatch: "fc.*") as they are:
+ * fine-tuning on other classes keeps the new head's fresh initialisation. A pattern matching
+ * no tensor of the model is an error; file tensors matching a pattern are ignored. */
+dtnn_status dtnn_checkpoint_load_weights(const char *path, dtnn_model *m,
+                                         const char *const *exclude, int n_exclude,
+                                         dtnn_error *err);
 
 /* ---- training ------------------------------------------------------------------------------ */
 

@@ -33,6 +33,29 @@ expect 2 "unknown optimizer" -- train --model lenet5 --optimizer sgdd
 expect 1 "unknown model 'lenet6'" -- train --model lenet6 --dataset synthetic
 expect 1 "unknown dataset|dataset" -- train --model lenet5 --dataset imagenet7
 expect 1 "cannot open model file" -- train --model "$tmp/missing.model" --dataset synthetic
+expect 2 "unknown device 'tpu'" -- train --model lenet5 --dataset synthetic --device tpu
+expect 1 "not built into this dtnn" -- train --model lenet5 --dataset synthetic --device cuda
+expect 2 "unknown device 'tpu'" -- bench --model lenet5 --device tpu --steps 1
+expect 2 "init-exclude needs --init" -- train --model lenet5 --init-exclude 'fc3.*'
+# A checkpoint of 10 classes into a 12-class model: the error names the head and the fix; the
+# fix trains; a pattern that matches nothing is refused.
+"$dtnn" train --model lenet5 --dataset synthetic --synthetic-shape 1x28x28 --synthetic-samples 64 \
+    --batch-size 32 --steps 1 --threads 1 --quiet --save "$tmp/ten.safetensors" >/dev/null 2>&1
+expect 1 "only layer 'fc3' differs.*--init-exclude 'fc3\.\*'" -- train --model lenet5 \
+    --classes 12 --dataset synthetic --synthetic-shape 1x28x28 --synthetic-samples 64 \
+    --batch-size 32 --steps 1 --threads 1 --init "$tmp/ten.safetensors"
+expect 1 "matches no tensor" -- train --model lenet5 --classes 12 --dataset synthetic \
+    --synthetic-shape 1x28x28 --synthetic-samples 64 --batch-size 32 --steps 1 --threads 1 \
+    --init "$tmp/ten.safetensors" --init-exclude 'fc9.*'
+if ! "$dtnn" train --model lenet5 --classes 12 --dataset synthetic --synthetic-shape 1x28x28 \
+    --synthetic-samples 64 --batch-size 32 --steps 1 --threads 1 --quiet \
+    --init "$tmp/ten.safetensors" --init-exclude 'fc3.*' >"$tmp/out" 2>"$tmp/err"; then
+    echo "FAIL: --init-exclude 'fc3.*' did not train:"
+    sed 's/^/    /' "$tmp/err"
+    failures=$((failures + 1))
+else
+    echo "ok: --init with --init-exclude 'fc3.*' trains a 12-class head"
+fi
 
 # Missing and corrupt dataset files.
 mkdir -p "$tmp/idx"

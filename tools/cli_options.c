@@ -61,8 +61,13 @@ int cli_parse(const char *command, cli_opt *opts, int n_opts, int argc, char **a
                     (int)len, name, command);
             return 2;
         }
-        if (o->given) {
+        if (o->given && o->kind != OPT_STRINGS) {
             fprintf(stderr, "dtnn %s: --%s given twice\n", command, o->name);
+            return 2;
+        }
+        if (o->kind == OPT_STRINGS && o->given == CLI_MAX_VALUES) {
+            fprintf(stderr, "dtnn %s: --%s given more than %d times\n", command, o->name,
+                    CLI_MAX_VALUES);
             return 2;
         }
         const char *v;
@@ -84,7 +89,7 @@ int cli_parse(const char *command, cli_opt *opts, int n_opts, int argc, char **a
         if (check_value(command, o, v))
             return 2;
         o->value = v;
-        o->given = 1;
+        o->given = o->kind == OPT_STRINGS ? o->given + 1 : 1;   /* OPT_STRINGS: a count */
     }
     for (int i = 0; i < n_opts; i++)
         if (opts[i].required && !opts[i].given) {
@@ -102,8 +107,11 @@ void cli_usage(const char *command, const char *summary, const cli_opt *opts, in
         const cli_opt *o = &opts[i];
         char left[64];
         snprintf(left, sizeof left, "--%s%s", o->name,
-                 o->kind == OPT_FLAG ? "" : (o->kind == OPT_STRING ? " S" :
-                                             (o->kind == OPT_INT ? " N" : " X")));
+                 o->kind == OPT_FLAG      ? ""
+                 : o->kind == OPT_STRING  ? " S"
+                 : o->kind == OPT_STRINGS ? " S (repeatable)"
+                 : o->kind == OPT_INT     ? " N"
+                                          : " X");
         printf("  %-22s %s", left, o->help);
         if (o->required)
             printf(" (required)");
@@ -231,4 +239,21 @@ const char *cli_device(const char *command, const cli_opt *opts, int n_opts, int
     }
     *rc = cli_usage_error(command, "unknown device '%s' (dtnn devices lists them)", name);
     return NULL;
+}
+
+int cli_strs(const char *name, int argc, char **argv, int first,
+             const char *values[CLI_MAX_VALUES])
+{
+    const size_t len = strlen(name);
+    int n = 0;
+    for (int i = first; i < argc && n < CLI_MAX_VALUES; i++) {
+        const char *a = argv[i];
+        if (strncmp(a, "--", 2) || strncmp(a + 2, name, len))
+            continue;
+        if (a[2 + len] == '=')
+            values[n++] = a + 3 + len;
+        else if (!a[2 + len] && i + 1 < argc)
+            values[n++] = argv[++i];
+    }
+    return n;
 }

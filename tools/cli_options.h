@@ -10,7 +10,10 @@
 
 #include "dtnn.h"
 
-typedef enum { OPT_STRING, OPT_INT, OPT_FLOAT, OPT_FLAG } cli_opt_kind;
+/* OPT_STRINGS: a string option that may be given several times (cli_strs). */
+typedef enum { OPT_STRING, OPT_INT, OPT_FLOAT, OPT_FLAG, OPT_STRINGS } cli_opt_kind;
+
+#define CLI_MAX_VALUES 32
 
 typedef struct {
     const char *name;           /* without the leading "--" */
@@ -36,6 +39,10 @@ int64_t cli_int(const cli_opt *opts, int n_opts, const char *name);
 double cli_float(const cli_opt *opts, int n_opts, const char *name);
 int cli_flag(const cli_opt *opts, int n_opts, const char *name);
 int cli_given(const cli_opt *opts, int n_opts, const char *name);
+/* The values of an OPT_STRINGS option, in order, from the arguments cli_parse accepted
+ * (argv[first..argc)); returns how many (at most CLI_MAX_VALUES, which cli_parse enforces). */
+int cli_strs(const char *name, int argc, char **argv, int first,
+             const char *values[CLI_MAX_VALUES]);
 
 /* ---- helpers shared by the commands ---- */
 

@@ -108,6 +108,8 @@ static cli_opt train_opts[] = {
     {"device", OPT_STRING, NULL, "backend: cpu | cpu-guarded | cuda (default: $DTNN_DEVICE, else "
      "cpu; dtnn devices lists them)", 0, NULL, 0},
     {"init", OPT_STRING, NULL, "checkpoint to take starting weights from", 0, NULL, 0},
+    {"init-exclude", OPT_STRINGS, NULL, "--init: tensors (glob over names, e.g. 'fc.*') left at "
+     "their fresh initialisation", 0, NULL, 0},
     {"save", OPT_STRING, NULL, "checkpoint written at every epoch end", 0, NULL, 0},
     {"checkpoint-every", OPT_INT, "0", "also save every N steps (0: epoch ends only)", 0, NULL,
      0},
@@ -195,6 +197,8 @@ static int run_options(const cli_opt *o, int n, const char *cmd, dtnn_train_para
         return cli_usage_error(cmd, "%s", "--lr must be positive and --warmup-epochs >= 0");
     if (cli_given(o, n, "init") && cli_given(o, n, "resume"))
         return cli_usage_error(cmd, "%s", "--init and --resume exclude each other");
+    if (cli_given(o, n, "init-exclude") && !cli_given(o, n, "init"))
+        return cli_usage_error(cmd, "%s", "--init-exclude needs --init CHECKPOINT");
     if (dtnn_allreduce_parse(cli_str(o, n, "allreduce"), &tp->allreduce, &err) ||
         dtnn_comm_dtype_parse(cli_str(o, n, "comm-dtype"), &tp->comm_dtype, &err))
         return fprintf(stderr, "dtnn %s: %s\n", cmd, err.message), 2;
@@ -237,13 +241,15 @@ static int build_options(const cli_opt *o, int n, const char *cmd, dtnn_build_pa
 
 /* --init's weights or --resume's whole state. Returns -1, or an exit code (1: the error is in
  * err). */
-static int start_state(const cli_opt *o, int n, const char *cmd, dtnn_model *m,
-                       dtnn_optimizer *opt, const dtnn_train_params *tp, int rank,
-                       dtnn_train_state *ts, dtnn_error *err)
+static int start_state(const cli_opt *o, int n, int argc, char **argv, const char *cmd,
+                       dtnn_model *m, dtnn_optimizer *opt, const dtnn_train_params *tp,
+                       int rank, dtnn_train_state *ts, dtnn_error *err)
 {
     memset(ts, 0, sizeof *ts);
+    const char *exclude[CLI_MAX_VALUES];
+    const int n_exclude = cli_strs("init-exclude", argc, argv, 2, exclude);
     if (cli_given(o, n, "init") &&
-        dtnn_checkpoint_load(cli_str(o, n, "init"), m, NULL, NULL, NULL, err))
+        dtnn_checkpoint_load_weights(cli_str(o, n, "init"), m, exclude, n_exclude, err))
         return 1;
     if (!cli_given(o, n, "resume"))
         return -1;
@@ -384,7 +390,7 @@ static int cmd_train(int argc, char **argv, dtnn_comm *comm)
     if (dtnn_model_build(m, &bp, &err) || !(opt = dtnn_optimizer_create(m, &op, &err)))
         goto out;
     dtnn_train_state ts;
-    if ((early = start_state(o, n, cmd, m, opt, &tp, rank, &ts, &err)) >= 0) {
+    if ((early = start_state(o, n, argc, argv, cmd, m, opt, &tp, rank, &ts, &err)) >= 0) {
         rc = early;
         goto out;
     }

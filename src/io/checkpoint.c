@@ -17,6 +17,7 @@
  * optimizer, training state and normalisation untouched. A file without "format" metadata is
  * taken to be a plain state_dict (as PyTorch's safetensors writer makes one): weights only.
  */
+#include <fnmatch.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
@@ -351,7 +352,54 @@ typedef struct {
     float mean[4], std[4];
     int has_norm;
     const char *dataset;
+    const char *const *exclude; /* globs of tensor names left as they are (weights-only loads) */
+    int n_exclude;
 } load_plan;
+
+static int excluded(const load_plan *lp, const char *name)
+{
+    for (int k = 0; k < lp->n_exclude; k++)
+        if (fnmatch(lp->exclude[k], name, 0) == 0)
+            return 1;
+    return 0;
+}
+
+/* Whether the file holds `name` with ti's dtype and shape. */
+static int tensor_fits(const st_file *f, const char *name, const dtnn_tensor_info *ti)
+{
+    const st_tensor *t = st_find(f, name);
+    int same = t && !strcmp(t->dtype, dtype_name(ti->dtype)) && t->ndim == ti->ndim;
+    for (int d = 0; same && d < ti->ndim; d++)
+        same = t->dims[d] == ti->dims[d];
+    return same;
+}
+
+/* A weights-only load that failed on a tensor: when every tensor that does not fit belongs to
+ * one layer (a new head: other classes), the message says how to keep that layer fresh. */
+static dtnn_status hint_new_head(const st_file *f, const dtnn_model *m, const load_plan *lp,
+                                 dtnn_status st, dtnn_error *err)
+{
+    const char *head = NULL;
+    size_t len = 0;
+    for (int i = 0; i < m->n_tensors; i++) {
+        const dtnn_tensor_info *ti = &m->tensors[i];
+        if (excluded(lp, ti->name) || tensor_fits(f, ti->name, ti))
+            continue;
+        const char *dot = strrchr(ti->name, '.');
+        size_t n = dot ? (size_t)(dot - ti->name) : strlen(ti->name);
+        if (head && (n != len || strncmp(head, ti->name, n) != 0))
+            return st;      /* more than one layer differs: no simple fix to suggest */
+        head = ti->name;
+        len = n;
+    }
+    if (!head)
+        return st;
+    char msg[sizeof err->message];
+    snprintf(msg, sizeof msg, "%s", err->message);
+    return dtnn_error_set(err, st, "%s; only layer '%.*s' differs (a new head?): --init-exclude "
+                          "'%.*s.*' leaves it at its fresh initialisation", msg, (int)len, head,
+                          (int)len, head);
+}
 
 static dtnn_status check_optimizer(const char *path, const st_file *f, dtnn_model *m,
                                    const dtnn_optimizer *opt, load_plan *lp, dtnn_error *err)
@@ -434,14 +482,28 @@ static dtnn_status plan_load(const char *path, const st_file *f, dtnn_model *m,
                               "training", path);
     }
     dtnn_status st;
+    for (int k = 0; k < lp->n_exclude; k++) {
+        int matches = 0;
+        for (int i = 0; i < m->n_tensors && !matches; i++)
+            matches = fnmatch(lp->exclude[k], m->tensors[i].name, 0) == 0;
+        if (!matches)
+            return dtnn_error_set(err, DTNN_ERR_ARG, "--init-exclude '%s' matches no tensor of "
+                                  "the model (dtnn info --model M lists the layers)",
+                                  lp->exclude[k]);
+    }
     for (int i = 0; i < m->n_tensors; i++) {
         const dtnn_tensor_info *ti = &m->tensors[i];
+        if (excluded(lp, ti->name)) {
+            lp->model[i] = NULL;
+            continue;
+        }
         if ((st = match_tensor(path, f, ti->name, ti, ti->dtype, &lp->model[i], err)) != 0)
-            return st;
+            return !opt && !want_ts ? hint_new_head(f, m, lp, st, err) : st;
     }
     for (int i = 0; i < f->n_tensors; i++) {
         const char *nm = f->tensors[i].name;
-        if (strncmp(nm, OPT_PREFIX, strlen(OPT_PREFIX)) != 0 && !dtnn_model_tensor_by_name(m, nm))
+        if (strncmp(nm, OPT_PREFIX, strlen(OPT_PREFIX)) != 0 && !excluded(lp, nm) &&
+            !dtnn_model_tensor_by_name(m, nm))
             return dtnn_error_set(err, DTNN_ERR_SHAPE, "checkpoint %s: tensor '%s' is not part "
                                   "of this model (a checkpoint of a different model?)", path,
                                   nm);
@@ -475,8 +537,9 @@ static dtnn_status plan_load(const char *path, const st_file *f, dtnn_model *m,
     return DTNN_OK;
 }
 
-dtnn_status dtnn_checkpoint_load(const char *path, dtnn_model *m, dtnn_optimizer *opt,
-                                 dtnn_train_state *ts, dtnn_dataset *norm, dtnn_error *err)
+static dtnn_status load(const char *path, dtnn_model *m, dtnn_optimizer *opt,
+                        dtnn_train_state *ts, dtnn_dataset *norm, const char *const *exclude,
+                        int n_exclude, dtnn_error *err)
 {
     dtnn_status st = check_model(path, m, opt, "load", err);
     if (st)
@@ -486,6 +549,8 @@ dtnn_status dtnn_checkpoint_load(const char *path, dtnn_model *m, dtnn_optimizer
         return st;
     load_plan lp;
     memset(&lp, 0, sizeof lp);
+    lp.exclude = exclude;
+    lp.n_exclude = n_exclude;
     const size_t n_opt = opt ? (size_t)opt->n_slots * m->n_tensors : 0;
     lp.model = calloc(m->n_tensors ? m->n_tensors : 1, sizeof *lp.model);
     lp.opt = calloc(n_opt ? n_opt : 1, sizeof *lp.opt);
@@ -497,6 +562,8 @@ dtnn_status dtnn_checkpoint_load(const char *path, dtnn_model *m, dtnn_optimizer
         /* Everything validated: from here on nothing can fail. */
         for (int i = 0; i < m->n_tensors; i++) {
             const dtnn_tensor_info *ti = &m->tensors[i];
+            if (!lp.model[i])
+                continue;   /* excluded: stays as it was */
             be_upload(m->be, tensor_backend(m, ti), f.data + lp.model[i]->offset,
                       lp.model[i]->bytes);
         }
@@ -526,4 +593,20 @@ dtnn_status dtnn_checkpoint_load(const char *path, dtnn_model *m, dtnn_optimizer
     free(lp.opt);
     st_free(&f);
     return st;
+}
+
+dtnn_status dtnn_checkpoint_load(const char *path, dtnn_model *m, dtnn_optimizer *opt,
+                                 dtnn_train_state *ts, dtnn_dataset *norm, dtnn_error *err)
+{
+    return load(path, m, opt, ts, norm, NULL, 0, err);
+}
+
+dtnn_status dtnn_checkpoint_load_weights(const char *path, dtnn_model *m,
+                                         const char *const *exclude, int n_exclude,
+                                         dtnn_error *err)
+{
+    if (n_exclude < 0 || (n_exclude > 0 && !exclude))
+        return dtnn_error_set(err, DTNN_ERR_ARG, "checkpoint %s: %d exclusion patterns",
+                              path ? path : "(null)", n_exclude);
+    return load(path, m, NULL, NULL, NULL, exclude, n_exclude, err);
 }
