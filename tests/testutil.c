@@ -225,12 +225,11 @@ const char *tu_device(void)
 
 void *tu_copy_region(const dtnn_model *m, dtnn_region r)
 {
-    const size_t bytes = r == DTNN_REGION_BUFFERS ? dtnn_model_buffer_bytes(m)
-                                                  : sizeof(float) * dtnn_model_params_padded(m);
-    void *v = malloc(bytes + 1);
+    size_t bytes;
     dtnn_error err;
-    if (!v || dtnn_model_read(m, r, 0, v, bytes, &err)) {
-        fprintf(stderr, "FAIL: copying a model region: %s\n", v ? err.message : "no memory");
+    void *v = model_region_to_host(m, r, &bytes, &err);
+    if (!v) {
+        fprintf(stderr, "FAIL: copying a model region: %s\n", err.message);
         abort();
     }
     return v;

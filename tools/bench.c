@@ -32,8 +32,7 @@ static cli_opt bench_opts[] = {
     {"input", OPT_STRING, NULL, "CxHxW of a zoo model's input (default: the model's)", 0, NULL, 0},
     {"classes", OPT_INT, "0", "output classes of a zoo model (0: its own)", 0, NULL, 0},
     {"threads", OPT_INT, "0", "kernel threads (0: the cores given to this process)", 0, NULL, 0},
-    {"device", OPT_STRING, NULL, "backend: cpu | cpu-guarded | cuda (default: $DTNN_DEVICE, else "
-     "cpu; dtnn devices lists them)", 0, NULL, 0},
+    CLI_DEVICE_OPTION,
     {"workspace-mb", OPT_FLOAT, "0", "scratch the convolutions may use, MiB (0: the library's "
      "default)", 0, NULL, 0},
     {"conv-algo", OPT_STRING, "auto", "convolutions: auto (the fastest path that applies) | "

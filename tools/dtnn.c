@@ -105,8 +105,7 @@ static cli_opt train_opts[] = {
     {"seed", OPT_INT, "42", "seed of initialisation, shuffling and dropout", 0, NULL, 0},
     {"no-shuffle", OPT_FLAG, NULL, "keep the file order", 0, NULL, 0},
     {"threads", OPT_INT, "0", "kernel threads (0: the cores given to this process)", 0, NULL, 0},
-    {"device", OPT_STRING, NULL, "backend: cpu | cpu-guarded | cuda (default: $DTNN_DEVICE, else "
-     "cpu; dtnn devices lists them)", 0, NULL, 0},
+    CLI_DEVICE_OPTION,
     {"init", OPT_STRING, NULL, "checkpoint to take starting weights from", 0, NULL, 0},
     {"init-exclude", OPT_STRINGS, NULL, "--init: tensors (glob over names, e.g. 'fc.*') left at "
      "their fresh initialisation", 0, NULL, 0},
@@ -424,8 +423,7 @@ static cli_opt eval_opts[] = {
     {"loss", OPT_STRING, "cross-entropy", "cross-entropy | bce | mse", 0, NULL, 0},
     {"classes", OPT_INT, "0", "output classes of a zoo model (0: the dataset's)", 0, NULL, 0},
     {"threads", OPT_INT, "0", "kernel threads (0: the cores given to this process)", 0, NULL, 0},
-    {"device", OPT_STRING, NULL, "backend: cpu | cpu-guarded | cuda (default: $DTNN_DEVICE, else "
-     "cpu; dtnn devices lists them)", 0, NULL, 0},
+    CLI_DEVICE_OPTION,
     {"help", OPT_FLAG, NULL, "show this help", 0, NULL, 0},
 };
 
@@ -508,8 +506,7 @@ static cli_opt predict_opts[] = {
     {"classes", OPT_INT, "0", "output classes of a zoo model (0: its own)", 0, NULL, 0},
     {"batch-size", OPT_INT, "256", "inference batch size", 0, NULL, 0},
     {"threads", OPT_INT, "0", "kernel threads (0: the cores given to this process)", 0, NULL, 0},
-    {"device", OPT_STRING, NULL, "backend: cpu | cpu-guarded | cuda (default: $DTNN_DEVICE, else "
-     "cpu; dtnn devices lists them)", 0, NULL, 0},
+    CLI_DEVICE_OPTION,
     {"help", OPT_FLAG, NULL, "show this help", 0, NULL, 0},
 };
 

@@ -227,8 +227,6 @@ typedef struct {
     void (*copy_rows)(dtnn_backend *be, size_t rows, size_t cols, float *dst, size_t ld_dst,
                       const float *src, size_t ld_src, int accumulate);
     void (*fill)(dtnn_backend *be, float *y, size_t count, float value);
-    void (*axpy)(dtnn_backend *be, size_t count, float alpha, const float *x, float *y);
-    void (*scale)(dtnn_backend *be, size_t count, float alpha, float *x);
     void (*add_i64)(dtnn_backend *be, int64_t *p, int64_t value);
 
     /* Inverted dropout with masks from the counter-based hash (core/rng.h, dtnn_hash_uniform)

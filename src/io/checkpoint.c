@@ -52,19 +52,20 @@ static void snapshot_free(snapshot *h)
 static dtnn_status snapshot_take(const char *path, dtnn_model *m, const dtnn_optimizer *opt,
                                  snapshot *h, dtnn_error *err)
 {
-    const size_t pbytes = sizeof(float) * m->n_params_padded;
     const size_t sbytes = opt ? sizeof(float) * opt->n * (size_t)opt->n_slots : 0;
-    h->params = malloc(DTNN_MAX(pbytes, 1));
-    h->buffers = malloc(DTNN_MAX(m->buffer_bytes, 1));
-    h->state = opt ? malloc(DTNN_MAX(sbytes, 1)) : NULL;
-    if (!h->params || !h->buffers || (opt && !h->state)) {
+    size_t bytes;
+    if (!(h->params = model_region_to_host(m, DTNN_REGION_PARAMS, &bytes, err)) ||
+        !(h->buffers = model_region_to_host(m, DTNN_REGION_BUFFERS, &bytes, err))) {
+        snapshot_free(h);
+        char msg[sizeof err->message];
+        snprintf(msg, sizeof msg, "%s", err->message);
+        return dtnn_error_set(err, err->code, "checkpoint %s: %s", path, msg);
+    }
+    if (opt && !(h->state = malloc(DTNN_MAX(sbytes, 1)))) {
         snapshot_free(h);
         return dtnn_error_set(err, DTNN_ERR_NOMEM, "checkpoint %s: out of memory copying the "
-                              "model (%.1f MiB)", path,
-                              (double)(pbytes + m->buffer_bytes + sbytes) / 1048576.0);
+                              "optimizer state (%.1f MiB)", path, (double)sbytes / 1048576.0);
     }
-    be_download(m->be, h->params, m->params, pbytes);
-    be_download(m->be, h->buffers, m->buffers, m->buffer_bytes);
     if (opt)
         be_download(m->be, h->state, opt->state, sbytes);
     return DTNN_OK;

@@ -58,18 +58,6 @@ static void op_copy(dtnn_backend *be, void *dst, const void *src, size_t bytes)
 
 static void op_sync(dtnn_backend *be) { (void)be; }
 
-static void *op_host_alloc(dtnn_backend *be, size_t bytes)
-{
-    (void)be;
-    return dtnn_alloc_aligned(bytes);
-}
-
-static void op_host_free(dtnn_backend *be, void *p)
-{
-    (void)be;
-    dtnn_free_aligned(p);
-}
-
 static void op_linear_forward(dtnn_backend *be, int n, int out, int in, const float *x,
                               const float *w, const float *b, float *y)
 {
@@ -244,18 +232,6 @@ static void op_fill(dtnn_backend *be, float *y, size_t count, float value)
     cpu_fill(y, count, value);
 }
 
-static void op_axpy(dtnn_backend *be, size_t count, float alpha, const float *x, float *y)
-{
-    (void)be;
-    cpu_axpy(count, alpha, x, y);
-}
-
-static void op_scale(dtnn_backend *be, size_t count, float alpha, float *x)
-{
-    (void)be;
-    cpu_scale(count, alpha, x);
-}
-
 static void op_add_i64(dtnn_backend *be, int64_t *p, int64_t value)
 {
     (void)be;
@@ -336,8 +312,8 @@ const dtnn_backend_ops cpu_backend_table = {
     .download = op_copy,
     .copy = op_copy,
     .sync = op_sync,
-    .host_alloc = op_host_alloc,
-    .host_free = op_host_free,
+    .host_alloc = op_alloc,     /* host memory either way: nothing to pin */
+    .host_free = op_free,
     .conv_plan_create = cpu_conv_plan_create,
     .conv_plan_free = cpu_conv_plan_free,
     .conv_workspace = cpu_conv_workspace,
@@ -366,8 +342,6 @@ const dtnn_backend_ops cpu_backend_table = {
     .add_backward = op_add_backward,
     .copy_rows = op_copy_rows,
     .fill = op_fill,
-    .axpy = op_axpy,
-    .scale = op_scale,
     .add_i64 = op_add_i64,
     .dropout_forward = op_dropout_forward,
     .dropout_backward = op_dropout_backward,

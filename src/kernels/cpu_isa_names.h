@@ -36,8 +36,6 @@
 #define cpu_add_backward CPU_ISA_NAME(cpu_add_backward)
 #define cpu_copy_rows CPU_ISA_NAME(cpu_copy_rows)
 #define cpu_fill CPU_ISA_NAME(cpu_fill)
-#define cpu_axpy CPU_ISA_NAME(cpu_axpy)
-#define cpu_scale CPU_ISA_NAME(cpu_scale)
 #define cpu_dropout_forward CPU_ISA_NAME(cpu_dropout_forward)
 #define cpu_dropout_backward CPU_ISA_NAME(cpu_dropout_backward)
 #define cpu_count_nonfinite CPU_ISA_NAME(cpu_count_nonfinite)

@@ -120,8 +120,6 @@ void cpu_add_backward(size_t count, const float *y, const float *dy, int n_out,
 void cpu_copy_rows(size_t rows, size_t cols, float *dst, size_t ld_dst, const float *src,
                    size_t ld_src, int accumulate);
 void cpu_fill(float *y, size_t count, float value);
-void cpu_axpy(size_t count, float alpha, const float *x, float *y);
-void cpu_scale(size_t count, float alpha, float *x);
 void cpu_dropout_forward(size_t count, float p, float scale, uint64_t seed, uint64_t stream,
                          uint64_t base, const float *x, float *y, uint8_t *mask);
 void cpu_dropout_backward(size_t count, float scale, const uint8_t *mask, const float *dy,

@@ -1,7 +1,8 @@
 /*
  * elementwise.c — the CPU's element-wise operations: multi-input add (with a fused ReLU) and
- * its backward, strided row copies (concat, flatten, identity passes), fill / axpy / scale,
- * dropout with counter-based masks, the finite check, and batch norm's parameter gradients.
+ * its backward, strided row copies (concat, flatten, identity passes; with accumulate, the
+ * engine's y += x), fill, dropout with counter-based masks, the finite check, and batch norm's
+ * parameter gradients.
  * All are memory-bound streams: OpenMP-static halves of the array from 64 Ki values on (below,
  * a fork/join costs more than the pass), each value computed by one fixed expression, so
  * results do not depend on the thread count.
@@ -96,22 +97,6 @@ void cpu_fill(float *y, size_t count, float value)
 #pragma omp parallel for schedule(static) if (n > 65536)
     for (long long i = 0; i < n; i++)
         y[i] = value;
-}
-
-void cpu_axpy(size_t count, float alpha, const float *x, float *y)
-{
-    const long long n = (long long)count;
-#pragma omp parallel for schedule(static) if (n > 65536)
-    for (long long i = 0; i < n; i++)
-        y[i] += alpha * x[i];
-}
-
-void cpu_scale(size_t count, float alpha, float *x)
-{
-    const long long n = (long long)count;
-#pragma omp parallel for schedule(static) if (n > 65536)
-    for (long long i = 0; i < n; i++)
-        x[i] *= alpha;
 }
 
 void cpu_dropout_forward(size_t count, float p, float scale, uint64_t seed, uint64_t stream,

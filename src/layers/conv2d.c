@@ -107,8 +107,6 @@ static dtnn_status conv2d_infer(layer *l, dtnn_error *err)
         d.algo = DTNN_CONV_IM2COL;
     else if (l->conv_algo == DTNN_CONV_DIRECT && d.algo == DTNN_CONV_AUTO)
         d.algo = DTNN_CONV_DIRECT;
-    if (c->plan)
-        l->be->op->conv_plan_free(l->be, c->plan);
     be_enter(l->be);    /* the plan is made for the threads the backend runs on */
     c->plan = l->be->op->conv_plan_create(l->be, &d, err);
     be_leave(l->be);

@@ -35,19 +35,30 @@ dtnn_status dtnn_model_read_input_grad(const dtnn_model *m, float *dst, dtnn_err
     be_download(m->be, dst, m->input_grad, sizeof(float) * shape_size(m->input) * (size_t)m->n);
     return DTNN_OK;
 }
+/* A region's backend address and size in bytes (NULL, 0 when the model has none). */
+static unsigned char *region_base(const dtnn_model *m, dtnn_region r, size_t *size)
+{
+    *size = 0;
+    if (!m->built)
+        return NULL;
+    if (r == DTNN_REGION_PARAMS || (r == DTNN_REGION_GRADS && m->grads)) {
+        *size = sizeof(float) * m->n_params_padded;
+        return (unsigned char *)(r == DTNN_REGION_PARAMS ? m->params : m->grads);
+    }
+    if (r == DTNN_REGION_BUFFERS) {
+        *size = m->buffer_bytes;
+        return m->buffers;
+    }
+    return NULL;
+}
+
 /* The region's backend address at a byte offset, or NULL (with the error) when out of range. */
 static unsigned char *region_at(const dtnn_model *m, dtnn_region r, size_t offset,
                                 size_t bytes, dtnn_error *err)
 {
     static const char *const names[] = {"parameters", "gradients", "buffers"};
-    unsigned char *base = NULL;
-    size_t size = 0;
-    if (m->built && r == DTNN_REGION_PARAMS)
-        base = (unsigned char *)m->params, size = sizeof(float) * m->n_params_padded;
-    else if (m->built && r == DTNN_REGION_GRADS)
-        base = (unsigned char *)m->grads, size = m->grads ? sizeof(float) * m->n_params_padded : 0;
-    else if (m->built && r == DTNN_REGION_BUFFERS)
-        base = m->buffers, size = m->buffer_bytes;
+    size_t size;
+    unsigned char *base = region_base(m, r, &size);
     if (!base || offset > size || bytes > size - offset) {
         dtnn_error_set(err, DTNN_ERR_ARG, "bytes [%zu, %zu) of the model's %s are outside its "
                        "%zu bytes%s", offset, offset + bytes,
@@ -56,6 +67,22 @@ static unsigned char *region_at(const dtnn_model *m, dtnn_region r, size_t offse
         return NULL;
     }
     return base + offset;
+}
+
+void *model_region_to_host(const dtnn_model *m, dtnn_region r, size_t *bytes, dtnn_error *err)
+{
+    region_base(m, r, bytes);
+    void *host = malloc(DTNN_MAX(*bytes, 1));
+    if (!host) {
+        dtnn_error_set(err, DTNN_ERR_NOMEM, "out of memory copying the model (%.1f MiB)",
+                       (double)*bytes / 1048576.0);
+        return NULL;
+    }
+    if (dtnn_model_read(m, r, 0, host, *bytes, err)) {
+        free(host);
+        return NULL;
+    }
+    return host;
 }
 
 dtnn_status dtnn_model_read(const dtnn_model *m, dtnn_region r, size_t offset, void *dst,

@@ -69,6 +69,11 @@ dtnn_status model_check_memory(dtnn_model *m, const dtnn_build_params *p, size_t
 /* Each layer's views into the allocated flat buffers. */
 void model_set_views(dtnn_model *m, const dtnn_build_params *p, const memory_plan *mp);
 
+/* A host copy of a whole region of a built model (malloc'd, the caller frees it; its size in
+ * *bytes), for code that works on all of it at once: checkpoints, the replica check. NULL with
+ * the error when out of memory or the model has no such region. */
+void *model_region_to_host(const dtnn_model *m, dtnn_region r, size_t *bytes, dtnn_error *err);
+
 /* Adds a layer from parsed options; origin ("file:line") prefixes every error. */
 int model_add_layer(dtnn_model *m, const char *type, const char *name, const char *const *keys,
                     const char *const *values, int n_options, const int *inputs, int n_inputs,

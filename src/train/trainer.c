@@ -34,6 +34,7 @@
 #include "../core/internal.h"
 #include "../comm/grad_sync.h"
 #include "../io/checkpoint_files.h"
+#include "../model/model_internal.h"
 
 void dtnn_train_params_default(dtnn_train_params *p)
 {
@@ -130,29 +131,12 @@ static dtnn_status check_agreement(dtnn_model *m, dtnn_optimizer *opt, dtnn_load
     return st;
 }
 
-/* Every rank must hold bitwise the same parameters and buffers: the all-reduce gives each the
- * same sum and the optimizer is deterministic. A difference means a broken transport or a
- * non-deterministic kernel, and is an error rather than silently diverging replicas. */
-/* A host copy of a model region (params or buffers: backend memory), freed by the caller. */
-static void *region_copy(const dtnn_model *m, dtnn_region r, size_t bytes, dtnn_error *err)
-{
-    void *host = malloc(DTNN_MAX(bytes, 1));
-    if (!host) {
-        dtnn_error_set(err, DTNN_ERR_NOMEM, "out of memory copying the model (%zu bytes)", bytes);
-        return NULL;
-    }
-    if (dtnn_model_read(m, r, 0, host, bytes, err)) {
-        free(host);
-        return NULL;
-    }
-    return host;
-}
-
 /* Rank 0's values of a model region for every rank, through a host copy. */
-static dtnn_status broadcast_region(dtnn_model *m, dtnn_comm *comm, dtnn_region r, size_t bytes,
+static dtnn_status broadcast_region(dtnn_model *m, dtnn_comm *comm, dtnn_region r,
                                     dtnn_error *err)
 {
-    void *host = region_copy(m, r, bytes, err);
+    size_t bytes;
+    void *host = model_region_to_host(m, r, &bytes, err);
     if (!host)
         return err->code;
     dtnn_status st = dtnn_comm_broadcast(comm, host, bytes, 0, err);
@@ -162,13 +146,15 @@ static dtnn_status broadcast_region(dtnn_model *m, dtnn_comm *comm, dtnn_region 
     return st;
 }
 
+/* Every rank must hold bitwise the same parameters and buffers: the all-reduce gives each the
+ * same sum and the optimizer is deterministic. A difference means a broken transport or a
+ * non-deterministic kernel, and is an error rather than silently diverging replicas. */
 static dtnn_status check_replicas(dtnn_model *m, dtnn_comm *comm, int64_t epoch, dtnn_error *err)
 {
     uint64_t h[2] = {0xcbf29ce484222325ull, 0xcbf29ce484222325ull};
-    const size_t pbytes = sizeof(float) * dtnn_model_params_padded(m);
-    const size_t bbytes = dtnn_model_buffer_bytes(m);
-    void *params = region_copy(m, DTNN_REGION_PARAMS, pbytes, err);
-    void *buffers = params ? region_copy(m, DTNN_REGION_BUFFERS, bbytes, err) : NULL;
+    size_t pbytes, bbytes = 0;
+    void *params = model_region_to_host(m, DTNN_REGION_PARAMS, &pbytes, err);
+    void *buffers = params ? model_region_to_host(m, DTNN_REGION_BUFFERS, &bbytes, err) : NULL;
     if (!buffers) {
         free(params);
         return err->code;
@@ -195,8 +181,8 @@ static dtnn_status check_replicas(dtnn_model *m, dtnn_comm *comm, int64_t epoch,
 static dtnn_status average_buffers(dtnn_model *m, dtnn_comm *comm, dtnn_error *err)
 {
     float inv = 1.0f / (float)dtnn_comm_size(comm);
-    const size_t bytes = dtnn_model_buffer_bytes(m);
-    unsigned char *buffers = region_copy(m, DTNN_REGION_BUFFERS, bytes, err);
+    size_t bytes;
+    unsigned char *buffers = model_region_to_host(m, DTNN_REGION_BUFFERS, &bytes, err);
     if (!buffers)
         return err->code;
     dtnn_status st = DTNN_OK;
@@ -398,10 +384,8 @@ static dtnn_status run_open(train_run_state *r, dtnn_error *err)
                               r->local_max);
     if (r->size > 1) {
         if ((st = check_agreement(m, r->opt, r->train, r->test, r->comm, p, r->ts, err)) ||
-            (st = broadcast_region(m, r->comm, DTNN_REGION_PARAMS,
-                                   sizeof(float) * dtnn_model_params_padded(m), err)) ||
-            (st = broadcast_region(m, r->comm, DTNN_REGION_BUFFERS, dtnn_model_buffer_bytes(m),
-                                   err)))
+            (st = broadcast_region(m, r->comm, DTNN_REGION_PARAMS, err)) ||
+            (st = broadcast_region(m, r->comm, DTNN_REGION_BUFFERS, err)))
             return st;
         r->gs = dtnn_grad_sync_create(r->comm, m, p->allreduce, p->bucket_mb, p->comm_dtype,
                                       err);
@@ -574,17 +558,8 @@ static dtnn_status train_run(dtnn_model *m, dtnn_optimizer *opt, dtnn_loader *tr
                              const dtnn_train_params *p, dtnn_train_state *ts,
                              dtnn_progress_fn progress, void *user, dtnn_error *err)
 {
-    train_run_state r;
-    memset(&r, 0, sizeof r);
-    r.m = m;
-    r.opt = opt;
-    r.train = train;
-    r.test = test;
-    r.comm = comm;
-    r.p = p;
-    r.ts = ts;
-    r.progress = progress;
-    r.user = user;
+    train_run_state r = {.m = m, .opt = opt, .train = train, .test = test, .comm = comm,
+                         .p = p, .ts = ts, .progress = progress, .user = user};
     dtnn_status st = run_check(&r, err);
     if (st)
         return st;
