@@ -72,6 +72,7 @@ dtnn_status dtnn_error_set(dtnn_error *err, dtnn_status code, const char *fmt, .
 
 typedef struct dtnn_model dtnn_model;
 typedef struct dtnn_comm dtnn_comm;     /* see "communicator" below */
+typedef struct dtnn_trace dtnn_trace;   /* see "timeline" below */
 typedef struct dtnn_opt_params dtnn_opt_params;
 
 typedef enum { DTNN_INIT_DEFAULT = 0, DTNN_INIT_HE, DTNN_INIT_XAVIER } dtnn_init_scheme;
@@ -276,6 +277,8 @@ int dtnn_model_layer_count(const dtnn_model *m);
 void dtnn_model_layer_info(const dtnn_model *m, int i, dtnn_layer_info *info);
 void dtnn_model_input_shape(const dtnn_model *m, int *c, int *h, int *w);
 void dtnn_model_set_profiling(dtnn_model *m, int on);
+/* Records every layer's forward and backward into t (NULL: stop recording). */
+void dtnn_model_set_trace(dtnn_model *m, dtnn_trace *t);
 /* Bytes planned for activations, gradients of activations, and scratch. */
 size_t dtnn_model_activation_bytes(const dtnn_model *m);
 
@@ -537,6 +540,38 @@ dtnn_status dtnn_comm_allgather(dtnn_comm *c, const void *send, size_t bytes, vo
 /* Ends every rank of the job after printing message (rank-prefixed) on stderr. A single
  * process just returns: the caller exits. */
 void dtnn_comm_abort(dtnn_comm *c, int code, const char *message);
+/* Records every collective and gradient bucket of c into t (NULL: stop recording). */
+void dtnn_comm_set_trace(dtnn_comm *c, dtnn_trace *t);
+
+/* ---- timeline ------------------------------------------------------------------------------ */
+
+/* A timeline of a run (--trace): spans of steps, data waits, layers' forward and backward,
+ * collectives, gradient buckets from ready to reduced, optimizer steps and checkpoints, on
+ * every rank, written as a Chrome trace-event JSON file (Perfetto, chrome://tracing) whose
+ * processes are the ranks. Without a trace nothing is recorded and no clock is read.
+ * Collective over comm (every rank calls it; comm may be NULL for one process): measures each
+ * rank's clock offset to rank 0, so the merged file is on one clock. At most max_events spans
+ * are kept per rank (0: 1 Mi, 56 MiB); later ones are counted as dropped in the file. */
+dtnn_trace *dtnn_trace_create(dtnn_comm *comm, size_t max_events, dtnn_error *err);
+void dtnn_trace_free(dtnn_trace *t);
+/* Seconds on the trace's clock (0 for a NULL trace), and a span of the caller's own from t0 to
+ * t1 on the main track; name must stay valid until the trace is written. */
+double dtnn_trace_clock(const dtnn_trace *t);
+void dtnn_trace_span(dtnn_trace *t, const char *name, double t0, double t1);
+/* A key and value for the file's otherData ("bucket_mb", "16"); at most 16. */
+void dtnn_trace_note(dtnn_trace *t, const char *key, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+/* Collective: every rank's spans go to rank 0, which writes one file at path (through a
+ * temporary renamed into place). */
+dtnn_status dtnn_trace_write(dtnn_trace *t, dtnn_comm *comm, const char *path,
+                             dtnn_error *err);
+/* This rank alone writes path.rank<R>, for when the ranks can no longer meet (a failed run);
+ * the files of one run merge by concatenating their traceEvents (scripts/trace_plot reads
+ * several). */
+dtnn_status dtnn_trace_write_local(dtnn_trace *t, const char *path, dtnn_error *err);
 
 /* Gradient all-reduce strategies (dtnn_train_params.allreduce). */
 typedef enum {
@@ -678,6 +713,10 @@ typedef struct {
     /* A step whose loss or gradient is NaN or Inf (on any rank) is skipped, weights and
      * running statistics as before it, and counted, instead of stopping the run. */
     int skip_nonfinite;
+    /* Records the run's steps, data waits, optimizer steps, checkpoints and evaluations, and
+     * (attached for the run) the model's layers and the communicator's collectives. NULL:
+     * none. The caller writes it after the run. */
+    dtnn_trace *trace;
 } dtnn_train_params;
 
 void dtnn_train_params_default(dtnn_train_params *p);

@@ -217,6 +217,47 @@ int cli_all_ok(dtnn_comm *comm, int ok)
     return failed == 0.0;
 }
 
+int cli_trace_start(const char *command, const char *path, dtnn_comm *comm, dtnn_trace **out,
+                    dtnn_error *err)
+{
+    *out = NULL;
+    /* A rank without --trace would skip the clock measurement the others wait in. */
+    int everyone = cli_all_ok(comm, path != NULL), no_one = cli_all_ok(comm, path == NULL);
+    if (!everyone && !no_one) {
+        if (dtnn_comm_rank(comm) == 0)
+            fprintf(stderr, "dtnn %s: --trace must be given to every rank or to none\n",
+                    command);
+        return 2;
+    }
+    if (!path)
+        return -1;
+    *out = dtnn_trace_create(comm, 0, err);
+    return *out ? -1 : 1;
+}
+
+int cli_trace_finish(const char *command, const char *path, dtnn_comm *comm, dtnn_trace *t,
+                     int rc, dtnn_error *err)
+{
+    if (!t)
+        return rc;
+    dtnn_error e = {0};
+    if (rc == 1) {
+        /* The ranks may no longer meet: each writes its own file. */
+        if (!dtnn_trace_write_local(t, path, &e))
+            fprintf(stderr, "dtnn %s: rank %d's trace up to the failure: %s.rank%d\n", command,
+                    dtnn_comm_rank(comm), path, dtnn_comm_rank(comm));
+        return rc;
+    }
+    if (dtnn_trace_write(t, comm, path, &e)) {
+        *err = e;
+        return 1;
+    }
+    if (dtnn_comm_rank(comm) == 0)
+        printf("trace: %s (%d rank%s; Perfetto or chrome://tracing, scripts/trace_plot)\n",
+               path, dtnn_comm_size(comm), dtnn_comm_size(comm) == 1 ? "" : "s");
+    return rc;
+}
+
 const char *cli_device(const char *command, const cli_opt *opts, int n_opts, int *rc)
 {
     const char *name = cli_given(opts, n_opts, "device") ? cli_str(opts, n_opts, "device")

@@ -68,6 +68,15 @@ const char *cli_device(const char *command, const cli_opt *opts, int n_opts, int
 /* Whether ok holds on every rank (a collective: all ranks call it), so a usage error seen by
  * some ranks only ends them all instead of leaving the others waiting. */
 int cli_all_ok(dtnn_comm *comm, int ok);
+/* --trace PATH (NULL: not given): checks every rank gave it or none, then creates the trace
+ * (collective). Returns -1 to go on, or an exit code (1: the error is in err; 2: usage). */
+int cli_trace_start(const char *command, const char *path, dtnn_comm *comm, dtnn_trace **out,
+                    dtnn_error *err);
+/* After a run that ended with exit code rc: the merged trace written by rank 0 (rc 0, or a
+ * signal's stop, which all ranks reach together), or after a failure each rank's own
+ * PATH.rank<R>. Returns rc, or 1 when writing the merged file failed (err says why). */
+int cli_trace_finish(const char *command, const char *path, dtnn_comm *comm, dtnn_trace *t,
+                     int rc, dtnn_error *err);
 
 /* Commands that live in their own files. */
 int cmd_bench(int argc, char **argv, dtnn_comm *comm);

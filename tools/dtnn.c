@@ -132,6 +132,8 @@ static cli_opt train_opts[] = {
     {"base-batch", OPT_INT, "256", "the batch --lr is meant for, with --lr-scaling linear", 0,
      NULL, 0},
     {"quiet", OPT_FLAG, NULL, "only the per-epoch lines", 0, NULL, 0},
+    {"trace", OPT_STRING, NULL, "timeline of every rank (steps, layers, buckets, collectives) "
+     "as Chrome trace-event JSON (Perfetto; scripts/trace_plot draws it)", 0, NULL, 0},
     {"help", OPT_FLAG, NULL, "show this help", 0, NULL, 0},
 };
 
@@ -393,9 +395,12 @@ static int cmd_train(int argc, char **argv, dtnn_comm *comm)
         rc = early;
         goto out;
     }
+    if ((rc = cli_trace_start(cmd, cli_str(o, n, "trace"), comm, &tp.trace, &err)) >= 0)
+        goto out;
     if (rank == 0)
         print_start(o, n, &cd, m, &tp, kind, threads, comm);
     rc = train_and_test(o, n, cmd, &cd, m, opt, comm, &tp, &ts, bp.max_batch, &err);
+    rc = cli_trace_finish(cmd, cli_str(o, n, "trace"), comm, tp.trace, rc, &err);
 out:
     if (rc == 1 && ranks > 1) {
         /* One rank's failure ends them all, with its message, instead of a hang. */
@@ -406,6 +411,7 @@ out:
     if (rc == 1)
         cli_fail(cmd, &err);
     cli_data_report_skipped(&cd, cmd, rank, ranks);
+    dtnn_trace_free(tp.trace);
     dtnn_optimizer_free(opt);
     dtnn_model_free(m);
     cli_data_close(&cd);

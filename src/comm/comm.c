@@ -7,6 +7,8 @@
 #include "../backend/backend.h"
 #include "comm_internal.h"
 
+static const comm_purpose no_purpose = {NULL, -1, 0};
+
 dtnn_comm *dtnn_comm_create_auto(int *argc, char ***argv, dtnn_error *err)
 {
     dtnn_error e = {0};
@@ -37,6 +39,21 @@ int dtnn_comm_node_count(const dtnn_comm *c) { return c->nodes; }
 const char *dtnn_comm_name(const dtnn_comm *c) { return c->name; }
 int dtnn_comm_cores(const dtnn_comm *c) { return c->cores; }
 
+void dtnn_comm_set_trace(dtnn_comm *c, dtnn_trace *t) { c->trace = t; }
+
+void comm_set_purpose(dtnn_comm *c, const char *what, int index, int count)
+{
+    c->purpose = (comm_purpose){what, index, count};
+}
+
+dtnn_status comm_gather(dtnn_comm *c, const void *send, size_t bytes, void *recv,
+                        const uint64_t *counts, dtnn_error *err)
+{
+    dtnn_status st = c->ops->gather(c, send, bytes, recv, counts, err);
+    c->purpose = no_purpose;
+    return st;
+}
+
 void dtnn_comm_set_stall_timeout(dtnn_comm *c, double seconds)
 {
     c->stall_timeout = seconds > 0 ? seconds : 0;
@@ -44,24 +61,32 @@ void dtnn_comm_set_stall_timeout(dtnn_comm *c, double seconds)
 
 dtnn_status dtnn_comm_allreduce_sum(dtnn_comm *c, float *buf, size_t n, dtnn_error *err)
 {
-    return c->ops->allreduce_sum(c, buf, n, err);
+    dtnn_status st = c->ops->allreduce_sum(c, buf, n, err);
+    c->purpose = no_purpose;
+    return st;
 }
 
 dtnn_status dtnn_comm_allreduce_sum_f64(dtnn_comm *c, double *buf, size_t n, dtnn_error *err)
 {
-    return c->ops->allreduce_sum_f64(c, buf, n, err);
+    dtnn_status st = c->ops->allreduce_sum_f64(c, buf, n, err);
+    c->purpose = no_purpose;
+    return st;
 }
 
 dtnn_status dtnn_comm_broadcast(dtnn_comm *c, void *buf, size_t bytes, int root,
                                 dtnn_error *err)
 {
-    return c->ops->broadcast(c, buf, bytes, root, err);
+    dtnn_status st = c->ops->broadcast(c, buf, bytes, root, err);
+    c->purpose = no_purpose;
+    return st;
 }
 
 dtnn_status dtnn_comm_allgather(dtnn_comm *c, const void *send, size_t bytes, void *recv,
                                 dtnn_error *err)
 {
-    return c->ops->allgather(c, send, bytes, recv, err);
+    dtnn_status st = c->ops->allgather(c, send, bytes, recv, err);
+    c->purpose = no_purpose;
+    return st;
 }
 
 void dtnn_comm_abort(dtnn_comm *c, int code, const char *message)
@@ -72,13 +97,17 @@ void dtnn_comm_abort(dtnn_comm *c, int code, const char *message)
 dtnn_status comm_iallreduce(dtnn_comm *c, void *buf, size_t n, dtnn_comm_dtype dtype,
                             int *request, dtnn_error *err)
 {
-    return c->ops->iallreduce(c, buf, n, dtype, request, err);
+    dtnn_status st = c->ops->iallreduce(c, buf, n, dtype, request, err);
+    c->purpose = no_purpose;
+    return st;
 }
 
 dtnn_status comm_allreduce(dtnn_comm *c, void *buf, size_t n, dtnn_comm_dtype dtype,
                            dtnn_error *err)
 {
-    return c->ops->allreduce(c, buf, n, dtype, err);
+    dtnn_status st = c->ops->allreduce(c, buf, n, dtype, err);
+    c->purpose = no_purpose;
+    return st;
 }
 
 dtnn_status comm_test(dtnn_comm *c, int request, int *done, dtnn_error *err)
@@ -94,7 +123,9 @@ dtnn_status comm_wait(dtnn_comm *c, int request, dtnn_error *err)
 dtnn_status comm_hierarchical_allreduce(dtnn_comm *c, void *buf, size_t n,
                                         dtnn_comm_dtype dtype, dtnn_error *err)
 {
-    return c->ops->hierarchical_allreduce(c, buf, n, dtype, err);
+    dtnn_status st = c->ops->hierarchical_allreduce(c, buf, n, dtype, err);
+    c->purpose = no_purpose;
+    return st;
 }
 
 dtnn_status dtnn_allreduce_parse(const char *name, dtnn_allreduce_mode *mode, dtnn_error *err)

@@ -32,6 +32,10 @@ typedef struct {
     /* Blocking: reduce inside the node, all-reduce among node leaders, broadcast in the node. */
     dtnn_status (*hierarchical_allreduce)(dtnn_comm *c, void *buf, size_t n,
                                           dtnn_comm_dtype dtype, dtnn_error *err);
+    /* Rank r's bytes (counts[r] of them) one after another into recv on rank 0 (recv is
+     * ignored elsewhere); a blob larger than the implementation can move is an error. */
+    dtnn_status (*gather)(dtnn_comm *c, const void *send, size_t bytes, void *recv,
+                          const uint64_t *counts, dtnn_error *err);
     void (*abort)(dtnn_comm *c, int code, const char *message);
     void (*destroy)(dtnn_comm *c);
     /* Whether the buffers of the reductions above may be `be`'s memory (NULL: only when the
@@ -41,6 +45,13 @@ typedef struct {
     int (*reduces_backend_memory)(const dtnn_comm *c, const struct dtnn_backend *be);
 } dtnn_comm_ops;
 
+/* What the collectives being started are for, named in stall reports and traces: set by the
+ * caller before a call (comm_set_purpose), cleared by the public calls when they return. */
+typedef struct {
+    const char *what;           /* a string literal ("gradient bucket"), or NULL */
+    int index, count;           /* a bucket's index of count; -1, 0 otherwise */
+} comm_purpose;
+
 struct dtnn_comm {
     const dtnn_comm_ops *ops;
     int rank, size;
@@ -49,7 +60,14 @@ struct dtnn_comm {
     double stall_timeout;       /* seconds; 0 = wait forever */
     char name[96];
     void *impl;
+    comm_purpose purpose;
+    int64_t step;               /* the training step under way (trainer), or -1 */
+    dtnn_trace *trace;          /* records the collectives (NULL: none) */
 };
+
+void comm_set_purpose(dtnn_comm *c, const char *what, int index, int count);
+dtnn_status comm_gather(dtnn_comm *c, const void *send, size_t bytes, void *recv,
+                        const uint64_t *counts, dtnn_error *err);
 
 dtnn_status comm_iallreduce(dtnn_comm *c, void *buf, size_t n, dtnn_comm_dtype dtype,
                             int *request, dtnn_error *err);

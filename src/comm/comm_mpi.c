@@ -27,12 +27,16 @@ dtnn_comm *comm_mpi_create(int *argc, char ***argv, dtnn_error *err)
 
 #include <mpi.h>
 
+#include "../perf/trace.h"
 #include "half.h"
 
-/* What a rank answers a stall query: how many collectives it has started, and the one it is
- * waiting in (-1: none, it is computing between progress calls). */
+/* What a rank answers a stall query: how many collectives it has started, the one it is
+ * waiting in (-1: none, it is computing between progress calls), its training step, and what
+ * that collective is for ("gradient bucket 3 of 8: MPI_Iallreduce"). */
 typedef struct {
     long started, waiting;
+    int64_t step;
+    char label[80];
 } stall_answer;
 
 typedef struct {
@@ -44,7 +48,12 @@ typedef struct {
     int next_request;
     long started;                       /* collectives on world this rank has started */
     long waiting;                       /* the collective it waits in, or -1 */
-    long query[2];                      /* the buffer of this rank's stall queries */
+    char waiting_label[80];             /* and what that collective is for */
+    stall_answer query;                 /* the buffer of this rank's stall queries */
+    /* per request in flight: what it is for and when it started (traces) */
+    comm_purpose request_purpose[COMM_MAX_REQUESTS];
+    double request_t0[COMM_MAX_REQUESTS];
+    int64_t request_step[COMM_MAX_REQUESTS];
     int initialised_here;
 } mpi_impl;
 
@@ -72,8 +81,9 @@ enum { TAG_STALL_QUERY = 1, TAG_STALL_ANSWER = 2 };
 
 /* Answers pending stall queries; with drain, also discards answers that arrived after their
  * asker's collective completed after all (never while that asker is still collecting them). */
-static void answer_stall_queries(mpi_impl *im, int drain)
+static void answer_stall_queries(dtnn_comm *c, int drain)
 {
+    mpi_impl *im = c->impl;
     for (;;) {
         int flag = 0;
         MPI_Status status;
@@ -81,14 +91,26 @@ static void answer_stall_queries(mpi_impl *im, int drain)
                        &status) != MPI_SUCCESS || !flag)
             return;
         stall_answer msg;
-        MPI_Recv(&msg, 2, MPI_LONG, status.MPI_SOURCE, status.MPI_TAG, im->stall,
+        MPI_Recv(&msg, (int)sizeof msg, MPI_BYTE, status.MPI_SOURCE, status.MPI_TAG, im->stall,
                  MPI_STATUS_IGNORE);
         if (status.MPI_TAG == TAG_STALL_QUERY) {
-            /* 16 bytes go eagerly: this send does not wait for the asker. */
-            stall_answer a = {im->started, im->waiting};
-            MPI_Send(&a, 2, MPI_LONG, status.MPI_SOURCE, TAG_STALL_ANSWER, im->stall);
+            /* ~100 bytes go eagerly: this send does not wait for the asker. */
+            stall_answer a = {im->started, im->waiting, c->step, ""};
+            memcpy(a.label, im->waiting_label, sizeof a.label);
+            MPI_Send(&a, (int)sizeof a, MPI_BYTE, status.MPI_SOURCE, TAG_STALL_ANSWER, im->stall);
         }
     }
+}
+
+/* "gradient bucket 3 of 8: MPI_Iallreduce", or the operation alone without a purpose. */
+static void collective_label(char *out, size_t size, const comm_purpose *p, const char *op)
+{
+    if (p->what && p->count > 0)
+        snprintf(out, size, "%s %d of %d: %s", p->what, p->index + 1, p->count, op);
+    else if (p->what)
+        snprintf(out, size, "%s: %s", p->what, op);
+    else
+        snprintf(out, size, "%s", op);
 }
 
 /* Appends rank r to a space-separated list, ending it with "..." when full. */
@@ -101,21 +123,62 @@ static void list_rank(char *list, size_t size, int r)
         snprintf(list + len, size - len, " ...");
 }
 
-static dtnn_status report_stall(dtnn_comm *c, MPI_Request *req, long seq, const char *what,
+/* What answer a says of its rank, relative to the collective seq the asker waits in. */
+static void describe_answer(char *out, size_t size, const stall_answer *a, long seq)
+{
+    if (a->waiting >= 0)
+        snprintf(out, size, "wait in collective #%ld (%.*s) at step %lld%s", a->waiting,
+                 (int)sizeof a->label, a->label, (long long)a->step,
+                 a->waiting < seq ? ", an earlier one" : a->waiting > seq ? ", a later one" : "");
+    else
+        snprintf(out, size, "are computing at step %lld, %s collective #%ld", (long long)a->step,
+                 a->started <= seq ? "not yet at" : "past", seq);
+}
+
+/* Groups the ranks that said the same thing: "; rank(s) 2 3 wait in collective #51 (...)". */
+static void append_groups(char *detail, size_t size, const stall_answer *answers, int n,
+                          int self, long seq)
+{
+    char *seen = calloc(n > 0 ? (size_t)n : 1, 1);
+    if (!seen)
+        return;
+    for (int r = 0; r < n; r++) {
+        if (seen[r] || r == self || answers[r].started < 0)
+            continue;
+        char what[200], other[200], ranks[160] = "";
+        describe_answer(what, sizeof what, &answers[r], seq);
+        for (int q = r; q < n; q++) {
+            if (seen[q] || q == self || answers[q].started < 0)
+                continue;
+            describe_answer(other, sizeof other, &answers[q], seq);
+            if (!strcmp(what, other)) {
+                seen[q] = 1;
+                list_rank(ranks, sizeof ranks, q);
+            }
+        }
+        size_t len = strlen(detail);
+        snprintf(detail + len, size - len, "; rank(s) %s %s", ranks, what);
+    }
+    free(seen);
+}
+
+static dtnn_status report_stall(dtnn_comm *c, MPI_Request *req, long seq, const char *label,
                                 double waited, dtnn_error *err)
 {
     mpi_impl *im = c->impl;
     stall_answer *answers = malloc(sizeof *answers * (size_t)c->size);
     if (!answers)
         return dtnn_error_set(err, DTNN_ERR_COMM, "rank %d: stalled %.1f s in %s", c->rank,
-                              waited, what);
-    im->query[0] = im->query[1] = seq;
+                              waited, label);
+    memset(&im->query, 0, sizeof im->query);
+    im->query.started = im->query.waiting = seq;
     for (int r = 0; r < c->size; r++) {
         answers[r].started = r == c->rank ? im->started : -1;
         answers[r].waiting = seq;
         if (r != c->rank) {
             MPI_Request q;
-            MPI_Isend(im->query, 2, MPI_LONG, r, TAG_STALL_QUERY, im->stall, &q);
+            MPI_Isend(&im->query, (int)sizeof im->query, MPI_BYTE, r, TAG_STALL_QUERY,
+                      im->stall, &q);
             MPI_Request_free(&q);
         }
     }
@@ -127,13 +190,13 @@ static dtnn_status report_stall(dtnn_comm *c, MPI_Request *req, long seq, const 
         MPI_Iprobe(MPI_ANY_SOURCE, TAG_STALL_ANSWER, im->stall, &flag, &status);
         if (flag) {
             stall_answer a;
-            MPI_Recv(&a, 2, MPI_LONG, status.MPI_SOURCE, TAG_STALL_ANSWER, im->stall,
-                     MPI_STATUS_IGNORE);
+            MPI_Recv(&a, (int)sizeof a, MPI_BYTE, status.MPI_SOURCE, TAG_STALL_ANSWER,
+                     im->stall, MPI_STATUS_IGNORE);
             if (answers[status.MPI_SOURCE].started < 0)
                 pending--;
             answers[status.MPI_SOURCE] = a;
         }
-        answer_stall_queries(im, 0);
+        answer_stall_queries(c, 0);
         MPI_Test(req, &done, MPI_STATUS_IGNORE);
     }
     if (done) {
@@ -141,70 +204,78 @@ static dtnn_status report_stall(dtnn_comm *c, MPI_Request *req, long seq, const 
         free(answers);
         return DTNN_OK;
     }
-    /* Silent ranks are the likely cause; ranks that answered but have not started this
-     * collective are either held up in an earlier one (by the silent ranks) or computing. */
-    char silent[160] = "", earlier[160] = "", computing[160] = "";
-    for (int r = 0; r < c->size; r++) {
+    /* Silent ranks are the likely cause; each rank that answered says what it waits in (or
+     * that it is computing), grouped with the ranks that said the same. */
+    char silent[160] = "", detail[1200] = "";
+    for (int r = 0; r < c->size; r++)
         if (answers[r].started < 0)
             list_rank(silent, sizeof silent, r);
-        else if (answers[r].started <= seq && answers[r].waiting >= 0)
-            list_rank(earlier, sizeof earlier, r);
-        else if (answers[r].started <= seq)
-            list_rank(computing, sizeof computing, r);
-    }
-    free(answers);
-    char detail[440] = "";
     if (*silent)
         snprintf(detail, sizeof detail, "; rank(s) %s did not answer (stopped, dead or busy "
                  "outside MPI)", silent);
-    if (*earlier)
-        snprintf(detail + strlen(detail), sizeof detail - strlen(detail), "; rank(s) %s are "
-                 "still waiting in an earlier collective", earlier);
-    if (*computing)
-        snprintf(detail + strlen(detail), sizeof detail - strlen(detail), "; rank(s) %s have not "
-                 "reached it (still computing)", computing);
+    append_groups(detail, sizeof detail, answers, c->size, c->rank, seq);
+    free(answers);
     if (!*detail)
         snprintf(detail, sizeof detail, "; every rank reached it, yet it did not complete");
-    return dtnn_error_set(err, DTNN_ERR_COMM, "rank %d stalled %.1f s in %s (collective #%ld, "
-                          "--stall-timeout %g)%s", c->rank, waited, what, seq,
-                          c->stall_timeout, detail);
+    return dtnn_error_set(err, DTNN_ERR_COMM, "rank %d stalled %.1f s in collective #%ld (%s) at "
+                          "step %lld (--stall-timeout %g)%s", c->rank, waited, seq, label,
+                          (long long)c->step, c->stall_timeout, detail);
 }
 
 /* Completes a request of collective number seq: MPI_Wait, or with a stall timeout a polling
  * loop that answers stall queries and gives up with a report after the timeout. */
-static dtnn_status wait_request(dtnn_comm *c, MPI_Request *req, long seq, const char *what,
-                                dtnn_error *err)
+static dtnn_status wait_request(dtnn_comm *c, MPI_Request *req, long seq, const char *op,
+                                const comm_purpose *purpose, dtnn_error *err)
 {
     mpi_impl *im = c->impl;
+    char label[80];
+    collective_label(label, sizeof label, purpose, op);
     if (c->stall_timeout <= 0)
-        return mpi_check(MPI_Wait(req, MPI_STATUS_IGNORE), what, c, err);
+        return mpi_check(MPI_Wait(req, MPI_STATUS_IGNORE), label, c, err);
     double t0 = MPI_Wtime();
     im->waiting = seq;
+    memcpy(im->waiting_label, label, sizeof label);
     for (;;) {
         int done = 0;
-        dtnn_status st = mpi_check(MPI_Test(req, &done, MPI_STATUS_IGNORE), what, c, err);
+        dtnn_status st = mpi_check(MPI_Test(req, &done, MPI_STATUS_IGNORE), label, c, err);
         if (st || done) {
             im->waiting = -1;
             return st;
         }
-        answer_stall_queries(im, 1);
+        answer_stall_queries(c, 1);
         double waited = MPI_Wtime() - t0;
         if (waited > c->stall_timeout)
-            return report_stall(c, req, seq, what, waited, err);
+            return report_stall(c, req, seq, label, waited, err);
     }
 }
 
-/* A blocking collective: the blocking MPI call itself, or with a stall timeout its
- * non-blocking twin (started by `start` into *req) and wait_request. */
-#define COLLECTIVE(c, what, blocking_call, nonblocking_call)                                  \
+/* A blocking collective into status st: the blocking MPI call itself, or with a stall
+ * timeout its non-blocking twin (started into req_) and wait_request; either way a span in
+ * the trace. COLLECTIVE returns that status. */
+#define COLLECTIVE_STATUS(c, st, op, blocking_call, nonblocking_call)                          \
     do {                                                                                       \
         mpi_impl *im_ = (c)->impl;                                                             \
         long seq_ = im_->started++;                                                            \
-        if ((c)->stall_timeout <= 0)                                                           \
-            return mpi_check(blocking_call, what, c, err);                                     \
-        MPI_Request req_;                                                                      \
-        dtnn_status st_ = mpi_check(nonblocking_call, what, c, err);                           \
-        return st_ ? st_ : wait_request(c, &req_, seq_, what, err);                            \
+        double t0_ = trace_clock((c)->trace);                                                  \
+        if ((c)->stall_timeout <= 0) {                                                         \
+            (st) = mpi_check(blocking_call, op, c, err);                                       \
+        } else {                                                                               \
+            MPI_Request req_;                                                                  \
+            (st) = mpi_check(nonblocking_call, op, c, err);                                    \
+            if (!(st))                                                                         \
+                (st) = wait_request(c, &req_, seq_, op, &(c)->purpose, err);                   \
+        }                                                                                      \
+        if ((c)->trace)                                                                        \
+            trace_comm((c)->trace, TRACE_COLLECTIVE, (c)->purpose.what, op, t0_,               \
+                       trace_clock((c)->trace), (c)->step, seq_, (c)->purpose.index,           \
+                       (c)->purpose.count);                                                    \
+    } while (0)
+
+#define COLLECTIVE(c, op, blocking_call, nonblocking_call)                                     \
+    do {                                                                                       \
+        dtnn_status cst_;                                                                      \
+        COLLECTIVE_STATUS(c, cst_, op, blocking_call, nonblocking_call);                       \
+        return cst_;                                                                           \
     } while (0)
 
 static void sum_f16(void *in, void *inout, int *len, MPI_Datatype *type)
@@ -330,24 +401,45 @@ static dtnn_status mpi_iallreduce(dtnn_comm *c, void *buf, size_t n, dtnn_comm_d
     int r = im->next_request++;
     *request = r;
     im->request_seq[r] = im->started++;
+    im->request_purpose[r] = c->purpose;
+    im->request_step[r] = c->step;
+    im->request_t0[r] = trace_clock(c->trace);
     return mpi_check(MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, t, op, im->world,
                                     &im->requests[r]), "MPI_Iallreduce", c, err);
+}
+
+/* A request seen complete: its span from start to now goes into the trace, once. */
+static void request_done(dtnn_comm *c, int r)
+{
+    mpi_impl *im = c->impl;
+    if (!c->trace || im->request_t0[r] < 0)
+        return;
+    const comm_purpose *p = &im->request_purpose[r];
+    trace_comm(c->trace, TRACE_BUCKET, p->what, "MPI_Iallreduce", im->request_t0[r],
+               trace_clock(c->trace), im->request_step[r], im->request_seq[r], p->index,
+               p->count);
+    im->request_t0[r] = -1;
 }
 
 static dtnn_status mpi_test(dtnn_comm *c, int request, int *done, dtnn_error *err)
 {
     mpi_impl *im = c->impl;
     if (c->stall_timeout > 0)
-        answer_stall_queries(im, 1);
-    return mpi_check(MPI_Test(&im->requests[request], done, MPI_STATUS_IGNORE), "MPI_Test", c,
-                     err);
+        answer_stall_queries(c, 1);
+    dtnn_status st = mpi_check(MPI_Test(&im->requests[request], done, MPI_STATUS_IGNORE),
+                               "MPI_Test", c, err);
+    if (!st && *done)
+        request_done(c, request);
+    return st;
 }
 
 static dtnn_status mpi_wait(dtnn_comm *c, int request, dtnn_error *err)
 {
     mpi_impl *im = c->impl;
     dtnn_status st = wait_request(c, &im->requests[request], im->request_seq[request],
-                                  "MPI_Iallreduce (gradient bucket)", err);
+                                  "MPI_Iallreduce", &im->request_purpose[request], err);
+    if (!st)
+        request_done(c, request);
     /* Request slots are reused once the last one in flight has completed. */
     if (request == im->next_request - 1)
         im->next_request = 0;
@@ -386,6 +478,43 @@ static dtnn_status mpi_hierarchical(dtnn_comm *c, void *buf, size_t n, dtnn_comm
     if (c->local_size > 1)
         return bcast_piece(c, buf, cnt, t, 0, im->node, err);
     return DTNN_OK;
+}
+
+static dtnn_status mpi_gather(dtnn_comm *c, const void *send, size_t bytes, void *recv,
+                              const uint64_t *counts, dtnn_error *err)
+{
+    mpi_impl *im = c->impl;
+    int *cnt = NULL, *displ = NULL;
+    if (c->rank == 0) {
+        cnt = malloc(sizeof *cnt * (size_t)c->size);
+        displ = malloc(sizeof *displ * (size_t)c->size);
+    }
+    /* Every rank learns whether rank 0 can take part, so none is left waiting in the gather. */
+    double ok = c->rank != 0 || (cnt && displ);
+    uint64_t total = 0;
+    for (int r = 0; r < c->size; r++)
+        total += counts[r];
+    if (total > INT32_MAX)
+        ok = 0;
+    dtnn_status st = mpi_allreduce_sum_f64(c, &ok, 1, err);
+    if (!st && ok < c->size)
+        st = dtnn_error_set(err, total > INT32_MAX ? DTNN_ERR_UNSUPPORTED : DTNN_ERR_NOMEM,
+                            "gathering %llu bytes on rank 0: %s", (unsigned long long)total,
+                            total > INT32_MAX ? "more than one MPI call moves" : "out of memory");
+    if (!st) {
+        for (int r = 0, at = 0; c->rank == 0 && r < c->size; at += cnt[r], r++) {
+            cnt[r] = (int)counts[r];
+            displ[r] = at;
+        }
+        COLLECTIVE_STATUS(c, st, "MPI_Gatherv",
+                          MPI_Gatherv(send, (int)bytes, MPI_BYTE, recv, cnt, displ, MPI_BYTE, 0,
+                                      im->world),
+                          MPI_Igatherv(send, (int)bytes, MPI_BYTE, recv, cnt, displ, MPI_BYTE, 0,
+                                       im->world, &req_));
+    }
+    free(cnt);
+    free(displ);
+    return st;
 }
 
 static void mpi_abort(dtnn_comm *c, int code, const char *message)
@@ -427,6 +556,7 @@ static const dtnn_comm_ops mpi_ops = {
     .test = mpi_test,
     .wait = mpi_wait,
     .hierarchical_allreduce = mpi_hierarchical,
+    .gather = mpi_gather,
     .abort = mpi_abort,
     .destroy = mpi_destroy,
 };

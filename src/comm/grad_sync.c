@@ -33,6 +33,7 @@
 #include "../model/model_internal.h"
 #include "comm_internal.h"
 #include "grad_sync.h"
+#include "../perf/trace.h"
 #include "half.h"
 
 typedef struct {
@@ -120,6 +121,7 @@ static void stage(dtnn_grad_sync *gs, const bucket *b, int to_host)
 
 static dtnn_status start_bucket(dtnn_grad_sync *gs, bucket *b, dtnn_error *err)
 {
+    comm_set_purpose(gs->comm, "gradient bucket", (int)(b - gs->buckets), gs->n_buckets);
     stage(gs, b, 1);
     if (gs->dtype != DTNN_COMM_F32)
         to_half(gs, b);
@@ -237,11 +239,16 @@ dtnn_status dtnn_grad_sync_finish(dtnn_grad_sync *gs, dtnn_error *err)
             /* fp16 overflow: redo this bucket in fp32 (identically on every rank); the host
              * copy still holds this rank's fp32 values (from_half wrote nothing). */
             b->scale *= 1.0f / 256.0f;
+            comm_set_purpose(gs->comm, "fp16 overflow redo of gradient bucket", i,
+                             gs->n_buckets);
             st = dtnn_comm_allreduce_sum(gs->comm, host_grads(gs) + b->begin,
                                          b->end - b->begin, err);
         }
         stage(gs, b, 0);
     }
+    if (gs->comm->trace)
+        trace_span(gs->comm->trace, TRACE_GRAD_WAIT, "gradient all-reduce wait", t0,
+                   gs->comm->step);
     gs->wait_seconds += dtnn_now() - t0;
     return st;
 }

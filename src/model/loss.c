@@ -14,6 +14,7 @@
  */
 #include <string.h>
 
+#include "../perf/trace.h"
 #include "model_internal.h"
 
 void dtnn_loss_params_default(dtnn_loss_params *p)
@@ -56,10 +57,11 @@ dtnn_status dtnn_model_loss(dtnn_model *m, const int32_t *labels, int n,
                                   "model's %d classes", labels[i], i, k);
     float *dz = (m->bp.training && m->training) ? last->dy : NULL;
     const loss_desc d = {lp->kind, lp->label_smoothing};
-    double sums[3];
+    double sums[3], t0 = trace_clock(m->trace);
     be_upload(m->be, m->labels, labels, sizeof(int32_t) * (size_t)n);
     be_run(m->be, loss, &d, n, k, last->y, m->labels, dz, grad_scale, m->loss_out);
     be_download(m->be, sums, m->loss_out, sizeof sums);
+    trace_span(m->trace, TRACE_LOSS, "loss", t0, -1);
     if (metrics) {
         metrics->loss_sum += sums[0];
         metrics->top1 += (int64_t)sums[1];

@@ -15,6 +15,8 @@
 
 #include "../layers/layer.h"
 #include "../core/rng.h"
+#include "../comm/comm_internal.h"
+#include "../perf/trace.h"
 #include "model_internal.h"
 
 void dtnn_build_params_default(dtnn_build_params *p)
@@ -465,6 +467,7 @@ static dtnn_status reduce_over_ranks(void *user, double *buf, size_t n, double *
     be_download(m->be, stage, buf, sizeof(double) * n);
     for (size_t i = 0; i < n_extra; i++)
         stage[n + i] = extra[i];
+    comm_set_purpose(m->sync_comm, "sync-BN statistics", -1, 0);
     dtnn_status st = dtnn_comm_allreduce_sum_f64(m->sync_comm, stage, n + n_extra, &err);
     be_upload(m->be, buf, stage, sizeof(double) * n);
     for (size_t i = 0; i < n_extra; i++)
@@ -480,7 +483,7 @@ static void layer_time(dtnn_model *m, layer *l, int backward)
         return;     /* its producer did the work */
     const layer_ctx ctx = {m->be, m->workspace, m->workspace_bytes, m->training, m->seed,
                            m->step, m->sync_comm ? reduce_over_ranks : NULL, m};
-    if (!m->profiling) {
+    if (!m->profiling && !m->trace) {
         if (backward)
             l->ops->backward(l, &ctx);
         else
@@ -492,6 +495,9 @@ static void layer_time(dtnn_model *m, layer *l, int backward)
         l->ops->backward(l, &ctx);
     else
         l->ops->forward(l, &ctx);
+    trace_span(m->trace, backward ? TRACE_LAYER_BWD : TRACE_LAYER_FWD, l->name, t0, -1);
+    if (!m->profiling)
+        return;
     double dt = dtnn_now() - t0;
     if (backward)
         l->seconds_bwd += dt;
@@ -524,8 +530,10 @@ dtnn_status dtnn_model_forward(dtnn_model *m, const float *x, int n, int trainin
             if (l->in_ids[k] == DTNN_INPUT)
                 l->x[k] = x;
     }
+    double t0 = trace_clock(m->trace);
     for (int i = 0; i < m->n_layers; i++)
         layer_time(m, m->layers[i], 0);
+    trace_span(m->trace, TRACE_FORWARD, training ? "forward" : "forward (eval)", t0, -1);
     m->forward_done = 1;
     m->loss_done = 0;
     return DTNN_OK;
@@ -547,6 +555,7 @@ dtnn_status dtnn_model_backward(dtnn_model *m, dtnn_error *err)
         return dtnn_error_set(err, DTNN_ERR_ARG,
                               "backward needs a training-mode forward and a loss first");
     size_t ready_from = m->n_params_padded;
+    double t0 = trace_clock(m->trace);
     for (int i = m->n_layers - 1; i >= 0; i--) {
         layer *l = m->layers[i];
         layer_time(m, l, 1);
@@ -557,6 +566,7 @@ dtnn_status dtnn_model_backward(dtnn_model *m, dtnn_error *err)
                 ready_from = DTNN_MIN(ready_from, m->tensors[l->t[k].model_index].offset);
         m->hook(ready_from, m->hook_user);
     }
+    trace_span(m->trace, TRACE_BACKWARD, "backward", t0, -1);
     m->step++;
     return DTNN_OK;
 }
@@ -595,6 +605,8 @@ const char *dtnn_model_device(const dtnn_model *m) { return m->be ? m->be->name 
 size_t dtnn_model_buffer_bytes(const dtnn_model *m) { return m->buffer_bytes; }
 int dtnn_model_layer_count(const dtnn_model *m) { return m->n_layers; }
 size_t dtnn_model_activation_bytes(const dtnn_model *m) { return m->activation_bytes; }
+void dtnn_model_set_trace(dtnn_model *m, dtnn_trace *t) { m->trace = t; }
+
 void dtnn_model_set_profiling(dtnn_model *m, int on)
 {
     m->profiling = on;

@@ -43,6 +43,7 @@ struct dtnn_model {
     uint64_t seed;
     int64_t step;               /* backward passes so far: the dropout stream position */
     int profiling;
+    dtnn_trace *trace;          /* set: layer spans go into it */
     dtnn_comm *sync_comm;       /* set: batch statistics are summed over its ranks */
     dtnn_backward_hook hook;    /* called after each layer's backward (gradient all-reduce) */
     void *hook_user;

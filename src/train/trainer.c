@@ -34,7 +34,9 @@
 #include "../core/internal.h"
 #include "../comm/grad_sync.h"
 #include "../io/checkpoint_files.h"
+#include "../comm/comm_internal.h"
 #include "../model/model_internal.h"
+#include "../perf/trace.h"
 
 void dtnn_train_params_default(dtnn_train_params *p)
 {
@@ -119,6 +121,7 @@ static dtnn_status check_agreement(dtnn_model *m, dtnn_optimizer *opt, dtnn_load
     uint64_t *all = malloc(sizeof h * (size_t)size);
     if (!all)
         return dtnn_error_set(err, DTNN_ERR_NOMEM, "out of memory");
+    comm_set_purpose(comm, "start-up agreement", -1, 0);
     dtnn_status st = dtnn_comm_allgather(comm, h, sizeof h, all, err);
     static const char *const what[3] = {"model", "training options", "dataset"};
     for (int r = 1; r < size && !st; r++)
@@ -139,6 +142,8 @@ static dtnn_status broadcast_region(dtnn_model *m, dtnn_comm *comm, dtnn_region 
     void *host = model_region_to_host(m, r, &bytes, err);
     if (!host)
         return err->code;
+    comm_set_purpose(comm, r == DTNN_REGION_PARAMS ? "rank 0's weights" : "rank 0's buffers", -1,
+                     0);
     dtnn_status st = dtnn_comm_broadcast(comm, host, bytes, 0, err);
     if (!st)
         st = dtnn_model_write(m, r, 0, host, bytes, err);
@@ -167,6 +172,7 @@ static dtnn_status check_replicas(dtnn_model *m, dtnn_comm *comm, int64_t epoch,
     uint64_t *all = malloc(sizeof h * (size_t)size);
     if (!all)
         return dtnn_error_set(err, DTNN_ERR_NOMEM, "out of memory");
+    comm_set_purpose(comm, "replica check", -1, 0);
     dtnn_status st = dtnn_comm_allgather(comm, h, sizeof h, all, err);
     for (int r = 1; r < size && !st; r++)
         if (all[2 * r] != all[0] || all[2 * r + 1] != all[1])
@@ -191,6 +197,7 @@ static dtnn_status average_buffers(dtnn_model *m, dtnn_comm *comm, dtnn_error *e
         if (t->kind != DTNN_TENSOR_BUFFER || t->dtype != DTNN_F32)
             continue;
         float *v = (float *)(void *)(buffers + t->offset);
+        comm_set_purpose(comm, "batch-norm buffer averaging", -1, 0);
         st = dtnn_comm_allreduce_sum(comm, v, t->count, err);
         for (size_t j = 0; j < t->count && !st; j++)
             v[j] *= inv;
@@ -211,6 +218,7 @@ static dtnn_status save_checkpoint(dtnn_model *m, dtnn_optimizer *opt, const dtn
     dtnn_status st;
     if (!p->save_path)
         return DTNN_OK;
+    double t0 = trace_clock(p->trace);
     if (average && dtnn_comm_size(comm) > 1 && (st = average_buffers(m, comm, err)))
         return st;
     if (dtnn_comm_rank(comm) != 0)
@@ -222,6 +230,7 @@ static dtnn_status save_checkpoint(dtnn_model *m, dtnn_optimizer *opt, const dtn
                               (long long)ts->step, e.message);
     if (p->keep > 0 && (st = ckpt_keep_copy(p->save_path, ts->step, p->keep, err)))
         return st;
+    trace_span(p->trace, TRACE_CHECKPOINT, "checkpoint", t0, ts->step);
     return DTNN_OK;
 }
 
@@ -233,6 +242,7 @@ static dtnn_status step_agreement(const dtnn_train_params *p, dtnn_comm *comm, i
 {
     double flags[2] = {p->stop && *p->stop ? 1.0 : 0.0, bad_local ? 1.0 : 0.0};
     if (dtnn_comm_size(comm) > 1) {
+        comm_set_purpose(comm, "step agreement (signals, finiteness)", -1, 0);
         dtnn_status st = dtnn_comm_allreduce_sum_f64(comm, flags, 2, err);
         if (st)
             return st;
@@ -368,6 +378,10 @@ static dtnn_status run_open(train_run_state *r, dtnn_error *err)
     const dtnn_train_params *p = r->p;
     dtnn_model *m = r->m;
     dtnn_status st;
+    if (p->trace) {
+        dtnn_model_set_trace(m, p->trace);
+        dtnn_comm_set_trace(r->comm, p->trace);
+    }
     if (r->rank == 0 && p->save_path &&
         (st = ckpt_check_writable(p->save_path, "checkpoint", ckpt_estimate_bytes(m, r->opt),
                                   err)))
@@ -399,6 +413,10 @@ static dtnn_status run_open(train_run_state *r, dtnn_error *err)
 
 static void run_close(train_run_state *r)
 {
+    if (r->p->trace) {
+        dtnn_model_set_trace(r->m, NULL);
+        dtnn_comm_set_trace(r->comm, NULL);
+    }
     dtnn_model_set_sync_bn(r->m, NULL);
     dtnn_grad_sync_free(r->gs);
     if (r->log)
@@ -451,8 +469,11 @@ static dtnn_status run_step(train_run_state *r, int64_t epoch, int64_t s, epoch_
     int n;
     int64_t len;
     dtnn_status st;
+    double t_step = trace_clock(p->trace);
+    r->comm->step = ts->step + 1;
     if ((st = dtnn_loader_next(r->train, &xb, &yb, &n, &len, err)))
         return st;
+    trace_span(p->trace, TRACE_DATA, "waiting for data", t_step, ts->step + 1);
     dtnn_model_zero_grad(m);
     if (r->saved_buffers &&
         (st = dtnn_model_read(m, DTNN_REGION_BUFFERS, 0, r->saved_buffers,
@@ -483,8 +504,10 @@ static dtnn_status run_step(train_run_state *r, int64_t epoch, int64_t s, epoch_
             return st;
         ts->skipped++;
     } else {
+        double t0 = trace_clock(p->trace);
         if ((st = dtnn_optimizer_step(r->opt, es->lr, err)))
             return st;
+        trace_span(p->trace, TRACE_OPTIMIZER, "optimizer", t0, ts->step + 1);
         es->met.loss_sum += step_met.loss_sum;
         es->met.top1 += step_met.top1;
         es->met.top5 += step_met.top5;
@@ -493,6 +516,7 @@ static dtnn_status run_step(train_run_state *r, int64_t epoch, int64_t s, epoch_
     es->images += len;
     ts->step++;
     ts->step_in_epoch = s + 1;
+    trace_span(p->trace, TRACE_STEP, "step", t_step, ts->step);
     if (r->progress) {
         progress_set(&es->pr, ts, es->met.loss_sum, (double)es->met.top1,
                      (double)es->met.count, dtnn_now() - es->t0, es->images, es->lr);
@@ -520,6 +544,7 @@ static dtnn_status run_epoch_end(train_run_state *r, int64_t epoch, epoch_state 
     /* Epoch metrics over all ranks (rank sums in double are exact for counts). */
     double sums[4] = {es->met.loss_sum, (double)es->met.top1, (double)es->met.count,
                       (double)(dtnn_loader_skipped(r->train, NULL, 0) - es->skipped0)};
+    comm_set_purpose(r->comm, "epoch metrics", -1, 0);
     if ((st = dtnn_comm_allreduce_sum_f64(r->comm, sums, 4, err)))
         return st;
     progress_set(pr, ts, sums[0], sums[1], sums[2], seconds, es->images, es->lr);
@@ -532,9 +557,11 @@ static dtnn_status run_epoch_end(train_run_state *r, int64_t epoch, epoch_state 
         return st;
     if (r->p->eval_each_epoch && r->test) {
         dtnn_metrics tm;
+        double t0 = trace_clock(r->p->trace);
         if ((st = dtnn_evaluate_loader(r->m, r->test, r->micro_max, &r->p->loss, r->comm, &tm,
                                        err)))
             return st;
+        trace_span(r->p->trace, TRACE_EVAL, "test-set evaluation", t0, ts->step);
         pr->has_test = 1;
         pr->test_loss = tm.loss_sum / (double)tm.count;
         pr->test_acc = (double)tm.top1 / (double)tm.count;
@@ -660,6 +687,7 @@ dtnn_status dtnn_evaluate_loader(dtnn_model *m, dtnn_loader *l, int max_batch,
     if (comm && dtnn_comm_size(comm) > 1) {
         double sums[4] = {out->loss_sum, (double)out->top1, (double)out->top5,
                           (double)out->count};
+        comm_set_purpose(comm, "evaluation sums", -1, 0);
         if ((st = dtnn_comm_allreduce_sum_f64(comm, sums, 4, err)))
             return st;
         out->loss_sum = sums[0];
