@@ -46,6 +46,9 @@ static cli_opt bench_opts[] = {
     {"bucket-mb", OPT_FLOAT, "4", "under MPI: all-reduce bucket size in MiB", 0, NULL, 0},
     {"comm-dtype", OPT_STRING, "fp32", "under MPI: gradients travel as fp32 | fp16 | bf16", 0,
      NULL, 0},
+    {"trace", OPT_STRING, NULL, "timeline of the timed steps of every rank (Chrome trace-event "
+     "JSON, as train's --trace), to see where a step's time goes or what tracing costs", 0,
+     NULL, 0},
     {"sgemm", OPT_INT, "0", "instead: time an N x N x N SGEMM on the kernel threads (the peak "
      "that training GFLOP/s compare to)", 0, NULL, 0},
     {"sweep", OPT_FLAG, NULL, "run every ranks x threads combination that fits the cores and "
@@ -196,9 +199,14 @@ static int run_bench(const cli_opt *o, int n, dtnn_comm *comm, int threads)
         return device_rc;
     dtnn_optimizer *opt = NULL;
     dtnn_grad_sync *gs = NULL;
+    dtnn_trace *trace = NULL;
     float *x = NULL;
     int32_t *y = NULL;
     int rc = 1;
+    const char *trace_path = cli_str(o, n, "trace");
+    int early = cli_trace_start(cmd, trace_path, comm, &trace, &err);
+    if (early >= 0)
+        return early == 1 ? cli_fail(cmd, &err) : early;
     dtnn_model *m = dtnn_model_from_spec(cli_str(o, n, "model"), (int)cli_int(o, n, "classes"),
                                          c, h, w, &err);
     if (!m)
@@ -247,7 +255,10 @@ static int run_bench(const cli_opt *o, int n, dtnn_comm *comm, int threads)
             dtnn_model_set_profiling(m, cli_flag(o, n, "profile") || cli_given(o, n, "project"));
             t0 = progress_now();
             wait0 = gs ? dtnn_grad_sync_wait_seconds(gs) : 0.0;
+            dtnn_model_set_trace(m, trace);
+            dtnn_comm_set_trace(comm, trace);
         }
+        double step0 = dtnn_trace_clock(trace);
         dtnn_model_zero_grad(m);
         if (gs)
             dtnn_grad_sync_begin(gs);
@@ -256,8 +267,13 @@ static int run_bench(const cli_opt *o, int n, dtnn_comm *comm, int threads)
             dtnn_model_backward(m, &err) || (gs && dtnn_grad_sync_finish(gs, &err)) ||
             dtnn_optimizer_step(opt, 0.01f, &err))
             goto out;
+        dtnn_trace_span(trace, "step", step0, dtnn_trace_clock(trace));
     }
     double seconds = progress_now() - t0;
+    dtnn_model_set_trace(m, NULL);
+    dtnn_comm_set_trace(comm, NULL);
+    if (trace && cli_trace_finish(cmd, trace_path, comm, trace, 0, &err))
+        goto out;
     bench_result r = {0};
     r.exposed_comm = gs ? (dtnn_grad_sync_wait_seconds(gs) - wait0) / seconds : 0.0;
     if (ranks > 1) {
@@ -314,6 +330,8 @@ out:
     }
     if (rc)
         cli_fail(cmd, &err);
+    dtnn_comm_set_trace(comm, NULL);
+    dtnn_trace_free(trace);
     free(x);
     free(y);
     dtnn_grad_sync_free(gs);
