@@ -29,9 +29,11 @@ demo: build
 	    --save $(BUILD)/lenet5.safetensors --log $(BUILD)/lenet5.jsonl
 
 # The tests that compare with PyTorch (cli_torch_interop, on cpu and on cpu-guarded) need
-# Debian's python3-torch, python3-torchvision and python3-numpy: installed here when missing.
+# Debian's python3-torch, python3-torchvision and python3-numpy; slurm_netns needs Slurm's
+# daemons and clients (slurm-wlm) and munge: installed here when missing. The test starts its
+# own daemons with its own configuration; the packages' services are not used.
 test-deps:
-	@bash scripts/install-deps.sh python3-numpy python3-torch python3-torchvision
+	@bash scripts/install-deps.sh python3-numpy python3-torch python3-torchvision slurm-wlm munge
 
 test: test-deps build
 	cd $(BUILD) && ctest --output-on-failure $(CTEST_ARGS)

@@ -511,7 +511,8 @@ typedef enum { DTNN_COMM_F32 = 0, DTNN_COMM_F16, DTNN_COMM_BF16 } dtnn_comm_dtyp
 dtnn_comm *dtnn_comm_create_single(void);
 /* MPI when launched by an MPI launcher (and the build has MPI), else single. Initialises MPI.
  * NULL with DTNN_ERR_COMM when the launcher's rank count is not the one this build's MPI sees
- * (a launcher of another MPI). */
+ * (a launcher of another MPI), or when srun started several tasks that MPI cannot join (srun
+ * --mpi=none, or a build without MPI): each would otherwise train alone. */
 dtnn_comm *dtnn_comm_create_auto(int *argc, char ***argv, dtnn_error *err);
 /* Finalises MPI (if it was initialised here) and frees. */
 void dtnn_comm_free(dtnn_comm *c);
@@ -521,7 +522,16 @@ int dtnn_comm_size(const dtnn_comm *c);
 int dtnn_comm_local_size(const dtnn_comm *c);
 int dtnn_comm_local_rank(const dtnn_comm *c);
 int dtnn_comm_node_count(const dtnn_comm *c);
+/* This rank's node, 0 .. node_count - 1, numbered in the order of the nodes' lowest ranks. */
+int dtnn_comm_node(const dtnn_comm *c);
 const char *dtnn_comm_name(const dtnn_comm *c);   /* "single process", "MPICH 4.0.2", ... */
+/* What started the ranks, from the launcher's environment: "mpirun", "mpiexec (hydra)",
+ * "srun --mpi=pmix", "sbatch+mpirun", ..., with ", Slurm job ID" inside a Slurm job; "" for a
+ * plain start. */
+const char *dtnn_comm_launcher(const dtnn_comm *c);
+/* The nodes' host names in Slurm's short form ("dtnn-h[0-1]"; the first ones and a count when
+ * there are many). */
+const char *dtnn_comm_hosts(const dtnn_comm *c);
 /* CPU cores given to this rank: its affinity mask (taskset, cpuset, the launcher's binding),
  * shared evenly among the ranks on its node whose masks overlap it. Kernel threads beyond this
  * oversubscribe the cores. */

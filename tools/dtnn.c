@@ -283,11 +283,14 @@ static void print_start(const cli_opt *o, int n, const cli_data *cd, const dtnn_
            tp->batch_size, dtnn_opt_name(kind), tp->sched.base_lr, dtnn_model_device(m),
            threads, threads == 1 ? "" : "s", dtnn_blas_name(blas, sizeof blas),
            dtnn_cpu_kernels_name());
+    /* The launcher and the hosts: in a batch job's log, what ran where. */
+    const char *launcher = dtnn_comm_launcher(comm);
     if (ranks > 1)
-        printf("dtnn: data parallel on %d MPI ranks (%d node%s, %s), %d samples per rank "
-               "per step, all-reduce %s, gradients as %s\n", ranks,
+        printf("dtnn: data parallel on %d MPI ranks (%d node%s: %s, %s%s%s), %d samples per "
+               "rank per step, all-reduce %s, gradients as %s\n", ranks,
                dtnn_comm_node_count(comm), dtnn_comm_node_count(comm) == 1 ? "" : "s",
-               dtnn_comm_name(comm), tp->batch_size / ranks, cli_str(o, n, "allreduce"),
+               dtnn_comm_hosts(comm), dtnn_comm_name(comm), launcher[0] ? ", started by " : "",
+               launcher, tp->batch_size / ranks, cli_str(o, n, "allreduce"),
                cli_str(o, n, "comm-dtype"));
     fflush(stdout);
 }

@@ -6,6 +6,7 @@
 
 #include "../backend/backend.h"
 #include "comm_internal.h"
+#include "launch.h"
 
 static const comm_purpose no_purpose = {NULL, -1, 0};
 
@@ -17,6 +18,15 @@ dtnn_comm *dtnn_comm_create_auto(int *argc, char ***argv, dtnn_error *err)
         return c;
     if (e.code) {
         dtnn_error_set(err, e.code, "%s", e.message);
+        return NULL;
+    }
+    /* A build without MPI under `srun -n 2` would train twice, alone, into the same files. (The
+     * MPI build stops such a start itself, naming the --mpi plugin.) */
+    int tasks = launch_srun_tasks(NULL);
+    if (tasks > 1) {
+        dtnn_error_set(err, DTNN_ERR_COMM, "srun started %d tasks, but this dtnn was built "
+                       "without MPI, so each would train alone: build with MPI "
+                       "(libopenmpi-dev) or start one task", tasks);
         return NULL;
     }
     c = dtnn_comm_create_single();
@@ -36,6 +46,9 @@ int dtnn_comm_size(const dtnn_comm *c) { return c->size; }
 int dtnn_comm_local_rank(const dtnn_comm *c) { return c->local_rank; }
 int dtnn_comm_local_size(const dtnn_comm *c) { return c->local_size; }
 int dtnn_comm_node_count(const dtnn_comm *c) { return c->nodes; }
+int dtnn_comm_node(const dtnn_comm *c) { return c->node; }
+const char *dtnn_comm_launcher(const dtnn_comm *c) { return c->launcher; }
+const char *dtnn_comm_hosts(const dtnn_comm *c) { return c->hosts; }
 const char *dtnn_comm_name(const dtnn_comm *c) { return c->name; }
 int dtnn_comm_cores(const dtnn_comm *c) { return c->cores; }
 

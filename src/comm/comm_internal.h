@@ -56,9 +56,12 @@ struct dtnn_comm {
     const dtnn_comm_ops *ops;
     int rank, size;
     int local_rank, local_size, nodes;
+    int node;                   /* this rank's node, 0 .. nodes - 1 */
     int cores;                  /* see dtnn_comm_cores */
     double stall_timeout;       /* seconds; 0 = wait forever */
     char name[96];
+    char launcher[96];          /* see dtnn_comm_launcher */
+    char hosts[128];            /* see dtnn_comm_hosts */
     void *impl;
     comm_purpose purpose;
     int64_t step;               /* the training step under way (trainer), or -1 */

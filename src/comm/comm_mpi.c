@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "comm_internal.h"
+#include "launch.h"
 
 #ifndef DTNN_HAVE_MPI
 
@@ -600,7 +601,8 @@ static int launched_by_mpi(void)
     return 0;
 }
 
-/* The number of ranks the launcher started, where it says; 0 where it does not. */
+/* The number of ranks the launcher started, where it says; 0 where it does not. srun says
+ * for every plugin, PMIx included, where PMI_SIZE is not set. */
 static int launcher_size(void)
 {
     static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"};
@@ -609,7 +611,24 @@ static int launcher_size(void)
         if (v)
             return atoi(v);
     }
-    return 0;
+    return launch_srun_tasks(NULL);
+}
+
+/* srun --mpi=none (or a plugin that sets nothing MPI reads) starts tasks that would each train
+ * alone as rank 0 of 1 and write the same files. Debian's Open MPI 4.1 joins srun's tasks
+ * through PMIx only (not PMI-2: its MPI_Init then stops with "OMPI was not built with SLURM's
+ * PMI support"); MPICH's may use pmi2. */
+static dtnn_status check_srun_plugin(const char *but, int size, dtnn_error *err)
+{
+    const char *plugin = NULL;
+    int tasks = launch_srun_tasks(&plugin);
+    if (tasks <= 1 || tasks == size)
+        return DTNN_OK;
+    return dtnn_error_set(err, DTNN_ERR_COMM, "srun started %d tasks (--mpi=%s), but %s, so "
+                          "each would train alone: start them with srun --mpi=pmix (the plugin "
+                          "Debian's Slurm 22.05 and Open MPI 4.1 share; `srun --mpi=list` shows "
+                          "this cluster's), or run mpirun inside the allocation", tasks, plugin,
+                          but);
 }
 
 /* c->name from MPI_Get_library_version: its first line up to a comma, without MPICH's label,
@@ -634,12 +653,38 @@ static void library_name(char *name, size_t cap, const char *version)
     name[n] = '\0';
 }
 
+/* c->node and c->hosts: the node leaders number themselves and share their processor names
+ * (one per node, not per rank), then tell the ranks of their node. Start-up only. */
+static void node_names(dtnn_comm *c)
+{
+    mpi_impl *im = c->impl;
+    int node = 0;
+    if (im->leaders != MPI_COMM_NULL) {
+        char name[MPI_MAX_PROCESSOR_NAME + 1] = {0};
+        int len = 0;
+        MPI_Comm_rank(im->leaders, &node);
+        MPI_Get_processor_name(name, &len);
+        char *all = calloc((size_t)c->nodes, sizeof name);
+        if (all && MPI_Allgather(name, (int)sizeof name, MPI_CHAR, all, (int)sizeof name,
+                                 MPI_CHAR, im->leaders) == MPI_SUCCESS)
+            launch_hostlist(all, c->nodes, sizeof name, c->hosts, sizeof c->hosts);
+        else
+            snprintf(c->hosts, sizeof c->hosts, "%d hosts", c->nodes);
+        free(all);
+    }
+    MPI_Bcast(&node, 1, MPI_INT, 0, im->node);
+    MPI_Bcast(c->hosts, (int)sizeof c->hosts, MPI_CHAR, 0, im->node);
+    c->node = node;
+}
+
 dtnn_comm *comm_mpi_create(int *argc, char ***argv, dtnn_error *err)
 {
     int initialised = 0;
     MPI_Initialized(&initialised);
-    if (!initialised && !launched_by_mpi())
+    if (!initialised && !launched_by_mpi()) {
+        check_srun_plugin("their environment has no MPI process manager to join them", 1, err);
         return NULL;
+    }
     dtnn_comm *c = calloc(1, sizeof *c);
     mpi_impl *im = calloc(1, sizeof *im);
     if (!c || !im) {
@@ -675,9 +720,15 @@ dtnn_comm *comm_mpi_create(int *argc, char ***argv, dtnn_error *err)
      * train alone and write the same files: stop instead. */
     int launched = launcher_size();
     if (launched > 0 && launched != c->size) {
-        dtnn_error_set(err, DTNN_ERR_COMM, "the launcher started %d ranks, but this build's MPI "
-                       "(%s) sees %d: start dtnn with that MPI's own mpiexec", launched, c->name,
-                       c->size);
+        char but[160];
+        snprintf(but, sizeof but, "this build's MPI (%s) sees %d rank%s", c->name, c->size,
+                 c->size == 1 ? "" : "s");
+        if (launch_srun_tasks(NULL) > 0)
+            check_srun_plugin(but, c->size, err);
+        else
+            dtnn_error_set(err, DTNN_ERR_COMM, "the launcher started %d ranks, but this build's "
+                           "MPI (%s) sees %d: start dtnn with that MPI's own mpiexec", launched,
+                           c->name, c->size);
         MPI_Comm_free(&im->stall);
         MPI_Comm_free(&im->world);
         if (im->initialised_here)
@@ -695,6 +746,8 @@ dtnn_comm *comm_mpi_create(int *argc, char ***argv, dtnn_error *err)
         MPI_Comm_set_errhandler(im->leaders, MPI_ERRORS_RETURN);
     int leader = c->local_rank == 0;
     MPI_Allreduce(&leader, &c->nodes, 1, MPI_INT, MPI_SUM, im->world);
+    node_names(c);
+    launch_describe(c->launcher, sizeof c->launcher);
     c->cores = cores_given(c);
     MPI_Op_create(sum_f16, 1, &im->sum_f16);
     MPI_Op_create(sum_bf16, 1, &im->sum_bf16);

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "comm_internal.h"
+#include "launch.h"
 
 static dtnn_status single_allreduce(dtnn_comm *c, float *buf, size_t n, dtnn_error *err)
 {
@@ -117,5 +118,7 @@ dtnn_comm *dtnn_comm_create_single(void)
     uint64_t mask[DTNN_CPU_MASK_WORDS];
     c->cores = dtnn_cpu_affinity(mask);
     snprintf(c->name, sizeof c->name, "single process");
+    launch_describe(c->launcher, sizeof c->launcher);
+    launch_this_host(c->hosts, sizeof c->hosts);
     return c;
 }
