@@ -105,6 +105,18 @@ typedef struct {
     int optimizer_slots;        /* optimizer state to count (dtnn_opt_state_slots; it is
                                  * allocated later, by dtnn_optimizer_create) */
     size_t memory_limit;        /* bytes; 0 = dtnn_memory_available() at build time */
+    /* Parameters kept fixed while training (fine-tuning): globs over tensor names
+     * ("layer1.*", "conv1.weight"); a pattern that matches no parameter is an error, and so is
+     * freezing every parameter of a model built for training. Frozen parameters have no
+     * gradient (so no all-reduce) and no optimizer state; backward skips their weight
+     * gradients and every layer whose output gradient nobody needs. */
+    const char *const *freeze;
+    int n_freeze;
+    /* Batch norms whose weight and bias are both frozen normalise with their running
+     * statistics and leave them as they are, also in training (eval-mode batch norm, as
+     * torchvision's fine-tuning recipes choose); without it they use batch statistics and
+     * update the running ones, as a frozen module in train() mode does in PyTorch. */
+    int freeze_bn;
 } dtnn_build_params;
 
 /* Memory a built model needs, in bytes (the optimizer's as planned by optimizer_slots). */
@@ -204,7 +216,8 @@ void dtnn_model_set_backward_hook(dtnn_model *m, dtnn_backward_hook fn, void *us
 /* Synchronised batch norm: with a communicator, training-mode batch statistics (and their
  * gradients) are summed over its ranks, as torch.nn.SyncBatchNorm; NULL: per rank. */
 void dtnn_model_set_sync_bn(dtnn_model *m, dtnn_comm *comm);
-/* Length of params / grads including alignment padding (>= dtnn_model_param_count). */
+/* Length of params including alignment padding (>= dtnn_model_param_count); of grads too
+ * unless parameters are frozen (dtnn_model_grads_length). */
 size_t dtnn_model_params_padded(const dtnn_model *m);
 
 /* Backpropagates from the loss gradient; parameter gradients accumulate (+=). */
@@ -224,6 +237,7 @@ typedef struct {
     int64_t dims[4];
     size_t offset;              /* elements into params (PARAM) or bytes into buffers (BUFFER) */
     size_t count;               /* elements */
+    int frozen;                 /* a PARAM kept fixed (dtnn_build_params.freeze) */
 } dtnn_tensor_info;
 
 /* Whether every gradient value is finite. */
@@ -236,10 +250,16 @@ int dtnn_model_tensor_count(const dtnn_model *m);
 const dtnn_tensor_info *dtnn_model_tensor(const dtnn_model *m, int i);
 const dtnn_tensor_info *dtnn_model_tensor_by_name(const dtnn_model *m, const char *name);
 size_t dtnn_model_param_count(const dtnn_model *m);
+/* Parameters that train (not frozen), and the length of the gradient buffer: trainable
+ * parameters come first in the flat buffers, so gradient i belongs to parameter i for every
+ * i below it (the all-reduce and the optimizer run over that range only). */
+size_t dtnn_model_trainable_count(const dtnn_model *m);
+size_t dtnn_model_grads_length(const dtnn_model *m);
 size_t dtnn_model_buffer_bytes(const dtnn_model *m);
 
 /* The flat buffers, copied between backend memory and caller memory: bytes from byte offset
- * `offset` of the parameters or gradients (4 x dtnn_model_params_padded bytes, a tensor's
+ * `offset` of the parameters or gradients (4 x dtnn_model_params_padded bytes, of gradients
+ * 4 x dtnn_model_grads_length, a tensor's
  * values at 4 x its offset) or of the buffers (dtnn_model_buffer_bytes, a tensor's at its
  * offset). Ranges outside them are errors. */
 typedef enum { DTNN_REGION_PARAMS = 0, DTNN_REGION_GRADS, DTNN_REGION_BUFFERS } dtnn_region;

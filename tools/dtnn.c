@@ -109,6 +109,11 @@ static cli_opt train_opts[] = {
     {"init", OPT_STRING, NULL, "checkpoint to take starting weights from", 0, NULL, 0},
     {"init-exclude", OPT_STRINGS, NULL, "--init: tensors (glob over names, e.g. 'fc.*') left at "
      "their fresh initialisation", 0, NULL, 0},
+    {"freeze", OPT_STRINGS, NULL, "parameters (glob over names, e.g. 'layer1.*') kept fixed: "
+     "no gradient, update, optimizer state or all-reduce", 0, NULL, 0},
+    {"freeze-bn", OPT_FLAG, NULL, "batch norms whose weight and bias are frozen run in eval "
+     "mode (running statistics, not updated); without it they normalise with the batch", 0,
+     NULL, 0},
     {"save", OPT_STRING, NULL, "checkpoint written at every epoch end", 0, NULL, 0},
     {"checkpoint-every", OPT_INT, "0", "also save every N steps (0: epoch ends only)", 0, NULL,
      0},
@@ -391,6 +396,14 @@ static int cmd_train(int argc, char **argv, dtnn_comm *comm)
     bp.seed = tp.seed;
     bp.threads = threads;
     bp.device = device;
+    const char *freeze[CLI_MAX_VALUES];
+    bp.n_freeze = cli_strs("freeze", argc, argv, 2, freeze);
+    bp.freeze = freeze;
+    bp.freeze_bn = cli_flag(o, n, "freeze-bn");
+    if (bp.freeze_bn && !bp.n_freeze) {
+        rc = cli_usage_error(cmd, "%s", "--freeze-bn needs --freeze PATTERN");
+        goto out;
+    }
     if (dtnn_model_build(m, &bp, &err) || !(opt = dtnn_optimizer_create(m, &op, &err)))
         goto out;
     dtnn_train_state ts;
@@ -402,6 +415,11 @@ static int cmd_train(int argc, char **argv, dtnn_comm *comm)
         goto out;
     if (rank == 0)
         print_start(o, n, &cd, m, &tp, kind, threads, comm);
+    if (rank == 0 && bp.n_freeze)
+        printf("dtnn: frozen: %zu of %zu parameters (%zu train), batch norms of frozen layers "
+               "in %s mode\n", dtnn_model_param_count(m) - dtnn_model_trainable_count(m),
+               dtnn_model_param_count(m), dtnn_model_trainable_count(m),
+               bp.freeze_bn ? "eval" : "training");
     rc = train_and_test(o, n, cmd, &cd, m, opt, comm, &tp, &ts, bp.max_batch, &err);
     rc = cli_trace_finish(cmd, cli_str(o, n, "trace"), comm, tp.trace, rc, &err);
 out:

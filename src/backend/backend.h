@@ -215,6 +215,11 @@ typedef struct {
                             float *y);
     void (*bn_param_grads)(dtnn_backend *be, int C, const double *sdy, const double *sdyx,
                            float *dgamma, float *dbeta);
+    /* Backward of the eval-mode normalisation (a frozen batch norm with --freeze-bn): dx =
+     * (or +=) dy * gamma / sqrt(running_var + eps); no epilogue is ever fused into one. */
+    void (*bn_backward_eval)(dtnn_backend *be, int n, int C, int hw, const float *dy,
+                             const float *gamma, const float *running_var, float eps, float *dx,
+                             int accumulate);
 
     /* Element-wise. add: y = ((x[0] + x[1]) + x[2]) + ..., clamped at 0 with relu (a NaN stays
      * NaN). add_backward gives every dx[k] the gradient dy, or with y (a fused ReLU's output)

@@ -166,7 +166,7 @@ dtnn_grad_sync *dtnn_grad_sync_create(dtnn_comm *comm, dtnn_model *m, dtnn_allre
     gs->model = m;
     gs->mode = mode;
     gs->dtype = dtype;
-    gs->n = dtnn_model_params_padded(m);
+    gs->n = dtnn_model_grads_length(m);     /* frozen parameters have no gradient */
     if (bucket_mb <= 0)
         bucket_mb = GRAD_SYNC_DEFAULT_BUCKET_MB;
     size_t per = (size_t)(bucket_mb * 1048576.0 / sizeof(float));

@@ -125,6 +125,38 @@ static void meta_add(meta_list *ml, const char *key, const char *fmt, ...)
     ml->n++;
 }
 
+/* What trains: the number of frozen tensors and a hash of their names and of --freeze-bn,
+ * which a resume must match (the optimizer state holds the trainable tensors only), as
+ * "N HASH"; and the --freeze patterns, for the message when it does not. */
+static void freeze_signature(const dtnn_model *m, char *sig, size_t len)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    int n = 0;
+    for (int i = 0; i < m->n_tensors; i++) {
+        if (!m->tensors[i].frozen)
+            continue;
+        n++;
+        for (const char *c = m->tensors[i].name; ; c++) {
+            h = (h ^ (unsigned char)*c) * 0x100000001b3ull;
+            if (!*c)
+                break;
+        }
+    }
+    if (n && m->bp.freeze_bn)
+        h = (h ^ 0xb5u) * 0x100000001b3ull;
+    snprintf(sig, len, "%d %016llx", n, (unsigned long long)h);
+}
+
+static void freeze_patterns(const dtnn_model *m, char *buf, size_t len)
+{
+    size_t k = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < m->bp.n_freeze && k + 1 < len; i++)
+        k += (size_t)snprintf(buf + k, len - k, "%s%s", i ? " " : "", m->bp.freeze[i]);
+    if (m->bp.n_freeze && m->bp.freeze_bn && k + 1 < len)
+        snprintf(buf + k, len - k, " with --freeze-bn");
+}
+
 static void floats_csv(char *buf, size_t len, const float *v, int n)
 {
     size_t k = 0;
@@ -144,7 +176,8 @@ static dtnn_status check_finite(const char *path, const dtnn_model *m, const dtn
         if (ti->dtype != DTNN_F32)
             continue;
         const float *v = tensor_host(h, ti);
-        for (int s = 0; s <= (opt && ti->kind == DTNN_TENSOR_PARAM ? opt->n_slots : 0); s++) {
+        const int slots = opt && ti->kind == DTNN_TENSOR_PARAM && !ti->frozen ? opt->n_slots : 0;
+        for (int s = 0; s <= slots; s++) {
             const float *t = s == 0 ? v : h->state + (size_t)(s - 1) * opt->n + ti->offset;
             for (size_t k = 0; k < ti->count; k++)
                 if (!isfinite(t[k]))
@@ -172,7 +205,7 @@ dtnn_status dtnn_checkpoint_save(const char *path, dtnn_model *m, dtnn_optimizer
     }
     int n_param_tensors = 0;
     for (int i = 0; i < m->n_tensors; i++)
-        n_param_tensors += m->tensors[i].kind == DTNN_TENSOR_PARAM;
+        n_param_tensors += m->tensors[i].kind == DTNN_TENSOR_PARAM && !m->tensors[i].frozen;
     const int n_opt = opt ? opt->n_slots * n_param_tensors : 0;
     const int n_entries = m->n_tensors + n_opt;
     st_entry *e = calloc(n_entries ? n_entries : 1, sizeof *e);
@@ -190,7 +223,7 @@ dtnn_status dtnn_checkpoint_save(const char *path, dtnn_model *m, dtnn_optimizer
     for (int s = 0; opt && s < opt->n_slots; s++) {
         for (int i = 0; i < m->n_tensors; i++) {
             const dtnn_tensor_info *ti = &m->tensors[i];
-            if (ti->kind != DTNN_TENSOR_PARAM)
+            if (ti->kind != DTNN_TENSOR_PARAM || ti->frozen)
                 continue;
             size_t len = strlen(OPT_PREFIX) + strlen(opt->slot_names[s]) + strlen(ti->name) + 2;
             opt_names[k] = malloc(len);
@@ -215,6 +248,13 @@ dtnn_status dtnn_checkpoint_save(const char *path, dtnn_model *m, dtnn_optimizer
     if (opt) {
         meta_add(&ml, "optimizer", "%s", dtnn_opt_name(opt->p.kind));
         meta_add(&ml, "opt_step", "%" PRId64, opt->step);
+    }
+    if (m->n_trainable < m->n_params) {
+        char buf[192];
+        freeze_signature(m, buf, sizeof buf);
+        meta_add(&ml, "frozen", "%s", buf);
+        freeze_patterns(m, buf, sizeof buf);
+        meta_add(&ml, "freeze", "%s", buf);
     }
     if (ts) {
         meta_add(&ml, "step", "%" PRId64, ts->step);
@@ -420,7 +460,7 @@ static dtnn_status check_optimizer(const char *path, const st_file *f, dtnn_mode
     for (int s = 0; s < opt->n_slots; s++) {
         for (int i = 0; i < m->n_tensors; i++) {
             const dtnn_tensor_info *ti = &m->tensors[i];
-            if (ti->kind != DTNN_TENSOR_PARAM)
+            if (ti->kind != DTNN_TENSOR_PARAM || ti->frozen)
                 continue;
             char name[512];
             snprintf(name, sizeof name, OPT_PREFIX "%s.%s", opt->slot_names[s], ti->name);
@@ -445,10 +485,10 @@ static dtnn_status check_optimizer(const char *path, const st_file *f, dtnn_mode
         present++;
         const char *slot = nm + strlen(OPT_PREFIX), *dot = strchr(slot, '.');
         int known = 0;
-        for (int s = 0; dot && s < opt->n_slots && !known; s++)
+        const dtnn_tensor_info *ti = dot ? dtnn_model_tensor_by_name(m, dot + 1) : NULL;
+        for (int s = 0; ti && !ti->frozen && s < opt->n_slots && !known; s++)
             known = strlen(opt->slot_names[s]) == (size_t)(dot - slot) &&
-                    !strncmp(slot, opt->slot_names[s], (size_t)(dot - slot)) &&
-                    dtnn_model_tensor_by_name(m, dot + 1) != NULL;
+                    !strncmp(slot, opt->slot_names[s], (size_t)(dot - slot));
         if (!known && !extra)
             extra = nm;
     }
@@ -457,6 +497,26 @@ static dtnn_status check_optimizer(const char *path, const st_file *f, dtnn_mode
                               "not belong to this %s optimizer (saved with other settings, e.g. "
                               "momentum or centered?)", path, extra ? extra : "?", want);
     return DTNN_OK;
+}
+
+/* A resume trains what the saved run trained: the same tensors frozen (--freeze-bn too). */
+static dtnn_status check_frozen(const char *path, const st_file *f, const dtnn_model *m,
+                                dtnn_error *err)
+{
+    char mine[64], here[192];
+    freeze_signature(m, mine, sizeof mine);
+    const char *saved = st_meta(f, "frozen");
+    const int none_saved = !saved;
+    if (none_saved ? m->n_trainable == m->n_params : !strcmp(saved, mine))
+        return DTNN_OK;
+    freeze_patterns(m, here, sizeof here);
+    const char *was = st_meta(f, "freeze");
+    return dtnn_error_set(err, DTNN_ERR_ARG, "checkpoint %s was trained with %s%.160s%s, this "
+                          "run freezes %s%s%s: resume with the same --freeze and --freeze-bn "
+                          "(to train other parameters from it, start a new run with --init)",
+                          path, none_saved ? "nothing frozen" : "--freeze ",
+                          none_saved ? "" : was ? was : "?", "",
+                          *here ? "--freeze " : "nothing", here, "");
 }
 
 static dtnn_status plan_load(const char *path, const st_file *f, dtnn_model *m,
@@ -509,6 +569,8 @@ static dtnn_status plan_load(const char *path, const st_file *f, dtnn_model *m,
                                   "of this model (a checkpoint of a different model?)", path,
                                   nm);
     }
+    if ((opt || want_ts) && (st = check_frozen(path, f, m, err)) != DTNN_OK)
+        return st;
     if (opt && (st = check_optimizer(path, f, m, opt, lp, err)) != DTNN_OK)
         return st;
     if (want_ts) {

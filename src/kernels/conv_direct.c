@@ -611,13 +611,16 @@ static void backward_chunk(const conv_geom *g, const pass_geom *f, const pass_ge
     float *xp = base, *dyp = xp + (size_t)chunk * C * f->Ls;
     float *dyw = shared ? dyp + (size_t)d->top * d->Wp + d->left : dyp + (size_t)chunk * K * d->Ls;
     const size_t dyw_plane = shared ? d->Ls : dy_wide_plane(f);
-    pad_input(f, (long long)nb * C, x + n0 * in_image, xp, team);
-    if (dx || shared)
+    /* dw NULL: a frozen weight (--freeze), whose gradient nobody reads. */
+    if (dw)
+        pad_input(f, (long long)nb * C, x + n0 * in_image, xp, team);
+    if (dx || (shared && dw))
         pad_input(d, (long long)nb * K, dy + n0 * out_image, dyp, team);
-    if (!shared)
+    if (!shared && dw)
         pad_planes((long long)nb * K, g->P, g->Q, 0, 0, f->Wp, dyw_plane, dy + n0 * out_image,
                    dyw, team);
-    weight_grad(f, nb, C, K, xp, dyw, dyw_plane, dw, team);
+    if (dw)
+        weight_grad(f, nb, C, K, xp, dyw, dyw_plane, dw, team);
     if (dx && f->Lpar)
         strided_input_grad(g, d, classes, nb, dyp, packed, dx + n0 * in_image, accumulate, team);
     else if (dx)
@@ -693,6 +696,8 @@ void cpu_conv_direct_backward(const conv_geom *g, int n, int chunk, int slots, c
     const parity_classes classes = make_classes(g, &d);     /* stride 2's input gradient */
     if (f.Lpar && !strided_input_grad_covered(g))
         dx = NULL;  /* the caller computes the input gradient (im2col) */
+    if (!dx && !dw)
+        return;
     float *packed = workspace + round16(blocks(K) * C * f.taps * MR);
     float *scratch = workspace + packs_floats(g, &f);
     if (dx && f.Lpar)
@@ -712,13 +717,15 @@ void cpu_conv_direct_backward(const conv_geom *g, int n, int chunk, int slots, c
             const int t = cpu_thread_index();
             int lo, hi;
             const int size = cpu_share(n, chunk, &lo, &hi);
-            float *mine = parts + (size_t)t * part;
-            memset(mine, 0, sizeof(float) * dw_floats);
+            float *mine = dw ? parts + (size_t)t * part : NULL;
+            if (mine)
+                memset(mine, 0, sizeof(float) * dw_floats);
             for (int n0 = lo; n0 < hi; n0 += size)
                 backward_chunk(g, &f, &d, &classes, chunk, n0, hi - n0 < size ? hi - n0 : size,
                                x, dy, packed, mine, dx, accumulate,
                                scratch + (size_t)t * stride, 0);
-            cpu_add_parts(dw, parts, part, cpu_team_size(), dw_floats);
+            if (dw)
+                cpu_add_parts(dw, parts, part, cpu_team_size(), dw_floats);
         }
         return;
     }

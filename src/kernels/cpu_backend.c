@@ -198,6 +198,14 @@ static void op_bn_forward_eval(dtnn_backend *be, int n, int C, int hw, const flo
     cpu_bn_forward_eval(n, C, hw, x, gamma, beta, running_mean, running_var, eps, ep, y);
 }
 
+static void op_bn_backward_eval(dtnn_backend *be, int n, int C, int hw, const float *dy,
+                                const float *gamma, const float *running_var, float eps,
+                                float *dx, int accumulate)
+{
+    (void)be;
+    cpu_bn_backward_eval(n, C, hw, dy, gamma, running_var, eps, dx, accumulate);
+}
+
 static void op_bn_param_grads(dtnn_backend *be, int C, const double *sdy, const double *sdyx,
                               float *dgamma, float *dbeta)
 {
@@ -337,6 +345,7 @@ const dtnn_backend_ops cpu_backend_table = {
     .bn_train_forward = op_bn_train_forward,
     .bn_train_backward = op_bn_train_backward,
     .bn_forward_eval = op_bn_forward_eval,
+    .bn_backward_eval = op_bn_backward_eval,
     .bn_param_grads = op_bn_param_grads,
     .add_forward = op_add_forward,
     .add_backward = op_add_backward,

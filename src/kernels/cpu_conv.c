@@ -310,14 +310,16 @@ void cpu_conv_backward(dtnn_backend *be, const conv_plan *c, int n, const float 
     /* The bias gradient is the same per-channel sum of dy whatever the path. */
     if (db)
         cpu_bias_grad(n, g->K, PQ, dy, db);
+    /* dw NULL: a frozen weight (--freeze); no path computes its gradient then. */
     if (c->algo == CONV_DEPTHWISE) {
-        cpu_dw_conv_backward_weight(g, n, x, dy, dw);
+        if (dw)
+            cpu_dw_conv_backward_weight(g, n, x, dy, dw);
         if (dx)
             cpu_dw_conv_backward_data(g, n, dy, w, dx, accumulate);
         return;
     }
     if (c->algo_backward == CONV_WINOGRAD) {
-        if (c->weight_grad_direct)
+        if (c->weight_grad_direct && dw)
             cpu_conv_direct_backward(g, n, c->chunk_direct, c->slots, x, dy, w, dw,
                                           NULL, 0, workspace);
         cpu_conv_winograd_backward(g, n, c->chunk_winograd, c->slots,
@@ -334,7 +336,8 @@ void cpu_conv_backward(dtnn_backend *be, const conv_plan *c, int n, const float 
     if (c->algo == CONV_POINTWISE) {
         for (int i = 0; i < n; i++) {
             const float *dyi = dy + (size_t)i * g->K * PQ, *xi = x + (size_t)i * g->C * PQ;
-            cpu_gemm(0, 1, g->K, g->C, PQ, 1.0f, dyi, PQ, xi, PQ, 1.0f, dw, g->C);
+            if (dw)
+                cpu_gemm(0, 1, g->K, g->C, PQ, 1.0f, dyi, PQ, xi, PQ, 1.0f, dw, g->C);
             if (dx)
                 cpu_gemm(1, 0, g->C, PQ, g->K, 1.0f, w, g->C, dyi, PQ, accumulate ? 1.0f : 0.0f,
                          dx + (size_t)i * g->C * PQ, PQ);
@@ -343,7 +346,9 @@ void cpu_conv_backward(dtnn_backend *be, const conv_plan *c, int n, const float 
     }
     /* stride 2 with a direct forward: the weight gradient on the direct kernels too */
     const int direct_weights = c->algo == CONV_DIRECT && c->weight_grad_direct;
-    if (direct_weights) {
+    if (!dx && !dw)
+        return;
+    if (direct_weights && dw) {
         cpu_conv_direct_backward(g, n, c->chunk_direct, c->slots, x, dy, w, dw,
                                       NULL, 0, workspace);
         if (!dx)
@@ -364,9 +369,9 @@ void cpu_conv_backward(dtnn_backend *be, const conv_plan *c, int n, const float 
             for (int k = 0; k < g->K; k++)
                 memcpy(tmp + (size_t)k * ld + i * PQ, dyi + (size_t)k * PQ, sizeof(float) * PQ);
         }
-        if (!direct_weights)
+        if (!direct_weights && dw)
             cpu_im2col(g, x + (size_t)n0 * in_size, nb, col, ld);
-        for (int gi = 0; gi < G && !direct_weights; gi++) {
+        for (int gi = 0; gi < G && !direct_weights && dw; gi++) {
             const float *tg = tmp + (size_t)gi * Kg * ld, *cg = col + (size_t)gi * CRSg * ld;
             float *dwg = dw + (size_t)gi * Kg * CRSg;
             if (tiles)

@@ -93,6 +93,7 @@
 #define cpu_bn_train_forward CPU_ISA_NAME(cpu_bn_train_forward)
 #define cpu_bn_train_backward CPU_ISA_NAME(cpu_bn_train_backward)
 #define cpu_bn_forward_eval CPU_ISA_NAME(cpu_bn_forward_eval)
+#define cpu_bn_backward_eval CPU_ISA_NAME(cpu_bn_backward_eval)
 
 #define cpu_softmax_forward CPU_ISA_NAME(cpu_softmax_forward)
 #define cpu_softmax_backward CPU_ISA_NAME(cpu_softmax_backward)

@@ -91,6 +91,8 @@ void cpu_bn_train_backward(int n, int C, int hw, const float *x, const float *dy
 void cpu_bn_forward_eval(int n, int C, int hw, const float *x, const float *gamma,
                          const float *beta, const float *running_mean, const float *running_var,
                          float eps, const bn_epilogue *ep, float *y);
+void cpu_bn_backward_eval(int n, int C, int hw, const float *dy, const float *gamma,
+                          const float *running_var, float eps, float *dx, int accumulate);
 void cpu_softmax_forward(int rows, int cols, const float *x, float *y);
 void cpu_softmax_backward(int rows, int cols, const float *y, const float *dy, float *dx,
                           int accumulate);

@@ -131,8 +131,9 @@ size_t cpu_count_nonfinite(const float *x, size_t n)
 void cpu_bn_param_grads(int C, const double *sdy, const double *sdyx, float *dgamma,
                         float *dbeta)
 {
-    for (int ch = 0; ch < C; ch++) {
+    /* NULL: a frozen weight or bias (--freeze) */
+    for (int ch = 0; dgamma && ch < C; ch++)
         dgamma[ch] += (float)sdyx[ch];
+    for (int ch = 0; dbeta && ch < C; ch++)
         dbeta[ch] += (float)sdy[ch];
-    }
 }

@@ -19,7 +19,8 @@ void cpu_linear_forward(int n, int out, int in, const float *x, const float *w, 
 void cpu_linear_backward(int n, int out, int in, const float *x, const float *dy,
                          const float *w, float *dw, float *db, float *dx, int accumulate)
 {
-    cpu_gemm(1, 0, out, in, n, 1.0f, dy, out, x, in, 1.0f, dw, in);
+    if (dw)     /* NULL: a frozen weight (--freeze) */
+        cpu_gemm(1, 0, out, in, n, 1.0f, dy, out, x, in, 1.0f, dw, in);
     if (db)
         for (int i = 0; i < n; i++)
             for (int o = 0; o < out; o++)

@@ -129,6 +129,12 @@ struct layer {
      * residual (input residual_slot of the add) */
     struct layer *residual_add;
     int residual_slot;
+    /* --freeze: nothing upstream of this layer trains, nor does it, so no one needs its
+     * backward (the model skips it) */
+    int no_backward;
+    /* batch norm, --freeze-bn with weight and bias frozen: eval-mode normalisation in
+     * training too (running statistics, not updated) */
+    int bn_eval;
     char origin[160];           /* "file.model:12" when parsed from a model file, else "" */
 
     /* run time */

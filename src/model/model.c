@@ -10,6 +10,7 @@
  * first gradient to arrive writes and the others add (dx_accumulate), so no gradient buffer is
  * ever cleared.
  */
+#include <fnmatch.h>
 #include <math.h>
 #include <string.h>
 
@@ -73,6 +74,9 @@ void dtnn_model_free(dtnn_model *m)
         dtnn_backend_free(m->be);
     }
     free(m->reduce_stage);
+    for (int i = 0; i < m->bp.n_freeze && m->freeze; i++)
+        free(m->freeze[i]);
+    free(m->freeze);
     free(m);
 }
 
@@ -273,15 +277,50 @@ static dtnn_status build_error(const layer *l, dtnn_error *err)
 }
 
 /* Adds every tensor to the model table and computes offsets. */
-static dtnn_status plan_tensors(dtnn_model *m, dtnn_error *err)
+/* Whether parameter `name` is frozen by one of p's patterns; counts each pattern's hits. */
+static int frozen_by(const dtnn_build_params *p, const char *name, int *hits)
+{
+    int frozen = 0;
+    for (int k = 0; k < p->n_freeze; k++)
+        if (!fnmatch(p->freeze[k], name, 0)) {
+            hits[k]++;
+            frozen = 1;
+        }
+    return frozen;
+}
+
+/* Every pattern must freeze something, and something must train. */
+static dtnn_status check_freeze(const dtnn_model *m, const dtnn_build_params *p, const int *hits,
+                                dtnn_error *err)
+{
+    for (int k = 0; k < p->n_freeze; k++)
+        if (!hits[k])
+            return dtnn_error_set(err, DTNN_ERR_ARG, "--freeze '%s' matches no parameter of the "
+                                  "model (its first is '%s', its last '%s'; `dtnn info "
+                                  "--layers` lists them)", p->freeze[k],
+                                  m->n_tensors ? m->tensors[0].name : "",
+                                  m->n_tensors ? m->tensors[m->n_tensors - 1].name : "");
+    if (p->training && p->n_freeze && m->n_params && !m->n_trainable)
+        return dtnn_error_set(err, DTNN_ERR_ARG, "--freeze leaves no parameter to train (all "
+                              "%zu are frozen)", m->n_params);
+    return DTNN_OK;
+}
+
+/* The named layout. Trainable parameters come first in the flat buffer, in layer order, the
+ * frozen ones after them, so the gradient buffer (and with it the all-reduce and the
+ * optimizer state) covers the trainable ones only, at the same offsets. */
+static dtnn_status plan_tensors(dtnn_model *m, const dtnn_build_params *p, dtnn_error *err)
 {
     int total = 0;
     for (int i = 0; i < m->n_layers; i++)
         total += m->layers[i]->n_tensors;
     m->tensors = calloc(total ? total : 1, sizeof *m->tensors);
-    if (!m->tensors)
+    int *hits = calloc(p->n_freeze > 0 ? (size_t)p->n_freeze : 1, sizeof *hits);
+    if (!m->tensors || !hits) {
+        free(hits);
         return dtnn_error_set(err, DTNN_ERR_NOMEM, "out of memory planning tensors");
-    size_t poff = 0, boff = 0;
+    }
+    size_t boff = 0;
     for (int i = 0; i < m->n_layers; i++) {
         layer *l = m->layers[i];
         for (int k = 0; k < l->n_tensors; k++) {
@@ -289,8 +328,10 @@ static dtnn_status plan_tensors(dtnn_model *m, dtnn_error *err)
             dtnn_tensor_info *ti = &m->tensors[m->n_tensors];
             size_t len = strlen(l->name) + strlen(t->suffix) + 2;
             char *nm = malloc(len);
-            if (!nm)
+            if (!nm) {
+                free(hits);
                 return dtnn_error_set(err, DTNN_ERR_NOMEM, "out of memory planning tensors");
+            }
             snprintf(nm, len, "%s.%s", l->name, t->suffix);
             ti->name = nm;
             ti->kind = t->kind;
@@ -303,8 +344,7 @@ static dtnn_status plan_tensors(dtnn_model *m, dtnn_error *err)
             }
             if (t->kind == DTNN_TENSOR_PARAM) {
                 DTNN_ASSERT(t->dtype == DTNN_F32);
-                ti->offset = poff;
-                poff += dtnn_round_up(ti->count, 16); /* 64-byte aligned views */
+                ti->frozen = frozen_by(p, nm, hits);
             } else {
                 ti->offset = boff;
                 boff += dtnn_round_up(ti->count * (t->dtype == DTNN_I64 ? 8 : 4), 64);
@@ -312,12 +352,26 @@ static dtnn_status plan_tensors(dtnn_model *m, dtnn_error *err)
             t->model_index = m->n_tensors++;
         }
     }
+    size_t poff = 0;
+    for (int frozen = 0; frozen <= 1; frozen++) {
+        for (int i = 0; i < m->n_tensors; i++) {
+            dtnn_tensor_info *ti = &m->tensors[i];
+            if (ti->kind != DTNN_TENSOR_PARAM || ti->frozen != frozen)
+                continue;
+            ti->offset = poff;
+            poff += dtnn_round_up(ti->count, 16); /* 64-byte aligned views */
+            m->n_params += ti->count;
+            if (!frozen)
+                m->n_trainable += ti->count;
+        }
+        if (!frozen)
+            m->n_grads = poff;
+    }
     m->n_params_padded = poff;
     m->buffer_bytes = boff;
-    for (int i = 0; i < m->n_tensors; i++)
-        if (m->tensors[i].kind == DTNN_TENSOR_PARAM)
-            m->n_params += m->tensors[i].count;
-    return DTNN_OK;
+    dtnn_status st = check_freeze(m, p, hits, err);
+    free(hits);
+    return st;
 }
 
 /* Shapes, in topological order: every layer's inputs, then its infer(). */
@@ -366,7 +420,7 @@ static dtnn_status allocate(dtnn_model *m, const dtnn_build_params *p, const mem
 {
     dtnn_backend *be = m->be;
     m->params = be_alloc(be, sizeof(float) * m->n_params_padded);
-    m->grads = p->training ? be_alloc(be, sizeof(float) * m->n_params_padded) : NULL;
+    m->grads = p->training ? be_alloc(be, sizeof(float) * m->n_grads) : NULL;
     m->buffers = be_alloc(be, m->buffer_bytes);
     m->activations = be_alloc(be, sizeof(float) * mp->act_floats);
     m->aux = be_alloc(be, mp->aux_bytes);
@@ -386,7 +440,8 @@ static dtnn_status allocate(dtnn_model *m, const dtnn_build_params *p, const mem
         return dtnn_error_set(err, DTNN_ERR_NOMEM,
                               "out of memory: the model needs %.1f MiB of parameters and "
                               "%.1f MiB of activations and workspace at batch %d",
-                              (double)m->n_params_padded * 4 * (p->training ? 2 : 1) / 1048576.0,
+                              (double)(m->n_params_padded + (p->training ? m->n_grads : 0)) *
+                                  4 / 1048576.0,
                               (double)m->activation_bytes / 1048576.0, p->max_batch);
     return DTNN_OK;
 }
@@ -425,6 +480,17 @@ dtnn_status dtnn_model_build(dtnn_model *m, const dtnn_build_params *p, dtnn_err
     if (kernels != DTNN_OK)
         return kernels;
     m->bp = *p;
+    /* The model keeps its own copy of the --freeze patterns (checkpoints name them). */
+    m->bp.freeze = NULL;
+    m->bp.n_freeze = 0;
+    if (p->n_freeze > 0) {
+        if (!(m->freeze = calloc((size_t)p->n_freeze, sizeof *m->freeze)))
+            return dtnn_error_set(err, DTNN_ERR_NOMEM, "out of memory");
+        for (int i = 0; i < p->n_freeze; i++, m->bp.n_freeze++)
+            if (!(m->freeze[i] = dtnn_strdup(p->freeze[i])))
+                return dtnn_error_set(err, DTNN_ERR_NOMEM, "out of memory");
+        m->bp.freeze = (const char *const *)m->freeze;
+    }
     if (!m->bp.workspace_limit)
         m->bp.workspace_limit = (size_t)64 << 20;
     if (!(m->be = dtnn_backend_create(p->device, p->threads, err)))
@@ -432,7 +498,7 @@ dtnn_status dtnn_model_build(dtnn_model *m, const dtnn_build_params *p, dtnn_err
     memory_plan mp;
     memset(&mp, 0, sizeof mp);
     dtnn_status st;
-    if ((st = infer_shapes(m, p, err)) || (st = plan_tensors(m, err)) ||
+    if ((st = infer_shapes(m, p, err)) || (st = plan_tensors(m, &m->bp, err)) ||
         (st = model_plan_memory(m, p, &mp, err)) ||
         (st = model_check_memory(m, p, mp.act_floats, mp.aux_bytes, mp.workspace, err)) ||
         (st = allocate(m, p, &mp, err))) {
@@ -554,16 +620,19 @@ dtnn_status dtnn_model_backward(dtnn_model *m, dtnn_error *err)
     if (!m->forward_done || !m->training || !m->loss_done)
         return dtnn_error_set(err, DTNN_ERR_ARG,
                               "backward needs a training-mode forward and a loss first");
-    size_t ready_from = m->n_params_padded;
+    size_t ready_from = m->n_grads;
     double t0 = trace_clock(m->trace);
     for (int i = m->n_layers - 1; i >= 0; i--) {
         layer *l = m->layers[i];
-        layer_time(m, l, 1);
+        if (!l->no_backward)
+            layer_time(m, l, 1);
         if (!m->hook)
             continue;
-        for (int k = 0; k < l->n_tensors; k++)
-            if (l->t[k].kind == DTNN_TENSOR_PARAM)
-                ready_from = DTNN_MIN(ready_from, m->tensors[l->t[k].model_index].offset);
+        for (int k = 0; k < l->n_tensors; k++) {
+            const dtnn_tensor_info *ti = &m->tensors[l->t[k].model_index];
+            if (ti->kind == DTNN_TENSOR_PARAM && !ti->frozen)
+                ready_from = DTNN_MIN(ready_from, ti->offset);
+        }
         m->hook(ready_from, m->hook_user);
     }
     trace_span(m->trace, TRACE_BACKWARD, "backward", t0, -1);
@@ -572,6 +641,8 @@ dtnn_status dtnn_model_backward(dtnn_model *m, dtnn_error *err)
 }
 
 size_t dtnn_model_params_padded(const dtnn_model *m) { return m->n_params_padded; }
+size_t dtnn_model_grads_length(const dtnn_model *m) { return m->n_grads; }
+size_t dtnn_model_trainable_count(const dtnn_model *m) { return m->n_trainable; }
 
 void dtnn_model_set_backward_hook(dtnn_model *m, dtnn_backward_hook fn, void *user)
 {
@@ -584,7 +655,7 @@ void dtnn_model_set_step(dtnn_model *m, int64_t step) { m->step = step; }
 void dtnn_model_zero_grad(dtnn_model *m)
 {
     if (m->grads)
-        be_zero(m->be, m->grads, sizeof(float) * m->n_params_padded);
+        be_zero(m->be, m->grads, sizeof(float) * m->n_grads);
 }
 
 int dtnn_model_tensor_count(const dtnn_model *m) { return m->n_tensors; }

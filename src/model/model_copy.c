@@ -41,9 +41,13 @@ static unsigned char *region_base(const dtnn_model *m, dtnn_region r, size_t *si
     *size = 0;
     if (!m->built)
         return NULL;
-    if (r == DTNN_REGION_PARAMS || (r == DTNN_REGION_GRADS && m->grads)) {
+    if (r == DTNN_REGION_PARAMS) {
         *size = sizeof(float) * m->n_params_padded;
-        return (unsigned char *)(r == DTNN_REGION_PARAMS ? m->params : m->grads);
+        return (unsigned char *)m->params;
+    }
+    if (r == DTNN_REGION_GRADS && m->grads) {
+        *size = sizeof(float) * m->n_grads;
+        return (unsigned char *)m->grads;
     }
     if (r == DTNN_REGION_BUFFERS) {
         *size = m->buffer_bytes;
@@ -138,7 +142,7 @@ static int all_finite(const dtnn_model *m, const float *v, size_t n)
 
 int dtnn_model_grads_finite(const dtnn_model *m)
 {
-    return all_finite(m, m->grads, m->n_params_padded);
+    return all_finite(m, m->grads, m->n_grads);
 }
 
 int dtnn_model_find_nonfinite(const dtnn_model *m, char *where, size_t len)
@@ -157,7 +161,8 @@ int dtnn_model_find_nonfinite(const dtnn_model *m, char *where, size_t len)
      * born in a layer without parameters shows in the next parameter gradient backward. */
     for (int i = m->n_tensors - 1; i >= 0; i--) {
         const dtnn_tensor_info *t = &m->tensors[i];
-        if (t->kind == DTNN_TENSOR_PARAM && !all_finite(m, m->grads + t->offset, t->count)) {
+        if (t->kind == DTNN_TENSOR_PARAM && !t->frozen &&
+            !all_finite(m, m->grads + t->offset, t->count)) {
             snprintf(where, len, "the gradient of '%s'", t->name);
             return 1;
         }

@@ -17,8 +17,10 @@ struct dtnn_model {
 
     dtnn_tensor_info *tensors;  /* named layout of params and buffers */
     int n_tensors;
-    size_t n_params;            /* trainable values (without alignment padding) */
-    size_t n_params_padded;     /* length of params and grads */
+    size_t n_params;            /* parameter values (without alignment padding) */
+    size_t n_params_padded;     /* length of params */
+    size_t n_trainable;         /* values of the parameters not frozen */
+    size_t n_grads;             /* length of grads: the trainable parameters come first */
     float *params, *grads;
     unsigned char *buffers;
     size_t buffer_bytes;
@@ -43,6 +45,7 @@ struct dtnn_model {
     uint64_t seed;
     int64_t step;               /* backward passes so far: the dropout stream position */
     int profiling;
+    char **freeze;              /* bp.freeze's strings, owned */
     dtnn_trace *trace;          /* set: layer spans go into it */
     dtnn_comm *sync_comm;       /* set: batch statistics are summed over its ranks */
     dtnn_backward_hook hook;    /* called after each layer's backward (gradient all-reduce) */

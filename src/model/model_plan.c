@@ -81,7 +81,7 @@ static void plan_residual_fusion(dtnn_model *m, int *first)
                 continue;
             layer *b = m->layers[b_id];
             /* the add is the batch norm's only reader */
-            if (b->ops != &layer_batchnorm || b->relu_fused || b->residual_add ||
+            if (b->ops != &layer_batchnorm || b->relu_fused || b->residual_add || b->bn_eval ||
                 reads_between(m, b_id, b_id, m->n_layers) != 1 ||
                 (r_id != DTNN_INPUT && reads_between(m, r_id, b_id, i)))
                 continue;
@@ -95,6 +95,59 @@ static void plan_residual_fusion(dtnn_model *m, int *first)
                     first[j] = b_id;
             break;
         }
+    }
+}
+
+/* Whether layer l has a parameter that trains; whether it has parameters, all frozen. */
+static int trains(const dtnn_model *m, const layer *l)
+{
+    for (int k = 0; k < l->n_tensors; k++) {
+        const dtnn_tensor_info *ti = &m->tensors[l->t[k].model_index];
+        if (ti->kind == DTNN_TENSOR_PARAM && !ti->frozen)
+            return 1;
+    }
+    return 0;
+}
+
+static int all_frozen(const dtnn_model *m, const layer *l)
+{
+    int any = 0;
+    for (int k = 0; k < l->n_tensors; k++) {
+        const dtnn_tensor_info *ti = &m->tensors[l->t[k].model_index];
+        if (ti->kind == DTNN_TENSOR_PARAM)
+            any = 1;
+    }
+    return any && !trains(m, l);
+}
+
+/* --freeze-bn: batch norms whose weight and bias are both frozen run in eval mode. */
+static void plan_frozen_bn(dtnn_model *m, const dtnn_build_params *p)
+{
+    for (int i = 0; i < m->n_layers; i++) {
+        layer *l = m->layers[i];
+        l->bn_eval = p->training && p->freeze_bn && l->ops == &layer_batchnorm &&
+                     all_frozen(m, l);
+    }
+}
+
+/* Which layers' backward is skipped (--freeze): a layer's backward is needed when it has a
+ * trainable parameter or a layer it reads needs its output gradient (the model input: when
+ * its gradient is asked for), decided in forward order; a batch norm doing a fused add's
+ * backward is needed wherever that add is. Without --freeze every layer's is needed. */
+static void plan_backward(dtnn_model *m, const dtnn_build_params *p)
+{
+    for (int i = 0; i < m->n_layers; i++) {
+        layer *l = m->layers[i];
+        int need = !p->n_freeze || trains(m, l);
+        for (int k = 0; k < l->n_in && !need; k++)
+            need = l->in_ids[k] == DTNN_INPUT ? p->input_grad
+                                              : !m->layers[l->in_ids[k]]->no_backward;
+        l->no_backward = !need;
+    }
+    for (int i = 0; i < m->n_layers; i++) {
+        layer *b = m->layers[i];
+        if (b->residual_add && !b->residual_add->no_backward)
+            b->no_backward = 0;
     }
 }
 
@@ -115,7 +168,8 @@ static void plan_fusion(dtnn_model *m, const int *alias, int *first)
         if (l->ops != &layer_relu || alias[i] < 0 || alias[i] != l->in_ids[0])
             continue;
         layer *producer = m->layers[alias[i]];
-        if (!producer->ops->relu_epilogue || producer->relu_fused)
+        /* an eval-mode batch norm's backward (bn_backward_eval) has no epilogue */
+        if (!producer->ops->relu_epilogue || producer->relu_fused || producer->bn_eval)
             continue;
         producer->relu_fused = 1;
         l->fused = 1;
@@ -237,9 +291,10 @@ dtnn_status model_check_memory(dtnn_model *m, const dtnn_build_params *p, size_t
 {
     dtnn_memory *mem = &m->memory;
     const size_t param_bytes = sizeof(float) * m->n_params_padded;
+    const size_t grad_bytes = sizeof(float) * m->n_grads;
     mem->params = param_bytes;
-    mem->grads = p->training ? param_bytes : 0;
-    mem->optimizer = p->training ? param_bytes * (size_t)DTNN_MAX(p->optimizer_slots, 0) : 0;
+    mem->grads = p->training ? grad_bytes : 0;
+    mem->optimizer = p->training ? grad_bytes * (size_t)DTNN_MAX(p->optimizer_slots, 0) : 0;
     mem->buffers = m->buffer_bytes;
     mem->activations = sizeof(float) * act_floats + aux_bytes +
                        (p->training && p->input_grad
@@ -288,7 +343,9 @@ dtnn_status model_plan_memory(dtnn_model *m, const dtnn_build_params *p, memory_
     if (!mp->alias || !mp->first || !mp->grad_size || !mp->grad_offset ||
         plan_inplace(m, mp->alias))
         return dtnn_error_set(err, DTNN_ERR_NOMEM, "out of memory");
+    plan_frozen_bn(m, p);
     plan_fusion(m, mp->alias, mp->first);
+    plan_backward(m, p);
     for (int i = 0; i < m->n_layers; i++) {
         layer *l = m->layers[i];
         const size_t sz = output_floats(l, p->max_batch);
@@ -333,7 +390,7 @@ void model_set_views(dtnn_model *m, const dtnn_build_params *p, const memory_pla
             const dtnn_tensor_info *ti = &m->tensors[l->t[k].model_index];
             if (ti->kind == DTNN_TENSOR_PARAM) {
                 l->p[k] = m->params + ti->offset;
-                l->g[k] = m->grads ? m->grads + ti->offset : NULL;
+                l->g[k] = m->grads && !ti->frozen ? m->grads + ti->offset : NULL;
             } else {
                 l->p[k] = m->buffers + ti->offset;
                 l->g[k] = NULL;

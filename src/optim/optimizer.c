@@ -176,7 +176,7 @@ dtnn_optimizer *dtnn_optimizer_create(dtnn_model *m, const dtnn_opt_params *p, d
     }
     o->model = m;
     o->p = *p;
-    o->n = m->n_params_padded;
+    o->n = m->n_grads;  /* the trainable parameters: frozen ones keep no state */
     o->n_slots = state_slots(p, o->slot_names);
     o->state = be_alloc(m->be, sizeof(float) * o->n * (size_t)o->n_slots);
     if (!o->state) {

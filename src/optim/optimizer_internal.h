@@ -14,7 +14,7 @@ struct dtnn_optimizer {
     dtnn_opt_params p;
     int n_slots;
     const char *slot_names[OPT_MAX_SLOTS];  /* PyTorch's state keys, in its creation order */
-    size_t n;                               /* model->n_params_padded */
+    size_t n;                               /* model->n_grads: the trainable parameters */
     float *state;                           /* [n_slots, n]; padding entries stay zero */
     int64_t step;                           /* steps taken (PyTorch's state['step']) */
 };

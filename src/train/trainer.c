@@ -94,6 +94,7 @@ static dtnn_status check_agreement(dtnn_model *m, dtnn_optimizer *opt, dtnn_load
         const dtnn_tensor_info *t = dtnn_model_tensor(m, i);
         h[0] = fnv(h[0], t->name, strlen(t->name));
         h[0] = fnv(h[0], t->dims, sizeof(int64_t) * t->ndim);
+        h[0] = fnv(h[0], &t->frozen, sizeof t->frozen);
     }
     struct {
         int64_t epochs, steps, batch, accumulate, shuffle, loss, allreduce, dtype, sync_bn;

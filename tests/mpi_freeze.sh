@@ -1,0 +1,167 @@
+#!/usr/bin/env bash
+# --freeze / --freeze-bn (fine-tuning): frozen parameters stay bitwise their starting values
+# over training, the optimizer keeps no state for them, and the rest trains:
+#  - resnet20 from a checkpoint with its stem and first stage frozen: frozen tensors bitwise
+#    unchanged, every other parameter moved, no optimizer state saved for frozen ones; with
+#    --freeze-bn the frozen batch norms' running statistics are unchanged too;
+#  - 2 ranks train like 1 (within mpi_equivalence's 2e-5): frozen tensors are not all-reduced;
+#  - a run stopped at step 2 and resumed with the same --freeze ends bitwise where the
+#    uninterrupted run ends; resuming without it is refused with a message;
+#  - PyTorch with requires_grad=False on the same tensors (tools/torch_freeze.py, where Debian's
+#    python3-torch is installed): lenet5 and resnet20, batch norms in training and eval mode;
+#  - bad use: a pattern matching no parameter, --freeze-bn without --freeze.
+# Usage: mpi_freeze.sh DTNN CKDIFF MPIRUN TMPDIR
+set -u
+dtnn=$1
+ckdiff=$2
+mpirun=$3
+tmp=$4
+root=$(cd "$(dirname "$0")/.." && pwd)
+rm -rf "$tmp" && mkdir -p "$tmp"
+py=$(command -v /usr/bin/python3 python3 | head -n1)
+[[ -n $py ]] || { echo "skipped: python3 is not installed"; exit 77; }
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+
+# frozen.py INIT RESULT PATTERNS [EVAL_BN]: frozen parameters (and with EVAL_BN the frozen batch
+# norms' running statistics) bitwise equal in both files, every other parameter different,
+# no optimizer state for a frozen one.
+cat >"$tmp/frozen.py" <<'EOF'
+import fnmatch, json, struct, sys
+def load(path):
+    blob = open(path, "rb").read()
+    n = struct.unpack("<Q", blob[:8])[0]
+    header = json.loads(blob[8:8 + n])
+    meta = header.pop("__metadata__", {})
+    return {k: blob[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]]
+            for k, v in header.items()}, meta
+a, _ = load(sys.argv[1])
+b, meta = load(sys.argv[2])
+pats = sys.argv[3].split(",")
+eval_bn = len(sys.argv) > 4
+bad = []
+params = [k for k in a if not k.startswith("optimizer.") and not k.endswith(("running_mean", "running_var", "num_batches_tracked"))]
+frozen = [k for k in params if any(fnmatch.fnmatchcase(k, p) for p in pats)]
+for k in frozen:
+    if a[k] != b[k]:
+        bad.append(k + " changed")
+    layer = k.rsplit(".", 1)[0]
+    if eval_bn and layer + ".running_mean" in a:
+        for s in ("running_mean", "running_var", "num_batches_tracked"):
+            if a[layer + "." + s] != b[layer + "." + s]:
+                bad.append(layer + "." + s + " changed")
+moved = [k for k in params if k not in frozen and a[k] != b[k]]
+if len(moved) != len(params) - len(frozen):
+    bad.append("%d of %d trainable tensors did not move" % (len(params) - len(frozen) - len(moved), len(params) - len(frozen)))
+stray = [k for k in b if k.startswith("optimizer.") and k.split(".", 2)[2] in frozen]
+if stray:
+    bad.append("optimizer state for " + stray[0])
+if "frozen" not in meta:
+    bad.append("no 'frozen' metadata")
+print("; ".join(sorted(set(bad))[:5]) if bad else
+      "%d frozen tensors bitwise unchanged, %d trained, no optimizer state for frozen ones" % (len(frozen), len(moved)))
+sys.exit(1 if bad else 0)
+EOF
+
+pats="conv1.*,bn1.*,layer1.*"
+fr=(--freeze 'conv1.*' --freeze 'bn1.*' --freeze 'layer1.*')
+data=(--model resnet20 --dataset synthetic --synthetic-samples 128 --batch-size 32 --threads 1
+      --seed 7 --quiet --optimizer sgd --momentum 0.9 --lr 0.05)
+"$dtnn" train "${data[@]}" --steps 1 --lr 1e-30 --save "$tmp/init.safetensors" >/dev/null ||
+    fail "making the starting checkpoint"
+
+for bn in train eval; do
+    extra=()
+    [[ $bn == eval ]] && extra=(--freeze-bn)
+    out="$tmp/one-$bn.safetensors"
+    if ! "$dtnn" train "${data[@]}" --init "$tmp/init.safetensors" "${fr[@]}" "${extra[@]}" \
+        --steps 4 --save "$out" >"$tmp/one-$bn.out" 2>&1; then
+        fail "1 rank, batch norm $bn: $(tail -2 "$tmp/one-$bn.out")"
+        continue
+    fi
+    if msg=$("$py" "$tmp/frozen.py" "$tmp/init.safetensors" "$out" "$pats" ${extra[@]:+eval}); then
+        echo "ok: 1 rank, frozen batch norms in $bn mode: $msg"
+    else
+        fail "1 rank, batch norm $bn: $msg"
+    fi
+    if timeout 300 "$mpirun" -np 2 "$dtnn" train "${data[@]}" --init "$tmp/init.safetensors" \
+        "${fr[@]}" "${extra[@]}" --steps 4 --save "$tmp/two-$bn.safetensors" \
+        >"$tmp/two-$bn.out" 2>&1 &&
+        diff=$("$ckdiff" "$out" "$tmp/two-$bn.safetensors" 2e-5); then
+        echo "ok: 2 ranks like 1, batch norm $bn: $diff"
+    else
+        fail "2 ranks, batch norm $bn: ${diff:-$(tail -3 "$tmp/two-$bn.out")}"
+    fi
+done
+
+# Resume keeps what trains.
+"$dtnn" train "${data[@]}" --init "$tmp/init.safetensors" "${fr[@]}" --steps 2 \
+    --save "$tmp/half.safetensors" >/dev/null 2>&1 || fail "the first half"
+if "$dtnn" train "${data[@]}" "${fr[@]}" --steps 4 --resume "$tmp/half.safetensors" \
+    --save "$tmp/resumed.safetensors" >"$tmp/resumed.out" 2>&1 &&
+    diff=$("$ckdiff" "$tmp/one-train.safetensors" "$tmp/resumed.safetensors" 0); then
+    echo "ok: resumed with the same --freeze ends bitwise where the whole run does: $diff"
+else
+    fail "resume: ${diff:-$(tail -2 "$tmp/resumed.out")}"
+fi
+"$dtnn" train "${data[@]}" --steps 4 --resume "$tmp/half.safetensors" >"$tmp/nofreeze.out" 2>&1
+rc=$?
+if [[ $rc -eq 1 ]] && grep -q "resume with the same --freeze" "$tmp/nofreeze.out"; then
+    echo "ok: resume without --freeze refused: $(grep -m1 "freeze" "$tmp/nofreeze.out")"
+else
+    fail "resume without --freeze: exit $rc: $(tail -2 "$tmp/nofreeze.out")"
+fi
+
+# Bad use.
+"$dtnn" train "${data[@]}" --steps 1 --freeze 'layer9.*' >"$tmp/bad.out" 2>&1
+rc=$?
+if [[ $rc -eq 1 ]] && grep -q "matches no parameter" "$tmp/bad.out"; then
+    echo "ok: $(tail -1 "$tmp/bad.out")"
+else
+    fail "--freeze 'layer9.*': exit $rc: $(tail -1 "$tmp/bad.out")"
+fi
+"$dtnn" train "${data[@]}" --steps 1 --freeze-bn >"$tmp/bad2.out" 2>&1
+rc=$?
+if [[ $rc -eq 2 ]] && grep -q "needs --freeze" "$tmp/bad2.out"; then
+    echo "ok: $(head -1 "$tmp/bad2.out")"
+else
+    fail "--freeze-bn alone: exit $rc: $(tail -1 "$tmp/bad2.out")"
+fi
+
+# PyTorch, same tensors with requires_grad=False.
+if ! /usr/bin/python3 -c "import torch, numpy" 2>/dev/null; then
+    echo "note: Debian's python3-torch is not installed: the PyTorch comparison is skipped"
+else
+    for spec in "lenet5 1,28,28 conv1.*,conv2.* 0" "resnet20 3,32,32 conv1.*,bn1.*,layer1.* 0" \
+        "resnet20 3,32,32 conv1.*,bn1.*,layer1.* 1"; do
+        read -r model shape patterns fbn <<<"$spec"
+        d="$tmp/npy-$model"
+        mkdir -p "$d"
+        /usr/bin/python3 - "$d" "$shape" <<'P'
+import sys, numpy as np
+d, shape = sys.argv[1], tuple(int(v) for v in sys.argv[2].split(","))
+rng = np.random.default_rng(3)
+np.save(f"{d}/train_x.npy", rng.standard_normal((96,) + shape).astype(np.float32))
+np.save(f"{d}/train_y.npy", rng.integers(0, 10, 96).astype(np.int64))
+P
+        args=(--model "$model" --dataset npy --data-dir "$d" --batch-size 32 --threads 1 --quiet
+              --optimizer sgd --momentum 0.9 --no-shuffle --epochs 1)
+        "$dtnn" train "${args[@]}" --lr 1e-30 --steps 1 --save "$d/init.safetensors" >/dev/null
+        frz=()
+        IFS=, read -r -a list <<<"$patterns"
+        for p in "${list[@]}"; do frz+=(--freeze "$p"); done
+        [[ $fbn == 1 ]] && frz+=(--freeze-bn)
+        if "$dtnn" train "${args[@]}" --lr 0.05 --init "$d/init.safetensors" "${frz[@]}" \
+            --save "$d/dtnn.safetensors" >"$d/out" 2>&1 &&
+            msg=$(/usr/bin/python3 "$root/tools/torch_freeze.py" "$model" "$d/init.safetensors" "$d" \
+                  32 0.05 0.9 "$patterns" "$fbn" "$d/dtnn.safetensors"); then
+            echo "ok: $msg"
+        else
+            fail "PyTorch $model --freeze $patterns (freeze-bn $fbn): ${msg:-$(tail -2 "$d/out")}"
+        fi
+        unset msg
+    done
+fi
+
+[[ $failures -eq 0 ]] && echo "mpi_freeze: all passed" || echo "mpi_freeze: $failures failed"
+[[ $failures -eq 0 ]]
