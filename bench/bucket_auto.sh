@@ -76,5 +76,5 @@ for size in $sizes; do
             END { m = n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
                   printf "%-8s %12.1f %12.1f%s\n", s, v[n], m, runs }'
 done
-grep -h "^dtnn: buckets: auto" "$work"/r*-auto.out 2>/dev/null | sort | uniq -c |
-    sed 's/^ */auto chose (runs): /'
+sed -n 's/^dtnn: buckets: //p' "$work"/r*-auto.out 2>/dev/null | sort | uniq -c |
+    awk '{ n = $1; sub(/^ *[0-9]+ /, ""); print "auto chose, in " n " run(s): " $0 }'

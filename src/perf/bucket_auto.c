@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../backend/backend.h"
 #include "../comm/comm_internal.h"
 #include "../model/model_internal.h"
 
@@ -103,23 +104,27 @@ static dtnn_status time_allreduce(dtnn_comm *comm, float *buf, size_t n, int rep
     return DTNN_OK;
 }
 
-/* FLOP/s of this rank's kernel threads on a 256^3 GEMM, the best of a few: the rate the
- * backward estimate charges. Convolutions run below a GEMM's peak, so the estimate is short
- * of the real backward, which errs towards larger buckets. */
-static double gemm_rate(void)
+/* FLOP/s of this rank's kernel threads on a 256^3 GEMM, the best of up to 10 (at most about
+ * 50 ms of them): the rate the backward estimate charges. The best, because a shared machine
+ * only ever slows a repetition down; convolutions run below a GEMM's peak, so the estimate is
+ * short of the real backward, which errs towards larger buckets. */
+static double gemm_rate(dtnn_backend *be)
 {
     enum { N = 256 };
     float *a = calloc((size_t)3 * N * N, sizeof(float));
     if (!a)
         return 0;
-    double best = 1e30;
-    for (int r = 0; r < 4; r++) {
+    double best = 1e30, start = dtnn_now();
+    /* Inside the backend's enter / leave: on the model's threads, as its kernels run. */
+    be_enter(be);
+    for (int r = 0; r < 11 && (r < 3 || dtnn_now() - start < 0.05); r++) {
         double t0 = dtnn_now();
         dtnn_sgemm(0, 0, N, N, N, 1.0f, a, N, a + N * N, N, 0.0f, a + 2 * N * N, N);
         double t = dtnn_now() - t0;
         if (r > 0 && t < best)
             best = t;
     }
+    be_leave(be);
     free(a);
     return best > 0 && best < 1e30 ? 2.0 * N * N * (double)N / best : 0;
 }
@@ -131,8 +136,9 @@ typedef struct {
 } decision;
 
 static dtnn_status decide(dtnn_model *m, int ranks, dtnn_allreduce_mode mode,
-                          dtnn_comm_dtype dtype, double t_small, double bytes_small,
-                          double t_large, double bytes_large, decision *d, dtnn_error *err)
+                          dtnn_comm_dtype dtype, double rate, double t_small,
+                          double bytes_small, double t_large, double bytes_large, decision *d,
+                          dtnn_error *err)
 {
     /* T(n) = a + c n; the ring's a = 2 (P-1) alpha and c = 2 (P-1)/P beta give the link. */
     double c = (t_large - t_small) / (bytes_large - bytes_small);
@@ -152,7 +158,6 @@ static dtnn_status decide(dtnn_model *m, int ranks, dtnn_allreduce_mode mode,
         free(fwd), free(bwd), free(params);
         return dtnn_error_set(err, DTNN_ERR_NOMEM, "out of memory for the bucket choice");
     }
-    const double rate = gemm_rate();
     const int batch = m->bp.max_batch > 0 ? m->bp.max_batch : 1;
     d->backward = 0;
     for (int i = 0; i < layers; i++) {
@@ -175,10 +180,10 @@ static dtnn_status decide(dtnn_model *m, int ranks, dtnn_allreduce_mode mode,
     p.inter = (dtnn_link){d->alpha, d->beta};
     p.overlap = mode == DTNN_ALLREDUCE_OVERLAP;
     p.half = dtype != DTNN_COMM_F32;
-    dtnn_projection r;
+    dtnn_projection r = {0};
     dtnn_status st = dtnn_project_bucket_auto(&prof, &p, COMM_MAX_REQUESTS, &r, &d->bucket_bytes,
                                               err);
-    d->buckets = r.buckets;
+    d->buckets = st ? 0 : r.buckets;
     free(fwd), free(bwd), free(params);
     return st;
 }
@@ -195,7 +200,7 @@ static void describe(dtnn_bucket_auto_info *out, dtnn_allreduce_mode mode, const
         return;
     }
     snprintf(out->reason, sizeof out->reason, "auto %s (%.3g M gradients, %d ranks on %d "
-             "node%s, link %.3g Gbit/s %.3g us measured, backward ~%.3g ms estimated%s)", size,
+             "node%s, link %.3g Gbit/s %.4g us measured, backward ~%.3g ms estimated%s)", size,
              (double)out->gradient_values / 1e6, out->ranks, out->nodes,
              out->nodes == 1 ? "" : "s", out->link_gbits, 1e6 * out->link_alpha,
              1e3 * d->backward, mode == DTNN_ALLREDUCE_OVERLAP ? "" : "; after backward, "
@@ -229,13 +234,16 @@ dtnn_status dtnn_bucket_auto(dtnn_comm *comm, dtnn_model *m, dtnn_allreduce_mode
     float *buf = calloc(n_large, sizeof(float));
     if (!buf)
         return dtnn_error_set(err, DTNN_ERR_NOMEM, "out of memory for the link measurement");
+    /* Every rank times its GEMM at once, as every rank computes at once in training: a rank
+     * timed alone would race the others' MPI polling for the cores instead. */
+    const double rate = gemm_rate(m->be);
     double t_small = 0, t_large = 0;
     dtnn_status st = time_allreduce(comm, buf, n_small, 8, &t_small, err);
     if (!st)
         st = time_allreduce(comm, buf, n_large, 4, &t_large, err);
     free(buf);
     if (!st && dtnn_comm_rank(comm) == 0)
-        st = decide(m, out->ranks, mode, dtype, t_small, 4.0 * n_small, t_large,
+        st = decide(m, out->ranks, mode, dtype, rate, t_small, 4.0 * n_small, t_large,
                     4.0 * (double)n_large, &d, err);
     /* Every rank takes rank 0's decision (a failed decision is broadcast as a zero size). */
     if (st)
