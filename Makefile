@@ -21,12 +21,20 @@ build: deps
 # (measurements: docs/perf-notes.md). It runs data parallel on 2 MPI ranks x 1 thread (the
 # same global batch of 32, so the same training as one process). It starts through the build's
 # own launcher ($(BUILD)/tests/mpirun: the MPI it was built with, Open MPI or MPICH, with the
-# flags for running as root and for more ranks than cores).
+# flags for running as root and for more ranks than cores). At the end it draws the training
+# curves of the log (scripts/plot_log) with gnuplot, which it installs when missing
+# (gnuplot-nox); where that cannot be installed the demo still runs and says why there is no
+# picture (plot_log's exit 3).
 demo: build
+	@bash scripts/install-deps.sh gnuplot-nox >$(BUILD)/demo-deps.log 2>&1 || \
+	    echo "dtnn: gnuplot-nox could not be installed ($(BUILD)/demo-deps.log)"
 	./$(BUILD)/tests/mpirun -np 2 \
 	    ./$(BUILD)/dtnn train --model lenet5 --dataset fashion-mnist --epochs 2 \
 	    --batch-size 32 --optimizer adamw --lr 0.002 --lr-schedule cosine --threads 1 \
 	    --save $(BUILD)/lenet5.safetensors --log $(BUILD)/lenet5.jsonl
+	@rc=0; scripts/plot_log $(BUILD)/lenet5.jsonl $(BUILD)/lenet5.png >/dev/null || rc=$$?; \
+	if [ $$rc -eq 0 ]; then echo "training curves: $(BUILD)/lenet5.png"; \
+	elif [ $$rc -ne 3 ]; then exit $$rc; fi
 
 # The tests that compare with PyTorch (cli_torch_interop, on cpu and on cpu-guarded) need
 # Debian's python3-torch, python3-torchvision and python3-numpy; slurm_netns needs Slurm's

@@ -24,7 +24,12 @@ GRID = "8-1024,10/25/100"
 # ready) is what the projection uses from it.
 MODELS = {"resnet50": 145.0, "vgg16": 210.0}
 RANKS_PER_NODE = "1/4"
-BUCKETS_MB = "4/64"
+BUCKETS_MB = "4/64/auto"
+
+
+def mb_name(mb):
+    """A bucket size as the tables name it: 0 is auto (a size chosen per cell)."""
+    return "auto" if mb == 0 else f"{mb:g} MiB"
 
 
 def markdown_tables(models):
@@ -43,7 +48,7 @@ def markdown_tables(models):
         nodes = [n for n in sorted({c["nodes"] for c in cells}) if n in (8, 32, 128, 512, 1024)]
         for rpn, mb in sorted({(c["ranks_per_node"], c["bucket_mb"]) for c in cells}):
             out.append(f"\n**{model}**, {MODELS[model]:g} ms compute per step, {rpn} rank"
-                       f"{'s' if rpn > 1 else ''} per node, {mb:g} MiB buckets "
+                       f"{'s' if rpn > 1 else ''} per node, {mb_name(mb)} buckets "
                        f"(efficiency %, nodes {' / '.join(map(str, nodes))}):\n")
             out.append("| Gbit/s | " + " | ".join(v[3] for v in variants) + " |")
             out.append("|---|" + "---|" * len(variants))
@@ -104,7 +109,7 @@ def main():
         variants = (("ring", 1, "fp32"), ("ring", 1, "fp16"), ("ring", 0, "fp32"),
                     ("hierarchical", 0, "fp32"))
         for rpn, mb in sorted({(c["ranks_per_node"], c["bucket_mb"]) for c in cells}):
-            name = f"projection-{model}-{rpn}rpn-{mb:g}mb.dat"
+            name = f"projection-{model}-{rpn}rpn-{mb_name(mb).replace(' MiB', 'mb')}.dat"
             with open(os.path.join(DATA, name), "w") as f:
                 f.write("# nodes, then per link rate " + "/".join(f"{g:g}" for g in rates) +
                         " Gbit/s: efficiency % of ring-ovl-fp32 ring-ovl-fp16 ring-blk-fp32 "

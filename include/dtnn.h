@@ -615,7 +615,10 @@ dtnn_status dtnn_comm_dtype_parse(const char *name, dtnn_comm_dtype *dtype, dtnn
 /* Gradient all-reduce for a custom training loop (dtnn_train uses it): call begin before the
  * backward that completes a step's gradient and finish after it; the model's gradient is then
  * the sum over the ranks (scale the loss by 1 / global batch for the mean). bucket_mb <= 0
- * picks the default. */
+ * (DTNN_BUCKET_AUTO) chooses the size for the job with dtnn_bucket_auto, which makes this call
+ * collective (every rank of comm must make it) on more than one rank; one process reduces
+ * nothing and measures nothing. */
+#define DTNN_BUCKET_AUTO 0.0
 typedef struct dtnn_grad_sync dtnn_grad_sync;
 dtnn_grad_sync *dtnn_grad_sync_create(dtnn_comm *comm, dtnn_model *m, dtnn_allreduce_mode mode,
                                       double bucket_mb, dtnn_comm_dtype dtype, dtnn_error *err);
@@ -625,6 +628,10 @@ dtnn_status dtnn_grad_sync_finish(dtnn_grad_sync *gs, dtnn_error *err);
 /* Seconds spent completing all-reduces after backward (the exposed communication). */
 double dtnn_grad_sync_wait_seconds(const dtnn_grad_sync *gs);
 int dtnn_grad_sync_bucket_count(const dtnn_grad_sync *gs);
+/* The bucket size the gradient was cut at, MiB (chosen by auto, or as given), and why: auto's
+ * dtnn_bucket_auto_info.reason, or "" for a size given. For traces and logs. */
+double dtnn_grad_sync_bucket_mb(const dtnn_grad_sync *gs);
+const char *dtnn_grad_sync_bucket_reason(const dtnn_grad_sync *gs);
 
 /* ---- scaling projection (an alpha-beta model of the gradient all-reduce) ------------------ */
 
@@ -679,6 +686,49 @@ double dtnn_project_allreduce_seconds(const dtnn_project_params *p, double bytes
  * (one bucket for the ring, as --allreduce blocking; buckets for hierarchical, as dtnn's). */
 dtnn_status dtnn_project_step(const dtnn_project_profile *prof, const dtnn_project_params *p,
                               dtnn_projection *out, dtnn_error *err);
+/* The bucket size of `--bucket-mb auto`: the one of least exposed communication in
+ * dtnn_project_step's model for profile prof and p's links, ranks, algorithm, overlap and
+ * dtype (p->bucket_bytes is ignored), over the sizes 1, 2, 4, ... MiB up to the first that
+ * holds the whole gradient in one bucket, leaving out those that would cut more than
+ * max_buckets buckets (<= 0: dtnn's limit of requests in flight, which dtnn_grad_sync_create
+ * enforces). Sizes that expose within DTNN_BUCKET_AUTO_TIE of the step's compute time of the
+ * least exposure tie, and the largest of them wins (fewer messages; the model does not see
+ * their per-call costs). *bucket_bytes gets the size, *best (may be NULL) its projection.
+ * The closed form it approximates: backward producing G bytes of gradient evenly over B
+ * seconds, an all-reduce of n bytes costing a + c n (ring: a = 2 (P-1) alpha, c = 2 (P-1)/P
+ * beta), k buckets expose max(a + c G / k, B / k + k a + c G - B), least at
+ * k = max(sqrt(B / a), (B - c G) / a): more ranks (larger a) or a slower link (larger c) mean
+ * fewer, larger buckets; without overlap one bucket is best. */
+#define DTNN_BUCKET_AUTO_TIE 1e-3
+dtnn_status dtnn_project_bucket_auto(const dtnn_project_profile *prof,
+                                     const dtnn_project_params *p, int max_buckets,
+                                     dtnn_projection *best, double *bucket_bytes,
+                                     dtnn_error *err);
+
+/* What dtnn_bucket_auto chose and from what. */
+typedef struct {
+    double bucket_mb;           /* the size to give dtnn_grad_sync_create / bucket_mb */
+    int buckets;                /* that many buckets of the gradient */
+    size_t gradient_values;     /* floats of the flat gradient */
+    int ranks, nodes;
+    int measured;               /* 1: the link below was measured (more than one rank) */
+    double link_alpha;          /* seconds per message of the fitted ring (rank 0's timing) */
+    double link_gbits;          /* rate per link of the fitted ring, Gbit/s */
+    double backward_seconds;    /* the backward estimate the choice used */
+    char reason[240];           /* "auto 16 MiB (11.2 M gradients, 4 ranks on 2 nodes, link ...)" */
+} dtnn_bucket_auto_info;
+
+/* Chooses the gradient bucket size for model m (built) on comm: collective, every rank calls
+ * it (after the model is built, before training). On one rank it returns at once (one bucket,
+ * nothing measured). Otherwise it times blocking all-reduces of 1 KiB and of up to 4 MiB
+ * among the ranks (about 15 of them; well under a second on a 1 Gbit/s link) for the link's
+ * alpha and beta, estimates one step's backward from every layer's FLOPs at max_batch
+ * samples and the rate of a small GEMM on this rank's threads (a CPU estimate: a device
+ * backend would report its own), and runs dtnn_project_bucket_auto on that profile. Rank 0's
+ * choice is broadcast, so all ranks cut the same buckets. */
+dtnn_status dtnn_bucket_auto(dtnn_comm *comm, dtnn_model *m, dtnn_allreduce_mode mode,
+                             dtnn_comm_dtype dtype, dtnn_bucket_auto_info *out,
+                             dtnn_error *err);
 /* Parses "NODES,GBITS", e.g. "8-1024,10/25/100" or "2/4,1/10": NODES is a '/'-separated list
  * of node counts or ranges A-B (A, 2A, 4A, .. up to B), GBITS a '/'-separated list of positive
  * link rates in Gbit/s. Fills at most max_* values; errors name the part at fault. */
@@ -729,7 +779,8 @@ typedef struct {
     const char *save_path;      /* checkpoint at every epoch end and at the end (NULL = none) */
     /* data parallelism (ignored on one rank) */
     dtnn_allreduce_mode allreduce;
-    double bucket_mb;           /* overlap / hierarchical bucket size (0 = the default) */
+    double bucket_mb;           /* overlap / hierarchical bucket size, MiB (0 =
+                                 * DTNN_BUCKET_AUTO, the default: dtnn_bucket_auto) */
     dtnn_comm_dtype comm_dtype; /* gradients travel in this type; weights stay fp32 */
     int accumulate;             /* micro-batches per optimizer step (>= 1) */
     int sync_bn;                /* all-reduce batch-norm statistics */

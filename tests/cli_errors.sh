@@ -37,6 +37,9 @@ expect 2 "unknown device 'tpu'" -- train --model lenet5 --dataset synthetic --de
 expect 1 "not built into this dtnn" -- train --model lenet5 --dataset synthetic --device cuda
 expect 2 "unknown device 'tpu'" -- bench --model lenet5 --device tpu --steps 1
 expect 2 "init-exclude needs --init" -- train --model lenet5 --init-exclude 'fc3.*'
+expect 2 "bucket-mb must be auto or a positive size" -- train --model lenet5 --bucket-mb 0
+expect 2 "bucket-mb must be auto or a positive size" -- train --model lenet5 --bucket-mb 4MB
+expect 2 "bucket-mb must be auto or a positive size" -- bench --model lenet5 --bucket-mb Auto
 # A checkpoint of 10 classes into a 12-class model: the error names the head and the fix; the
 # fix trains; a pattern that matches nothing is refused.
 "$dtnn" train --model lenet5 --dataset synthetic --synthetic-shape 1x28x28 --synthetic-samples 64 \

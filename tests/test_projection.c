@@ -5,7 +5,8 @@
  * and fp16; then properties that must hold for any profile: efficiency never rises with the
  * node count or falls with a faster link, fp16 is never worse than fp32, overlap never worse
  * than the same buckets after backward, one rank is 100%; and the --project grid parser,
- * including every kind of bad input. No timing: the model is pure arithmetic.
+ * including every kind of bad input; and the choice of --bucket-mb auto against the rules it
+ * must keep. No timing: the model is pure arithmetic (one process measures nothing).
  */
 #include <math.h>
 #include <string.h>
@@ -212,11 +213,191 @@ static void test_grid(void)
     CHECK(dtnn_project_parse_grid(NULL, nodes, 8, &nn, gbits, 8, &ng, &err) == DTNN_ERR_ARG);
 }
 
+/* A profile of L equal layers of `values` floats in all, backward B seconds in all: the
+ * gradient produced evenly, as the closed form of dtnn_project_bucket_auto assumes. */
+enum { UNIFORM_LAYERS = 128 };
+typedef struct {
+    double fwd[UNIFORM_LAYERS], bwd[UNIFORM_LAYERS];
+    size_t params[UNIFORM_LAYERS];
+    dtnn_project_profile prof;
+} uniform_profile;
+
+static void uniform(uniform_profile *u, size_t values, double backward)
+{
+    for (int i = 0; i < UNIFORM_LAYERS; i++) {
+        u->fwd[i] = backward / 2 / UNIFORM_LAYERS;
+        u->bwd[i] = backward / UNIFORM_LAYERS;
+        u->params[i] = values / UNIFORM_LAYERS;
+    }
+    u->prof = (dtnn_project_profile){UNIFORM_LAYERS, u->fwd, u->bwd, u->params, 1e-3};
+}
+
+static double choose(const dtnn_project_profile *prof, const dtnn_project_params *p, int max,
+                     dtnn_projection *r)
+{
+    double bytes = 0;
+    dtnn_error err = {0};
+    CHECK_OK(dtnn_project_bucket_auto(prof, p, max, r, &bytes, &err), &err);
+    return bytes;
+}
+
+/* --bucket-mb auto's choice: larger buckets for more ranks and for slower links, never more
+ * buckets than the request limit allows, never worse than a fixed size, one bucket without
+ * overlap, near the closed form on an even profile. */
+static void test_bucket_auto(void)
+{
+    static uniform_profile u;
+    uniform(&u, 25000000, 0.1); /* ResNet-50-like: 100 MB of gradient, 100 ms backward */
+    dtnn_project_params p;
+    dtnn_project_params_default(&p);
+    p.inter.alpha = 13.8e-6;
+    dtnn_projection r;
+    const double gbits[] = {100, 25, 10, 1};
+    for (int g = 0; g < 4; g++) {
+        p.inter.beta = 8.0 / (gbits[g] * 1e9);
+        double prev = 0, first = 0;
+        for (int nodes = 2; nodes <= 4096; nodes *= 2) {
+            p.nodes = nodes;
+            double b = choose(&u.prof, &p, 0, &r);
+            /* Where communication hides (under 1% of the step shows) the size hardly matters
+             * and the tail bucket's remainder makes the choice jitter between 1 and 2 MiB. */
+            if (r.exposed < 0.01 * r.compute)
+                continue;
+            if (b < prev)
+                printf("auto: %d nodes at %g Gbit/s chose %g MiB, fewer than %g at half the "
+                       "nodes  <-- MISMATCH\n", nodes, gbits[g], b / 1048576, prev / 1048576),
+                    test_failures++;
+            first = first ? first : b;
+            prev = b;
+        }
+        printf("auto at %g Gbit/s: %g MiB where communication first shows, %g MiB on 4096 "
+               "nodes\n", gbits[g],
+               first / 1048576, prev / 1048576);
+        CHECK(prev > first);
+    }
+    for (int nodes = 32; nodes <= 512; nodes *= 4) {
+        p.nodes = nodes;
+        double prev = 0, first = 0;
+        for (int g = 0; g < 4; g++) {
+            p.inter.beta = 8.0 / (gbits[g] * 1e9);
+            double b = choose(&u.prof, &p, 0, &r);
+            if (r.exposed < 0.01 * r.compute)
+                continue;
+            if (b < prev)
+                printf("auto: %d nodes: %g Gbit/s chose %g MiB, fewer than %g for a faster "
+                       "link  <-- MISMATCH\n", nodes, gbits[g], b / 1048576, prev / 1048576),
+                    test_failures++;
+            first = first ? first : b;
+            prev = b;
+        }
+        printf("auto on %d nodes: %g MiB at the fastest link where communication shows, %g "
+               "MiB at 1 Gbit/s\n", nodes, first / 1048576,
+               prev / 1048576);
+        CHECK(prev > first);
+    }
+
+    /* The closed form, where communication is the limit: k = sqrt(B / a) buckets, within a
+     * power of two (the sizes searched are powers of two). */
+    p.nodes = 256;
+    p.inter.beta = 8.0 / 10e9;
+    const double a = 2.0 * (p.nodes - 1) * p.inter.alpha;
+    const double k = sqrt(0.1 / a), want = 4.0 * 25000000 / k, got = choose(&u.prof, &p, 0, &r);
+    printf("closed form at 256 nodes, 10 Gbit/s: %.3g MiB; chosen %g MiB\n", want / 1048576,
+           got / 1048576);
+    CHECK(got >= want / 2 && got <= want * 2);
+
+    /* The request limit: with 20 G values (80 GB) 1 MiB would need 76294 buckets. */
+    static uniform_profile big;
+    uniform(&big, (size_t)20000000000ull, 1.0);
+    p.nodes = 8;
+    p.inter.beta = 8.0 / 100e9;
+    const size_t total = (size_t)20000000000ull / UNIFORM_LAYERS * UNIFORM_LAYERS;
+    const int limits[] = {0, 4096, 100, 3, 1};
+    for (int i = 0; i < 5; i++) {
+        double b = choose(&big.prof, &p, limits[i], &r);
+        size_t per = (size_t)(b / sizeof(float));
+        size_t count = (total + per - 1) / per;
+        int limit = limits[i] ? limits[i] : 4096; /* COMM_MAX_REQUESTS */
+        printf("limit %d buckets: %g MiB, %zu buckets\n", limit, b / 1048576, count);
+        CHECK(count <= (size_t)limit && r.buckets == (int)count);
+    }
+
+    /* Never worse than a fixed size of 1 MiB or more (by more than the tie margin), in every
+     * variant; no overlap: one bucket. */
+    int violations = 0, checked = 0;
+    for (int c = 0; c < 8; c++)
+        for (int nodes = 2; nodes <= 1024; nodes *= 4)
+            for (int g = 0; g < 4; g++) {
+                dtnn_project_params q;
+                dtnn_project_params_default(&q);
+                q.algo = (c & 2) ? DTNN_PROJECT_HIERARCHICAL : DTNN_PROJECT_RING;
+                q.overlap = c & 1;
+                q.half = c >= 4;
+                q.nodes = nodes;
+                q.ranks_per_node = 1 + (c & 1) * 3;
+                q.inter.beta = 8.0 / (gbits[g] * 1e9);
+                double b = choose(&u.prof, &q, 0, &r);
+                if (!q.overlap && b / sizeof(float) < 25000000.0)
+                    violations++, printf("no overlap, yet %g MiB buckets\n", b / 1048576);
+                for (double mb = 1; mb <= 512; mb *= 2) {
+                    dtnn_projection fixed;
+                    dtnn_error err = {0};
+                    q.bucket_bytes = mb * 1048576;
+                    CHECK_OK(dtnn_project_step(&u.prof, &q, &fixed, &err), &err);
+                    checked++;
+                    if (fixed.exposed < r.exposed - DTNN_BUCKET_AUTO_TIE * r.compute - 1e-12)
+                        violations++, printf("variant %d, %d nodes, %g Gbit/s: %g MiB exposes "
+                                             "%g s, auto (%g MiB) %g s\n", c, nodes, gbits[g],
+                                             mb, fixed.exposed, b / 1048576, r.exposed);
+                }
+            }
+    printf("auto against fixed sizes: %d projections, %d violations\n", checked, violations);
+    CHECK(violations == 0);
+}
+
+/* One process: auto measures nothing and cuts one bucket. */
+static void test_bucket_auto_single(void)
+{
+    dtnn_error err = {0};
+    dtnn_comm *comm = dtnn_comm_create_single();
+    dtnn_model *m = dtnn_model_from_spec("lenet5", 10, 1, 28, 28, &err);
+    CHECK(comm && m);
+    if (!comm || !m)
+        return;
+    dtnn_build_params bp;
+    dtnn_build_params_default(&bp);
+    bp.max_batch = 4;
+    bp.device = tu_device();
+    CHECK_OK(dtnn_model_build(m, &bp, &err), &err);
+    dtnn_bucket_auto_info info;
+    CHECK_OK(dtnn_bucket_auto(comm, m, DTNN_ALLREDUCE_OVERLAP, DTNN_COMM_F32, &info, &err),
+             &err);
+    printf("one process: %s\n", info.reason);
+    CHECK(!info.measured && info.ranks == 1);
+    dtnn_grad_sync *gs = dtnn_grad_sync_create(comm, m, DTNN_ALLREDUCE_OVERLAP,
+                                               DTNN_BUCKET_AUTO, DTNN_COMM_F32, &err);
+    CHECK(gs != NULL);
+    if (gs) {
+        CHECK(dtnn_grad_sync_bucket_count(gs) == 1);
+        CHECK(dtnn_grad_sync_bucket_mb(gs) * 1048576 >= 4.0 * dtnn_model_param_count(m));
+        CHECK(strstr(dtnn_grad_sync_bucket_reason(gs), "auto") != NULL);
+    }
+    dtnn_grad_sync_free(gs);
+    gs = dtnn_grad_sync_create(comm, m, DTNN_ALLREDUCE_OVERLAP, 0.05, DTNN_COMM_F32, &err);
+    CHECK(gs && dtnn_grad_sync_bucket_mb(gs) == 0.05 && dtnn_grad_sync_bucket_count(gs) > 1 &&
+          !*dtnn_grad_sync_bucket_reason(gs));
+    dtnn_grad_sync_free(gs);
+    dtnn_model_free(m);
+    dtnn_comm_free(comm);
+}
+
 int main(void)
 {
     test_formulas();
     test_schedule();
     test_properties();
     test_grid();
+    test_bucket_auto();
+    test_bucket_auto_single();
     return test_finish("test_projection");
 }

@@ -43,7 +43,8 @@ static cli_opt bench_opts[] = {
     {"profile", OPT_FLAG, NULL, "print per-layer forward/backward time", 0, NULL, 0},
     {"allreduce", OPT_STRING, "overlap", "under MPI: overlap | blocking | hierarchical", 0, NULL,
      0},
-    {"bucket-mb", OPT_FLOAT, "4", "under MPI: all-reduce bucket size in MiB", 0, NULL, 0},
+    {"bucket-mb", OPT_STRING, "auto", "under MPI: all-reduce bucket size in MiB, or auto "
+     "(chosen for the gradient, the ranks and the link measured at start-up)", 0, NULL, 0},
     {"comm-dtype", OPT_STRING, "fp32", "under MPI: gradients travel as fp32 | fp16 | bf16", 0,
      NULL, 0},
     {"trace", OPT_STRING, NULL, "timeline of the timed steps of every rank (Chrome trace-event "
@@ -69,8 +70,11 @@ static cli_opt bench_opts[] = {
      "then link rates in Gbit/s, '/'-separated); docs/scaling.md", 0, NULL, 0},
     {"ranks-per-node", OPT_STRING, "1", "--project: ranks (GPUs) per node; a '/'-separated "
      "list gives a table each", 0, NULL, 0},
-    {"project-bucket-mb", OPT_STRING, NULL, "--project: bucket sizes to project, MiB, "
+    {"project-bucket-mb", OPT_STRING, NULL, "--project: bucket sizes to project, MiB or auto, "
      "'/'-separated (default: --bucket-mb)", 0, NULL, 0},
+    {"project-profile", OPT_STRING, "measured", "--project: the per-layer shape: measured (a "
+     "profiled run) | flops (each layer's FLOPs, backward twice forward: no run; needs "
+     "--step-ms)", 0, NULL, 0},
     {"project-batch", OPT_INT, "0", "--project: batch per rank the projected step is for, for "
      "images/s (0: --batch-size; with --step-ms the profile may come from a smaller batch)", 0,
      NULL, 0},
@@ -122,7 +126,7 @@ static dtnn_status time_allreduce(dtnn_comm *comm, dtnn_model *m, dtnn_grad_sync
     double sync = 0, plain = 0, sync_best = 1e30, plain_best = 1e30;
     dtnn_model_zero_grad(m);
     /* the plain all-reduce's buffer: host memory of the gradient's size (zero, as the gradient) */
-    float *plain_buf = calloc(dtnn_model_params_padded(m) + 1, sizeof(float));
+    float *plain_buf = calloc(dtnn_model_grads_length(m) + 1, sizeof(float));
     if (!plain_buf)
         return dtnn_error_set(err, DTNN_ERR_NOMEM, "out of memory");
     for (int i = 0; i < reps; i++) {
@@ -130,7 +134,7 @@ static dtnn_status time_allreduce(dtnn_comm *comm, dtnn_model *m, dtnn_grad_sync
         dtnn_grad_sync_begin(gs);
         dtnn_status st = dtnn_grad_sync_finish(gs, err);
         double t1 = progress_now();
-        if (st || (st = dtnn_comm_allreduce_sum(comm, plain_buf, dtnn_model_params_padded(m),
+        if (st || (st = dtnn_comm_allreduce_sum(comm, plain_buf, dtnn_model_grads_length(m),
                                                 err))) {
             free(plain_buf);
             return st;
@@ -227,9 +231,14 @@ static int run_bench(const cli_opt *o, int n, dtnn_comm *comm, int threads)
     bp.optimizer_slots = dtnn_opt_state_slots(&op);
     if (dtnn_model_build(m, &bp, &err) || !(opt = dtnn_optimizer_create(m, &op, &err)))
         goto out;
-    if (ranks > 1 &&
-        !(gs = dtnn_grad_sync_create(comm, m, mode, cli_float(o, n, "bucket-mb"), dtype, &err)))
+    double bucket_mb = DTNN_BUCKET_AUTO;
+    cli_bucket_mb(cli_str(o, n, "bucket-mb"), &bucket_mb);
+    if (ranks > 1 && !(gs = dtnn_grad_sync_create(comm, m, mode, bucket_mb, dtype, &err)))
         goto out;
+    if (cli_given(o, n, "project") && !strcmp(cli_str(o, n, "project-profile"), "flops")) {
+        rc = project_run(o, n, m, 0.0, 1, batch);
+        goto out;
+    }
     dtnn_model_input_shape(m, &c, &h, &w);
     int classes;
     dtnn_model_output_shape(m, NULL, &classes);
@@ -305,8 +314,10 @@ static int run_bench(const cli_opt *o, int n, dtnn_comm *comm, int threads)
         if (ranks > 1) {
             /* Bus bandwidth as NCCL's tests define it: a ring all-reduce moves 2 (p-1)/p of the
              * buffer through every rank's link, so the figure is comparable across rank counts. */
-            double bytes = 4.0 * (double)dtnn_model_params_padded(m);
+            double bytes = 4.0 * (double)dtnn_model_grads_length(m);
             double bus = 2.0 * (ranks - 1) / ranks * bytes / 1e9;
+            printf(", \"bucket_mb\": %g, \"bucket_auto\": \"%s\"", dtnn_grad_sync_bucket_mb(gs),
+                   dtnn_grad_sync_bucket_reason(gs));
             printf(", \"allreduce\": \"%s\", \"comm_dtype\": \"%s\", \"buckets\": %d, "
                    "\"exposed_comm\": %.4f, \"gradient_mb\": %.2f, \"allreduce_ms\": %.3f, "
                    "\"allreduce_busbw_gbs\": %.2f, \"mpi_allreduce_ms\": %.3f, "
@@ -588,9 +599,10 @@ int cmd_bench(int argc, char **argv, dtnn_comm *comm)
         cli_int(o, n, "warmup") < 0)
         return cli_usage_error(cmd, "%s", "--batch-size (1..65536) and --steps must be "
                                "positive, --warmup not negative");
-    if (cli_float(o, n, "bucket-mb") <= 0)
-        return cli_usage_error(cmd, "--bucket-mb must be positive, not %s",
-                               cli_str(o, n, "bucket-mb"));
+    double bucket_mb;
+    if (cli_bucket_mb(cli_str(o, n, "bucket-mb"), &bucket_mb))
+        return cli_usage_error(cmd, "--bucket-mb must be auto or a positive size in MiB, not "
+                               "'%s'", cli_str(o, n, "bucket-mb"));
     if (cli_flag(o, n, "loader"))
         return time_loader(o, n);
     int64_t sgemm = cli_int(o, n, "sgemm");

@@ -182,6 +182,20 @@ int cli_parse_chw(const char *s, int *c, int *h, int *w)
     return !(s && sscanf(s, "%dx%dx%d%c", c, h, w, &extra) == 3 && *c > 0 && *h > 0 && *w > 0);
 }
 
+int cli_bucket_mb(const char *s, double *mb)
+{
+    if (s && !strcmp(s, "auto")) {
+        *mb = DTNN_BUCKET_AUTO;
+        return 0;
+    }
+    char *end;
+    double v = s ? strtod(s, &end) : 0;
+    if (!s || end == s || *end || !(v > 0) || !isfinite(v))
+        return -1;
+    *mb = v;
+    return 0;
+}
+
 int cli_threads(const char *command, const cli_opt *opts, int n_opts, const dtnn_comm *comm)
 {
     dtnn_comm *own = comm ? NULL : dtnn_comm_create_single();

@@ -50,6 +50,8 @@ int cli_strs(const char *name, int argc, char **argv, int first,
 int cli_usage_error(const char *command, const char *fmt, const char *value);
 /* Prints "dtnn COMMAND: <message>" and returns 1 (a runtime error). */
 int cli_fail(const char *command, const dtnn_error *err);
+/* Parses --bucket-mb: "auto" (DTNN_BUCKET_AUTO) or a positive size in MiB; 0 on success. */
+int cli_bucket_mb(const char *s, double *mb);
 /* Parses "CxHxW" into positive c, h, w; 0 on success. */
 int cli_parse_chw(const char *s, int *c, int *h, int *w);
 /* The --threads option: 0 takes the cores given to this rank (dtnn_comm_cores of comm, or of

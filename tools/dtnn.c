@@ -125,7 +125,8 @@ static cli_opt train_opts[] = {
     {"log", OPT_STRING, NULL, "JSONL metrics log, one object per epoch", 0, NULL, 0},
     {"allreduce", OPT_STRING, "overlap", "MPI gradient all-reduce: overlap | blocking | "
      "hierarchical", 0, NULL, 0},
-    {"bucket-mb", OPT_FLOAT, "4", "all-reduce bucket size in MiB (overlap, hierarchical)", 0,
+    {"bucket-mb", OPT_STRING, "auto", "all-reduce bucket size in MiB (overlap, hierarchical), "
+     "or auto: chosen from the gradient size, the ranks and the link measured at start-up", 0,
      NULL, 0},
     {"comm-dtype", OPT_STRING, "fp32", "gradients travel as fp32 | fp16 | bf16", 0, NULL, 0},
     {"accumulate", OPT_INT, "1", "micro-batches per step (gradient accumulation)", 0, NULL, 0},
@@ -208,15 +209,16 @@ static int run_options(const cli_opt *o, int n, const char *cmd, dtnn_train_para
     if (dtnn_allreduce_parse(cli_str(o, n, "allreduce"), &tp->allreduce, &err) ||
         dtnn_comm_dtype_parse(cli_str(o, n, "comm-dtype"), &tp->comm_dtype, &err))
         return fprintf(stderr, "dtnn %s: %s\n", cmd, err.message), 2;
-    tp->bucket_mb = cli_float(o, n, "bucket-mb");
+    if (cli_bucket_mb(cli_str(o, n, "bucket-mb"), &tp->bucket_mb))
+        return cli_usage_error(cmd, "--bucket-mb must be auto or a positive size in MiB, not "
+                               "'%s'", cli_str(o, n, "bucket-mb"));
     tp->accumulate = (int)cli_int(o, n, "accumulate");
     tp->sync_bn = cli_flag(o, n, "sync-bn");
     if (cli_float(o, n, "stall-timeout") < 0)
         return cli_usage_error(cmd, "--stall-timeout must be 0 (off) or positive seconds, not "
                                "%s", cli_str(o, n, "stall-timeout"));
-    if (tp->bucket_mb <= 0 || tp->accumulate < 1 || tp->accumulate > tp->batch_size)
-        return cli_usage_error(cmd, "%s", "--bucket-mb must be positive and --accumulate in "
-                           "[1, batch size]");
+    if (tp->accumulate < 1 || tp->accumulate > tp->batch_size)
+        return cli_usage_error(cmd, "%s", "--accumulate must be in [1, batch size]");
     const char *scaling = cli_str(o, n, "lr-scaling");
     if (!strcmp(scaling, "linear")) {
         int64_t base = cli_int(o, n, "base-batch");
@@ -273,10 +275,11 @@ static int start_state(const cli_opt *o, int n, int argc, char **argv, const cha
     return -1;
 }
 
-/* Rank 0's start-up lines: model, data, settings, device, and the ranks. */
+/* Rank 0's start-up lines: model, data, settings, device, the ranks and the buckets (auto's
+ * choice and its reason, or NULL for a size given). */
 static void print_start(const cli_opt *o, int n, const cli_data *cd, const dtnn_model *m,
                         const dtnn_train_params *tp, dtnn_opt_kind kind, int threads,
-                        dtnn_comm *comm)
+                        dtnn_comm *comm, const char *bucket_reason)
 {
     char blas[128];
     const int ranks = dtnn_comm_size(comm);
@@ -297,6 +300,10 @@ static void print_start(const cli_opt *o, int n, const cli_data *cd, const dtnn_
                dtnn_comm_hosts(comm), dtnn_comm_name(comm), launcher[0] ? ", started by " : "",
                launcher, tp->batch_size / ranks, cli_str(o, n, "allreduce"),
                cli_str(o, n, "comm-dtype"));
+    if (ranks > 1 && bucket_reason)
+        printf("dtnn: buckets: %s\n", bucket_reason);
+    else if (ranks > 1 && tp->allreduce != DTNN_ALLREDUCE_BLOCKING)
+        printf("dtnn: buckets: %g MiB (--bucket-mb)\n", tp->bucket_mb);
     fflush(stdout);
 }
 
@@ -413,8 +420,21 @@ static int cmd_train(int argc, char **argv, dtnn_comm *comm)
     }
     if ((rc = cli_trace_start(cmd, cli_str(o, n, "trace"), comm, &tp.trace, &err)) >= 0)
         goto out;
+    rc = 1;
+    /* auto is chosen here rather than inside training so that the start-up line can say
+     * what and why; the trainer then gets the size (the same on every rank: rank 0's). */
+    dtnn_bucket_auto_info bucket = {0};
+    const int bucket_auto = ranks > 1 && tp.bucket_mb <= 0;
+    if (bucket_auto) {
+        if (dtnn_bucket_auto(comm, m, tp.allreduce, tp.comm_dtype, &bucket, &err))
+            goto out;
+        tp.bucket_mb = bucket.bucket_mb;
+        dtnn_trace_note(tp.trace, "bucket_mb", "auto %g (%s)", bucket.bucket_mb, bucket.reason);
+    } else if (ranks > 1) {
+        dtnn_trace_note(tp.trace, "bucket_mb", "%g", tp.bucket_mb);
+    }
     if (rank == 0)
-        print_start(o, n, &cd, m, &tp, kind, threads, comm);
+        print_start(o, n, &cd, m, &tp, kind, threads, comm, bucket_auto ? bucket.reason : NULL);
     if (rank == 0 && bp.n_freeze)
         printf("dtnn: frozen: %zu of %zu parameters (%zu train), batch norms of frozen layers "
                "in %s mode\n", dtnn_model_param_count(m) - dtnn_model_trainable_count(m),

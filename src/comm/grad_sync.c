@@ -2,12 +2,13 @@
  * grad_sync.c — the gradient all-reduce of data-parallel training, in three strategies:
  *   blocking      one blocking all-reduce (MPI_Allreduce) of the whole flat gradient after
  *                 backward;
- *   overlap       contiguous buckets of --bucket-mb, taken from the end of the flat buffer
- *                 (the last layers, whose gradients backward finishes first), each started
- *                 with a non-blocking all-reduce from the backward hook as soon as it is
- *                 complete; every hook call also tests the requests in flight, because Open
- *                 MPI makes no progress on MPI_Iallreduce unless the program calls into MPI;
- *                 all are completed before the optimizer step;
+ *   overlap       contiguous buckets of --bucket-mb (auto: src/perf/bucket_auto.c), taken
+ *                 from the end of the flat buffer (the last layers, whose gradients backward
+ *                 finishes first), each started with a non-blocking all-reduce from the
+ *                 backward hook as soon as it is complete; every hook call also tests the
+ *                 requests in flight, because Open MPI makes no progress on MPI_Iallreduce
+ *                 unless the program calls into MPI; all are completed before the optimizer
+ *                 step;
  *   hierarchical  per bucket: reduce inside the node, all-reduce among one leader per node,
  *                 broadcast inside the node.
  * Each rank's gradient is already scaled by 1/global batch, so the sum is the global mean.
@@ -55,6 +56,8 @@ struct dtnn_grad_sync {
     float *host;                /* [n] host copy of the gradient, when the backend's memory is
                                  * not the host's (backend host_alloc: pinned on a GPU) */
     size_t n;
+    double bucket_mb;           /* the size the buckets were cut at, MiB */
+    char bucket_reason[240];    /* why (auto), or "" (given) */
     dtnn_error first_error;
     double wait_seconds;        /* time spent waiting after backward */
 };
@@ -167,8 +170,16 @@ dtnn_grad_sync *dtnn_grad_sync_create(dtnn_comm *comm, dtnn_model *m, dtnn_allre
     gs->mode = mode;
     gs->dtype = dtype;
     gs->n = dtnn_model_grads_length(m);     /* frozen parameters have no gradient */
-    if (bucket_mb <= 0)
-        bucket_mb = GRAD_SYNC_DEFAULT_BUCKET_MB;
+    if (bucket_mb <= 0) {
+        dtnn_bucket_auto_info info;
+        if (dtnn_bucket_auto(comm, m, mode, dtype, &info, err)) {
+            free(gs);
+            return NULL;
+        }
+        bucket_mb = info.bucket_mb;
+        snprintf(gs->bucket_reason, sizeof gs->bucket_reason, "%s", info.reason);
+    }
+    gs->bucket_mb = bucket_mb;
     size_t per = (size_t)(bucket_mb * 1048576.0 / sizeof(float));
     if (mode == DTNN_ALLREDUCE_BLOCKING || per == 0 || per > gs->n)
         per = gs->n ? gs->n : 1;
@@ -255,3 +266,5 @@ dtnn_status dtnn_grad_sync_finish(dtnn_grad_sync *gs, dtnn_error *err)
 
 double dtnn_grad_sync_wait_seconds(const dtnn_grad_sync *gs) { return gs->wait_seconds; }
 int dtnn_grad_sync_bucket_count(const dtnn_grad_sync *gs) { return gs->n_buckets; }
+double dtnn_grad_sync_bucket_mb(const dtnn_grad_sync *gs) { return gs->bucket_mb; }
+const char *dtnn_grad_sync_bucket_reason(const dtnn_grad_sync *gs) { return gs->bucket_reason; }

@@ -6,7 +6,4 @@
 
 #include "dtnn.h"
 
-/* Measured on the 2-core machine (see the closing note of the MPI issue). */
-#define GRAD_SYNC_DEFAULT_BUCKET_MB 4.0
-
 #endif
