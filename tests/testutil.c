@@ -129,12 +129,8 @@ int test_gradcheck(dtnn_model *m, int n, const char *label, double eps, double t
     CHECK_OK(dtnn_model_backward(m, &err), &err);
     dtnn_model_set_step(m, step);
 
-    size_t np = 0;
-    for (int i = 0; i < dtnn_model_tensor_count(m); i++) {
-        const dtnn_tensor_info *t = dtnn_model_tensor(m, i);
-        if (t->kind == DTNN_TENSOR_PARAM && t->offset + t->count > np)
-            np = t->offset + t->count;
-    }
+    /* Frozen parameters (--freeze) have no gradient: only the trainable ones are checked. */
+    size_t np = dtnn_model_grads_length(m);
     float *grads = malloc(sizeof(float) * (np ? np : 1));
     memcpy(grads, tu_grads(m), sizeof(float) * np);
     float *gin = NULL;
@@ -146,7 +142,7 @@ int test_gradcheck(dtnn_model *m, int n, const char *label, double eps, double t
     int bad = 0;
     for (int i = 0; i < dtnn_model_tensor_count(m); i++) {
         const dtnn_tensor_info *t = dtnn_model_tensor(m, i);
-        if (t->kind != DTNN_TENSOR_PARAM)
+        if (t->kind != DTNN_TENSOR_PARAM || t->frozen)
             continue;
         bad += check_entries(m, x, n, probe, tu_params(m) + t->offset,
                              grads + t->offset, t->count, t->name, eps, tol);
