@@ -79,7 +79,7 @@ typedef struct {
     int n_train;
     const char *save, *log, *resume;    /* the train command's own options */
     int64_t batch, accumulate;
-    time_t started;                     /* checkpoints older than this are another run's */
+    int64_t started;                    /* checkpoints older than this are another run's */
     char reason_line[512];              /* the job's most telling stderr line */
     int reason_rank;                    /* its rank (see note_line): higher tells more */
     int after_rule;                     /* the last line was a rule of dashes */
@@ -120,7 +120,8 @@ static void sleep_ms(long ms)
 /* Splits s (modified) on blanks into words; returns 0, or -1 when more than max. */
 static int split_words(char *s, const char **words, int *n, int max)
 {
-    for (char *tok = strtok(s, " \t\n"); tok; tok = strtok(NULL, " \t\n")) {
+    char *save = NULL;
+    for (char *tok = strtok_r(s, " \t\n", &save); tok; tok = strtok_r(NULL, " \t\n", &save)) {
         if (*n >= max)
             return -1;
         words[(*n)++] = tok;
@@ -128,15 +129,17 @@ static int split_words(char *s, const char **words, int *n, int max)
     return 0;
 }
 
-static char *dup_or_die(const char *s)
+/* The supervisor's few small allocations: without them it cannot go on at all. */
+static void *or_die(void *p)
 {
-    char *p = strdup(s);
     if (!p) {
         fprintf(stderr, "dtnn launch: out of memory\n");
         abort();
     }
     return p;
 }
+
+static char *dup_or_die(const char *s) { return or_die(strdup(s)); }
 
 /* A malloc'd copy of word with every key (e.g. "{host}") replaced by value. */
 static char *substitute(const char *word, const char *key, const char *value)
@@ -145,12 +148,7 @@ static char *substitute(const char *word, const char *key, const char *value)
     size_t n = 0;
     for (const char *p = strstr(word, key); p; p = strstr(p + kl, key))
         n++;
-    char *out = malloc(strlen(word) + n * vl + 1);
-    if (!out) {
-        fprintf(stderr, "dtnn launch: out of memory\n");
-        abort();
-    }
-    char *o = out;
+    char *out = or_die(malloc(strlen(word) + n * vl + 1)), *o = out;
     const char *p = word;
     for (const char *q; (q = strstr(p, key)); p = q + kl) {
         memcpy(o, p, (size_t)(q - p));
@@ -201,7 +199,7 @@ static int read_hosts(launch *l, const char *list, const char *file, int per_hos
         if (sscanf(line, "%511s%n", name, &used) != 1)
             continue;
         const char *s = strstr(line + used, "slots=");
-        if (s && (slots = atoi(s + 6)) < 1) {
+        if (s && ((slots = atoi(s + 6)) < 1 || slots > 4096)) {
             fprintf(stderr, "dtnn launch: %s: host %s has slots=%s\n", file, name, s + 6);
             rc = 2;
         } else {
@@ -418,8 +416,7 @@ static char *newest_checkpoint(const launch *l, int64_t *step)
     dtnn_train_state ts;
     dtnn_error err = {0};
     *step = -1;
-    if (l->save && !dtnn_checkpoint_newest(l->save, (int64_t)l->started, path, sizeof path,
-                                           &ts, &err))
+    if (l->save && !dtnn_checkpoint_newest(l->save, l->started, path, sizeof path, &ts, &err))
         *step = ts.step;
     if (l->resume && !dtnn_checkpoint_read_state(l->resume, &ts, &err) && ts.step > *step) {
         snprintf(path, sizeof path, "%s", l->resume);
@@ -591,10 +588,25 @@ static int classify(const launch *l, int rc, char *reason, size_t len)
     return !(rc == CLI_EXIT_ERROR || rc == CLI_EXIT_USAGE || rc == 126 || rc == 127);
 }
 
+/* Now, by the clock of the file system that holds path (--save): the modification time of a
+ * file made beside it. Checkpoints are stamped by that clock, which on a network file system
+ * is the server's, and need not agree with this host's. */
+static int64_t file_system_now(const char *path)
+{
+    char probe[PATH_MAX];
+    struct stat st;
+    snprintf(probe, sizeof probe, "%s.launch.%ld", path ? path : "", (long)getpid());
+    int fd = path ? open(probe, O_WRONLY | O_CREAT | O_EXCL, 0600) : -1;
+    int ok = fd >= 0 && !fstat(fd, &st);
+    if (fd >= 0)
+        close(fd), unlink(probe);
+    return ok ? (int64_t)st.st_mtime : (int64_t)time(NULL) - 1;
+}
+
 /* Everything after the options: the supervision loop. Returns the exit code. */
 static int supervise(launch *l, int max_restarts)
 {
-    l->started = time(NULL) - 1;
+    l->started = file_system_now(l->save);
     probe_hosts(l);
     for (int i = 0; i < l->n_hosts; i++)
         if (!l->hosts[i].alive)
