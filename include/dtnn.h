@@ -756,6 +756,19 @@ dtnn_status dtnn_checkpoint_save(const char *path, dtnn_model *m, dtnn_optimizer
  * tensor must be present with the same shape. norm (may be NULL) receives the normalisation. */
 dtnn_status dtnn_checkpoint_load(const char *path, dtnn_model *m, dtnn_optimizer *opt,
                                  dtnn_train_state *ts, dtnn_dataset *norm, dtnn_error *err);
+/* The training state of a complete checkpoint (the whole file read and its checksum checked)
+ * without loading it into a model: what a supervisor needs to choose the newest checkpoint to
+ * resume from. DTNN_ERR_IO / DTNN_ERR_FORMAT for a missing, truncated or altered file, or one
+ * without a training state (weights only). ts is set only on success. */
+dtnn_status dtnn_checkpoint_read_state(const char *path, dtnn_train_state *ts, dtnn_error *err);
+/* The newest complete checkpoint of a run that saves to save_path (--save): save_path and its
+ * --keep copies (<stem>.step<N>.safetensors beside it), by the step each holds, skipping files
+ * modified before not_before (seconds since the epoch; 0: none skipped) and any that
+ * dtnn_checkpoint_read_state refuses. On a tie a kept copy wins, since a run resumed from it
+ * overwrites save_path. Writes the path to out and its state to ts; DTNN_ERR_IO when there is
+ * none. */
+dtnn_status dtnn_checkpoint_newest(const char *save_path, int64_t not_before, char *out,
+                                   size_t out_len, dtnn_train_state *ts, dtnn_error *err);
 /* Weights only (as dtnn_checkpoint_load without optimizer, state or normalisation), leaving
  * the tensors whose names match one of the globs in exclude (fnmatch: "fc.*") as they are:
  * fine-tuning on other classes keeps the new head's fresh initialisation. A pattern matching

@@ -40,6 +40,9 @@ expect 2 "init-exclude needs --init" -- train --model lenet5 --init-exclude 'fc3
 expect 2 "bucket-mb must be auto or a positive size" -- train --model lenet5 --bucket-mb 0
 expect 2 "bucket-mb must be auto or a positive size" -- train --model lenet5 --bucket-mb 4MB
 expect 2 "bucket-mb must be auto or a positive size" -- bench --model lenet5 --bucket-mb Auto
+expect 2 "the train command follows --" -- launch --hosts h1,h2
+expect 2 "give --hosts or --hostfile" -- launch -- train --model lenet5
+expect 2 "host 'h1' is listed twice" -- launch --hosts h1,h1 -- train --model lenet5
 # A checkpoint of 10 classes into a 12-class model: the error names the head and the fix; the
 # fix trains; a pattern that matches nothing is refused.
 "$dtnn" train --model lenet5 --dataset synthetic --synthetic-shape 1x28x28 --synthetic-samples 64 \

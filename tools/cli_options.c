@@ -176,6 +176,11 @@ int cli_fail(const char *command, const dtnn_error *err)
     return 1;
 }
 
+int cli_exit_code(const dtnn_error *err)
+{
+    return err && err->code == DTNN_ERR_COMM ? CLI_EXIT_COMM : CLI_EXIT_ERROR;
+}
+
 int cli_parse_chw(const char *s, int *c, int *h, int *w)
 {
     char extra;

@@ -52,6 +52,22 @@ int cli_usage_error(const char *command, const char *fmt, const char *value);
 int cli_fail(const char *command, const dtnn_error *err);
 /* Parses --bucket-mb: "auto" (DTNN_BUCKET_AUTO) or a positive size in MiB; 0 on success. */
 int cli_bucket_mb(const char *s, double *mb);
+
+/* The tool's exit codes. They sort failures into the two classes a supervisor must tell apart
+ * (dtnn launch restarts on the transient one only): an error that a rerun on the same input
+ * repeats, and a failure of the communication between ranks, which a restart on the hosts
+ * still alive may get past. The message names the kind; the code only says which class. */
+enum {
+    CLI_EXIT_OK = 0,
+    CLI_EXIT_ERROR = 1, /* permanent: bad input (ARG, IO, FORMAT, SHAPE), NONFINITE, NOMEM, ... */
+    CLI_EXIT_USAGE = 2, /* permanent: a bad flag or value */
+    CLI_EXIT_COMM = 3,  /* transient: DTNN_ERR_COMM (a peer lost, a stall past --stall-timeout) */
+    CLI_EXIT_SIGNAL = 128 /* + N: stopped by signal N */
+};
+/* The exit code of a failed run with error err: CLI_EXIT_COMM for DTNN_ERR_COMM, else
+ * CLI_EXIT_ERROR. An I/O error counts as permanent: a missing file and a share that went away
+ * look the same from here, and restarting on a missing file would only fail again. */
+int cli_exit_code(const dtnn_error *err);
 /* Parses "CxHxW" into positive c, h, w; 0 on success. */
 int cli_parse_chw(const char *s, int *c, int *h, int *w);
 /* The --threads option: 0 takes the cores given to this rank (dtnn_comm_cores of comm, or of
@@ -82,5 +98,6 @@ int cli_trace_finish(const char *command, const char *path, dtnn_comm *comm, dtn
 
 /* Commands that live in their own files. */
 int cmd_bench(int argc, char **argv, dtnn_comm *comm);
+int cmd_launch(int argc, char **argv);
 
 #endif

@@ -1,7 +1,9 @@
 /*
  * dtnn.c — the command-line tool: train, eval, predict, bench, models, info. It uses only the
  * public API (dtnn.h) and is the only place where errors become exit codes: 0 success, 1 a
- * runtime error (bad file, non-finite loss, ...), 2 a usage error (bad flag or value).
+ * runtime error (bad file, non-finite loss, ...), 2 a usage error (bad flag or value), 3 (train)
+ * a communication error, 128 + N stopped by signal N (cli_options.h). launch (launch.c) is the
+ * supervisor that restarts a training run after a lost host.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
@@ -443,13 +445,16 @@ static int cmd_train(int argc, char **argv, dtnn_comm *comm)
     rc = train_and_test(o, n, cmd, &cd, m, opt, comm, &tp, &ts, bp.max_batch, &err);
     rc = cli_trace_finish(cmd, cli_str(o, n, "trace"), comm, tp.trace, rc, &err);
 out:
-    if (rc == 1 && ranks > 1) {
-        /* One rank's failure ends them all, with its message, instead of a hang. */
+    if (rc == 1)
+        rc = cli_exit_code(&err);
+    if ((rc == CLI_EXIT_ERROR || rc == CLI_EXIT_COMM) && ranks > 1) {
+        /* One rank's failure ends them all, with its message and its exit code, instead of a
+         * hang; the launcher exits with that code, which is what dtnn launch classifies. */
         char line[600];
         snprintf(line, sizeof line, "dtnn %s: %s", cmd, err.message);
-        dtnn_comm_abort(comm, 1, line);
+        dtnn_comm_abort(comm, rc, line);
     }
-    if (rc == 1)
+    if (rc == CLI_EXIT_ERROR || rc == CLI_EXIT_COMM)
         cli_fail(cmd, &err);
     cli_data_report_skipped(&cd, cmd, rank, ranks);
     dtnn_trace_free(tp.trace);
@@ -746,7 +751,9 @@ static void main_usage(void)
            "  bench    measure training throughput on synthetic data\n"
            "  models   list the model zoo (--layers: the layer types)\n"
            "  info     show a model's layers, shapes, parameters and FLOPs\n"
-           "  devices  list the backends (--device) this build has and whether each runs here\n");
+           "  devices  list the backends (--device) this build has and whether each runs here\n"
+           "  launch   run train under mpirun and restart it from its checkpoint after a lost "
+           "host\n");
 }
 
 /* The backends this build knows and whether each is usable on this machine. */
@@ -813,7 +820,9 @@ int main(int argc, char **argv)
         return cmd_info(argc, argv);
     if (!strcmp(c, "devices"))
         return cmd_devices(argc, argv);
+    if (!strcmp(c, "launch"))
+        return cmd_launch(argc, argv);
     fprintf(stderr, "dtnn: unknown command '%s' (train, eval, predict, bench, models, info, "
-            "devices)\n", c);
+            "devices, launch)\n", c);
     return 2;
 }

@@ -673,3 +673,34 @@ dtnn_status dtnn_checkpoint_load_weights(const char *path, dtnn_model *m,
                               path ? path : "(null)", n_exclude);
     return load(path, m, NULL, NULL, NULL, exclude, n_exclude, err);
 }
+
+/* For a supervisor choosing what to resume from: the whole file is read, so its checksum (and
+ * every bound the reader checks) vouches that the file is complete, and only then is its
+ * training state believed. No model is needed, since nothing is loaded. */
+dtnn_status dtnn_checkpoint_read_state(const char *path, dtnn_train_state *ts, dtnn_error *err)
+{
+    if (!path || !ts)
+        return dtnn_error_set(err, DTNN_ERR_ARG, "dtnn_checkpoint_read_state: NULL argument");
+    st_file f;
+    dtnn_status st = st_read(path, &f, err);
+    if (st)
+        return st;
+    const char *format = st_meta(&f, "format"), *version = st_meta(&f, "version");
+    dtnn_train_state s;
+    memset(&s, 0, sizeof s);
+    if (!format || strcmp(format, CKPT_FORMAT) != 0 || !st_meta(&f, "step"))
+        st = dtnn_error_set(err, DTNN_ERR_FORMAT, "checkpoint %s: no dtnn training state, so "
+                            "it cannot resume training", path);
+    else if (!version || (strcmp(version, "1") != 0 && !f.checksummed))
+        st = dtnn_error_set(err, DTNN_ERR_FORMAT, "checkpoint %s: version '%.32s' without its "
+                            "checksum: the file was altered", path, version ? version : "(none)");
+    else if (!(st = meta_i64(path, &f, "step", &s.step, err)) &&
+             !(st = meta_i64(path, &f, "epoch", &s.epoch, err)) &&
+             !(st = meta_i64(path, &f, "step_in_epoch", &s.step_in_epoch, err)) &&
+             !(st = meta_u64(path, &f, "seed", UINT64_MAX, &s.seed, err)))
+        st = meta_i64(path, &f, "global_batch", &s.global_batch, err);
+    if (st == DTNN_OK)
+        *ts = s;
+    st_free(&f);
+    return st;
+}

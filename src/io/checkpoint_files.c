@@ -1,15 +1,16 @@
 /*
  * checkpoint_files.c — the files around a checkpoint, for the trainer: the check before a run
  * that the checkpoint can be written and has the space (statvfs), the estimate of that space,
- * and the step-numbered copies of --keep K with their rotation (the K newest stay). Writing
- * and reading the checkpoint itself is checkpoint.c's, over safetensors.c; nothing here looks
- * inside a file.
+ * the step-numbered copies of --keep K with their rotation (the K newest stay), and the search
+ * for the newest complete one that a supervisor resumes from. Writing and reading the
+ * checkpoint itself is checkpoint.c's, over safetensors.c; nothing here looks inside a file.
  */
 #include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
@@ -70,28 +71,19 @@ static int cmp_i64(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* --keep K: hard-links the checkpoint just written as its step's copy (the next atomic save
- * replaces path's directory entry, not this file), then removes all but the K newest copies
- * in the folder, including those of earlier runs of the same path. */
-dtnn_status ckpt_keep_copy(const char *path, int64_t step, int keep, dtnn_error *err)
+/* The steps of path's kept copies in its folder (at most max), in ascending order. */
+static int kept_steps(const char *path, int64_t *steps, int max)
 {
-    char name[4096];
-    kept_name(name, sizeof name, path, step);
-    remove(name);
-    if (link(path, name) != 0)
-        return dtnn_error_set(err, DTNN_ERR_IO, "cannot keep a copy of checkpoint '%s' as '%s': "
-                              "%s", path, name, strerror(errno));
     const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
     char dir[4096];
     snprintf(dir, sizeof dir, "%.*s", slash ? (int)(base - path) : 1, slash ? path : ".");
     const size_t stem = stem_length(base);
     DIR *dp = opendir(dir);
     if (!dp)
-        return DTNN_OK;
-    int64_t steps[4096];
+        return 0;
     int n = 0;
     struct dirent *de;
-    while ((de = readdir(dp)) && n < 4096) {
+    while ((de = readdir(dp)) && n < max) {
         if (strncmp(de->d_name, base, stem) || strncmp(de->d_name + stem, ".step", 5))
             continue;
         const char *digits = de->d_name + stem + 5;
@@ -104,9 +96,65 @@ dtnn_status ckpt_keep_copy(const char *path, int64_t step, int keep, dtnn_error 
     }
     closedir(dp);
     qsort(steps, (size_t)n, sizeof steps[0], cmp_i64);
+    return n;
+}
+
+/* --keep K: hard-links the checkpoint just written as its step's copy (the next atomic save
+ * replaces path's directory entry, not this file), then removes all but the K newest copies
+ * in the folder, including those of earlier runs of the same path. */
+dtnn_status ckpt_keep_copy(const char *path, int64_t step, int keep, dtnn_error *err)
+{
+    char name[4096];
+    kept_name(name, sizeof name, path, step);
+    remove(name);
+    if (link(path, name) != 0)
+        return dtnn_error_set(err, DTNN_ERR_IO, "cannot keep a copy of checkpoint '%s' as '%s': "
+                              "%s", path, name, strerror(errno));
+    int64_t steps[4096];
+    const int n = kept_steps(path, steps, 4096);
     for (int i = 0; i + keep < n; i++) {
         kept_name(name, sizeof name, path, steps[i]);
         remove(name);
     }
+    return DTNN_OK;
+}
+
+/* Whether path is a complete checkpoint written at or after not_before with more than *best
+ * steps; if so it becomes the best. */
+static int better(const char *path, int64_t not_before, int64_t *best, dtnn_train_state *ts)
+{
+    struct stat st;
+    dtnn_train_state s;
+    dtnn_error ignored = {0};
+    if (stat(path, &st) || (int64_t)st.st_mtime < not_before ||
+        dtnn_checkpoint_read_state(path, &s, &ignored) || s.step <= *best)
+        return 0;
+    *best = s.step;
+    *ts = s;
+    return 1;
+}
+
+/* The kept copies newest first, the first complete one ends the search; save_path last, so
+ * that a kept copy of the same step wins (a resumed run overwrites save_path, and whoever
+ * names the file resumed from should name one that stays as it was). */
+dtnn_status dtnn_checkpoint_newest(const char *save_path, int64_t not_before, char *out,
+                                   size_t out_len, dtnn_train_state *ts, dtnn_error *err)
+{
+    if (!save_path || !out || !ts || out_len == 0)
+        return dtnn_error_set(err, DTNN_ERR_ARG, "dtnn_checkpoint_newest: NULL argument");
+    int64_t steps[4096], best = -1;
+    char name[4096];
+    for (int i = kept_steps(save_path, steps, 4096) - 1; i >= 0; i--) {
+        kept_name(name, sizeof name, save_path, steps[i]);
+        if (better(name, not_before, &best, ts)) {
+            snprintf(out, out_len, "%s", name);
+            break;
+        }
+    }
+    if (better(save_path, not_before, &best, ts))
+        snprintf(out, out_len, "%s", save_path);
+    if (best < 0)
+        return dtnn_error_set(err, DTNN_ERR_IO, "no complete checkpoint '%s' or kept copy of it",
+                              save_path);
     return DTNN_OK;
 }

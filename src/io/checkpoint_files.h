@@ -1,6 +1,7 @@
 /*
  * checkpoint_files.h — checks and rotation of checkpoint files on disk (checkpoint_files.c):
- * what the trainer does around dtnn_checkpoint_save, never inside a file.
+ * what the trainer does around dtnn_checkpoint_save, never inside a file. The same file
+ * defines the public dtnn_checkpoint_newest (dtnn.h), which knows the kept copies' names.
  */
 #ifndef DTNN_CHECKPOINT_FILES_H
 #define DTNN_CHECKPOINT_FILES_H
