@@ -1,7 +1,8 @@
 /*
- * dtnn.c — the command-line tool: train, eval, predict, bench, models, info. It uses only the
- * public API (dtnn.h) and is the only place where errors become exit codes: 0 success, 1 a
- * runtime error (bad file, non-finite loss, ...), 2 a usage error (bad flag or value).
+ * dtnn.c — the command-line tool: train, eval, predict, bench, models, info, export. It uses
+ * only the public API (dtnn.h) and is the only place where errors become exit codes: 0
+ * success, 1 a runtime error (bad file, non-finite loss, ...), 2 a usage error (bad flag or
+ * value).
  */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
@@ -708,6 +709,7 @@ static void main_usage(void)
            "  bench    measure training throughput on synthetic data\n"
            "  models   list the model zoo (--layers: the layer types)\n"
            "  info     show a model's layers, shapes, parameters and FLOPs\n"
+           "  export   write a model with a checkpoint's weights as an ONNX file\n"
            "  devices  list the backends (--device) this build has and whether each runs here\n");
 }
 
@@ -775,7 +777,9 @@ int main(int argc, char **argv)
         return cmd_info(argc, argv);
     if (!strcmp(c, "devices"))
         return cmd_devices(argc, argv);
+    if (!strcmp(c, "export"))
+        return cmd_export(argc, argv);
     fprintf(stderr, "dtnn: unknown command '%s' (train, eval, predict, bench, models, info, "
-            "devices)\n", c);
+            "export, devices)\n", c);
     return 2;
 }
