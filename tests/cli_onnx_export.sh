@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `dtnn export` (label onnx): lenet5, resnet20 (option-A shortcuts), mobilenet_v2 (depthwise,
-# relu6, dropout) and densenet121 (concat, average pools), each trained 2 steps so weights and
+# relu6, dropout), densenet121 (concat, average pools) and models/onnx_all_layers.model (every
+# other layer type and setting the exporter writes), each trained 2 steps so weights and
 # batch-norm statistics are not the defaults, exported to ONNX, checked by onnx.checker with
 # full_check (Debian's python3-onnx) and by tools/onnx_check.py (initializer and node names),
 # then run in onnxruntime against dtnn predict's logits: max |a - b| / max |b| <= 1e-5, for a
@@ -43,10 +44,12 @@ if ! "$ort" -c "import onnxruntime" 2>/dev/null; then
 fi
 
 fail=0
-for spec in lenet5:1x28x28 resnet20:3x32x32 mobilenet_v2:3x64x64 densenet121:3x64x64; do
+all_layers=models/onnx_all_layers.model
+for spec in lenet5:1x28x28 resnet20:3x32x32 mobilenet_v2:3x64x64 densenet121:3x64x64 \
+        $all_layers:3x8x8; do
     model=${spec%%:*}
     shape=${spec#*:}
-    d="$tmp/$model"
+    d="$tmp/$(basename "$model" .model)"
     mkdir -p "$d"
     $py - "$d" "$shape" <<'P'
 import sys, numpy as np
@@ -62,17 +65,24 @@ P
     "$dtnn" predict --model $model --classes 10 --load "$d/ck.safetensors" --input "$d/x.npy" \
         --output "$d/dtnn.npy" --threads 1 >/dev/null
     "$dtnn" export --model $model --classes 10 --input $shape --load "$d/ck.safetensors" \
-        --output "$d/$model.onnx"
-    $py ../tools/onnx_check.py check "$d/$model.onnx" "$d/ck.safetensors" || fail=1
+        --output "$d/model.onnx"
+    $py ../tools/onnx_check.py check "$d/model.onnx" "$d/ck.safetensors" || fail=1
     if [[ -n $ort ]]; then
-        "$ort" ../tools/onnx_check.py run "$d/$model.onnx" "$d/x.npy" "$d/dtnn.npy" 1e-5 || fail=1
+        "$ort" ../tools/onnx_check.py run "$d/model.onnx" "$d/x.npy" "$d/dtnn.npy" 1e-5 || fail=1
     fi
 done
 
-# Another opset of the same model passes the checker too.
-"$dtnn" export --model resnet20 --classes 10 --input 3x32x32 \
-    --load "$tmp/resnet20/ck.safetensors" --output "$tmp/r17.onnx" --opset 17 >/dev/null
-$py ../tools/onnx_check.py check "$tmp/r17.onnx" "$tmp/resnet20/ck.safetensors" || fail=1
+# The oldest and newest opsets written, on the model with the most operators.
+for opset in 11 17; do
+    d="$tmp/onnx_all_layers"
+    "$dtnn" export --model $all_layers --load "$d/ck.safetensors" --output "$d/opset$opset.onnx" \
+        --opset $opset >/dev/null
+    $py ../tools/onnx_check.py check "$d/opset$opset.onnx" "$d/ck.safetensors" || fail=1
+    if [[ -n $ort ]]; then
+        "$ort" ../tools/onnx_check.py run "$d/opset$opset.onnx" "$d/x.npy" "$d/dtnn.npy" 1e-5 ||
+            fail=1
+    fi
+done
 
 # Errors: exit code and message.
 expect() {  # expect CODE TEXT command...
