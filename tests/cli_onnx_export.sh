@@ -34,12 +34,14 @@ ort=$venv/bin/python
     if ! "$ort" -c "import onnxruntime" 2>/dev/null; then
         rm -rf "$venv"
         $py -m venv --system-site-packages "$venv" >"$tmp/pip.log" 2>&1 &&
-            "$venv/bin/pip" install -q --disable-pip-version-check onnxruntime >>"$tmp/pip.log" 2>&1 ||
+            "$venv/bin/pip" install -q --disable-pip-version-check onnxruntime \
+                >>"$tmp/pip.log" 2>&1 ||
             rm -rf "$venv"
     fi
 ) 9>"$venv.lock"
 if ! "$ort" -c "import onnxruntime" 2>/dev/null; then
-    echo "onnxruntime comparison skipped: pip could not install onnxruntime (no network?): $(tail -1 "$tmp/pip.log" 2>/dev/null)"
+    echo "onnxruntime comparison skipped: pip could not install onnxruntime (no network?):" \
+        "$(tail -1 "$tmp/pip.log" 2>/dev/null)"
     ort=""
 fi
 
@@ -59,9 +61,9 @@ np.save(f"{d}/train_x.npy", rng.standard_normal((16,) + shape).astype(np.float32
 np.save(f"{d}/train_y.npy", rng.integers(0, 10, 16).astype(np.int64))
 np.save(f"{d}/x.npy", rng.standard_normal((5,) + shape).astype(np.float32))
 P
-    "$dtnn" train --model $model --dataset npy --data-dir "$d" --steps 2 --batch-size 8 \
-        --optimizer sgd --lr 0.05 --momentum 0.9 --threads 1 --save "$d/ck.safetensors" \
-        --quiet >/dev/null
+    "$dtnn" train --model $model --classes 10 --dataset npy --data-dir "$d" --steps 2 \
+        --batch-size 8 --optimizer sgd --lr 0.05 --momentum 0.9 --threads 1 \
+        --save "$d/ck.safetensors" --quiet >/dev/null
     "$dtnn" predict --model $model --classes 10 --load "$d/ck.safetensors" --input "$d/x.npy" \
         --output "$d/dtnn.npy" --threads 1 >/dev/null
     "$dtnn" export --model $model --classes 10 --input $shape --load "$d/ck.safetensors" \
@@ -95,8 +97,10 @@ expect() {  # expect CODE TEXT command...
         echo "error as expected (exit $rc): $(head -1 "$tmp/out.txt")"
     fi
 }
-expect 2 "opset must be 11 to 17" "$dtnn" export --model lenet5 --load "$tmp/lenet5/ck.safetensors" \
-    --output "$tmp/bad.onnx" --opset 9
+expect 2 "opset must be 11 to 17" "$dtnn" export --model lenet5 \
+    --load "$tmp/lenet5/ck.safetensors" --output "$tmp/bad.onnx" --opset 9
+expect 1 "cannot write ONNX file '/nonexistent/x.onnx'" "$dtnn" export --model lenet5 \
+    --load "$tmp/lenet5/ck.safetensors" --output /nonexistent/x.onnx
 # Adaptive pooling from 8x8 to 3x3 has windows of two sizes: no ONNX pooling operator says that.
 mkdir -p "$tmp/adaptive"
 cat >"$tmp/adaptive/net.model" <<'M'
