@@ -777,6 +777,20 @@ dtnn_status dtnn_checkpoint_load_weights(const char *path, dtnn_model *m,
                                          const char *const *exclude, int n_exclude,
                                          dtnn_error *err);
 
+/* ---- ONNX --------------------------------------------------------------------------------- */
+
+/* Whether this build can write ONNX files (CMake DTNN_ONNX: protobuf-c and onnx.proto). */
+int dtnn_onnx_available(void);
+/* Writes the inference graph of a built model m, with its current weights, as an ONNX model of
+ * operator set `opset` (11 to 17; 13 is a good default) at path, through a temporary file
+ * renamed into place. Input "input" [N, C, H, W] and output "output" ([N, classes]) have a
+ * symbolic batch N; nodes are named as the layers, initializers as the model's tensors. Batch
+ * norm is written in evaluation form (running statistics) and dropout is left out. The graph
+ * takes normalised input, as dtnn_model_forward; a checkpoint's normalisation is not in it.
+ * A layer with no ONNX form is an UNSUPPORTED error that names it; a build without ONNX
+ * support returns UNSUPPORTED saying so. */
+dtnn_status dtnn_onnx_export(const dtnn_model *m, const char *path, int opset, dtnn_error *err);
+
 /* ---- training ------------------------------------------------------------------------------ */
 
 typedef struct {

@@ -6,6 +6,7 @@
 set -euo pipefail
 
 packages=(cmake make gcc libc6-dev libopenblas-dev zlib1g-dev libjpeg62-turbo-dev libpng-dev
+          libprotobuf-c-dev protobuf-c-compiler libonnx-dev
           dataset-fashion-mnist
           libopenmpi-dev openmpi-bin "$@")
 missing=()

@@ -99,5 +99,6 @@ int cli_trace_finish(const char *command, const char *path, dtnn_comm *comm, dtn
 /* Commands that live in their own files. */
 int cmd_bench(int argc, char **argv, dtnn_comm *comm);
 int cmd_launch(int argc, char **argv);
+int cmd_export(int argc, char **argv);
 
 #endif

@@ -1,9 +1,9 @@
 /*
- * dtnn.c — the command-line tool: train, eval, predict, bench, models, info. It uses only the
- * public API (dtnn.h) and is the only place where errors become exit codes: 0 success, 1 a
- * runtime error (bad file, non-finite loss, ...), 2 a usage error (bad flag or value), 3 (train)
- * a communication error, 128 + N stopped by signal N (cli_options.h). launch (launch.c) is the
- * supervisor that restarts a training run after a lost host.
+ * dtnn.c — the command-line tool: train, eval, predict, bench, models, info, export. It uses
+ * only the public API (dtnn.h) and is the only place where errors become exit codes: 0
+ * success, 1 a runtime error (bad file, non-finite loss, ...), 2 a usage error (bad flag or
+ * value), 3 (train) a communication error, 128 + N stopped by signal N (cli_options.h).
+ * launch (launch.c) is the supervisor that restarts a training run after a lost host.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
@@ -751,6 +751,7 @@ static void main_usage(void)
            "  bench    measure training throughput on synthetic data\n"
            "  models   list the model zoo (--layers: the layer types)\n"
            "  info     show a model's layers, shapes, parameters and FLOPs\n"
+           "  export   write a model with a checkpoint's weights as an ONNX file\n"
            "  devices  list the backends (--device) this build has and whether each runs here\n"
            "  launch   run train under mpirun and restart it from its checkpoint after a lost "
            "host\n");
@@ -822,7 +823,9 @@ int main(int argc, char **argv)
         return cmd_devices(argc, argv);
     if (!strcmp(c, "launch"))
         return cmd_launch(argc, argv);
+    if (!strcmp(c, "export"))
+        return cmd_export(argc, argv);
     fprintf(stderr, "dtnn: unknown command '%s' (train, eval, predict, bench, models, info, "
-            "devices, launch)\n", c);
+            "export, devices, launch)\n", c);
     return 2;
 }

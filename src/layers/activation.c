@@ -43,6 +43,12 @@ static void act_backward(layer *l, const layer_ctx *ctx)
                l->y, l->dy, l->dx[0], l->dx_accumulate[0]);
 }
 
+static void act_describe(const layer *l, layer_attrs *a)
+{
+    const act_cfg *c = l->cfg;
+    *a = (layer_attrs){.alpha = c->slope};
+}
+
 #define ACT_LAYER(ident, type_name, kind_value, text, in_place, reads_output)                \
     static void ident##_defaults(void *cfg)                                                   \
     {                                                                                         \
@@ -61,6 +67,7 @@ static void act_backward(layer *l, const layer_ctx *ctx)
         .infer = act_infer,                                                                   \
         .forward = act_forward,                                                               \
         .backward = act_backward,                                                             \
+        .describe = act_describe,                                                             \
         .inplace = in_place,                                                                  \
         .backward_reads_output = reads_output,                                                \
     };

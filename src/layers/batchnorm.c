@@ -195,6 +195,12 @@ static double batchnorm_flops(const layer *l)
     return 2.0 * (double)shape_size(l->out);
 }
 
+static void batchnorm_describe(const layer *l, layer_attrs *a)
+{
+    const batchnorm_cfg *c = l->cfg;
+    *a = (layer_attrs){.eps = c->eps};
+}
+
 const layer_ops layer_batchnorm = {
     .type = "batchnorm",
     .summary = "batch normalisation, BatchNorm2d / BatchNorm1d on flat input (eps, momentum)",
@@ -208,5 +214,6 @@ const layer_ops layer_batchnorm = {
     .backward = batchnorm_backward,
     .flops = batchnorm_flops,
     .method = batchnorm_method,
+    .describe = batchnorm_describe,
     .relu_epilogue = 1,
 };

@@ -151,6 +151,14 @@ static double conv2d_flops(const layer *l)
     return 2.0 * g->K * g->P * g->Q * (double)(g->C / g->groups) * g->R * g->S;
 }
 
+static void conv2d_describe(const layer *l, layer_attrs *a)
+{
+    const conv2d_cfg *c = l->cfg;
+    *a = (layer_attrs){.kernel = {c->kh, c->kw}, .stride = {c->stride_h, c->stride_w},
+                       .pad = {c->pad_h, c->pad_w}, .dilation = {c->dil_h, c->dil_w},
+                       .groups = c->groups, .bias = c->bias, .outputs = c->filters};
+}
+
 const layer_ops layer_conv2d = {
     .type = "conv2d",
     .summary = "2-D convolution (filters, kernel, stride, padding, dilation, groups, bias, "
@@ -166,4 +174,5 @@ const layer_ops layer_conv2d = {
     .release = conv2d_release,
     .flops = conv2d_flops,
     .method = conv2d_method,
+    .describe = conv2d_describe,
 };

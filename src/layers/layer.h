@@ -67,6 +67,21 @@ typedef struct {
 
 typedef struct layer layer;
 
+/* What a built layer computes, as numbers for readers outside the library's kernels (the ONNX
+ * writer, src/io/onnx_export.c): its options with defaults resolved (a pool's stride), pairs
+ * as {h, w}. The layer type says which fields mean something; the rest stay 0. Types without
+ * options (flatten, add, concat, softmax, relu, ...) need no describe(). */
+typedef struct {
+    int kernel[2], stride[2], pad[2], dilation[2];
+    int groups, bias;
+    int count_include_pad;      /* avgpool */
+    int outputs;                /* conv2d filters, linear outputs, shortcut_a filters */
+    int output_size[2];         /* adaptive_avgpool */
+    int offset;                 /* shortcut_a: the output channel of input channel 0 */
+    float alpha;                /* leaky_relu slope */
+    float eps;                  /* batchnorm */
+} layer_attrs;
+
 typedef struct {
     const char *type;
     const char *summary;        /* one line for `dtnn models --layers` and docs */
@@ -82,6 +97,8 @@ typedef struct {
     double (*flops)(const layer *l);    /* forward FLOPs per sample; NULL = 0 */
     /* The algorithm a built layer runs, for profiles ("winograd", ...); NULL: one only. */
     const char *(*method)(const layer *l);
+    /* Fills the attributes of a built layer (see layer_attrs); NULL: it has none. */
+    void (*describe)(const layer *l, layer_attrs *a);
     /* Memory sharing (model_plan.c): an `inplace` layer may write its output over its single
      * input, because its forward reads each value before writing the same position and its
      * backward needs no more than that output (ReLU: y > 0 exactly where x > 0). The model

@@ -69,6 +69,12 @@ static double linear_flops(const layer *l)
     return 2.0 * c->outputs * (double)c->in_features;
 }
 
+static void linear_describe(const layer *l, layer_attrs *a)
+{
+    const linear_cfg *c = l->cfg;
+    *a = (layer_attrs){.outputs = c->outputs, .bias = c->bias};
+}
+
 const layer_ops layer_linear = {
     .type = "linear",
     .summary = "fully connected layer (outputs, bias)",
@@ -81,4 +87,5 @@ const layer_ops layer_linear = {
     .forward = linear_forward,
     .backward = linear_backward,
     .flops = linear_flops,
+    .describe = linear_describe,
 };

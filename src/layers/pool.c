@@ -117,6 +117,16 @@ static double pool_flops(const layer *l)
     return (double)shape_size(l->out) * c->g.kh * c->g.kw;
 }
 
+/* The geometry infer() resolved: a global pool is one window over the whole input. */
+static void pool_describe(const layer *l, layer_attrs *a)
+{
+    const pool_cfg *c = l->cfg;
+    const pool_geom *g = &c->g;
+    *a = (layer_attrs){.kernel = {g->kh, g->kw}, .stride = {g->stride_h, g->stride_w},
+                       .pad = {g->pad_h, g->pad_w}, .count_include_pad = g->count_include_pad,
+                       .output_size = {c->out_h, c->out_w}};
+}
+
 #define POOL_LAYER(ident, type_name, kind_value, text)                                        \
     static void ident##_defaults(void *cfg)                                                   \
     {                                                                                         \
@@ -137,6 +147,7 @@ static double pool_flops(const layer *l)
         .forward = pool_forward,                                                              \
         .backward = pool_backward,                                                            \
         .flops = pool_flops,                                                                  \
+        .describe = pool_describe,                                                            \
     };
 
 POOL_LAYER(maxpool, "maxpool", POOL_MAX, "max pooling (kernel, stride=kernel, padding)")

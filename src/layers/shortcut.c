@@ -82,6 +82,13 @@ static void shortcut_backward(layer *l, const layer_ctx *ctx)
         be_run(ctx->be, shortcut_backward, &g, l->n, l->dy, l->dx[0], l->dx_accumulate[0]);
 }
 
+static void shortcut_describe(const layer *l, layer_attrs *a)
+{
+    const shortcut_cfg *c = l->cfg;
+    *a = (layer_attrs){.stride = {c->stride, c->stride}, .outputs = c->filters,
+                       .offset = c->at};
+}
+
 const layer_ops layer_shortcut_a = {
     .type = "shortcut_a",
     .summary = "ResNet option-A shortcut: subsample by stride, zero-pad channels (filters, "
@@ -94,4 +101,5 @@ const layer_ops layer_shortcut_a = {
     .infer = shortcut_infer,
     .forward = shortcut_forward,
     .backward = shortcut_backward,
+    .describe = shortcut_describe,
 };

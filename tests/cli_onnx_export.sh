@@ -1,0 +1,138 @@
+#!/usr/bin/env bash
+# `dtnn export` (label onnx): lenet5, resnet20 (option-A shortcuts), mobilenet_v2 (depthwise,
+# relu6, dropout), densenet121 (concat, average pools) and models/onnx_all_layers.model (every
+# other layer type and setting the exporter writes), each trained 2 steps so weights and
+# batch-norm statistics are not the defaults, exported to ONNX, checked by onnx.checker with
+# full_check (Debian's python3-onnx) and by tools/onnx_check.py (initializer and node names),
+# then run in onnxruntime against dtnn predict's logits: max |a - b| / max |b| <= 1e-5, for a
+# batch and for one sample (the dynamic batch N). onnxruntime comes from PyPI into a venv kept
+# beside the test's folder; where pip cannot get it, that part is skipped with a message.
+# Also: a bad --opset is a usage error, a layer with no ONNX form an error naming it.
+# Skipped (exit 77) without python3-onnx, or in a build without ONNX support.
+# Usage: cli_onnx_export.sh DTNN TMPDIR
+set -eu
+dtnn=$1
+tmp=$2
+rm -rf "$tmp" && mkdir -p "$tmp"
+py=/usr/bin/python3
+if ! [[ -x $py ]] || ! $py -c "import onnx, numpy" 2>/dev/null; then
+    echo "skipped: Debian's python3-onnx (and python3-numpy) is not installed"
+    exit 77
+fi
+if "$dtnn" export --model lenet5 --load /nonexistent --output "$tmp/x.onnx" 2>&1 |
+        grep -q "without ONNX support"; then
+    echo "skipped: this dtnn was built without ONNX support (DTNN_ONNX)"
+    exit 77
+fi
+
+# onnxruntime: a venv that sees Debian's numpy, made once and shared by the cpu and guarded
+# runs (the lock: they may run at the same time).
+venv="$(dirname "$tmp")/onnxruntime-venv"
+ort=$venv/bin/python
+(
+    flock 9
+    if ! "$ort" -c "import onnxruntime" 2>/dev/null; then
+        rm -rf "$venv"
+        $py -m venv --system-site-packages "$venv" >"$tmp/pip.log" 2>&1 &&
+            "$venv/bin/pip" install -q --disable-pip-version-check onnxruntime \
+                >>"$tmp/pip.log" 2>&1 ||
+            rm -rf "$venv"
+    fi
+) 9>"$venv.lock"
+if ! "$ort" -c "import onnxruntime" 2>/dev/null; then
+    echo "onnxruntime comparison skipped: pip could not install onnxruntime (no network?):" \
+        "$(tail -1 "$tmp/pip.log" 2>/dev/null)"
+    ort=""
+fi
+
+fail=0
+all_layers=models/onnx_all_layers.model
+for spec in lenet5:1x28x28 resnet20:3x32x32 mobilenet_v2:3x64x64 densenet121:3x64x64 \
+        $all_layers:3x8x8; do
+    model=${spec%%:*}
+    shape=${spec#*:}
+    d="$tmp/$(basename "$model" .model)"
+    mkdir -p "$d"
+    $py - "$d" "$shape" <<'P'
+import sys, numpy as np
+d, shape = sys.argv[1], tuple(int(v) for v in sys.argv[2].split("x"))
+rng = np.random.default_rng(0)
+np.save(f"{d}/train_x.npy", rng.standard_normal((16,) + shape).astype(np.float32))
+np.save(f"{d}/train_y.npy", rng.integers(0, 10, 16).astype(np.int64))
+np.save(f"{d}/x.npy", rng.standard_normal((5,) + shape).astype(np.float32))
+P
+    "$dtnn" train --model $model --classes 10 --dataset npy --data-dir "$d" --steps 2 \
+        --batch-size 8 --optimizer sgd --lr 0.05 --momentum 0.9 --threads 1 \
+        --save "$d/ck.safetensors" --quiet >/dev/null
+    "$dtnn" predict --model $model --classes 10 --load "$d/ck.safetensors" --input "$d/x.npy" \
+        --output "$d/dtnn.npy" --threads 1 >/dev/null
+    "$dtnn" export --model $model --classes 10 --input $shape --load "$d/ck.safetensors" \
+        --output "$d/model.onnx"
+    $py ../tools/onnx_check.py check "$d/model.onnx" "$d/ck.safetensors" || fail=1
+    if [[ -n $ort ]]; then
+        "$ort" ../tools/onnx_check.py run "$d/model.onnx" "$d/x.npy" "$d/dtnn.npy" 1e-5 || fail=1
+    fi
+done
+
+# The oldest and newest opsets written, on the model with the most operators.
+for opset in 11 17; do
+    d="$tmp/onnx_all_layers"
+    "$dtnn" export --model $all_layers --load "$d/ck.safetensors" --output "$d/opset$opset.onnx" \
+        --opset $opset >/dev/null
+    $py ../tools/onnx_check.py check "$d/opset$opset.onnx" "$d/ck.safetensors" || fail=1
+    if [[ -n $ort ]]; then
+        "$ort" ../tools/onnx_check.py run "$d/opset$opset.onnx" "$d/x.npy" "$d/dtnn.npy" 1e-5 ||
+            fail=1
+    fi
+done
+
+# Errors: exit code and message.
+expect() {  # expect CODE TEXT command...
+    local code=$1 text=$2 rc=0
+    shift 2
+    "$@" >"$tmp/out.txt" 2>&1 || rc=$?
+    if [[ $rc -ne $code ]] || ! grep -q -- "$text" "$tmp/out.txt"; then
+        echo "FAIL: '$*' gave exit $rc (want $code) and:"; cat "$tmp/out.txt"; fail=1
+    else
+        echo "error as expected (exit $rc): $(head -1 "$tmp/out.txt")"
+    fi
+}
+expect 2 "opset must be 11 to 17" "$dtnn" export --model lenet5 \
+    --load "$tmp/lenet5/ck.safetensors" --output "$tmp/bad.onnx" --opset 9
+expect 1 "cannot write ONNX file '/nonexistent/x.onnx'" "$dtnn" export --model lenet5 \
+    --load "$tmp/lenet5/ck.safetensors" --output /nonexistent/x.onnx
+# Adaptive pooling from 8x8 to 3x3 has windows of two sizes: no ONNX pooling operator says that.
+mkdir -p "$tmp/adaptive"
+cat >"$tmp/adaptive/net.model" <<'M'
+[input]
+shape = 3x8x8
+[conv2d]
+name = conv
+filters = 4
+kernel = 3
+padding = 1
+[adaptive_avgpool]
+name = pool
+output = 3
+[flatten]
+[linear]
+name = fc
+outputs = 10
+M
+$py -c "
+import numpy as np; r = np.random.default_rng(0)
+np.save('$tmp/adaptive/train_x.npy', r.standard_normal((8, 3, 8, 8)).astype(np.float32))
+np.save('$tmp/adaptive/train_y.npy', r.integers(0, 10, 8).astype(np.int64))"
+"$dtnn" train --model "$tmp/adaptive/net.model" --dataset npy --data-dir "$tmp/adaptive" \
+    --steps 1 --batch-size 8 --threads 1 --save "$tmp/adaptive/ck.safetensors" --quiet >/dev/null
+expect 1 "layer 'pool' (adaptive_avgpool)" "$dtnn" export --model "$tmp/adaptive/net.model" \
+    --load "$tmp/adaptive/ck.safetensors" --output "$tmp/adaptive/net.onnx"
+if [[ -e $tmp/adaptive/net.onnx ]] || ls "$tmp/adaptive/" | grep -q tmp; then
+    echo "FAIL: a failed export left a file behind"; ls "$tmp/adaptive"; fail=1
+fi
+
+if [[ $fail -ne 0 ]]; then
+    echo "0 passed, 1 failed"
+    exit 1
+fi
+echo "1 passed, 0 failed"
