@@ -40,10 +40,11 @@ demo: build
 # Debian's python3-torch, python3-torchvision and python3-numpy; slurm_netns needs Slurm's
 # daemons and clients (slurm-wlm) and munge: installed here when missing. The test starts its
 # own daemons with its own configuration; the packages' services are not used. cli_onnx_export
-# needs python3-onnx (the checker) and python3-venv (it pip-installs onnxruntime into a venv).
+# needs python3-onnx (the checker) and python3-venv (it pip-installs onnxruntime into a venv);
+# plot_log and mpi_trace draw their pictures with gnuplot (gnuplot-nox).
 test-deps:
 	@bash scripts/install-deps.sh python3-numpy python3-torch python3-torchvision slurm-wlm munge \
-	    python3-onnx python3-venv
+	    python3-onnx python3-venv gnuplot-nox
 
 test: test-deps build
 	cd $(BUILD) && ctest --output-on-failure $(CTEST_ARGS)

@@ -431,7 +431,8 @@ static int cmd_train(int argc, char **argv, dtnn_comm *comm)
         if (dtnn_bucket_auto(comm, m, tp.allreduce, tp.comm_dtype, &bucket, &err))
             goto out;
         tp.bucket_mb = bucket.bucket_mb;
-        dtnn_trace_note(tp.trace, "bucket_mb", "auto %g (%s)", bucket.bucket_mb, bucket.reason);
+        dtnn_trace_note(tp.trace, "bucket_mb", "%g", bucket.bucket_mb);
+        dtnn_trace_note(tp.trace, "bucket_choice", "%s", bucket.reason);
     } else if (ranks > 1) {
         dtnn_trace_note(tp.trace, "bucket_mb", "%g", tp.bucket_mb);
     }

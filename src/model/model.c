@@ -297,7 +297,7 @@ static dtnn_status check_freeze(const dtnn_model *m, const dtnn_build_params *p,
         if (!hits[k])
             return dtnn_error_set(err, DTNN_ERR_ARG, "--freeze '%s' matches no parameter of the "
                                   "model (its first is '%s', its last '%s'; `dtnn info "
-                                  "--layers` lists them)", p->freeze[k],
+                                  "--model M` lists them)", p->freeze[k],
                                   m->n_tensors ? m->tensors[0].name : "",
                                   m->n_tensors ? m->tensors[m->n_tensors - 1].name : "");
     if (p->training && p->n_freeze && m->n_params && !m->n_trainable)

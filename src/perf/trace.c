@@ -71,7 +71,7 @@ struct dtnn_trace {
     size_t cap_keys;
     char **strings;
     int32_t n_strings, cap_strings;
-    char note_keys[TRACE_MAX_NOTES][32], note_values[TRACE_MAX_NOTES][96];
+    char note_keys[TRACE_MAX_NOTES][32], note_values[TRACE_MAX_NOTES][256];
     int n_notes;
 };
 
