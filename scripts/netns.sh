@@ -7,6 +7,8 @@
 #   scripts/netns.sh down          remove every dtnn-* namespace (also after a failure)
 #   scripts/netns.sh mpirun-args   the mpirun options that run over these hosts
 #   scripts/netns.sh exec HOST CMD...  run CMD as host HOST (e.g. mpirun on dtnn-h0)
+#   scripts/netns.sh check         exit 0 where hosts can be made here, else 1 and one line why
+#                                  (the tests skip with it)
 # Needs root, iproute2 (ip, tc) and util-linux (unshare).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -69,10 +71,25 @@ exec_on() {
     exec ip netns exec "$host" unshare --uts /bin/sh -c 'hostname "$0" && exec "$@"' "$host" "$@"
 }
 
+# Whether this machine lets us make hosts: root, iproute2, network and UTS namespaces.
+check() {
+    [[ $(id -u) -eq 0 ]] || { echo "network namespaces need root"; return 1; }
+    command -v ip >/dev/null || { echo "iproute2 (ip) is not installed"; return 1; }
+    ip netns add dtnn-probe 2>/dev/null ||
+        { echo "this kernel or container does not allow ip netns"; return 1; }
+    if ! ip netns exec dtnn-probe unshare --uts true 2>/dev/null; then
+        ip netns del dtnn-probe
+        echo "this kernel or container does not allow unshare --uts"
+        return 1
+    fi
+    ip netns del dtnn-probe
+}
+
 case ${1:-} in
+check) check ;;
 up) up "${2:?hosts}" "${3:-}" ;;
 down) down ;;
 mpirun-args) mpirun_args ;;
 exec) shift; exec_on "${1:?host}" "${@:2}" ;;
-*) echo "usage: netns.sh up N [RATE] | down | mpirun-args | exec HOST CMD..." >&2; exit 2 ;;
+*) echo "usage: netns.sh up N [RATE] | down | mpirun-args | exec HOST CMD... | check" >&2; exit 2 ;;
 esac

@@ -15,13 +15,8 @@ tmp=$4
 root=$(cd "$(dirname "$0")/.." && pwd)
 rm -rf "$tmp" && mkdir -p "$tmp"
 skip() { echo "skipped: $*"; exit 77; }
-[[ $(id -u) -eq 0 ]] || skip "network namespaces need root"
-command -v ip >/dev/null || skip "iproute2 (ip) is not installed"
 "$mpirun" --version 2>&1 | grep -qiE "open ?mpi|openrte" || skip "the rsh agent set-up is Open MPI's"
-ip netns add dtnn-probe 2>/dev/null || skip "this kernel or container does not allow ip netns"
-ip netns exec dtnn-probe unshare --uts true 2>/dev/null || {
-    ip netns del dtnn-probe; skip "this kernel or container does not allow unshare --uts"; }
-ip netns del dtnn-probe
+why=$("$root/scripts/netns.sh" check) || skip "$why"
 trap '"$root/scripts/netns.sh" down' EXIT
 "$root/scripts/netns.sh" up 2 >/dev/null || { echo "FAIL: netns.sh up 2"; exit 1; }
 read -r -a net <<<"$("$root/scripts/netns.sh" mpirun-args)"

@@ -29,10 +29,7 @@ for tool in slurmctld slurmd slurmstepd munged srun sbatch sinfo scontrol nsente
     command -v $tool >/dev/null || skip "$tool is not installed (make test-deps installs slurm-wlm and munge)"
 done
 "$mpirun" --version 2>&1 | grep -qiE "open ?mpi|openrte" || skip "the jobs are set up for Open MPI"
-ip netns add dtnn-probe 2>/dev/null || skip "this kernel or container does not allow ip netns"
-ip netns exec dtnn-probe unshare --uts true 2>/dev/null || {
-    ip netns del dtnn-probe; skip "this kernel or container does not allow unshare --uts"; }
-ip netns del dtnn-probe
+why=$("$root/scripts/netns.sh" check) || skip "$why"
 
 pids=()
 cleanup() {
