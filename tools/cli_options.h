@@ -100,5 +100,6 @@ int cli_trace_finish(const char *command, const char *path, dtnn_comm *comm, dtn
 int cmd_bench(int argc, char **argv, dtnn_comm *comm);
 int cmd_launch(int argc, char **argv);
 int cmd_export(int argc, char **argv);
+int cmd_import(int argc, char **argv);
 
 #endif
