@@ -96,7 +96,8 @@ static int value_find(const imp *p, const char *name)
 
 static int value_new(imp *p, const char *name, dtnn_error *err)
 {
-    if (value_find(p, name) >= 0) {
+    /* "" names the inner values of a split join, which no node refers to. */
+    if (name[0] && value_find(p, name) >= 0) {
         imp_fail(p, NULL, DTNN_ERR_FORMAT, err, "value '%s' is defined twice", name);
         return -1;
     }
@@ -356,15 +357,16 @@ static void pick_name(imp *p, imp_layer *l, const Onnx__NodeProto *nd, const cha
         snprintf(l->name, sizeof l->name, "%s_%d", buf, k);
 }
 
-int imp_layer_new(imp *p, const Onnx__NodeProto *nd, const char *type, const char *weight,
-                  const int *ins, int n_in, int rank, int c, int h, int w, dtnn_error *err)
+static int layer_make(imp *p, const Onnx__NodeProto *nd, const char *type, const char *weight,
+                      const int *ins, int n_in, int rank, int c, int h, int w, int inner,
+                      dtnn_error *err)
 {
     if (n_in > IMP_MAX_IN) {
         imp_fail(p, nd, DTNN_ERR_UNSUPPORTED, err, "%d inputs (dtnn takes up to %d)", n_in,
                  IMP_MAX_IN);
         return -1;
     }
-    int o = imp_out(p, nd, 0, err);
+    int o = inner ? value_new(p, "", err) : imp_out(p, nd, 0, err);
     if (o < 0)
         return -1;
     if (p->n_l == p->cap_l) {
@@ -415,6 +417,18 @@ int imp_bind_add(imp_layer *l, const char *suffix, int value, int transpose)
     b->value = value;
     b->transpose = transpose;
     return 0;
+}
+
+int imp_layer_new(imp *p, const Onnx__NodeProto *nd, const char *type, const char *weight,
+                  const int *ins, int n_in, int rank, int c, int h, int w, dtnn_error *err)
+{
+    return layer_make(p, nd, type, weight, ins, n_in, rank, c, h, w, 0, err);
+}
+
+int imp_layer_inner(imp *p, const Onnx__NodeProto *nd, const char *type, const int *ins,
+                    int n_in, int rank, int c, int h, int w, dtnn_error *err)
+{
+    return layer_make(p, nd, type, NULL, ins, n_in, rank, c, h, w, 1, err);
 }
 
 /* ---- the graph -------------------------------------------------------------------------- */

@@ -14,7 +14,7 @@
 #include "dtnn.h"
 
 enum { IMP_LAYER = 0, IMP_CONST = 1 };
-enum { IMP_MAX_DIMS = 8, IMP_MAX_IN = 16, IMP_MAX_BIND = 4 };
+enum { IMP_MAX_DIMS = 8, IMP_MAX_IN = 16, IMP_MAX_BIND = 4, IMP_MAX_JOIN = 256 };
 
 /* One ONNX value: a layer's output (or the graph input) or a constant tensor. */
 typedef struct {
@@ -97,6 +97,9 @@ int imp_out_alias(imp *p, const Onnx__NodeProto *nd, int src, dtnn_error *err);
  * else after the node; its output value (output 0) gets the shape given. -1 on error. */
 int imp_layer_new(imp *p, const Onnx__NodeProto *nd, const char *type, const char *weight,
                   const int *ins, int n_in, int rank, int c, int h, int w, dtnn_error *err);
+/* The same for a layer whose output is no ONNX value (the first part of a split join). */
+int imp_layer_inner(imp *p, const Onnx__NodeProto *nd, const char *type, const int *ins,
+                    int n_in, int rank, int c, int h, int w, dtnn_error *err);
 void imp_opt(imp_layer *l, const char *key, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 int imp_bind_add(imp_layer *l, const char *suffix, int value, int transpose);

@@ -244,7 +244,7 @@ static dtnn_status op_batchnorm(imp *p, const Onnx__NodeProto *nd, dtnn_error *e
     imp_layer *l = &p->l[p->v[o].layer];
     imp_opt(l, "eps", "%.9g", eps);
     /* ONNX keeps `momentum` of the old statistics, PyTorch and dtnn take it of the new. */
-    imp_opt(l, "momentum", "%.9g", 1.0 - (double)momentum);
+    imp_opt(l, "momentum", "%.7g", (double)(1.0f - momentum));
     static const char *const sfx[4] = {"weight", "bias", "running_mean", "running_var"};
     for (int k = 0; k < 4; k++)
         imp_bind_add(l, sfx[k], t[k], 0);
@@ -377,6 +377,50 @@ static dtnn_status op_matmul(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
 
 /* ---- joins ------------------------------------------------------------------------------- */
 
+/* How many of ins[0..n) one layer joins: up to `most`, and as many as fit the model file's
+ * 512-character "inputs =" line. */
+static int join_width(const imp *p, const int *ins, int n, int most)
+{
+    int k = 0;
+    size_t len = 0;
+    while (k < n && k < most) {
+        const imp_value *v = &p->v[ins[k]];
+        len += (v->layer < 0 ? 5 : strlen(p->l[v->layer].name)) + 2;
+        if (len > 480 && k >= 2)
+            break;
+        k++;
+    }
+    return k;
+}
+
+/* Layer `type` over ins[0..n): dtnn's add takes up to 8 inputs and concat 16, so a longer
+ * join (DenseNet concatenates up to 25) is a chain, each link joining the previous one's
+ * result with the next inputs; both operations are associative. ins is overwritten. */
+static dtnn_status join(imp *p, const Onnx__NodeProto *nd, const char *type, int *ins, int n,
+                        int rank, dtnn_error *err)
+{
+    const int concat = !strcmp(type, "concat");
+    int max;
+    while ((max = join_width(p, ins, n, concat ? 16 : 8)) < n) {
+        int c = 0;
+        for (int k = 0; k < max; k++)
+            c = concat ? c + p->v[ins[k]].c : p->v[ins[k]].c;
+        const imp_value X = p->v[ins[0]];
+        int o = imp_layer_inner(p, nd, type, ins, max, rank, c, X.h, X.w, err);
+        if (o < 0)
+            return err->code;
+        ins[0] = o;
+        memmove(ins + 1, ins + max, sizeof(int) * (size_t)(n - max));
+        n -= max - 1;
+    }
+    int c = 0;
+    for (int k = 0; k < n; k++)
+        c = concat ? c + p->v[ins[k]].c : p->v[ins[k]].c;
+    const imp_value X = p->v[ins[0]];
+    return imp_layer_new(p, nd, type, NULL, ins, n, rank, c, X.h, X.w, err) < 0 ? err->code
+                                                                                : DTNN_OK;
+}
+
 /* Add of a linear layer's only consumer and a bias vector: MatMul + Add is linear with bias. */
 static dtnn_status add_bias(imp *p, const Onnx__NodeProto *nd, int x, int b, dtnn_error *err)
 {
@@ -395,9 +439,9 @@ static dtnn_status add_bias(imp *p, const Onnx__NodeProto *nd, int x, int b, dtn
 static dtnn_status op_add(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
 {
     const int n = (int)nd->n_input;
-    if (n < 1 || n > IMP_MAX_IN)
-        return BAD("%d inputs", n);
-    int ins[IMP_MAX_IN] = {0}, rank = 2;
+    if (n < 1 || n > IMP_MAX_JOIN)
+        return FAIL("%d inputs (dtnn takes 1 to %d)", n, IMP_MAX_JOIN);
+    int ins[IMP_MAX_JOIN] = {0}, rank = 2;
     for (int k = 0; k < n; k++) {
         if ((ins[k] = imp_in(p, nd, k, err)) < 0)
             return err->code;
@@ -415,18 +459,16 @@ static dtnn_status op_add(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
     }
     if (n == 1)
         return imp_out_alias(p, nd, ins[0], err) < 0 ? err->code : DTNN_OK;
-    const imp_value X = p->v[ins[0]];
-    return imp_layer_new(p, nd, "add", NULL, ins, n, rank, X.c, X.h, X.w, err) < 0 ? err->code
-                                                                                  : DTNN_OK;
+    return join(p, nd, "add", ins, n, rank, err);
 }
 
 /* Concat of constants (shape vectors, axis 0) is folded; of layers it is a channel concat. */
 static dtnn_status op_concat(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
 {
     const int n = (int)nd->n_input;
-    if (n < 1 || n > IMP_MAX_IN)
-        return FAIL("%d inputs (dtnn takes 1 to %d)", n, IMP_MAX_IN);
-    int ins[IMP_MAX_IN] = {0}, n_const = 0;
+    if (n < 1 || n > IMP_MAX_JOIN)
+        return FAIL("%d inputs (dtnn takes 1 to %d)", n, IMP_MAX_JOIN);
+    int ins[IMP_MAX_JOIN] = {0}, n_const = 0;
     size_t total = 0;
     for (int k = 0; k < n; k++) {
         if ((ins[k] = imp_in(p, nd, k, err)) < 0)
@@ -449,22 +491,21 @@ static dtnn_status op_concat(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
                 p->v[o].i[at++] = p->v[ins[k]].i[j];
         return DTNN_OK;
     }
-    int c = 0, rank = 0;
+    int rank = 0;
     for (int k = 0; k < n; k++) {
         if (imp_in_layer(p, nd, k, 0, err) < 0)
             return err->code;
         const imp_value *v = &p->v[ins[k]], *v0 = &p->v[ins[0]];
         if (v->h != v0->h || v->w != v0->w)
             return BAD("inputs differ in height or width");
-        c += v->c;
         rank = v->rank > rank ? v->rank : rank;
     }
     if (axis_norm(axis, rank) != 1)
         return FAIL("attribute axis=%lld: dtnn concatenates channels (axis 1)",
                     (long long)axis);
-    const imp_value X = p->v[ins[0]];
-    return imp_layer_new(p, nd, "concat", NULL, ins, n, rank, c, X.h, X.w, err) < 0 ? err->code
-                                                                                   : DTNN_OK;
+    if (n == 1)
+        return imp_out_alias(p, nd, ins[0], err) < 0 ? err->code : DTNN_OK;
+    return join(p, nd, "concat", ins, n, rank, err);
 }
 
 static const char *const a_none[] = {NULL};
