@@ -97,12 +97,20 @@ expect "cannot open ONNX file" "$dtnn" info --model "$tmp/missing.onnx"
 if ! $py -c "import torch, torchvision" 2>/dev/null; then
     echo "torchvision part skipped: Debian's python3-torch / python3-torchvision not installed"
 else
+    # "ops": tools/torch_onnx_export.py's net of the other operators, in four opsets (Clip,
+    # Pad, Squeeze/Unsqueeze and Softmax change between them).
     for spec in resnet18:64 mobilenet_v2:64 densenet121:64 squeezenet1_1:64 alexnet:224 \
-            vgg11_bn:224 mobilenet_v3_small:64; do
+            vgg11_bn:224 mobilenet_v3_small:64 ops:16:9 ops:16:11 ops:16:13 ops:16:17; do
         model=${spec%%:*}
-        d="$tmp/tv_$model"
+        size=${spec#*:}
+        opset=13
+        if [[ $size == *:* ]]; then
+            opset=${size#*:}
+            size=${size%%:*}
+        fi
+        d="$tmp/tv_$model$opset"
         mkdir -p "$d"
-        $py ../tools/torch_onnx_export.py $model "$d" ${spec#*:} >"$d/export.log" 2>&1 || {
+        $py ../tools/torch_onnx_export.py $model "$d" $size $opset >"$d/export.log" 2>&1 || {
             echo "FAIL: torch.onnx.export of $model:"; tail -3 "$d/export.log"; fail=1; continue
         }
         if [[ $model == mobilenet_v3_small ]]; then
@@ -114,13 +122,13 @@ else
         fi
         "$dtnn" predict --model "$d/model.onnx" --input "$d/x.npy" --output "$d/dtnn.npy" \
             --threads 2 >/dev/null || { echo "FAIL: predict $model"; fail=1; continue; }
-        compare "$d/dtnn.npy" "$d/torch.npy" 1e-4 "torchvision $model (${spec#*:}x${spec#*:})"
+        compare "$d/dtnn.npy" "$d/torch.npy" 1e-4 "torch $model (${size}x$size, opset $opset)"
     done
 
     # (c) 2 SGD steps from resnet18's initializers at a tiny learning rate: every parameter
     # stays within 1e-4 of what `dtnn import` writes (the initializers under dtnn's names),
     # which random initialisation would not.
-    d="$tmp/tv_resnet18"
+    d="$tmp/tv_resnet1813"
     $py -c "
 import numpy as np; r = np.random.default_rng(0)
 np.save('$d/train_x.npy', r.standard_normal((8, 3, 64, 64)).astype(np.float32))

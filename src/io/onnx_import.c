@@ -118,6 +118,8 @@ static int value_new(imp *p, const char *name, dtnn_error *err)
     return p->n_v++;
 }
 
+int imp_value_inner(imp *p, dtnn_error *err) { return value_new(p, "", err); }
+
 int imp_in_opt(imp *p, const Onnx__NodeProto *nd, int k, dtnn_error *err)
 {
     if ((size_t)k >= nd->n_input || !nd->input[k] || !nd->input[k][0])

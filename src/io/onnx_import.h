@@ -104,6 +104,8 @@ void imp_opt(imp_layer *l, const char *key, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 int imp_bind_add(imp_layer *l, const char *suffix, int value, int transpose);
 
+/* A value no node names (scratch constants, the inner layers of a split join). */
+int imp_value_inner(imp *p, dtnn_error *err);
 /* Makes value `out` (already created) a constant with these dims; data zeroed. */
 dtnn_status imp_const_alloc(imp *p, int out, int is_float, const int64_t *dims, int ndim,
                             dtnn_error *err);
@@ -125,6 +127,11 @@ dtnn_status op_gather(imp *p, const Onnx__NodeProto *nd, dtnn_error *err);
 dtnn_status op_cast(imp *p, const Onnx__NodeProto *nd, dtnn_error *err);
 dtnn_status op_pad(imp *p, const Onnx__NodeProto *nd, dtnn_error *err);
 dtnn_status op_slice(imp *p, const Onnx__NodeProto *nd, dtnn_error *err);
+/* Constant folding (onnx_import_fold.c). */
+dtnn_status op_constant_of_shape(imp *p, const Onnx__NodeProto *nd, dtnn_error *err);
+dtnn_status op_transpose(imp *p, const Onnx__NodeProto *nd, dtnn_error *err);
+dtnn_status fold_reshape(imp *p, const Onnx__NodeProto *nd, dtnn_error *err);
+dtnn_status fold_slice(imp *p, const Onnx__NodeProto *nd, dtnn_error *err);
 
 /* Converts node nd (onnx_import_ops.c). */
 dtnn_status imp_node(imp *p, const Onnx__NodeProto *nd, dtnn_error *err);

@@ -89,6 +89,14 @@ static dtnn_status window_read(imp *p, const Onnx__NodeProto *nd, int h, int w, 
     } else if (!strcmp(mode, "VALID") || !strcmp(mode, "NOTSET")) {
         if (!strcmp(mode, "VALID"))
             pd[0] = pd[1] = pd[2] = pd[3] = 0;
+        /* More padding at the end than at the start (how opset 9 exporters write ceil_mode)
+         * that no window reaches is no padding: the output size tells. */
+        for (int k = 0; k < 2; k++) {
+            const int64_t span = (kk[k] - 1) * (int64_t)dl[k] + 1;
+            if (pd[k + 2] > pd[k] && in[k] + 2 * pd[k] >= span &&
+                (in[k] + pd[k] + pd[k + 2] - span) / st[k] == (in[k] + 2 * pd[k] - span) / st[k])
+                pd[k + 2] = pd[k];
+        }
         if (pd[0] != pd[2] || pd[1] != pd[3])
             return FAIL("attribute pads [%lld, %lld, %lld, %lld] is asymmetric; dtnn pads "
                         "both sides the same", (long long)pd[0], (long long)pd[1],
@@ -530,6 +538,8 @@ static const char *const a_shape[] = {"start", "end", NULL};
 static const char *const a_cast[] = {"to", "saturate", NULL};
 static const char *const a_pad[] = {"mode", "pads", "value", NULL};
 static const char *const a_slice[] = {"starts", "ends", "axes", NULL};
+static const char *const a_value[] = {"value", NULL};
+static const char *const a_perm[] = {"perm", NULL};
 
 static const struct {
     const char *op;
@@ -564,6 +574,8 @@ static const struct {
     {"Cast", op_cast, a_cast},
     {"Pad", op_pad, a_pad},
     {"Slice", op_slice, a_slice},
+    {"ConstantOfShape", op_constant_of_shape, a_value},
+    {"Transpose", op_transpose, a_perm},
 };
 
 dtnn_status imp_node(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)

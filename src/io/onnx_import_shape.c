@@ -78,6 +78,9 @@ dtnn_status op_flatten(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
 
 dtnn_status op_reshape(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
 {
+    int c = imp_in(p, nd, 0, err);
+    if (c >= 0 && p->v[c].kind == IMP_CONST)
+        return fold_reshape(p, nd, err);
     int x = imp_in_layer(p, nd, 0, 0, err), si = x < 0 ? -1 : imp_in_const(p, nd, 1, err);
     if (si < 0)
         return err->code;
@@ -403,6 +406,9 @@ dtnn_status op_slice(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
 {
     if (p->opset < 10)
         return FAIL("Slice before opset 10 is not supported");
+    int c = imp_in(p, nd, 0, err);
+    if (c >= 0 && p->v[c].kind == IMP_CONST)
+        return fold_slice(p, nd, err);
     int x = imp_in_layer(p, nd, 0, 0, err);
     if (x < 0)
         return err->code;
