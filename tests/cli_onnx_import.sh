@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# ONNX import (label onnx). (a) Round trip: lenet5 and resnet20 trained 2 steps, written by
+# ONNX import (label onnx). (a) Round trip: lenet5, resnet20 and models/onnx_all_layers.model
+# (every layer type the exporter writes) trained 2 steps, written by
 # `dtnn export`, run back with `dtnn predict --model F.onnx` and through `dtnn import`'s model
 # file and weights: the original's logits within 1e-6 relative (max |a - b| / max |b|).
 # (b) torchvision models written by torch.onnx.export (tools/torch_onnx_export.py: opset 13,
@@ -42,10 +43,10 @@ P
 }
 
 # (a) round trip
-for spec in lenet5:1x28x28 resnet20:3x32x32; do
+for spec in lenet5:1x28x28 resnet20:3x32x32 models/onnx_all_layers.model:3x8x8; do
     model=${spec%%:*}
     shape=${spec#*:}
-    d="$tmp/$model"
+    d="$tmp/$(basename "$model" .model)"
     mkdir -p "$d"
     $py - "$d" "$shape" <<'P'
 import sys, numpy as np
@@ -55,12 +56,15 @@ np.save(f"{d}/train_x.npy", rng.standard_normal((16,) + shape).astype(np.float32
 np.save(f"{d}/train_y.npy", rng.integers(0, 10, 16).astype(np.int64))
 np.save(f"{d}/x.npy", rng.standard_normal((5,) + shape).astype(np.float32))
 P
-    "$dtnn" train --model $model --classes 10 --dataset npy --data-dir "$d" --steps 2 \
+    zoo=()
+    [[ $model == *.model ]] || zoo=(--classes 10)
+    "$dtnn" train --model $model "${zoo[@]}" --dataset npy --data-dir "$d" --steps 2 \
         --batch-size 8 --optimizer sgd --lr 0.05 --momentum 0.9 --threads 1 \
         --save "$d/ck.safetensors" --quiet >/dev/null
-    "$dtnn" predict --model $model --classes 10 --load "$d/ck.safetensors" --input "$d/x.npy" \
+    "$dtnn" predict --model $model "${zoo[@]}" --load "$d/ck.safetensors" --input "$d/x.npy" \
         --output "$d/dtnn.npy" --threads 1 >/dev/null
-    "$dtnn" export --model $model --classes 10 --input $shape --load "$d/ck.safetensors" \
+    [[ $model == *.model ]] || zoo+=(--input $shape)
+    "$dtnn" export --model $model "${zoo[@]}" --load "$d/ck.safetensors" \
         --output "$d/model.onnx" >/dev/null
     "$dtnn" predict --model "$d/model.onnx" --input "$d/x.npy" --output "$d/onnx.npy" \
         --threads 1 >/dev/null
