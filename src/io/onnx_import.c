@@ -28,7 +28,7 @@ enum { MAX_ONNX_FILE = 1 << 30 };
 dtnn_status imp_fail(imp *p, const Onnx__NodeProto *nd, dtnn_status code, dtnn_error *err,
                      const char *fmt, ...)
 {
-    char msg[400];
+    char msg[512];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
@@ -280,18 +280,26 @@ dtnn_status imp_const_from_tensor(imp *p, int out, const Onnx__TensorProto *t,
     if (t->n_dims > IMP_MAX_DIMS)
         return imp_fail(p, NULL, DTNN_ERR_UNSUPPORTED, err, "%s '%s' has %zu dimensions", what,
                         p->v[out].name, t->n_dims);
-    dtnn_status st = imp_const_alloc(p, out, is_float, t->dims, (int)t->n_dims, err);
-    if (st)
-        return st;
-    imp_value *v = &p->v[out];
-    const size_t n = v->count;
+    /* The data must be there before anything is allocated for it. */
+    size_t n = 1;
+    for (size_t d = 0; d < t->n_dims; d++) {
+        if (t->dims[d] < 0 || t->dims[d] > (1 << 30) ||
+            (t->dims[d] && n > ((size_t)1 << 31) / (size_t)t->dims[d]))
+            return imp_fail(p, NULL, DTNN_ERR_FORMAT, err, "%s '%s' has a bad dimension %lld",
+                            what, p->v[out].name, (long long)t->dims[d]);
+        n *= (size_t)t->dims[d];
+    }
     size_t have = t->has_raw_data ? t->raw_data.len / (size_t)bytes
                   : dt == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT ? t->n_float_data
                   : dt == ONNX__TENSOR_PROTO__DATA_TYPE__INT32 ? t->n_int32_data
                                                                : t->n_int64_data;
     if (have != n || (t->has_raw_data && t->raw_data.len != n * (size_t)bytes))
         return imp_fail(p, NULL, DTNN_ERR_FORMAT, err, "%s '%s' holds %zu values, its "
-                        "dimensions say %zu", what, v->name, have, n);
+                        "dimensions say %zu", what, p->v[out].name, have, n);
+    dtnn_status st = imp_const_alloc(p, out, is_float, t->dims, (int)t->n_dims, err);
+    if (st)
+        return st;
+    imp_value *v = &p->v[out];
     for (size_t k = 0; k < n; k++) {
         if (t->has_raw_data) {
             uint64_t b = get_le(t->raw_data.data + k * (size_t)bytes, bytes);
@@ -366,6 +374,11 @@ static int layer_make(imp *p, const Onnx__NodeProto *nd, const char *type, const
     if (n_in > IMP_MAX_IN) {
         imp_fail(p, nd, DTNN_ERR_UNSUPPORTED, err, "%d inputs (dtnn takes up to %d)", n_in,
                  IMP_MAX_IN);
+        return -1;
+    }
+    if (c < 1 || h < 1 || w < 1 || (int64_t)c * h * w > (int64_t)1 << 30) {
+        imp_fail(p, nd, DTNN_ERR_UNSUPPORTED, err, "its output %dx%dx%d is empty or larger than "
+                 "dtnn takes", c, h, w);
         return -1;
     }
     int o = inner ? value_new(p, "", err) : imp_out(p, nd, 0, err);

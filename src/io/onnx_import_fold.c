@@ -48,6 +48,13 @@ dtnn_status op_constant_of_shape(imp *p, const Onnx__NodeProto *nd, dtnn_error *
     int n = imp_const_ints(p, nd, 0, dims, IMP_MAX_DIMS, err);
     if (n < 0)
         return err->code;
+    /* Shapes and pads are small: a larger fill is no index arithmetic (and would only take
+     * memory the file does not hold). */
+    int64_t count = 1;
+    for (int d = 0; d < n; d++) {
+        if (dims[d] < 0 || dims[d] > 1 << 20 || (count *= dims[d]) > 1 << 20)
+            return FAIL("input 0: a constant of more than 2^20 elements is not folded");
+    }
     /* The fill value: a one-element tensor (default float 0), read into a scratch value. */
     const Onnx__AttributeProto *a = imp_attr(nd, "value");
     int is_float = 1;
@@ -90,10 +97,8 @@ dtnn_status fold_reshape(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
             t[d] = X.dims[d];
         if (t[d] == -1 && infer < 0)
             infer = d;
-        else if (t[d] < 0)
+        else if (t[d] < 0 || t[d] > (int64_t)1 << 31 || (known *= t[d]) > (int64_t)1 << 31)
             return BAD("target shape has a bad dimension %lld", (long long)t[d]);
-        else
-            known *= t[d];
     }
     if (infer >= 0)
         t[infer] = known ? (int64_t)X.count / known : 0;
@@ -169,7 +174,7 @@ dtnn_status fold_slice(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
     }
     for (int k = 0; k < n; k++) {
         int64_t a = ax[k] < 0 ? ax[k] + X.ndim : ax[k], dim;
-        if (a < 0 || a >= X.ndim || sp[k] == 0)
+        if (a < 0 || a >= X.ndim || sp[k] == 0 || sp[k] > 1 << 30 || sp[k] < -(1 << 30))
             return BAD("axis %lld or step 0 is out of range", (long long)ax[k]);
         dim = X.dims[a];
         /* Clamping as the operator document: [0, dim] for positive steps, [-1, dim - 1]

@@ -77,14 +77,16 @@ static dtnn_status window_read(imp *p, const Onnx__NodeProto *nd, int h, int w, 
     int pad[2];
     if (!strcmp(mode, "SAME_UPPER") || !strcmp(mode, "SAME_LOWER")) {
         for (int k = 0; k < 2; k++) {
-            int out = (in[k] + st[k] - 1) / st[k];
-            int total = (out - 1) * st[k] + (kk[k] - 1) * dl[k] + 1 - in[k];
+            int64_t out = (in[k] + st[k] - 1) / st[k];
+            int64_t total = (out - 1) * st[k] + (int64_t)(kk[k] - 1) * dl[k] + 1 - in[k];
             if (total < 0)
                 total = 0;
             if (total % 2)
-                return FAIL("attribute auto_pad=%s pads %d rows or columns, which is not the "
-                            "same on both sides", mode, total);
-            pad[k] = total / 2;
+                return FAIL("attribute auto_pad=%s pads %lld rows or columns, which is not the "
+                            "same on both sides", mode, (long long)total);
+            if (total / 2 > 1 << 16)
+                return FAIL("attribute auto_pad=%s: the padding is too large", mode);
+            pad[k] = (int)(total / 2);
         }
     } else if (!strcmp(mode, "VALID") || !strcmp(mode, "NOTSET")) {
         if (!strcmp(mode, "VALID"))
@@ -110,14 +112,14 @@ static dtnn_status window_read(imp *p, const Onnx__NodeProto *nd, int h, int w, 
     g->ph = pad[0], g->pw = pad[1];
     int out[2];
     for (int k = 0; k < 2; k++) {
-        int span = in[k] + 2 * pad[k] - (kk[k] - 1) * dl[k] - 1;
+        int64_t span = (int64_t)in[k] + 2 * pad[k] - (int64_t)(kk[k] - 1) * dl[k] - 1;
         if (span < 0)
             return FAIL("the %dx%d window does not fit the %dx%d input", g->kh, g->kw, h, w);
-        out[k] = span / st[k] + 1;
+        out[k] = (int)(span / st[k]) + 1;
         if (ceil_ok && span % st[k]) {
             /* ceil_mode adds a window only when it starts inside the input or left padding
              * (as PyTorch); dtnn has only floor, so that must not happen here. */
-            int c = (span + st[k] - 1) / st[k] + 1;
+            int c = (int)((span + st[k] - 1) / st[k]) + 1;
             if ((c - 1) * st[k] >= in[k] + pad[k])
                 c--;
             if (c != out[k])
@@ -149,6 +151,8 @@ static dtnn_status op_conv(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
     int64_t ks[2] = {W->dims[2], W->dims[3]};
     if (imp_attr_ints(nd, "kernel_shape", ks, 2) && (ks[0] != W->dims[2] || ks[1] != W->dims[3]))
         return BAD("attribute kernel_shape does not match weight '%s'", W->name);
+    if (ks[0] < 1 || ks[1] < 1 || ks[0] > 1 << 16 || ks[1] > 1 << 16)
+        return FAIL("a %lldx%lld kernel is not supported", (long long)ks[0], (long long)ks[1]);
     if (bi >= 0 && const_floats(p, nd, 2, (size_t)K, err) < 0)
         return err->code;
     window win = {.kh = (int)ks[0], .kw = (int)ks[1]};
