@@ -8,7 +8,8 @@
 # torchvision's logits within 1e-4 relative; mobilenet_v3_small (Hardswish is HardSigmoid + Mul
 # at opset 13) fails with the unsupported-operator line. (c) `dtnn train --model F.onnx` runs 2
 # steps from the initializers. (d) An unsupported operator, a corrupt and a truncated file each
-# give one line and exit 1.
+# give one line and exit 1, as do graphs written with onnx.helper: asymmetric Conv pads, GlobalMaxPool,
+# Gemm alpha = 2, a weight that does not fit its input.
 # Skipped (exit 77) without numpy or in a build without ONNX support; part (b) and (c) need
 # Debian's python3-torch and python3-torchvision and say so when they are missing.
 # Usage: cli_onnx_import.sh DTNN TMPDIR
@@ -96,6 +97,39 @@ head -c 2000 "$tmp/lenet5/model.onnx" >"$tmp/truncated.onnx"
 expect "truncated.onnx" "$dtnn" import "$tmp/truncated.onnx" --output-model "$tmp/t.model" \
     --output-weights "$tmp/t.safetensors"
 expect "cannot open ONNX file" "$dtnn" info --model "$tmp/missing.onnx"
+
+# Unsupported attributes and operators in graphs written with onnx.helper (Debian's
+# python3-onnx): the line names the node, its operator and the attribute.
+if $py -c "import onnx" 2>/dev/null; then
+    $py - "$tmp" <<'P'
+import sys, numpy as np, onnx
+from onnx import helper, numpy_helper, TensorProto
+tmp = sys.argv[1]
+def save(name, nodes, inits, out_shape):
+    g = helper.make_graph(nodes, name, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, out_shape)],
+                          [numpy_helper.from_array(v, k) for k, v in inits.items()])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), f"{tmp}/{name}.onnx")
+w = {"w": np.ones((4, 3, 3, 3), np.float32)}
+save("asym", [helper.make_node("Conv", ["x", "w"], ["y"], name="bad_conv", pads=[0, 0, 1, 1])], w,
+     [1, 4, 7, 6])
+save("gmax", [helper.make_node("GlobalMaxPool", ["x"], ["y"], name="gmp")], {}, [1, 3, 1, 1])
+save("alpha", [helper.make_node("Flatten", ["x"], ["f"], name="flat"),
+               helper.make_node("Gemm", ["f", "g"], ["y"], name="fc", alpha=2.0, transB=1)],
+     {"g": np.ones((10, 192), np.float32)}, [1, 10])
+save("wdims", [helper.make_node("Conv", ["x", "w"], ["y"], name="conv_w")],
+     {"w": np.ones((4, 2, 3, 3), np.float32)}, [1, 4, 6, 6])
+P
+    expect "node 'bad_conv' (Conv): attribute pads \[0, 0, 1, 1\] is asymmetric" \
+        "$dtnn" import "$tmp/asym.onnx" --output-model "$tmp/m" --output-weights "$tmp/w"
+    expect "node 'gmp' (GlobalMaxPool): operator GlobalMaxPool is not supported" \
+        "$dtnn" info --model "$tmp/gmax.onnx"
+    expect "node 'fc' (Gemm): attribute alpha=2" "$dtnn" info --model "$tmp/alpha.onnx"
+    expect "node 'conv_w' (Conv): weight 'w' \[4, 2, ...\] does not fit 3 input channels" \
+        "$dtnn" info --model "$tmp/wdims.onnx"
+else
+    echo "onnx.helper graphs skipped: Debian's python3-onnx is not installed"
+fi
 
 # (b) torchvision, (c) training from the initializers
 if ! $py -c "import torch, torchvision" 2>/dev/null; then
