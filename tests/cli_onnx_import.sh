@@ -8,8 +8,8 @@
 # torchvision's logits within 1e-4 relative; mobilenet_v3_small (Hardswish is HardSigmoid + Mul
 # at opset 13) fails with the unsupported-operator line. (c) `dtnn train --model F.onnx` runs 2
 # steps from the initializers. (d) An unsupported operator, a corrupt and a truncated file each
-# give one line and exit 1, as do graphs written with onnx.helper: asymmetric Conv pads, GlobalMaxPool,
-# Gemm alpha = 2, a weight that does not fit its input.
+# give one line and exit 1, as do graphs written with onnx.helper: asymmetric Conv pads,
+# GlobalMaxPool, Gemm alpha = 2, a weight that does not fit its input.
 # Skipped (exit 77) without numpy or in a build without ONNX support; part (b) and (c) need
 # Debian's python3-torch and python3-torchvision and say so when they are missing.
 # Usage: cli_onnx_import.sh DTNN TMPDIR
@@ -106,10 +106,12 @@ import sys, numpy as np, onnx
 from onnx import helper, numpy_helper, TensorProto
 tmp = sys.argv[1]
 def save(name, nodes, inits, out_shape):
-    g = helper.make_graph(nodes, name, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])
+    g = helper.make_graph(nodes, name, [x],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, out_shape)],
                           [numpy_helper.from_array(v, k) for k, v in inits.items()])
-    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), f"{tmp}/{name}.onnx")
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    onnx.save(m, f"{tmp}/{name}.onnx")
 w = {"w": np.ones((4, 3, 3, 3), np.float32)}
 save("asym", [helper.make_node("Conv", ["x", "w"], ["y"], name="bad_conv", pads=[0, 0, 1, 1])], w,
      [1, 4, 7, 6])
@@ -152,7 +154,8 @@ else
             echo "FAIL: torch.onnx.export of $model:"; tail -3 "$d/export.log"; fail=1; continue
         }
         if [[ $model == mobilenet_v3_small ]]; then
-            expect "node '/features/features.0/features.0.2/HardSigmoid' (HardSigmoid): operator HardSigmoid is not supported" \
+            node="node '/features/features.0/features.0.2/HardSigmoid' (HardSigmoid)"
+            expect "$node: operator HardSigmoid is not supported" \
                 "$dtnn" predict --model "$d/model.onnx" --input "$d/x.npy" --output "$d/o.npy"
             expect "(HardSigmoid): operator HardSigmoid is not supported" "$dtnn" import \
                 "$d/model.onnx" --output-model "$d/m" --output-weights "$d/w.safetensors"

@@ -6,9 +6,9 @@ MODEL "ops" is a small net of the operators torchvision's models do not use (F.p
 convolution, a dynamic x.view(x.size(0), -1), x @ W + b, clamp(0, 6), sigmoid, tanh, leaky
 ReLU, average pooling without padded counts, ceil_mode pooling where it changes nothing,
 dropout, softmax), exported with a dynamic batch so the Reshape target is a Shape subgraph.
-Writes OUTDIR/model.onnx (opset OPSET, default 13, eval mode, batch 2, 3 x SIZE x SIZE input), OUTDIR/x.npy
-(the input) and OUTDIR/torch.npy (torchvision's logits in float64 and float32 agree well
-within the test's 1e-4; float32 is what is compared). The weights are random (no download),
+Writes OUTDIR/model.onnx (opset OPSET, default 13, eval mode, batch 2, 3 x SIZE x SIZE input),
+OUTDIR/x.npy (the input) and OUTDIR/torch.npy (PyTorch's float32 logits, which the test
+compares with dtnn's at 1e-4). The weights are random (no download),
 and the batch-norm running statistics and affine parameters are randomised too, so that the
 import of every tensor matters.
 """
