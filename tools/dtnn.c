@@ -46,32 +46,6 @@ static dtnn_status data_params(const cli_opt *o, int n, dtnn_data_params *dp,
     {"strict", OPT_FLAG, NULL, "an unreadable image is an error (default: skipped, counted "   \
      "and replaced by the next readable one)", 0, NULL, 0}
 
-/* An ONNX --model brings its weights: they stand in for --load (eval, predict) and --init. */
-static int is_onnx(const char *spec)
-{
-    size_t n = spec ? strlen(spec) : 0;
-    return n > 5 && !strcmp(spec + n - 5, ".onnx");
-}
-
-/* --load is required unless the model is an ONNX file. Returns -1, or the usage exit code. */
-static int need_load(const cli_opt *o, int n, const char *cmd)
-{
-    if (cli_given(o, n, "load") || is_onnx(cli_str(o, n, "model")))
-        return -1;
-    return cli_usage_error(cmd, "%s", "--load CHECKPOINT is required (unless --model is an "
-                           ".onnx file, which brings its weights)");
-}
-
-/* The weights of eval and predict: --load's checkpoint (and its normalisation), else the
- * ONNX model's initializers. */
-static dtnn_status load_weights(const cli_opt *o, int n, dtnn_model *m, dtnn_dataset *norm,
-                                dtnn_error *err)
-{
-    if (cli_given(o, n, "load"))
-        return dtnn_checkpoint_load(cli_str(o, n, "load"), m, NULL, NULL, norm, err);
-    return dtnn_onnx_load_weights(cli_str(o, n, "model"), m, err);
-}
-
 /* Creates the model for a dataset: a zoo model adapts its input and classes to the data. */
 static dtnn_model *make_model(const char *spec, const dtnn_split *s, int classes,
                               dtnn_error *err)
@@ -289,7 +263,7 @@ static int start_state(const cli_opt *o, int n, int argc, char **argv, const cha
         dtnn_checkpoint_load_weights(cli_str(o, n, "init"), m, exclude, n_exclude, err))
         return 1;
     if (!cli_given(o, n, "init") && !cli_given(o, n, "resume") &&
-        is_onnx(cli_str(o, n, "model")) &&
+        cli_is_onnx(cli_str(o, n, "model")) &&
         dtnn_onnx_load_weights(cli_str(o, n, "model"), m, err))
         return 1;
     if (!cli_given(o, n, "resume"))
@@ -519,7 +493,7 @@ static int cmd_eval(int argc, char **argv)
     const char *cmd = "eval";
     int early = cli_start(cmd, "Evaluates a checkpoint: prints loss, top-1 and top-5 accuracy.",
                           o, n, argc, argv);
-    if (early >= 0 || (early = need_load(o, n, cmd)) >= 0)
+    if (early >= 0 || (early = cli_need_load(o, n, cmd)) >= 0)
         return early;
     const char *split_name = cli_str(o, n, "split");
     if (strcmp(split_name, "test") && strcmp(split_name, "train"))
@@ -560,7 +534,7 @@ static int cmd_eval(int argc, char **argv)
     bp.training = 0;
     bp.threads = threads;
     bp.device = device;
-    if (dtnn_model_build(m, &bp, &err) || load_weights(o, n, m, NULL, &err))
+    if (dtnn_model_build(m, &bp, &err) || cli_load_weights(o, n, m, NULL, &err))
         goto out;
     dtnn_metrics met;
     if (cd.test ? dtnn_evaluate_loader(m, cd.test, batch, &lp, NULL, &met, &err)
@@ -602,7 +576,7 @@ static int cmd_predict(int argc, char **argv)
     const char *cmd = "predict";
     int early = cli_start(cmd, "Runs inference on an .npy array and writes the logits.", o, n,
                           argc, argv);
-    if (early >= 0 || (early = need_load(o, n, cmd)) >= 0)
+    if (early >= 0 || (early = cli_need_load(o, n, cmd)) >= 0)
         return early;
     int batch = (int)cli_int(o, n, "batch-size");
     if (batch <= 0 || batch > 1 << 20)
@@ -646,7 +620,7 @@ static int cmd_predict(int argc, char **argv)
     bp.device = device;
     dtnn_dataset norm;
     memset(&norm, 0, sizeof norm);
-    if (dtnn_model_build(m, &bp, &err) || load_weights(o, n, m, &norm, &err))
+    if (dtnn_model_build(m, &bp, &err) || cli_load_weights(o, n, m, &norm, &err))
         goto out;
     size_t sample = (size_t)c * h * w;
     for (int64_t i = 0; i < count; i++)
