@@ -791,6 +791,19 @@ int dtnn_onnx_available(void);
  * support returns UNSUPPORTED saying so. */
 dtnn_status dtnn_onnx_export(const dtnn_model *m, const char *path, int opset, dtnn_error *err);
 
+/* Reads the ONNX model at path (opsets 9 to 17, one float32 input [N, C, H, W] of fixed C, H,
+ * W) and returns the equivalent model, not yet built, as dtnn_model_parse_file would from the
+ * text dtnn_onnx_import_text gives. Layers are named after their weight initializer
+ * ("conv1.weight" -> "conv1") where that fits, else after the node. An operator, attribute or
+ * value dtnn cannot express exactly is an UNSUPPORTED error naming the node and its operator;
+ * a file that does not decode or is inconsistent is FORMAT. */
+dtnn_model *dtnn_onnx_import(const char *path, dtnn_error *err);
+/* The plain-text model file of the ONNX model at path (malloc'd; the caller frees it). */
+char *dtnn_onnx_import_text(const char *path, dtnn_error *err);
+/* Copies the initializers of the ONNX model at path into built model m, imported from the
+ * same file: each goes to the tensor of the layer its node feeds, whatever its name. */
+dtnn_status dtnn_onnx_load_weights(const char *path, dtnn_model *m, dtnn_error *err);
+
 /* ---- training ------------------------------------------------------------------------------ */
 
 typedef struct {

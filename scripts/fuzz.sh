@@ -15,7 +15,10 @@ cmake --build build-fuzz -j "$(nproc)" >/dev/null
 mkdir -p build-fuzz/artifacts
 status=0
 printf "%-18s %12s %10s %8s  %s\n" harness executions seconds corpus result
-for harness in fuzz_idx fuzz_npy fuzz_checkpoint fuzz_model_file fuzz_cli fuzz_cifar fuzz_image; do
+harnesses=(fuzz_idx fuzz_npy fuzz_checkpoint fuzz_model_file fuzz_cli fuzz_cifar fuzz_image)
+# fuzz_onnx exists where the build found protobuf-c and onnx.proto (DTNN_ONNX).
+[[ -x build-fuzz/fuzz/fuzz_onnx ]] && harnesses+=(fuzz_onnx)
+for harness in "${harnesses[@]}"; do
     bin=build-fuzz/fuzz/$harness
     opts=(-rss_limit_mb=2048 -timeout=10 -artifact_prefix=build-fuzz/artifacts/$harness-)
     if compgen -G "fuzz/regressions/$harness/*" >/dev/null; then

@@ -317,3 +317,29 @@ int cli_strs(const char *name, int argc, char **argv, int first,
     }
     return n;
 }
+
+/* An ONNX --model brings its weights: they stand in for --load (eval, predict) and --init. */
+int cli_is_onnx(const char *spec)
+{
+    size_t n = spec ? strlen(spec) : 0;
+    return n > 5 && !strcmp(spec + n - 5, ".onnx");
+}
+
+/* --load is required unless the model is an ONNX file. Returns -1, or the usage exit code. */
+int cli_need_load(const cli_opt *o, int n, const char *cmd)
+{
+    if (cli_given(o, n, "load") || cli_is_onnx(cli_str(o, n, "model")))
+        return -1;
+    return cli_usage_error(cmd, "%s", "--load CHECKPOINT is required (unless --model is an "
+                           ".onnx file, which brings its weights)");
+}
+
+/* The weights of eval and predict: --load's checkpoint (and its normalisation), else the
+ * ONNX model's initializers. */
+dtnn_status cli_load_weights(const cli_opt *o, int n, dtnn_model *m, dtnn_dataset *norm,
+                             dtnn_error *err)
+{
+    if (cli_given(o, n, "load"))
+        return dtnn_checkpoint_load(cli_str(o, n, "load"), m, NULL, NULL, norm, err);
+    return dtnn_onnx_load_weights(cli_str(o, n, "model"), m, err);
+}

@@ -99,6 +99,15 @@ int cli_trace_finish(const char *command, const char *path, dtnn_comm *comm, dtn
 /* Commands that live in their own files. */
 int cmd_bench(int argc, char **argv, dtnn_comm *comm);
 int cmd_launch(int argc, char **argv);
+/* An .onnx --model brings its weights: for eval and predict they stand in for --load (which
+ * cli_need_load then does not require: -1, else the usage exit code), for train for --init. */
+int cli_is_onnx(const char *spec);
+int cli_need_load(const cli_opt *o, int n, const char *cmd);
+/* --load's checkpoint (and its normalisation into norm, may be NULL), else the ONNX
+ * initializers. */
+dtnn_status cli_load_weights(const cli_opt *o, int n, dtnn_model *m, dtnn_dataset *norm,
+                             dtnn_error *err);
 int cmd_export(int argc, char **argv);
+int cmd_import(int argc, char **argv);
 
 #endif

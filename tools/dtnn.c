@@ -74,7 +74,7 @@ static void catch_stop_signals(void)
 }
 
 static cli_opt train_opts[] = {
-    {"model", OPT_STRING, NULL, "zoo model name or model file", 1, NULL, 0},
+    {"model", OPT_STRING, NULL, "zoo model name, model file or .onnx file", 1, NULL, 0},
     DATA_OPTIONS,
     {"augment", OPT_STRING, "auto", "none | crop | flip | crop,flip (auto: crop,flip for "
      "imagefolder, RandomResizedCrop; else none; in memory crop is RandomCrop with padding)", 0,
@@ -108,7 +108,8 @@ static cli_opt train_opts[] = {
     {"no-shuffle", OPT_FLAG, NULL, "keep the file order", 0, NULL, 0},
     {"threads", OPT_INT, "0", "kernel threads (0: the cores given to this process)", 0, NULL, 0},
     CLI_DEVICE_OPTION,
-    {"init", OPT_STRING, NULL, "checkpoint to take starting weights from", 0, NULL, 0},
+    {"init", OPT_STRING, NULL, "checkpoint to take starting weights from (default for an .onnx "
+     "--model: its own weights)", 0, NULL, 0},
     {"init-exclude", OPT_STRINGS, NULL, "--init: tensors (glob over names, e.g. 'fc.*') left at "
      "their fresh initialisation", 0, NULL, 0},
     {"freeze", OPT_STRINGS, NULL, "parameters (glob over names, e.g. 'layer1.*') kept fixed: "
@@ -260,6 +261,10 @@ static int start_state(const cli_opt *o, int n, int argc, char **argv, const cha
     const int n_exclude = cli_strs("init-exclude", argc, argv, 2, exclude);
     if (cli_given(o, n, "init") &&
         dtnn_checkpoint_load_weights(cli_str(o, n, "init"), m, exclude, n_exclude, err))
+        return 1;
+    if (!cli_given(o, n, "init") && !cli_given(o, n, "resume") &&
+        cli_is_onnx(cli_str(o, n, "model")) &&
+        dtnn_onnx_load_weights(cli_str(o, n, "model"), m, err))
         return 1;
     if (!cli_given(o, n, "resume"))
         return -1;
@@ -468,8 +473,9 @@ out:
 /* ---- eval ------------------------------------------------------------------------------ */
 
 static cli_opt eval_opts[] = {
-    {"model", OPT_STRING, NULL, "zoo model name or model file", 1, NULL, 0},
-    {"load", OPT_STRING, NULL, "checkpoint with the weights", 1, NULL, 0},
+    {"model", OPT_STRING, NULL, "zoo model name, model file or .onnx file", 1, NULL, 0},
+    {"load", OPT_STRING, NULL, "checkpoint with the weights (required but for an .onnx "
+     "--model: its own weights)", 0, NULL, 0},
     DATA_OPTIONS,
     {"split", OPT_STRING, "test", "test | train", 0, NULL, 0},
     {"batch-size", OPT_INT, "256", "evaluation batch size", 0, NULL, 0},
@@ -487,7 +493,7 @@ static int cmd_eval(int argc, char **argv)
     const char *cmd = "eval";
     int early = cli_start(cmd, "Evaluates a checkpoint: prints loss, top-1 and top-5 accuracy.",
                           o, n, argc, argv);
-    if (early >= 0)
+    if (early >= 0 || (early = cli_need_load(o, n, cmd)) >= 0)
         return early;
     const char *split_name = cli_str(o, n, "split");
     if (strcmp(split_name, "test") && strcmp(split_name, "train"))
@@ -528,8 +534,7 @@ static int cmd_eval(int argc, char **argv)
     bp.training = 0;
     bp.threads = threads;
     bp.device = device;
-    if (dtnn_model_build(m, &bp, &err) ||
-        dtnn_checkpoint_load(cli_str(o, n, "load"), m, NULL, NULL, NULL, &err))
+    if (dtnn_model_build(m, &bp, &err) || cli_load_weights(o, n, m, NULL, &err))
         goto out;
     dtnn_metrics met;
     if (cd.test ? dtnn_evaluate_loader(m, cd.test, batch, &lp, NULL, &met, &err)
@@ -551,8 +556,9 @@ out:
 /* ---- predict --------------------------------------------------------------------------- */
 
 static cli_opt predict_opts[] = {
-    {"model", OPT_STRING, NULL, "zoo model name or model file", 1, NULL, 0},
-    {"load", OPT_STRING, NULL, "checkpoint with the weights", 1, NULL, 0},
+    {"model", OPT_STRING, NULL, "zoo model name, model file or .onnx file", 1, NULL, 0},
+    {"load", OPT_STRING, NULL, "checkpoint with the weights (required but for an .onnx "
+     "--model: its own weights)", 0, NULL, 0},
     {"input", OPT_STRING, NULL, "float32 .npy [N, C, H, W] (or [N, H, W] for C = 1), in the "
      "dataset's units; the checkpoint's normalisation is applied", 1, NULL, 0},
     {"output", OPT_STRING, NULL, "float32 .npy of logits [N, classes]", 1, NULL, 0},
@@ -570,7 +576,7 @@ static int cmd_predict(int argc, char **argv)
     const char *cmd = "predict";
     int early = cli_start(cmd, "Runs inference on an .npy array and writes the logits.", o, n,
                           argc, argv);
-    if (early >= 0)
+    if (early >= 0 || (early = cli_need_load(o, n, cmd)) >= 0)
         return early;
     int batch = (int)cli_int(o, n, "batch-size");
     if (batch <= 0 || batch > 1 << 20)
@@ -614,8 +620,7 @@ static int cmd_predict(int argc, char **argv)
     bp.device = device;
     dtnn_dataset norm;
     memset(&norm, 0, sizeof norm);
-    if (dtnn_model_build(m, &bp, &err) ||
-        dtnn_checkpoint_load(cli_str(o, n, "load"), m, NULL, NULL, &norm, &err))
+    if (dtnn_model_build(m, &bp, &err) || cli_load_weights(o, n, m, &norm, &err))
         goto out;
     size_t sample = (size_t)c * h * w;
     for (int64_t i = 0; i < count; i++)
@@ -678,7 +683,7 @@ static int cmd_models(int argc, char **argv)
 }
 
 static cli_opt info_opts[] = {
-    {"model", OPT_STRING, NULL, "zoo model name or model file", 1, NULL, 0},
+    {"model", OPT_STRING, NULL, "zoo model name, model file or .onnx file", 1, NULL, 0},
     {"input", OPT_STRING, NULL, "CxHxW of a zoo model's input (default: the model's)", 0, NULL, 0},
     {"classes", OPT_INT, "0", "output classes of a zoo model (0: its own)", 0, NULL, 0},
     {"batch-size", OPT_INT, "64", "batch size of the memory figure (per rank)", 0, NULL, 0},
@@ -753,6 +758,7 @@ static void main_usage(void)
            "  models   list the model zoo (--layers: the layer types)\n"
            "  info     show a model's layers, shapes, parameters and FLOPs\n"
            "  export   write a model with a checkpoint's weights as an ONNX file\n"
+           "  import   convert an ONNX file into a model file and safetensors weights\n"
            "  devices  list the backends (--device) this build has and whether each runs here\n"
            "  launch   run train under mpirun and restart it from its checkpoint after a lost "
            "host\n");
@@ -826,7 +832,9 @@ int main(int argc, char **argv)
         return cmd_launch(argc, argv);
     if (!strcmp(c, "export"))
         return cmd_export(argc, argv);
+    if (!strcmp(c, "import"))
+        return cmd_import(argc, argv);
     fprintf(stderr, "dtnn: unknown command '%s' (train, eval, predict, bench, models, info, "
-            "export, devices, launch)\n", c);
+            "export, import, devices, launch)\n", c);
     return 2;
 }

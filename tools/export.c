@@ -1,11 +1,14 @@
 /*
- * export.c — `dtnn export`: builds a model (zoo name or model file) for inference, loads a
- * checkpoint's weights into it and writes its graph as an ONNX file (dtnn_onnx_export, which
- * documents what the graph holds). It only parses flags and reports; the conversion is the
- * library's.
+ * export.c — the ONNX commands. `dtnn export`: builds a model (zoo name or model file) for
+ * inference, loads a checkpoint's weights into it and writes its graph as an ONNX file
+ * (dtnn_onnx_export, which documents what the graph holds). `dtnn import`: the reverse, an ONNX
+ * file as a plain-text model file and a safetensors file of its weights (dtnn_onnx_import).
+ * They only parse flags and report; the conversions are the library's.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "cli_options.h"
 #include "dtnn.h"
@@ -74,4 +77,63 @@ int cmd_export(int argc, char **argv)
            (int)opset);
     dtnn_model_free(m);
     return 0;
+}
+
+static cli_opt import_opts[] = {
+    {"output-model", OPT_STRING, NULL, "plain-text model file to write", 1, NULL, 0},
+    {"output-weights", OPT_STRING, NULL, "weights to write (.safetensors, PyTorch names)", 1,
+     NULL, 0},
+    {"help", OPT_FLAG, NULL, "show this help", 0, NULL, 0},
+};
+
+static int write_text(const char *path, const char *text, dtnn_error *err)
+{
+    FILE *f = fopen(path, "w");
+    int ok = f && fputs(text, f) >= 0;
+    if (f && fclose(f))
+        ok = 0;
+    if (!ok)
+        dtnn_error_set(err, DTNN_ERR_IO, "cannot write model file '%s'", path);
+    return ok ? 0 : -1;
+}
+
+/* dtnn import FILE.onnx --output-model M --output-weights W: the ONNX file comes first. */
+int cmd_import(int argc, char **argv)
+{
+    cli_opt *o = import_opts;
+    const int n = N_OPTS(import_opts);
+    const char *cmd = "import";
+    const char *src = argc > 2 && argv[2][0] != '-' ? argv[2] : NULL;
+    int early = cli_start(cmd, "Converts an ONNX model (dtnn import FILE.onnx ...) into a "
+                          "plain-text model file and its weights.", o, n, src ? argc - 1 : argc,
+                          src ? argv + 1 : argv);
+    if (early >= 0)
+        return early;
+    if (!src)
+        return cli_usage_error(cmd, "%s", "the ONNX file comes first: dtnn import FILE.onnx "
+                               "--output-model M --output-weights W.safetensors");
+    dtnn_error err = {0};
+    char *text = dtnn_onnx_import_text(src, &err);
+    dtnn_model *m = text ? dtnn_model_parse_string(text, src, &err) : NULL;
+    dtnn_build_params bp;
+    dtnn_build_params_default(&bp);
+    bp.max_batch = 1;
+    bp.training = 0;
+    bp.threads = 1;     /* nothing is computed: the build only lays out the weights */
+    int rc = 0;
+    if (!m || dtnn_model_build(m, &bp, &err) || dtnn_onnx_load_weights(src, m, &err) ||
+        write_text(cli_str(o, n, "output-model"), text, &err) ||
+        dtnn_checkpoint_save(cli_str(o, n, "output-weights"), m, NULL, NULL, NULL, &err)) {
+        rc = cli_fail(cmd, &err);
+    } else {
+        int c, h, w, classes;
+        dtnn_model_input_shape(m, &c, &h, &w);
+        dtnn_model_output_shape(m, NULL, &classes);
+        printf("wrote %s and %s: input %dx%dx%d, %d outputs, %d layers, %zu parameters\n",
+               cli_str(o, n, "output-model"), cli_str(o, n, "output-weights"), c, h, w, classes,
+               dtnn_model_layer_count(m), dtnn_model_param_count(m));
+    }
+    free(text);
+    dtnn_model_free(m);
+    return rc;
 }

@@ -16,3 +16,29 @@ dtnn_status dtnn_onnx_export(const dtnn_model *m, const char *path, int opset, d
                           "libprotobuf-c-dev and libonnx-dev, then configure with "
                           "-DDTNN_ONNX=ON)", path ? path : "");
 }
+
+static dtnn_status no_import(const char *path, dtnn_error *err)
+{
+    return dtnn_error_set(err, DTNN_ERR_UNSUPPORTED, "cannot read '%s': this dtnn was built "
+                          "without ONNX support (install protobuf-c-compiler, "
+                          "libprotobuf-c-dev and libonnx-dev, then configure with "
+                          "-DDTNN_ONNX=ON)", path ? path : "");
+}
+
+char *dtnn_onnx_import_text(const char *path, dtnn_error *err)
+{
+    no_import(path, err);
+    return NULL;
+}
+
+dtnn_model *dtnn_onnx_import(const char *path, dtnn_error *err)
+{
+    no_import(path, err);
+    return NULL;
+}
+
+dtnn_status dtnn_onnx_load_weights(const char *path, dtnn_model *m, dtnn_error *err)
+{
+    (void)m;
+    return no_import(path, err);
+}

@@ -282,7 +282,11 @@ dtnn_model *dtnn_zoo_create(const char *name, int classes, int c, int h, int w, 
 dtnn_model *dtnn_model_from_spec(const char *spec, int classes, int c, int h, int w,
                                  dtnn_error *err)
 {
-    /* A path (it has a '/' or a '.') is a model file, which fixes its own input and classes. */
+    /* A path (it has a '/' or a '.') is a model file, which fixes its own input and classes;
+     * "*.onnx" is an ONNX model. */
+    size_t len = strlen(spec);
+    if (len > 5 && !strcmp(spec + len - 5, ".onnx"))
+        return dtnn_onnx_import(spec, err);
     if (strchr(spec, '/') || strchr(spec, '.'))
         return dtnn_model_parse_file(spec, err);
     return dtnn_zoo_create(spec, classes, c, h, w, err);

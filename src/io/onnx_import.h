@@ -1,0 +1,139 @@
+/*
+ * onnx_import.h — what the two halves of the ONNX importer share: onnx_import.c reads the file
+ * (protobuf-c), keeps the graph's values and the dtnn layers they become, and writes the model
+ * text and the weights; onnx_import_ops.c turns each operator into layers or folded constants.
+ * Internal to the library.
+ */
+#ifndef DTNN_ONNX_IMPORT_H
+#define DTNN_ONNX_IMPORT_H
+
+#include <stdint.h>
+
+#include "onnx.pb-c.h"
+
+#include "dtnn.h"
+
+enum { IMP_LAYER = 0, IMP_CONST = 1 };
+enum { IMP_MAX_DIMS = 8, IMP_MAX_IN = 16, IMP_MAX_BIND = 4, IMP_MAX_JOIN = 256 };
+
+/* One ONNX value: a layer's output (or the graph input) or a constant tensor. */
+typedef struct {
+    const char *name;           /* points into the unpacked proto */
+    int kind;                   /* IMP_LAYER or IMP_CONST */
+    /* IMP_LAYER: dtnn values are [N, c, h, w]; rank 2 means [N, c] with h = w = 1 */
+    int layer;                  /* index into imp.l, -1: the graph input */
+    int rank;
+    int c, h, w;
+    int pad_h, pad_w;           /* a zero Pad waiting for the Conv that absorbs it */
+    /* IMP_CONST: float32 (f) or integer (i, int32 and int64 both) */
+    int is_float;
+    int ndim;
+    int64_t dims[IMP_MAX_DIMS];
+    size_t count;
+    float *f;
+    int64_t *i;
+} imp_value;
+
+/* A weight of a layer: tensor "<layer>.<suffix>" gets constant `value` (transposed: a 2-D
+ * [in, out] MatMul or Gemm transB=0 matrix into linear's [out, in]). */
+typedef struct {
+    char suffix[24];
+    int value;
+    int transpose;
+} imp_bind;
+
+typedef struct {
+    char type[24];
+    char name[96];
+    char opts[320];             /* "key = value\n" lines of the model file */
+    int in[IMP_MAX_IN];         /* value indices */
+    int n_in;
+    int out;                    /* the value of its output */
+    imp_bind bind[IMP_MAX_BIND];
+    int n_bind;
+    int outputs, bias;          /* linear: filled in late (MatMul + Add sets the bias) */
+    int filters, stride, offset; /* shortcut_a: a channel Pad after its Slice widens it */
+} imp_layer;
+
+typedef struct {
+    const char *path;
+    Onnx__ModelProto *mp;
+    int opset;
+    int64_t batch;              /* what Shape reports for N */
+    imp_value *v;
+    int n_v, cap_v;
+    imp_layer *l;
+    int n_l, cap_l;
+} imp;
+
+/* "PATH: node 'NAME' (OP): message"; returns err->code. */
+dtnn_status imp_fail(imp *p, const Onnx__NodeProto *nd, dtnn_status code, dtnn_error *err,
+                     const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+const Onnx__AttributeProto *imp_attr(const Onnx__NodeProto *nd, const char *name);
+int64_t imp_attr_int(const Onnx__NodeProto *nd, const char *name, int64_t dflt);
+float imp_attr_float(const Onnx__NodeProto *nd, const char *name, float dflt);
+/* Copies up to max ints; returns how many the attribute has (0 when absent). */
+int imp_attr_ints(const Onnx__NodeProto *nd, const char *name, int64_t *out, int max);
+/* The first attribute of nd not in the NULL-terminated list, or NULL. */
+const char *imp_attr_unknown(const Onnx__NodeProto *nd, const char *const *known);
+
+/* Input k of nd: a value index; -1 (with err) when missing or unknown. imp_in_opt gives -1
+ * without an error for an absent optional input and -2 (with err) for an unknown name. */
+int imp_in(imp *p, const Onnx__NodeProto *nd, int k, dtnn_error *err);
+int imp_in_opt(imp *p, const Onnx__NodeProto *nd, int k, dtnn_error *err);
+/* Input k, which must be a layer value (allow_pad: a pending Pad is fine) or a constant. */
+int imp_in_layer(imp *p, const Onnx__NodeProto *nd, int k, int allow_pad, dtnn_error *err);
+int imp_in_const(imp *p, const Onnx__NodeProto *nd, int k, dtnn_error *err);
+/* Constant input k as up to max integers: how many, or -1 (with err). */
+int imp_const_ints(imp *p, const Onnx__NodeProto *nd, int k, int64_t *out, int max,
+                   dtnn_error *err);
+
+/* A new value for output k of nd; -1 (with err) on a duplicate name or no memory. */
+int imp_out(imp *p, const Onnx__NodeProto *nd, int k, dtnn_error *err);
+/* Output 0 of nd as a view of value src (same layer, new rank/shape); -1 on error. */
+int imp_out_alias(imp *p, const Onnx__NodeProto *nd, int src, dtnn_error *err);
+/* A new layer for nd, named after the weight initializer `weight` when it is "PREFIX.weight",
+ * else after the node; its output value (output 0) gets the shape given. -1 on error. */
+int imp_layer_new(imp *p, const Onnx__NodeProto *nd, const char *type, const char *weight,
+                  const int *ins, int n_in, int rank, int c, int h, int w, dtnn_error *err);
+/* The same for a layer whose output is no ONNX value (the first part of a split join). */
+int imp_layer_inner(imp *p, const Onnx__NodeProto *nd, const char *type, const int *ins,
+                    int n_in, int rank, int c, int h, int w, dtnn_error *err);
+void imp_opt(imp_layer *l, const char *key, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+int imp_bind_add(imp_layer *l, const char *suffix, int value, int transpose);
+
+/* A value no node names (scratch constants, the inner layers of a split join). */
+int imp_value_inner(imp *p, dtnn_error *err);
+/* Makes value `out` (already created) a constant with these dims; data zeroed. */
+dtnn_status imp_const_alloc(imp *p, int out, int is_float, const int64_t *dims, int ndim,
+                            dtnn_error *err);
+dtnn_status imp_const_from_tensor(imp *p, int out, const Onnx__TensorProto *t,
+                                  const char *what, dtnn_error *err);
+
+/* How many node inputs and graph outputs name this value. */
+int imp_uses(const imp *p, const char *name);
+
+/* The reshaping, padding and constant operators (onnx_import_shape.c). */
+typedef dtnn_status (*op_fn)(imp *p, const Onnx__NodeProto *nd, dtnn_error *err);
+dtnn_status op_flatten(imp *p, const Onnx__NodeProto *nd, dtnn_error *err);
+dtnn_status op_reshape(imp *p, const Onnx__NodeProto *nd, dtnn_error *err);
+dtnn_status op_squeeze(imp *p, const Onnx__NodeProto *nd, dtnn_error *err);
+dtnn_status op_identity(imp *p, const Onnx__NodeProto *nd, dtnn_error *err);
+dtnn_status op_constant(imp *p, const Onnx__NodeProto *nd, dtnn_error *err);
+dtnn_status op_shape(imp *p, const Onnx__NodeProto *nd, dtnn_error *err);
+dtnn_status op_gather(imp *p, const Onnx__NodeProto *nd, dtnn_error *err);
+dtnn_status op_cast(imp *p, const Onnx__NodeProto *nd, dtnn_error *err);
+dtnn_status op_pad(imp *p, const Onnx__NodeProto *nd, dtnn_error *err);
+dtnn_status op_slice(imp *p, const Onnx__NodeProto *nd, dtnn_error *err);
+/* Constant folding (onnx_import_fold.c). */
+dtnn_status op_constant_of_shape(imp *p, const Onnx__NodeProto *nd, dtnn_error *err);
+dtnn_status op_transpose(imp *p, const Onnx__NodeProto *nd, dtnn_error *err);
+dtnn_status fold_reshape(imp *p, const Onnx__NodeProto *nd, dtnn_error *err);
+dtnn_status fold_slice(imp *p, const Onnx__NodeProto *nd, dtnn_error *err);
+
+/* Converts node nd (onnx_import_ops.c). */
+dtnn_status imp_node(imp *p, const Onnx__NodeProto *nd, dtnn_error *err);
+
+#endif

@@ -1,0 +1,207 @@
+/*
+ * onnx_import_fold.c — constant folding of the index arithmetic PyTorch writes around a
+ * constant F.pad from opset 11 (ConstantOfShape -> Concat -> Reshape -> Slice with step -1 ->
+ * Transpose -> Reshape -> Cast gives Pad its pads input): ConstantOfShape, and Reshape, Slice
+ * and Transpose of constants. Only constants: on computed values these operators are the
+ * layers of onnx_import_shape.c or unsupported. Semantics: onnx/docs/Operators.md.
+ */
+#include <string.h>
+
+#include "onnx_import.h"
+
+#define FAIL(...) imp_fail(p, nd, DTNN_ERR_UNSUPPORTED, err, __VA_ARGS__)
+#define BAD(...) imp_fail(p, nd, DTNN_ERR_FORMAT, err, __VA_ARGS__)
+
+/* o[k] = s[base + sum idx[d] * step[d]] over the index space dims[0..ndim) in row-major order. */
+static void gather_strided(imp_value *o, const imp_value *s, int ndim, const int64_t *dims,
+                           int64_t base, const int64_t *step)
+{
+    int64_t idx[IMP_MAX_DIMS] = {0};
+    for (size_t k = 0; k < o->count; k++) {
+        int64_t off = base;
+        for (int d = 0; d < ndim; d++)
+            off += idx[d] * step[d];
+        if (o->is_float)
+            o->f[k] = s->f[off];
+        else
+            o->i[k] = s->i[off];
+        for (int d = ndim - 1; d >= 0; d--) {
+            if (++idx[d] < dims[d])
+                break;
+            idx[d] = 0;
+        }
+    }
+}
+
+static void strides_of(const imp_value *s, int64_t *st)
+{
+    int64_t acc = 1;
+    for (int d = s->ndim - 1; d >= 0; d--) {
+        st[d] = acc;
+        acc *= s->dims[d];
+    }
+}
+
+dtnn_status op_constant_of_shape(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
+{
+    int64_t dims[IMP_MAX_DIMS];
+    int n = imp_const_ints(p, nd, 0, dims, IMP_MAX_DIMS, err);
+    if (n < 0)
+        return err->code;
+    /* Shapes and pads are small: a larger fill is no index arithmetic (and would only take
+     * memory the file does not hold). */
+    int64_t count = 1;
+    for (int d = 0; d < n; d++) {
+        if (dims[d] < 0 || dims[d] > 1 << 20 || (count *= dims[d]) > 1 << 20)
+            return FAIL("input 0: a constant of more than 2^20 elements is not folded");
+    }
+    /* The fill value: a one-element tensor (default float 0), read into a scratch value. */
+    const Onnx__AttributeProto *a = imp_attr(nd, "value");
+    int is_float = 1;
+    float fv = 0.0f;
+    int64_t iv = 0;
+    if (a && a->t) {
+        int t = imp_value_inner(p, err);
+        if (t < 0 || imp_const_from_tensor(p, t, a->t, "ConstantOfShape value", err))
+            return err->code;
+        if (p->v[t].count != 1)
+            return BAD("attribute value must hold one element");
+        is_float = p->v[t].is_float;
+        fv = is_float ? p->v[t].f[0] : 0.0f;
+        iv = is_float ? 0 : p->v[t].i[0];
+    }
+    int o = imp_out(p, nd, 0, err);
+    if (o < 0 || imp_const_alloc(p, o, is_float, dims, n, err))
+        return err->code;
+    for (size_t k = 0; k < p->v[o].count; k++) {
+        if (is_float)
+            p->v[o].f[k] = fv;
+        else
+            p->v[o].i[k] = iv;
+    }
+    return DTNN_OK;
+}
+
+dtnn_status fold_reshape(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
+{
+    int x = imp_in_const(p, nd, 0, err);
+    int64_t t[IMP_MAX_DIMS];
+    int n = x < 0 ? -1 : imp_const_ints(p, nd, 1, t, IMP_MAX_DIMS, err);
+    if (n < 0)
+        return err->code;
+    const imp_value X = p->v[x];
+    int64_t known = 1;
+    int infer = -1;
+    for (int d = 0; d < n; d++) {
+        if (t[d] == 0 && d < X.ndim)
+            t[d] = X.dims[d];
+        if (t[d] == -1 && infer < 0)
+            infer = d;
+        else if (t[d] < 0 || t[d] > (int64_t)1 << 31 || (known *= t[d]) > (int64_t)1 << 31)
+            return BAD("target shape has a bad dimension %lld", (long long)t[d]);
+    }
+    if (infer >= 0)
+        t[infer] = known ? (int64_t)X.count / known : 0;
+    int o = imp_out(p, nd, 0, err);
+    if (o < 0 || imp_const_alloc(p, o, X.is_float, t, n, err))
+        return err->code;
+    if (p->v[o].count != p->v[x].count)
+        return BAD("reshaping %zu values of '%s' into %zu", p->v[x].count, p->v[x].name,
+                   p->v[o].count);
+    if (X.is_float)
+        memcpy(p->v[o].f, p->v[x].f, sizeof(float) * X.count);
+    else
+        memcpy(p->v[o].i, p->v[x].i, sizeof(int64_t) * X.count);
+    return DTNN_OK;
+}
+
+dtnn_status op_transpose(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
+{
+    int x = imp_in_const(p, nd, 0, err);
+    if (x < 0)
+        return err->code;
+    const imp_value X = p->v[x];
+    int64_t perm[IMP_MAX_DIMS], st[IMP_MAX_DIMS], dims[IMP_MAX_DIMS], step[IMP_MAX_DIMS];
+    int n = imp_attr_ints(nd, "perm", perm, IMP_MAX_DIMS);
+    if (n == 0) {
+        n = X.ndim;
+        for (int d = 0; d < n; d++)
+            perm[d] = n - 1 - d;
+    }
+    if (n != X.ndim)
+        return BAD("attribute perm has %d entries for %d dimensions", n, X.ndim);
+    strides_of(&X, st);
+    int seen[IMP_MAX_DIMS] = {0};
+    for (int d = 0; d < n; d++) {
+        if (perm[d] < 0 || perm[d] >= n || seen[perm[d]]++)
+            return BAD("attribute perm is not a permutation");
+        dims[d] = X.dims[perm[d]];
+        step[d] = st[perm[d]];
+    }
+    int o = imp_out(p, nd, 0, err);
+    if (o < 0 || imp_const_alloc(p, o, X.is_float, dims, n, err))
+        return err->code;
+    gather_strided(&p->v[o], &p->v[x], n, dims, 0, step);
+    return DTNN_OK;
+}
+
+dtnn_status fold_slice(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
+{
+    int x = imp_in_const(p, nd, 0, err);
+    int64_t s[IMP_MAX_DIMS], e[IMP_MAX_DIMS], ax[IMP_MAX_DIMS], sp[IMP_MAX_DIMS];
+    int n = x < 0 ? -1 : imp_const_ints(p, nd, 1, s, IMP_MAX_DIMS, err);
+    int ne = n < 0 ? -1 : imp_const_ints(p, nd, 2, e, IMP_MAX_DIMS, err);
+    if (ne < 0)
+        return err->code;
+    const imp_value X = p->v[x];
+    int na = n, ns = n;
+    for (int k = 0; k < n; k++) {
+        ax[k] = k;
+        sp[k] = 1;
+    }
+    if (imp_in_opt(p, nd, 3, err) >= 0 && (na = imp_const_ints(p, nd, 3, ax, 8, err)) < 0)
+        return err->code;
+    if (imp_in_opt(p, nd, 4, err) >= 0 && (ns = imp_const_ints(p, nd, 4, sp, 8, err)) < 0)
+        return err->code;
+    if (ne != n || na != n || ns != n)
+        return BAD("starts, ends, axes and steps differ in length");
+    int64_t start[IMP_MAX_DIMS], step[IMP_MAX_DIMS], dims[IMP_MAX_DIMS], st[IMP_MAX_DIMS];
+    strides_of(&X, st);
+    for (int d = 0; d < X.ndim; d++) {
+        start[d] = 0;
+        step[d] = 1;
+        dims[d] = X.dims[d];
+    }
+    for (int k = 0; k < n; k++) {
+        int64_t a = ax[k] < 0 ? ax[k] + X.ndim : ax[k], dim;
+        if (a < 0 || a >= X.ndim || sp[k] == 0 || sp[k] > 1 << 30 || sp[k] < -(1 << 30))
+            return BAD("axis %lld or step 0 is out of range", (long long)ax[k]);
+        dim = X.dims[a];
+        /* Clamping as the operator document: [0, dim] for positive steps, [-1, dim - 1]
+         * for negative ones. */
+        int64_t b = s[k] < 0 ? s[k] + dim : s[k], en = e[k] < 0 ? e[k] + dim : e[k];
+        if (e[k] < -dim)
+            en = -1;
+        if (sp[k] > 0) {
+            b = b < 0 ? 0 : b > dim ? dim : b;
+            en = en < 0 ? 0 : en > dim ? dim : en;
+            dims[a] = en > b ? (en - b + sp[k] - 1) / sp[k] : 0;
+        } else {
+            b = b < -1 ? -1 : b > dim - 1 ? dim - 1 : b;
+            en = en < -1 ? -1 : en > dim - 1 ? dim - 1 : en;
+            dims[a] = b > en ? (b - en - sp[k] - 1) / -sp[k] : 0;
+        }
+        start[a] = b;
+        step[a] = sp[k];
+    }
+    int64_t base = 0, ostep[IMP_MAX_DIMS];
+    for (int d = 0; d < X.ndim; d++) {
+        base += start[d] * st[d];
+        ostep[d] = step[d] * st[d];
+    }
+    int o = imp_out(p, nd, 0, err);
+    if (o < 0 || imp_const_alloc(p, o, X.is_float, dims, X.ndim, err))
+        return err->code;
+    gather_strided(&p->v[o], &p->v[x], X.ndim, dims, base, ostep);
+    return DTNN_OK;
+}

@@ -1,0 +1,601 @@
+/*
+ * onnx_import_ops.c — each ONNX operator the importer knows, as dtnn layers or as constants
+ * folded at import time (the Shape -> Gather -> Unsqueeze -> Concat chains that PyTorch writes
+ * for a Reshape target). Semantics follow the ONNX operator documents (onnx/docs/Operators.md,
+ * opsets 9 to 17: Clip's bounds, Pad's pads, Squeeze's and Unsqueeze's axes are attributes
+ * before opsets 11/11/13 and inputs after; Softmax's default axis changes at 13).
+ *
+ * What dtnn cannot express exactly is refused with the node, its operator and the first
+ * unsupported attribute or value: asymmetric padding, ceil_mode where it changes the output
+ * size, broadcasting arithmetic, Clip bounds other than relu/relu6, reshapes other than a flatten
+ * to [N, features]. Nothing is approximated.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "onnx_import.h"
+
+#define FAIL(...) imp_fail(p, nd, DTNN_ERR_UNSUPPORTED, err, __VA_ARGS__)
+#define BAD(...) imp_fail(p, nd, DTNN_ERR_FORMAT, err, __VA_ARGS__)
+
+static int is_flat(const imp_value *v) { return v->h == 1 && v->w == 1; }
+
+/* Axis a of a rank-r value, negative counting from the end; -1 when out of range. */
+static int axis_norm(int64_t a, int r)
+{
+    if (a < 0)
+        a += r;
+    return a < 0 || a >= r ? -1 : (int)a;
+}
+
+/* A float constant input of exactly n values; -1 on error. */
+static int const_floats(imp *p, const Onnx__NodeProto *nd, int k, size_t n, dtnn_error *err)
+{
+    int i = imp_in_const(p, nd, k, err);
+    if (i < 0)
+        return -1;
+    const imp_value *v = &p->v[i];
+    if (!v->is_float || v->count != n) {
+        FAIL("input %d '%s' must be %zu float32 values, it has %zu (%s)", k, v->name, n,
+             v->count, v->is_float ? "float32" : "integers");
+        return -1;
+    }
+    return i;
+}
+
+/* ---- convolution and pooling ------------------------------------------------------------ */
+
+typedef struct {
+    int kh, kw, sh, sw, ph, pw, dh, dw, P, Q;
+} window;
+
+/* strides, dilations, pads and auto_pad of a 2-D window over an h x w input; the kernel is
+ * known. Pads must be (or reduce to) the same on both sides. */
+static dtnn_status window_read(imp *p, const Onnx__NodeProto *nd, int h, int w, int ceil_ok,
+                               window *g, dtnn_error *err)
+{
+    int64_t s[2] = {1, 1}, d[2] = {1, 1}, pd[4] = {0, 0, 0, 0};
+    if (imp_attr_ints(nd, "strides", s, 2) > 2 || imp_attr_ints(nd, "dilations", d, 2) > 2 ||
+        imp_attr_ints(nd, "pads", pd, 4) > 4)
+        return FAIL("only 2-D windows are supported");
+    for (int k = 0; k < 2; k++)
+        if (s[k] < 1 || s[k] > 1 << 16 || d[k] < 1 || d[k] > 1 << 16)
+            return BAD("strides and dilations must be positive");
+    for (int k = 0; k < 4; k++)
+        if (pd[k] < 0 || pd[k] > 1 << 16)
+            return FAIL("attribute pads: negative or huge pads are not supported");
+    g->sh = (int)s[0], g->sw = (int)s[1], g->dh = (int)d[0], g->dw = (int)d[1];
+    const Onnx__AttributeProto *ap = imp_attr(nd, "auto_pad");
+    char mode[32] = "NOTSET";
+    if (ap && ap->has_s)
+        snprintf(mode, sizeof mode, "%.*s", (int)(ap->s.len < 31 ? ap->s.len : 31),
+                 (const char *)ap->s.data);
+    const int in[2] = {h, w}, kk[2] = {g->kh, g->kw}, st[2] = {g->sh, g->sw},
+              dl[2] = {g->dh, g->dw};
+    int pad[2];
+    if (!strcmp(mode, "SAME_UPPER") || !strcmp(mode, "SAME_LOWER")) {
+        for (int k = 0; k < 2; k++) {
+            int64_t out = (in[k] + st[k] - 1) / st[k];
+            int64_t total = (out - 1) * st[k] + (int64_t)(kk[k] - 1) * dl[k] + 1 - in[k];
+            if (total < 0)
+                total = 0;
+            if (total % 2)
+                return FAIL("attribute auto_pad=%s pads %lld rows or columns, which is not the "
+                            "same on both sides", mode, (long long)total);
+            if (total / 2 > 1 << 16)
+                return FAIL("attribute auto_pad=%s: the padding is too large", mode);
+            pad[k] = (int)(total / 2);
+        }
+    } else if (!strcmp(mode, "VALID") || !strcmp(mode, "NOTSET")) {
+        if (!strcmp(mode, "VALID"))
+            pd[0] = pd[1] = pd[2] = pd[3] = 0;
+        /* More padding at the end than at the start (how opset 9 exporters write ceil_mode)
+         * that no window reaches is no padding: the output size tells. */
+        for (int k = 0; k < 2; k++) {
+            const int64_t span = (kk[k] - 1) * (int64_t)dl[k] + 1;
+            if (pd[k + 2] > pd[k] && in[k] + 2 * pd[k] >= span &&
+                (in[k] + pd[k] + pd[k + 2] - span) / st[k] == (in[k] + 2 * pd[k] - span) / st[k])
+                pd[k + 2] = pd[k];
+        }
+        if (pd[0] != pd[2] || pd[1] != pd[3])
+            return FAIL("attribute pads [%lld, %lld, %lld, %lld] is asymmetric; dtnn pads "
+                        "both sides the same", (long long)pd[0], (long long)pd[1],
+                        (long long)pd[2], (long long)pd[3]);
+        pad[0] = (int)pd[0];
+        pad[1] = (int)pd[1];
+    } else {
+        return BAD("attribute auto_pad '%s' is not NOTSET, VALID, SAME_UPPER or SAME_LOWER",
+                   mode);
+    }
+    g->ph = pad[0], g->pw = pad[1];
+    int out[2];
+    for (int k = 0; k < 2; k++) {
+        int64_t span = (int64_t)in[k] + 2 * pad[k] - (int64_t)(kk[k] - 1) * dl[k] - 1;
+        if (span < 0)
+            return FAIL("the %dx%d window does not fit the %dx%d input", g->kh, g->kw, h, w);
+        out[k] = (int)(span / st[k]) + 1;
+        if (ceil_ok && span % st[k]) {
+            /* ceil_mode adds a window only when it starts inside the input or left padding
+             * (as PyTorch); dtnn has only floor, so that must not happen here. */
+            int c = (int)((span + st[k] - 1) / st[k]) + 1;
+            if ((c - 1) * st[k] >= in[k] + pad[k])
+                c--;
+            if (c != out[k])
+                return FAIL("attribute ceil_mode=1 gives %d outputs where floor gives %d "
+                            "(input %dx%d); dtnn pools with floor only", c, out[k], h, w);
+        }
+    }
+    g->P = out[0], g->Q = out[1];
+    return DTNN_OK;
+}
+
+static dtnn_status op_conv(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
+{
+    int x = imp_in_layer(p, nd, 0, 1, err), wi = x < 0 ? -1 : imp_in_const(p, nd, 1, err);
+    if (wi < 0)
+        return err->code;
+    int bi = imp_in_opt(p, nd, 2, err);
+    if (bi == -2)
+        return err->code;
+    const imp_value X = p->v[x], *W = &p->v[wi];
+    if (!W->is_float || W->ndim != 4)
+        return FAIL("weight '%s' is not a float32 [K, C/groups, R, S] tensor (2-D "
+                    "convolutions only)", W->name);
+    const int64_t g = imp_attr_int(nd, "group", 1);
+    const int64_t K = W->dims[0];
+    if (g < 1 || X.c % g || X.c / g != W->dims[1] || K % g || K < 1)
+        return BAD("weight '%s' [%lld, %lld, ...] does not fit %d input channels in %lld "
+                   "groups", W->name, (long long)K, (long long)W->dims[1], X.c, (long long)g);
+    int64_t ks[2] = {W->dims[2], W->dims[3]};
+    if (imp_attr_ints(nd, "kernel_shape", ks, 2) && (ks[0] != W->dims[2] || ks[1] != W->dims[3]))
+        return BAD("attribute kernel_shape does not match weight '%s'", W->name);
+    if (ks[0] < 1 || ks[1] < 1 || ks[0] > 1 << 16 || ks[1] > 1 << 16)
+        return FAIL("a %lldx%lld kernel is not supported", (long long)ks[0], (long long)ks[1]);
+    if (bi >= 0 && const_floats(p, nd, 2, (size_t)K, err) < 0)
+        return err->code;
+    window win = {.kh = (int)ks[0], .kw = (int)ks[1]};
+    dtnn_status st = window_read(p, nd, X.h + 2 * X.pad_h, X.w + 2 * X.pad_w, 0, &win, err);
+    if (st)
+        return st;
+    int o = imp_layer_new(p, nd, "conv2d", W->name, &x, 1, 4, (int)K, win.P, win.Q, err);
+    if (o < 0)
+        return err->code;
+    imp_layer *l = &p->l[p->v[o].layer];
+    imp_opt(l, "filters", "%lld", (long long)K);
+    imp_opt(l, "kernel", "%dx%d", win.kh, win.kw);
+    imp_opt(l, "stride", "%dx%d", win.sh, win.sw);
+    imp_opt(l, "padding", "%dx%d", win.ph + X.pad_h, win.pw + X.pad_w);
+    imp_opt(l, "dilation", "%dx%d", win.dh, win.dw);
+    imp_opt(l, "groups", "%lld", (long long)g);
+    imp_opt(l, "bias", "%s", bi >= 0 ? "true" : "false");
+    imp_bind_add(l, "weight", wi, 0);
+    if (bi >= 0)
+        imp_bind_add(l, "bias", bi, 0);
+    return DTNN_OK;
+}
+
+static dtnn_status op_pool(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
+{
+    const int is_max = !strcmp(nd->op_type, "MaxPool");
+    int x = imp_in_layer(p, nd, 0, 0, err);
+    if (x < 0)
+        return err->code;
+    const imp_value X = p->v[x];
+    int64_t ks[2] = {0, 0};
+    if (imp_attr_ints(nd, "kernel_shape", ks, 2) != 2 || ks[0] < 1 || ks[1] < 1 ||
+        ks[0] > 1 << 16 || ks[1] > 1 << 16)
+        return BAD("attribute kernel_shape must be two positive sizes");
+    if (is_max && imp_attr_int(nd, "storage_order", 0) != 0)
+        return FAIL("attribute storage_order=1 is not supported");
+    window win = {.kh = (int)ks[0], .kw = (int)ks[1]};
+    dtnn_status st = window_read(p, nd, X.h, X.w, imp_attr_int(nd, "ceil_mode", 0) != 0, &win,
+                                 err);
+    if (st)
+        return st;
+    if (win.dh != 1 || win.dw != 1)
+        return FAIL("attribute dilations %dx%d: dtnn pools without dilation", win.dh, win.dw);
+    if (2 * win.ph > win.kh || 2 * win.pw > win.kw)
+        return FAIL("attribute pads %dx%d exceeds half the %dx%d kernel, which dtnn's pools "
+                    "do not support", win.ph, win.pw, win.kh, win.kw);
+    int o = imp_layer_new(p, nd, is_max ? "maxpool" : "avgpool", NULL, &x, 1, 4, X.c, win.P,
+                          win.Q, err);
+    if (o < 0)
+        return err->code;
+    imp_layer *l = &p->l[p->v[o].layer];
+    imp_opt(l, "kernel", "%dx%d", win.kh, win.kw);
+    imp_opt(l, "stride", "%dx%d", win.sh, win.sw);
+    imp_opt(l, "padding", "%dx%d", win.ph, win.pw);
+    if (!is_max)
+        imp_opt(l, "count_include_pad", "%s",
+                imp_attr_int(nd, "count_include_pad", 0) ? "true" : "false");
+    return DTNN_OK;
+}
+
+static dtnn_status op_global_avgpool(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
+{
+    int x = imp_in_layer(p, nd, 0, 0, err);
+    if (x < 0)
+        return err->code;
+    if (p->v[x].rank != 4)
+        return FAIL("input '%s' is not 4-D [N, C, H, W]", p->v[x].name);
+    const int c = p->v[x].c;
+    return imp_layer_new(p, nd, "global_avgpool", NULL, &x, 1, 4, c, 1, 1, err) < 0
+               ? err->code : DTNN_OK;
+}
+
+/* ---- normalisation, activations ---------------------------------------------------------- */
+
+static dtnn_status op_batchnorm(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
+{
+    int x = imp_in_layer(p, nd, 0, 0, err);
+    if (x < 0)
+        return err->code;
+    const imp_value X = p->v[x];
+    if (imp_attr_int(nd, "training_mode", 0) != 0)
+        return FAIL("attribute training_mode=1 is not supported (inference graphs only)");
+    if (imp_attr_int(nd, "spatial", 1) != 1)
+        return FAIL("attribute spatial=0 is not supported");
+    int t[4];
+    for (int k = 0; k < 4; k++)
+        if ((t[k] = const_floats(p, nd, k + 1, (size_t)X.c, err)) < 0)
+            return err->code;
+    for (size_t j = 0; j < p->v[t[3]].count; j++)
+        if (!(p->v[t[3]].f[j] >= 0.0f))
+            return BAD("input 4 '%s' (the variance) has a negative or NaN value",
+                       p->v[t[3]].name);
+    const float eps = imp_attr_float(nd, "epsilon", 1e-5f);
+    const float momentum = imp_attr_float(nd, "momentum", 0.9f);
+    if (!(eps > 0.0f) || !(momentum >= 0.0f && momentum < 1.0f))
+        return FAIL("epsilon %g must be positive and momentum %g in [0, 1)", eps, momentum);
+    int o = imp_layer_new(p, nd, "batchnorm", p->v[t[0]].name, &x, 1, X.rank, X.c, X.h, X.w,
+                          err);
+    if (o < 0)
+        return err->code;
+    imp_layer *l = &p->l[p->v[o].layer];
+    imp_opt(l, "eps", "%.9g", eps);
+    /* ONNX keeps `momentum` of the old statistics, PyTorch and dtnn take it of the new. */
+    imp_opt(l, "momentum", "%.7g", (double)(1.0f - momentum));
+    static const char *const sfx[4] = {"weight", "bias", "running_mean", "running_var"};
+    for (int k = 0; k < 4; k++)
+        imp_bind_add(l, sfx[k], t[k], 0);
+    return DTNN_OK;
+}
+
+static dtnn_status activation(imp *p, const Onnx__NodeProto *nd, const char *type,
+                              imp_layer **out, dtnn_error *err)
+{
+    int x = imp_in_layer(p, nd, 0, 0, err);
+    if (x < 0)
+        return err->code;
+    const imp_value X = p->v[x];
+    int o = imp_layer_new(p, nd, type, NULL, &x, 1, X.rank, X.c, X.h, X.w, err);
+    if (o < 0)
+        return err->code;
+    if (out)
+        *out = &p->l[p->v[o].layer];
+    return DTNN_OK;
+}
+
+static dtnn_status op_unary(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
+{
+    static const char *const map[][2] = {{"Relu", "relu"}, {"Sigmoid", "sigmoid"},
+                                         {"Tanh", "tanh"}, {"LeakyRelu", "leaky_relu"}};
+    for (size_t k = 0; k < sizeof map / sizeof map[0]; k++) {
+        if (strcmp(nd->op_type, map[k][0]))
+            continue;
+        imp_layer *l = NULL;
+        dtnn_status st = activation(p, nd, map[k][1], &l, err);
+        if (!st && k == 3)
+            imp_opt(l, "slope", "%.9g", imp_attr_float(nd, "alpha", 0.01f));
+        return st;
+    }
+    return FAIL("internal: no activation");
+}
+
+static dtnn_status op_clip(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
+{
+    float lo = -INFINITY, hi = INFINITY;
+    if (p->opset < 11) {
+        lo = imp_attr_float(nd, "min", lo);
+        hi = imp_attr_float(nd, "max", hi);
+    } else {
+        for (int k = 1; k <= 2; k++) {
+            int i = imp_in_opt(p, nd, k, err);
+            if (i == -2)
+                return err->code;
+            if (i >= 0) {
+                if ((i = const_floats(p, nd, k, 1, err)) < 0)
+                    return err->code;
+                *(k == 1 ? &lo : &hi) = p->v[i].f[0];
+            }
+        }
+    }
+    if (lo == 0.0f && hi == 6.0f)
+        return activation(p, nd, "relu6", NULL, err);
+    if (lo == 0.0f && hi == INFINITY)
+        return activation(p, nd, "relu", NULL, err);
+    return FAIL("bounds min=%g max=%g: dtnn has relu (0, inf) and relu6 (0, 6); other bounds "
+                "need a clamp layer", lo, hi);
+}
+
+static dtnn_status op_softmax(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
+{
+    int x = imp_in_layer(p, nd, 0, 0, err);
+    if (x < 0)
+        return err->code;
+    const imp_value X = p->v[x];
+    int axis = axis_norm(imp_attr_int(nd, "axis", p->opset < 13 ? 1 : -1), X.rank);
+    /* Before opset 13 the input is flattened from `axis` on, so axis 1 of [N, C, 1, 1] is C. */
+    if (!is_flat(&X) || !(axis == 1 && (X.rank == 2 || p->opset < 13)))
+        return FAIL("attribute axis: dtnn's softmax runs over the features of [N, F]");
+    return activation(p, nd, "softmax", NULL, err);
+}
+
+/* ---- dense layers ------------------------------------------------------------------------ */
+
+/* linear from flat value x and 2-D weight wi ([out, in], or [in, out] when transposed). */
+static dtnn_status linear_new(imp *p, const Onnx__NodeProto *nd, int x, int wi, int transposed,
+                              int bi, dtnn_error *err)
+{
+    const imp_value X = p->v[x], *W = &p->v[wi];
+    if (!is_flat(&X))
+        return FAIL("input '%s' is %dx%dx%d, not [N, features]", X.name, X.c, X.h, X.w);
+    if (!W->is_float || W->ndim != 2 || W->dims[transposed ? 0 : 1] != X.c)
+        return BAD("weight '%s' is not a float32 matrix with %d inputs", W->name, X.c);
+    const int outs = (int)W->dims[transposed ? 1 : 0];
+    if (outs < 1)
+        return BAD("weight '%s' has no outputs", W->name);
+    if (bi >= 0 && const_floats(p, nd, 2, (size_t)outs, err) < 0)
+        return err->code;
+    int o = imp_layer_new(p, nd, "linear", W->name, &x, 1, 2, outs, 1, 1, err);
+    if (o < 0)
+        return err->code;
+    imp_layer *l = &p->l[p->v[o].layer];
+    l->outputs = outs;
+    l->bias = bi >= 0;
+    imp_bind_add(l, "weight", wi, transposed);
+    if (bi >= 0)
+        imp_bind_add(l, "bias", bi, 0);
+    return DTNN_OK;
+}
+
+static dtnn_status op_gemm(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
+{
+    if (imp_attr_float(nd, "alpha", 1.0f) != 1.0f || imp_attr_float(nd, "beta", 1.0f) != 1.0f)
+        return FAIL("attribute %s=%g: dtnn's linear needs alpha = beta = 1",
+                    imp_attr_float(nd, "alpha", 1.0f) != 1.0f ? "alpha" : "beta",
+                    imp_attr_float(nd, "alpha", 1.0f) != 1.0f ? imp_attr_float(nd, "alpha", 1)
+                                                              : imp_attr_float(nd, "beta", 1));
+    if (imp_attr_int(nd, "transA", 0) != 0)
+        return FAIL("attribute transA=1 is not supported");
+    int x = imp_in_layer(p, nd, 0, 0, err), wi = x < 0 ? -1 : imp_in_const(p, nd, 1, err);
+    if (wi < 0)
+        return err->code;
+    int bi = imp_in_opt(p, nd, 2, err);
+    if (bi == -2)
+        return err->code;
+    return linear_new(p, nd, x, wi, imp_attr_int(nd, "transB", 0) == 0, bi, err);
+}
+
+static dtnn_status op_matmul(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
+{
+    int x = imp_in_layer(p, nd, 0, 0, err), wi = x < 0 ? -1 : imp_in_const(p, nd, 1, err);
+    if (wi < 0)
+        return err->code;
+    return linear_new(p, nd, x, wi, 1, -1, err);
+}
+
+/* ---- joins ------------------------------------------------------------------------------- */
+
+/* How many of ins[0..n) one layer joins: up to `most`, and as many as fit the model file's
+ * 512-character "inputs =" line. */
+static int join_width(const imp *p, const int *ins, int n, int most)
+{
+    int k = 0;
+    size_t len = 0;
+    while (k < n && k < most) {
+        const imp_value *v = &p->v[ins[k]];
+        len += (v->layer < 0 ? 5 : strlen(p->l[v->layer].name)) + 2;
+        if (len > 480 && k >= 2)
+            break;
+        k++;
+    }
+    return k;
+}
+
+/* Layer `type` over ins[0..n): dtnn's add takes up to 8 inputs and concat 16, so a longer
+ * join (DenseNet concatenates up to 25) is a chain, each link joining the previous one's
+ * result with the next inputs; both operations are associative. ins is overwritten. */
+static dtnn_status join(imp *p, const Onnx__NodeProto *nd, const char *type, int *ins, int n,
+                        int rank, dtnn_error *err)
+{
+    const int concat = !strcmp(type, "concat");
+    int max;
+    while ((max = join_width(p, ins, n, concat ? 16 : 8)) < n) {
+        int c = 0;
+        for (int k = 0; k < max; k++)
+            c = concat ? c + p->v[ins[k]].c : p->v[ins[k]].c;
+        const imp_value X = p->v[ins[0]];
+        int o = imp_layer_inner(p, nd, type, ins, max, rank, c, X.h, X.w, err);
+        if (o < 0)
+            return err->code;
+        ins[0] = o;
+        memmove(ins + 1, ins + max, sizeof(int) * (size_t)(n - max));
+        n -= max - 1;
+    }
+    int c = 0;
+    for (int k = 0; k < n; k++)
+        c = concat ? c + p->v[ins[k]].c : p->v[ins[k]].c;
+    const imp_value X = p->v[ins[0]];
+    return imp_layer_new(p, nd, type, NULL, ins, n, rank, c, X.h, X.w, err) < 0 ? err->code
+                                                                                : DTNN_OK;
+}
+
+/* Add of a linear layer's only consumer and a bias vector: MatMul + Add is linear with bias. */
+static dtnn_status add_bias(imp *p, const Onnx__NodeProto *nd, int x, int b, dtnn_error *err)
+{
+    const imp_value *X = &p->v[x], *B = &p->v[b];
+    imp_layer *l = X->layer >= 0 ? &p->l[X->layer] : NULL;
+    if (!l || strcmp(l->type, "linear") || l->bias || l->out != x || imp_uses(p, X->name) != 1 ||
+        !B->is_float || B->count != (size_t)l->outputs ||
+        !(B->ndim == 1 || (B->ndim == 2 && B->dims[0] == 1)))
+        return FAIL("adding constant '%s' (broadcasting) is supported only as the bias of a "
+                    "MatMul", B->name);
+    l->bias = 1;
+    imp_bind_add(l, "bias", b, 0);
+    return imp_out_alias(p, nd, x, err) < 0 ? err->code : DTNN_OK;
+}
+
+static dtnn_status op_add(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
+{
+    const int n = (int)nd->n_input;
+    if (n < 1 || n > IMP_MAX_JOIN)
+        return FAIL("%d inputs (dtnn takes 1 to %d)", n, IMP_MAX_JOIN);
+    int ins[IMP_MAX_JOIN] = {0}, rank = 2;
+    for (int k = 0; k < n; k++) {
+        if ((ins[k] = imp_in(p, nd, k, err)) < 0)
+            return err->code;
+        if (n == 2 && p->v[ins[k]].kind == IMP_CONST && p->v[ins[1 - k]].kind == IMP_LAYER)
+            return add_bias(p, nd, ins[1 - k], ins[k], err);
+        if (imp_in_layer(p, nd, k, 0, err) < 0)
+            return err->code;
+        const imp_value *v = &p->v[ins[k]], *v0 = &p->v[ins[0]];
+        if (v->c != v0->c || v->h != v0->h || v->w != v0->w)
+            return FAIL("inputs '%s' %dx%dx%d and '%s' %dx%dx%d differ in shape; dtnn adds "
+                        "equal shapes (no broadcasting)", v0->name, v0->c, v0->h, v0->w,
+                        v->name, v->c, v->h, v->w);
+        if (v->rank > rank)
+            rank = v->rank;
+    }
+    if (n == 1)
+        return imp_out_alias(p, nd, ins[0], err) < 0 ? err->code : DTNN_OK;
+    return join(p, nd, "add", ins, n, rank, err);
+}
+
+/* Concat of constants (shape vectors, axis 0) is folded; of layers it is a channel concat. */
+static dtnn_status op_concat(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
+{
+    const int n = (int)nd->n_input;
+    if (n < 1 || n > IMP_MAX_JOIN)
+        return FAIL("%d inputs (dtnn takes 1 to %d)", n, IMP_MAX_JOIN);
+    int ins[IMP_MAX_JOIN] = {0}, n_const = 0;
+    size_t total = 0;
+    for (int k = 0; k < n; k++) {
+        if ((ins[k] = imp_in(p, nd, k, err)) < 0)
+            return err->code;
+        n_const += p->v[ins[k]].kind == IMP_CONST;
+        total += p->v[ins[k]].count;
+    }
+    const int64_t axis = imp_attr_int(nd, "axis", 1);
+    if (n_const == n) {
+        for (int k = 0; k < n; k++)
+            if (p->v[ins[k]].ndim != 1 || p->v[ins[k]].is_float)
+                return FAIL("only 1-D integer constants are folded");
+        int o = imp_out(p, nd, 0, err);
+        int64_t dims[1] = {(int64_t)total};
+        if (o < 0 || imp_const_alloc(p, o, 0, dims, 1, err))
+            return err->code;
+        size_t at = 0;
+        for (int k = 0; k < n; k++)
+            for (size_t j = 0; j < p->v[ins[k]].count; j++)
+                p->v[o].i[at++] = p->v[ins[k]].i[j];
+        return DTNN_OK;
+    }
+    int rank = 0;
+    for (int k = 0; k < n; k++) {
+        if (imp_in_layer(p, nd, k, 0, err) < 0)
+            return err->code;
+        const imp_value *v = &p->v[ins[k]], *v0 = &p->v[ins[0]];
+        if (v->h != v0->h || v->w != v0->w)
+            return BAD("inputs differ in height or width");
+        rank = v->rank > rank ? v->rank : rank;
+    }
+    if (axis_norm(axis, rank) != 1)
+        return FAIL("attribute axis=%lld: dtnn concatenates channels (axis 1)",
+                    (long long)axis);
+    if (n == 1)
+        return imp_out_alias(p, nd, ins[0], err) < 0 ? err->code : DTNN_OK;
+    return join(p, nd, "concat", ins, n, rank, err);
+}
+
+static const char *const a_none[] = {NULL};
+static const char *const a_conv[] = {"auto_pad", "dilations", "group", "kernel_shape", "pads",
+                                     "strides", NULL};
+static const char *const a_maxpool[] = {"auto_pad", "ceil_mode", "dilations", "kernel_shape",
+                                        "pads", "storage_order", "strides", NULL};
+static const char *const a_avgpool[] = {"auto_pad", "ceil_mode", "count_include_pad",
+                                        "kernel_shape", "pads", "strides", NULL};
+static const char *const a_bn[] = {"epsilon", "momentum", "spatial", "training_mode",
+                                   "is_test", NULL};
+static const char *const a_leaky[] = {"alpha", NULL};
+static const char *const a_clip[] = {"min", "max", NULL};
+static const char *const a_axis[] = {"axis", NULL};
+static const char *const a_gemm[] = {"alpha", "beta", "transA", "transB", NULL};
+static const char *const a_reshape[] = {"allowzero", NULL};
+static const char *const a_axes[] = {"axes", NULL};
+static const char *const a_dropout[] = {"ratio", "seed", "is_test", NULL};
+static const char *const a_constant[] = {"value", "value_float", "value_floats", "value_int",
+                                         "value_ints", NULL};
+static const char *const a_shape[] = {"start", "end", NULL};
+static const char *const a_cast[] = {"to", "saturate", NULL};
+static const char *const a_pad[] = {"mode", "pads", "value", NULL};
+static const char *const a_slice[] = {"starts", "ends", "axes", NULL};
+static const char *const a_value[] = {"value", NULL};
+static const char *const a_perm[] = {"perm", NULL};
+
+static const struct {
+    const char *op;
+    op_fn fn;
+    const char *const *attrs;
+} ops[] = {
+    {"Conv", op_conv, a_conv},
+    {"MaxPool", op_pool, a_maxpool},
+    {"AveragePool", op_pool, a_avgpool},
+    {"GlobalAveragePool", op_global_avgpool, a_none},
+    {"BatchNormalization", op_batchnorm, a_bn},
+    {"Relu", op_unary, a_none},
+    {"Sigmoid", op_unary, a_none},
+    {"Tanh", op_unary, a_none},
+    {"LeakyRelu", op_unary, a_leaky},
+    {"Clip", op_clip, a_clip},
+    {"Softmax", op_softmax, a_axis},
+    {"Gemm", op_gemm, a_gemm},
+    {"MatMul", op_matmul, a_none},
+    {"Add", op_add, a_none},
+    {"Sum", op_add, a_none},
+    {"Concat", op_concat, a_axis},
+    {"Flatten", op_flatten, a_axis},
+    {"Reshape", op_reshape, a_reshape},
+    {"Squeeze", op_squeeze, a_axes},
+    {"Unsqueeze", op_squeeze, a_axes},
+    {"Dropout", op_identity, a_dropout},
+    {"Identity", op_identity, a_none},
+    {"Constant", op_constant, a_constant},
+    {"Shape", op_shape, a_shape},
+    {"Gather", op_gather, a_axis},
+    {"Cast", op_cast, a_cast},
+    {"Pad", op_pad, a_pad},
+    {"Slice", op_slice, a_slice},
+    {"ConstantOfShape", op_constant_of_shape, a_value},
+    {"Transpose", op_transpose, a_perm},
+};
+
+dtnn_status imp_node(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
+{
+    for (size_t k = 0; k < sizeof ops / sizeof ops[0]; k++) {
+        if (strcmp(nd->op_type, ops[k].op))
+            continue;
+        const char *bad = imp_attr_unknown(nd, ops[k].attrs);
+        if (bad)
+            return FAIL("attribute '%s' is not supported", bad);
+        return ops[k].fn(p, nd, err);
+    }
+    char list[600];
+    size_t n = 0;
+    for (size_t k = 0; k < sizeof ops / sizeof ops[0] && n < sizeof list; k++)
+        n += (size_t)snprintf(list + n, sizeof list - n, "%s%s", k ? ", " : "", ops[k].op);
+    return FAIL("operator %s is not supported by dtnn's importer (supported: %s)", nd->op_type,
+                list);
+}

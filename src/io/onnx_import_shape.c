@@ -1,0 +1,454 @@
+/*
+ * onnx_import_shape.c — the ONNX operators that only move or rename data: Flatten, Reshape,
+ * Squeeze and Unsqueeze where they flatten to [N, features] (dtnn stores [N, F] and
+ * [N, F, 1, 1] the same way, so most become no layer at all), Dropout and Identity (the identity
+ * at inference), Pad (zeros: spatial pads go into the next Conv's padding, channel pads make the
+ * option-A shortcut), Slice (the shortcut's x[:, :, ::s, ::s]), and the constant folding of
+ * Constant, Shape, Gather, Cast, Squeeze, Unsqueeze and Concat that PyTorch writes for Reshape
+ * targets. Semantics: onnx/docs/Operators.md.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "onnx_import.h"
+
+#define FAIL(...) imp_fail(p, nd, DTNN_ERR_UNSUPPORTED, err, __VA_ARGS__)
+#define BAD(...) imp_fail(p, nd, DTNN_ERR_FORMAT, err, __VA_ARGS__)
+
+static int axis_norm(int64_t a, int r)
+{
+    if (a < 0)
+        a += r;
+    return a < 0 || a >= r ? -1 : (int)a;
+}
+
+/* A copy of constant src as output 0 of nd, with new dims of the same element count. */
+static dtnn_status const_copy(imp *p, const Onnx__NodeProto *nd, int src, const int64_t *dims,
+                              int ndim, dtnn_error *err)
+{
+    int o = imp_out(p, nd, 0, err);
+    if (o < 0)
+        return err->code;
+    const imp_value *s = &p->v[src];
+    dtnn_status st = imp_const_alloc(p, o, s->is_float, dims, ndim, err);
+    if (st)
+        return st;
+    s = &p->v[src];     /* value_new may have moved the array */
+    if (p->v[o].count != s->count)
+        return BAD("folding '%s' changes its element count", s->name);
+    if (s->is_float)
+        memcpy(p->v[o].f, s->f, sizeof(float) * s->count);
+    else
+        memcpy(p->v[o].i, s->i, sizeof(int64_t) * s->count);
+    return DTNN_OK;
+}
+
+/* Output 0 of nd as layer value x seen with rank r (its data unchanged). */
+static dtnn_status alias_rank(imp *p, const Onnx__NodeProto *nd, int x, int r, dtnn_error *err)
+{
+    int o = imp_out_alias(p, nd, x, err);
+    if (o < 0)
+        return err->code;
+    p->v[o].rank = r;
+    return DTNN_OK;
+}
+
+/* [N, C, H, W] -> [N, C*H*W]: no layer when H = W = 1, else a flatten layer. */
+static dtnn_status flatten_to(imp *p, const Onnx__NodeProto *nd, int x, int rank,
+                              dtnn_error *err)
+{
+    const imp_value X = p->v[x];
+    if (X.h == 1 && X.w == 1)
+        return alias_rank(p, nd, x, rank, err);
+    return imp_layer_new(p, nd, "flatten", NULL, &x, 1, rank, X.c * X.h * X.w, 1, 1, err) < 0
+               ? err->code : DTNN_OK;
+}
+
+dtnn_status op_flatten(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
+{
+    int x = imp_in_layer(p, nd, 0, 0, err);
+    if (x < 0)
+        return err->code;
+    if (axis_norm(imp_attr_int(nd, "axis", 1), p->v[x].rank) != 1)
+        return FAIL("attribute axis=%lld: dtnn flattens to [N, features] (axis 1) only",
+                    (long long)imp_attr_int(nd, "axis", 1));
+    return flatten_to(p, nd, x, 2, err);
+}
+
+dtnn_status op_reshape(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
+{
+    int c = imp_in(p, nd, 0, err);
+    if (c >= 0 && p->v[c].kind == IMP_CONST)
+        return fold_reshape(p, nd, err);
+    int x = imp_in_layer(p, nd, 0, 0, err), si = x < 0 ? -1 : imp_in_const(p, nd, 1, err);
+    if (si < 0)
+        return err->code;
+    if (imp_attr_int(nd, "allowzero", 0) != 0)
+        return FAIL("attribute allowzero=1 is not supported");
+    const imp_value *S = &p->v[si];
+    const imp_value X = p->v[x];
+    const int64_t F = (int64_t)X.c * X.h * X.w;
+    char shown[96] = "";
+    for (size_t k = 0, n = 0; k < S->count && k < 6 && !S->is_float; k++)
+        n += (size_t)snprintf(shown + n, sizeof shown - n, "%s%lld", k ? ", " : "",
+                              (long long)S->i[k]);
+    int ok = !S->is_float && S->ndim == 1 && (S->count == 2 || S->count == 4);
+    if (ok) {
+        const int64_t *t = S->i;
+        ok = (t[0] == 0 || t[0] == p->batch || (t[0] == -1 && t[1] != -1)) &&
+             (t[1] == -1 || t[1] == F) && (S->count == 2 || (t[2] == 1 && t[3] == 1));
+    }
+    if (!ok)
+        return FAIL("target shape [%s] of '%s' is not a flatten to [N, %lld] (the only "
+                    "reshape dtnn does)", shown, X.name, (long long)F);
+    return flatten_to(p, nd, x, (int)S->count, err);
+}
+
+/* The axes of Squeeze / Unsqueeze: an attribute before opset 13, an input after. */
+static int read_axes(imp *p, const Onnx__NodeProto *nd, int64_t *axes, dtnn_error *err)
+{
+    if (p->opset < 13)
+        return imp_attr_ints(nd, "axes", axes, IMP_MAX_DIMS) > IMP_MAX_DIMS
+                   ? (BAD("too many axes"), -1)
+                   : imp_attr_ints(nd, "axes", axes, IMP_MAX_DIMS);
+    if (imp_attr(nd, "axes"))
+        return BAD("axes is an input from opset 13, not an attribute"), -1;
+    int i = imp_in_opt(p, nd, 1, err);
+    if (i == -2)
+        return -1;
+    if (i < 0)
+        return 0;
+    i = imp_in_const(p, nd, 1, err);
+    if (i < 0)
+        return -1;
+    if (p->v[i].is_float || p->v[i].count > IMP_MAX_DIMS)
+        return BAD("input 1 (axes) must be up to %d integers", IMP_MAX_DIMS), -1;
+    for (size_t k = 0; k < p->v[i].count; k++)
+        axes[k] = p->v[i].i[k];
+    return (int)p->v[i].count;
+}
+
+dtnn_status op_squeeze(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
+{
+    const int un = !strcmp(nd->op_type, "Unsqueeze");
+    int x = imp_in(p, nd, 0, err);
+    int64_t axes[IMP_MAX_DIMS];
+    int na = x < 0 ? -1 : read_axes(p, nd, axes, err);
+    if (na < 0)
+        return err->code;
+    const imp_value X = p->v[x];
+    const int rank = X.kind == IMP_CONST ? X.ndim : X.rank;
+    const int out_rank = un ? rank + na : rank - na;
+    int mark[IMP_MAX_DIMS] = {0};
+    if (na == 0 && !un && X.kind == IMP_CONST) {
+        for (int d = 0; d < rank; d++)
+            mark[d] = X.dims[d] == 1;
+    } else {
+        if (na == 0 || out_rank < 0 || out_rank > IMP_MAX_DIMS)
+            return FAIL("%s without axes or with too many is not supported", nd->op_type);
+        for (int k = 0; k < na; k++) {
+            int a = axis_norm(axes[k], un ? out_rank : rank);
+            if (a < 0 || mark[a])
+                return BAD("axis %lld is out of range or repeated", (long long)axes[k]);
+            mark[a] = 1;
+        }
+    }
+    if (X.kind == IMP_CONST) {
+        int64_t dims[IMP_MAX_DIMS];
+        int n = 0;
+        if (un) {
+            for (int d = 0, s = 0; d < out_rank; d++)
+                dims[n++] = mark[d] ? 1 : X.dims[s++];
+        } else {
+            for (int d = 0; d < rank; d++) {
+                if (mark[d] && X.dims[d] != 1)
+                    return BAD("axis %d of '%s' is not of size 1", d, X.name);
+                if (!mark[d])
+                    dims[n++] = X.dims[d];
+            }
+        }
+        return const_copy(p, nd, x, dims, n, err);
+    }
+    if (imp_in_layer(p, nd, 0, 0, err) < 0)
+        return err->code;
+    /* [N, C, 1, 1] <-> [N, C] is the only change of rank a dtnn value has. */
+    if (mark[0] || mark[1] || (un ? rank != 2 : rank != 4 || X.h != 1 || X.w != 1) ||
+        na != 2)
+        return FAIL("axes: dtnn only squeezes [N, C, 1, 1] to [N, C] (axes 2, 3) and "
+                    "unsqueezes back");
+    return alias_rank(p, nd, x, out_rank, err);
+}
+
+dtnn_status op_identity(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
+{
+    int x = imp_in(p, nd, 0, err);
+    if (x < 0)
+        return err->code;
+    if (!strcmp(nd->op_type, "Dropout") && p->opset >= 12) {
+        int t = imp_in_opt(p, nd, 2, err);
+        if (t == -2)
+            return err->code;
+        if (t >= 0 && ((t = imp_in_const(p, nd, 2, err)) < 0 || p->v[t].count != 1 ||
+                       (p->v[t].is_float ? p->v[t].f[0] != 0.0f : p->v[t].i[0] != 0)))
+            return t < 0 ? err->code : FAIL("input training_mode must be false");
+    }
+    if (p->v[x].kind == IMP_CONST)
+        return const_copy(p, nd, x, p->v[x].dims, p->v[x].ndim, err);
+    if (imp_in_layer(p, nd, 0, 0, err) < 0)
+        return err->code;
+    return imp_out_alias(p, nd, x, err) < 0 ? err->code : DTNN_OK;
+}
+
+dtnn_status op_constant(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
+{
+    if (nd->n_attribute != 1)
+        return BAD("a Constant needs exactly one value attribute");
+    const Onnx__AttributeProto *a = nd->attribute[0];
+    int o = imp_out(p, nd, 0, err);
+    if (o < 0)
+        return err->code;
+    if (!strcmp(a->name, "value")) {
+        if (!a->t)
+            return BAD("attribute value has no tensor");
+        return imp_const_from_tensor(p, o, a->t, "Constant", err);
+    }
+    const int is_float = !strcmp(a->name, "value_float") || !strcmp(a->name, "value_floats");
+    const int scalar = !strcmp(a->name, "value_float") || !strcmp(a->name, "value_int");
+    int64_t n = scalar ? 1 : (int64_t)(is_float ? a->n_floats : a->n_ints);
+    if ((scalar && !(is_float ? a->has_f : a->has_i)))
+        return BAD("attribute %s has no value", a->name);
+    dtnn_status st = imp_const_alloc(p, o, is_float, &n, scalar ? 0 : 1, err);
+    for (int64_t k = 0; !st && k < n; k++) {
+        if (is_float)
+            p->v[o].f[k] = scalar ? a->f : a->floats[k];
+        else
+            p->v[o].i[k] = scalar ? a->i : a->ints[k];
+    }
+    return st;
+}
+
+dtnn_status op_shape(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
+{
+    int x = imp_in(p, nd, 0, err);
+    if (x < 0)
+        return err->code;
+    const imp_value X = p->v[x];
+    int64_t dims[IMP_MAX_DIMS];
+    int r;
+    if (X.kind == IMP_CONST) {
+        r = X.ndim;
+        memcpy(dims, X.dims, sizeof(int64_t) * (size_t)r);
+    } else {
+        const int64_t d4[4] = {p->batch, X.c, X.h, X.w};
+        r = X.rank;
+        memcpy(dims, d4, sizeof(int64_t) * (size_t)r);
+    }
+    /* opset 15: start and end slice the shape, clamped as Slice's. */
+    int64_t s = imp_attr_int(nd, "start", 0), e = imp_attr_int(nd, "end", r);
+    s = s < 0 ? s + r : s;
+    e = e < 0 ? e + r : e;
+    s = s < 0 ? 0 : s > r ? r : s;
+    e = e < 0 ? 0 : e > r ? r : e;
+    int64_t n = e > s ? e - s : 0;
+    int o = imp_out(p, nd, 0, err);
+    if (o < 0 || imp_const_alloc(p, o, 0, &n, 1, err))
+        return err->code;
+    for (int64_t k = 0; k < n; k++)
+        p->v[o].i[k] = dims[s + k];
+    return DTNN_OK;
+}
+
+dtnn_status op_gather(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
+{
+    int d = imp_in_const(p, nd, 0, err), ix = d < 0 ? -1 : imp_in_const(p, nd, 1, err);
+    if (ix < 0)
+        return err->code;
+    if (imp_attr_int(nd, "axis", 0) != 0 || p->v[d].ndim != 1 || p->v[ix].is_float ||
+        p->v[ix].ndim > 1)
+        return FAIL("only Gather of a 1-D constant (axis 0) with integer indices is folded");
+    int o = imp_out(p, nd, 0, err);
+    if (o < 0 || imp_const_alloc(p, o, p->v[d].is_float, p->v[ix].dims, p->v[ix].ndim, err))
+        return err->code;
+    const imp_value *D = &p->v[d], *I = &p->v[ix];
+    for (size_t k = 0; k < I->count; k++) {
+        int64_t j = I->i[k] < 0 ? I->i[k] + (int64_t)D->count : I->i[k];
+        if (j < 0 || j >= (int64_t)D->count)
+            return BAD("index %lld is out of range for '%s'", (long long)I->i[k], D->name);
+        if (D->is_float)
+            p->v[o].f[k] = D->f[j];
+        else
+            p->v[o].i[k] = D->i[j];
+    }
+    return DTNN_OK;
+}
+
+dtnn_status op_cast(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
+{
+    int x = imp_in(p, nd, 0, err);
+    if (x < 0)
+        return err->code;
+    const int64_t to = imp_attr_int(nd, "to", 0);
+    const int to_float = to == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
+    const int to_int = to == ONNX__TENSOR_PROTO__DATA_TYPE__INT64 ||
+                       to == ONNX__TENSOR_PROTO__DATA_TYPE__INT32;
+    if (p->v[x].kind == IMP_LAYER) {
+        if (!to_float || imp_in_layer(p, nd, 0, 0, err) < 0)
+            return to_float ? err->code : FAIL("attribute to=%lld: dtnn values are float32",
+                                               (long long)to);
+        return imp_out_alias(p, nd, x, err) < 0 ? err->code : DTNN_OK;
+    }
+    if (!to_float && !to_int)
+        return FAIL("attribute to=%lld: constants are folded as float32 or integers",
+                    (long long)to);
+    int o = imp_out(p, nd, 0, err);
+    if (o < 0 || imp_const_alloc(p, o, to_float, p->v[x].dims, p->v[x].ndim, err))
+        return err->code;
+    const imp_value *X = &p->v[x];
+    for (size_t k = 0; k < X->count; k++) {
+        if (to_float)
+            p->v[o].f[k] = X->is_float ? X->f[k] : (float)X->i[k];
+        else
+            p->v[o].i[k] = X->is_float ? (int64_t)X->f[k] : X->i[k];
+    }
+    return DTNN_OK;
+}
+
+dtnn_status op_pad(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
+{
+    int x = imp_in_layer(p, nd, 0, 1, err);
+    if (x < 0)
+        return err->code;
+    const Onnx__AttributeProto *ma = imp_attr(nd, "mode");
+    if (ma && ma->has_s && (ma->s.len != 8 || memcmp(ma->s.data, "constant", 8)))
+        return FAIL("attribute mode='%.*s': dtnn pads with zeros only", (int)ma->s.len,
+                    (const char *)ma->s.data);
+    int64_t pd[8];
+    float value = 0.0f;
+    int n;
+    if (p->opset < 11) {
+        n = imp_attr_ints(nd, "pads", pd, 8);
+        value = imp_attr_float(nd, "value", 0.0f);
+    } else {
+        if (nd->n_input > 3)
+            return FAIL("input axes is not supported");
+        const Onnx__AttributeProto *pa = imp_attr(nd, "pads");
+        if (pa)
+            return BAD("pads is an input from opset 11, not an attribute");
+        int pi = imp_in_const(p, nd, 1, err);
+        if (pi < 0)
+            return err->code;
+        if (p->v[pi].is_float || p->v[pi].count > 8)
+            return BAD("input 1 (pads) must be integers");
+        n = (int)p->v[pi].count;
+        for (int k = 0; k < n; k++)
+            pd[k] = p->v[pi].i[k];
+        int vi = imp_in_opt(p, nd, 2, err);
+        if (vi == -2)
+            return err->code;
+        if (vi >= 0) {
+            if ((vi = imp_in_const(p, nd, 2, err)) < 0)
+                return err->code;
+            if (p->v[vi].count != 1)
+                return BAD("input 2 (constant_value) is not a scalar");
+            value = p->v[vi].is_float ? p->v[vi].f[0] : (float)p->v[vi].i[0];
+        }
+    }
+    const imp_value X = p->v[x];
+    if (n != 8 || X.rank != 4)
+        return FAIL("pads: only 4-D [N, C, H, W] values are padded");
+    if (value != 0.0f)
+        return FAIL("constant value %g: dtnn pads with zeros only", value);
+    for (int k = 0; k < 8; k++)
+        if (pd[k] < 0 || pd[k] > 1 << 16)
+            return FAIL("pads: negative (cropping) or huge pads are not supported");
+    if (pd[0] || pd[4])
+        return FAIL("pads: the batch dimension cannot be padded");
+    if ((pd[1] || pd[5]) && (pd[2] || pd[3] || pd[6] || pd[7] || X.pad_h || X.pad_w))
+        return FAIL("pads: channels and rows or columns at once are not supported");
+    if (pd[1] || pd[5]) {
+        /* Zero channels: the option-A shortcut, widening the Slice's shortcut before it. */
+        const int K = X.c + (int)pd[1] + (int)pd[5];
+        imp_layer *l = X.layer >= 0 ? &p->l[X.layer] : NULL;
+        if (l && !strcmp(l->type, "shortcut_a") && l->out == x && l->filters == X.c &&
+            imp_uses(p, X.name) == 1) {
+            l->filters = K;
+            l->offset = (int)pd[1];
+            int o = imp_out_alias(p, nd, x, err);
+            if (o < 0)
+                return err->code;
+            p->v[o].c = K;
+            return DTNN_OK;
+        }
+        int o = imp_layer_new(p, nd, "shortcut_a", NULL, &x, 1, 4, K, X.h, X.w, err);
+        if (o < 0)
+            return err->code;
+        l = &p->l[p->v[o].layer];
+        l->filters = K;
+        l->stride = 1;
+        l->offset = (int)pd[1];
+        return DTNN_OK;
+    }
+    if (pd[2] != pd[6] || pd[3] != pd[7])
+        return FAIL("pads [%lld, %lld, %lld, %lld] on rows and columns are asymmetric; dtnn "
+                    "pads both sides the same", (long long)pd[2], (long long)pd[3],
+                    (long long)pd[6], (long long)pd[7]);
+    int o = imp_out_alias(p, nd, x, err);
+    if (o < 0)
+        return err->code;
+    p->v[o].pad_h += (int)pd[2];
+    p->v[o].pad_w += (int)pd[3];
+    return DTNN_OK;
+}
+
+/* x[:, :, ::s, ::s]: the option-A shortcut's subsampling (its channel Pad may follow). */
+dtnn_status op_slice(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
+{
+    if (p->opset < 10)
+        return FAIL("Slice before opset 10 is not supported");
+    int c = imp_in(p, nd, 0, err);
+    if (c >= 0 && p->v[c].kind == IMP_CONST)
+        return fold_slice(p, nd, err);
+    int x = imp_in_layer(p, nd, 0, 0, err);
+    if (x < 0)
+        return err->code;
+    int64_t st[4], en[4], ax[4] = {0, 1, 2, 3}, sp[4] = {1, 1, 1, 1};
+    int n = imp_const_ints(p, nd, 1, st, 4, err), ne = n < 0 ? -1 : imp_const_ints(p, nd, 2, en,
+                                                                                   4, err);
+    if (ne < 0)
+        return err->code;
+    int na = n, ns = n;
+    if (imp_in_opt(p, nd, 3, err) >= 0 && (na = imp_const_ints(p, nd, 3, ax, 4, err)) < 0)
+        return err->code;
+    if (imp_in_opt(p, nd, 4, err) >= 0 && (ns = imp_const_ints(p, nd, 4, sp, 4, err)) < 0)
+        return err->code;
+    if (ne != n || na != n || ns != n)
+        return BAD("starts, ends, axes and steps differ in length");
+    const imp_value X = p->v[x];
+    const int size[4] = {0, X.c, X.h, X.w};
+    int step[4] = {1, 1, 1, 1};
+    for (int k = 0; k < n; k++) {
+        int a = axis_norm(ax[k], X.rank);
+        if (a < 0)
+            return BAD("axis %lld is out of range", (long long)ax[k]);
+        if (st[k] != 0 || en[k] < size[a] || sp[k] < 1 || sp[k] > 1 << 16 || a < 2 ||
+            X.rank != 4)
+            return FAIL("only x[:, :, ::s, ::s] (start 0, to the end, step s on H and W) is "
+                        "supported");
+        step[a] = (int)sp[k];
+    }
+    if (step[2] != step[3])
+        return FAIL("steps %d and %d on H and W differ", step[2], step[3]);
+    if (step[2] == 1)
+        return imp_out_alias(p, nd, x, err) < 0 ? err->code : DTNN_OK;
+    const int s = step[2];
+    int o = imp_layer_new(p, nd, "shortcut_a", NULL, &x, 1, 4, X.c, (X.h + s - 1) / s,
+                          (X.w + s - 1) / s, err);
+    if (o < 0)
+        return err->code;
+    imp_layer *l = &p->l[p->v[o].layer];
+    l->filters = X.c;
+    l->stride = s;
+    l->offset = 0;
+    return DTNN_OK;
+}

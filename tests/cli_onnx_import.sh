@@ -1,0 +1,207 @@
+#!/usr/bin/env bash
+# ONNX import (label onnx). (a) Round trip: lenet5, resnet20 and models/onnx_all_layers.model
+# (every layer type the exporter writes) trained 2 steps, written by
+# `dtnn export`, run back with `dtnn predict --model F.onnx` and through `dtnn import`'s model
+# file and weights: the original's logits within 1e-6 relative (max |a - b| / max |b|).
+# (b) torchvision models written by torch.onnx.export (tools/torch_onnx_export.py: opset 13,
+# eval mode, random weights and batch-norm statistics): `dtnn predict` on the file gives
+# torchvision's logits within 1e-4 relative; mobilenet_v3_small (Hardswish is HardSigmoid + Mul
+# at opset 13) fails with the unsupported-operator line. (c) `dtnn train --model F.onnx` runs 2
+# steps from the initializers. (d) An unsupported operator, a corrupt and a truncated file each
+# give one line and exit 1, as do graphs written with onnx.helper: asymmetric Conv pads,
+# GlobalMaxPool, Gemm alpha = 2, a weight that does not fit its input.
+# Skipped (exit 77) without numpy or in a build without ONNX support; part (b) and (c) need
+# Debian's python3-torch and python3-torchvision and say so when they are missing.
+# Usage: cli_onnx_import.sh DTNN TMPDIR
+set -eu
+dtnn=$1
+tmp=$2
+rm -rf "$tmp" && mkdir -p "$tmp"
+py=/usr/bin/python3
+if ! [[ -x $py ]] || ! $py -c "import numpy" 2>/dev/null; then
+    echo "skipped: Debian's python3-numpy is not installed"
+    exit 77
+fi
+if "$dtnn" import /nonexistent.onnx --output-model "$tmp/m" --output-weights "$tmp/w" 2>&1 |
+        grep -q "without ONNX support"; then
+    echo "skipped: this dtnn was built without ONNX support (DTNN_ONNX)"
+    exit 77
+fi
+fail=0
+
+# compare A B TOL NAME: max |a - b| / max |b| <= TOL
+compare() {
+    $py - "$@" <<'P' || fail=1
+import sys, numpy as np
+a, b = np.load(sys.argv[1]).astype(np.float64), np.load(sys.argv[2]).astype(np.float64)
+tol, name = float(sys.argv[3]), sys.argv[4]
+if a.shape != b.shape:
+    print(f"FAIL {name}: shapes {a.shape} and {b.shape}"); sys.exit(1)
+rel = np.abs(a - b).max() / max(np.abs(b).max(), 1e-30)
+print(f"{'ok  ' if rel <= tol else 'FAIL'} {name}: max|a-b|/max|b| = {rel:.3g} (tolerance {tol:g})")
+sys.exit(0 if rel <= tol else 1)
+P
+}
+
+# (a) round trip
+for spec in lenet5:1x28x28 resnet20:3x32x32 models/onnx_all_layers.model:3x8x8; do
+    model=${spec%%:*}
+    shape=${spec#*:}
+    d="$tmp/$(basename "$model" .model)"
+    mkdir -p "$d"
+    $py - "$d" "$shape" <<'P'
+import sys, numpy as np
+d, shape = sys.argv[1], tuple(int(v) for v in sys.argv[2].split("x"))
+rng = np.random.default_rng(0)
+np.save(f"{d}/train_x.npy", rng.standard_normal((16,) + shape).astype(np.float32))
+np.save(f"{d}/train_y.npy", rng.integers(0, 10, 16).astype(np.int64))
+np.save(f"{d}/x.npy", rng.standard_normal((5,) + shape).astype(np.float32))
+P
+    zoo=()
+    [[ $model == *.model ]] || zoo=(--classes 10)
+    "$dtnn" train --model $model "${zoo[@]}" --dataset npy --data-dir "$d" --steps 2 \
+        --batch-size 8 --optimizer sgd --lr 0.05 --momentum 0.9 --threads 1 \
+        --save "$d/ck.safetensors" --quiet >/dev/null
+    "$dtnn" predict --model $model "${zoo[@]}" --load "$d/ck.safetensors" --input "$d/x.npy" \
+        --output "$d/dtnn.npy" --threads 1 >/dev/null
+    [[ $model == *.model ]] || zoo+=(--input $shape)
+    "$dtnn" export --model $model "${zoo[@]}" --load "$d/ck.safetensors" \
+        --output "$d/model.onnx" >/dev/null
+    "$dtnn" predict --model "$d/model.onnx" --input "$d/x.npy" --output "$d/onnx.npy" \
+        --threads 1 >/dev/null
+    compare "$d/onnx.npy" "$d/dtnn.npy" 1e-6 "$model: dtnn export, predict --model F.onnx"
+    "$dtnn" import "$d/model.onnx" --output-model "$d/imported.model" \
+        --output-weights "$d/imported.safetensors" >/dev/null
+    "$dtnn" predict --model "$d/imported.model" --load "$d/imported.safetensors" \
+        --input "$d/x.npy" --output "$d/imported.npy" --threads 1 >/dev/null
+    compare "$d/imported.npy" "$d/dtnn.npy" 1e-6 "$model: dtnn import's model file and weights"
+done
+
+# (d) errors: exit code 1 and one line naming the problem.
+expect() {  # expect TEXT command...
+    local text=$1 rc=0
+    shift
+    "$@" >"$tmp/out.txt" 2>&1 || rc=$?
+    if [[ $rc -ne 1 ]] || ! grep -q -- "$text" "$tmp/out.txt" ||
+            [[ $(wc -l <"$tmp/out.txt") -ne 1 ]]; then
+        echo "FAIL: '$*' gave exit $rc (want 1, one line with '$text'):"; cat "$tmp/out.txt"
+        fail=1
+    else
+        echo "error as expected (exit $rc): $(cat "$tmp/out.txt")"
+    fi
+}
+printf 'this is not a protobuf message at all\377\377\377' >"$tmp/corrupt.onnx"
+expect "is not an ONNX model file" "$dtnn" predict --model "$tmp/corrupt.onnx" \
+    --input "$tmp/lenet5/x.npy" --output "$tmp/x.npy"
+head -c 2000 "$tmp/lenet5/model.onnx" >"$tmp/truncated.onnx"
+expect "truncated.onnx" "$dtnn" import "$tmp/truncated.onnx" --output-model "$tmp/t.model" \
+    --output-weights "$tmp/t.safetensors"
+expect "cannot open ONNX file" "$dtnn" info --model "$tmp/missing.onnx"
+
+# Unsupported attributes and operators in graphs written with onnx.helper (Debian's
+# python3-onnx): the line names the node, its operator and the attribute.
+if $py -c "import onnx" 2>/dev/null; then
+    $py - "$tmp" <<'P'
+import sys, numpy as np, onnx
+from onnx import helper, numpy_helper, TensorProto
+tmp = sys.argv[1]
+def save(name, nodes, inits, out_shape):
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])
+    g = helper.make_graph(nodes, name, [x],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, out_shape)],
+                          [numpy_helper.from_array(v, k) for k, v in inits.items()])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    onnx.save(m, f"{tmp}/{name}.onnx")
+w = {"w": np.ones((4, 3, 3, 3), np.float32)}
+save("asym", [helper.make_node("Conv", ["x", "w"], ["y"], name="bad_conv", pads=[0, 0, 1, 1])], w,
+     [1, 4, 7, 6])
+save("gmax", [helper.make_node("GlobalMaxPool", ["x"], ["y"], name="gmp")], {}, [1, 3, 1, 1])
+save("alpha", [helper.make_node("Flatten", ["x"], ["f"], name="flat"),
+               helper.make_node("Gemm", ["f", "g"], ["y"], name="fc", alpha=2.0, transB=1)],
+     {"g": np.ones((10, 192), np.float32)}, [1, 10])
+save("wdims", [helper.make_node("Conv", ["x", "w"], ["y"], name="conv_w")],
+     {"w": np.ones((4, 2, 3, 3), np.float32)}, [1, 4, 6, 6])
+P
+    expect "node 'bad_conv' (Conv): attribute pads \[0, 0, 1, 1\] is asymmetric" \
+        "$dtnn" import "$tmp/asym.onnx" --output-model "$tmp/m" --output-weights "$tmp/w"
+    expect "node 'gmp' (GlobalMaxPool): operator GlobalMaxPool is not supported" \
+        "$dtnn" info --model "$tmp/gmax.onnx"
+    expect "node 'fc' (Gemm): attribute alpha=2" "$dtnn" info --model "$tmp/alpha.onnx"
+    expect "node 'conv_w' (Conv): weight 'w' \[4, 2, ...\] does not fit 3 input channels" \
+        "$dtnn" info --model "$tmp/wdims.onnx"
+else
+    echo "onnx.helper graphs skipped: Debian's python3-onnx is not installed"
+fi
+
+# (b) torchvision, (c) training from the initializers
+if ! $py -c "import torch, torchvision" 2>/dev/null; then
+    echo "torchvision part skipped: Debian's python3-torch / python3-torchvision not installed"
+else
+    # "ops": tools/torch_onnx_export.py's net of the other operators, in four opsets (Clip,
+    # Pad, Squeeze/Unsqueeze and Softmax change between them).
+    for spec in resnet18:64 mobilenet_v2:64 densenet121:64 squeezenet1_1:64 alexnet:224 \
+            vgg11_bn:224 mobilenet_v3_small:64 ops:16:9 ops:16:11 ops:16:13 ops:16:17; do
+        model=${spec%%:*}
+        size=${spec#*:}
+        opset=13
+        if [[ $size == *:* ]]; then
+            opset=${size#*:}
+            size=${size%%:*}
+        fi
+        d="$tmp/tv_$model$opset"
+        mkdir -p "$d"
+        $py ../tools/torch_onnx_export.py $model "$d" $size $opset >"$d/export.log" 2>&1 || {
+            echo "FAIL: torch.onnx.export of $model:"; tail -3 "$d/export.log"; fail=1; continue
+        }
+        if [[ $model == mobilenet_v3_small ]]; then
+            node="node '/features/features.0/features.0.2/HardSigmoid' (HardSigmoid)"
+            expect "$node: operator HardSigmoid is not supported" \
+                "$dtnn" predict --model "$d/model.onnx" --input "$d/x.npy" --output "$d/o.npy"
+            expect "(HardSigmoid): operator HardSigmoid is not supported" "$dtnn" import \
+                "$d/model.onnx" --output-model "$d/m" --output-weights "$d/w.safetensors"
+            continue
+        fi
+        "$dtnn" predict --model "$d/model.onnx" --input "$d/x.npy" --output "$d/dtnn.npy" \
+            --threads 2 >/dev/null || { echo "FAIL: predict $model"; fail=1; continue; }
+        compare "$d/dtnn.npy" "$d/torch.npy" 1e-4 "torch $model (${size}x$size, opset $opset)"
+    done
+
+    # (c) 2 SGD steps from resnet18's initializers at a tiny learning rate: every parameter
+    # stays within 1e-4 of what `dtnn import` writes (the initializers under dtnn's names),
+    # which random initialisation would not.
+    d="$tmp/tv_resnet1813"
+    $py -c "
+import numpy as np; r = np.random.default_rng(0)
+np.save('$d/train_x.npy', r.standard_normal((8, 3, 64, 64)).astype(np.float32))
+np.save('$d/train_y.npy', r.integers(0, 10, 8).astype(np.int64))"
+    "$dtnn" import "$d/model.onnx" --output-model "$d/imported.model" \
+        --output-weights "$d/init.safetensors" >/dev/null
+    if "$dtnn" train --model "$d/model.onnx" --dataset npy --data-dir "$d" --steps 2 \
+            --batch-size 4 --optimizer sgd --lr 1e-7 --threads 2 --save "$d/ck.safetensors" \
+            --quiet >"$d/train.log" 2>&1; then
+        $py - "$d/init.safetensors" "$d/ck.safetensors" <<'P' || fail=1
+import json, struct, sys, numpy as np
+def load(path):
+    b = open(path, "rb").read()
+    n = struct.unpack("<Q", b[:8])[0]
+    h = json.loads(b[8:8 + n])
+    return {k: np.frombuffer(b[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]],
+                             dtype=np.float32) for k, v in h.items()
+            if k != "__metadata__" and v["dtype"] == "F32"}
+a, b = load(sys.argv[1]), load(sys.argv[2])
+worst = max(np.abs(a[k] - b[k]).max() for k in a)
+ok = set(a) <= set(b) and worst <= 1e-4
+print(f"{'ok  ' if ok else 'FAIL'} train --model resnet18.onnx: 2 steps, {len(a)} tensors "
+      f"from the initializers, max change {worst:.3g}")
+sys.exit(0 if ok else 1)
+P
+    else
+        echo "FAIL: dtnn train --model resnet18.onnx:"; cat "$d/train.log"; fail=1
+    fi
+fi
+
+if [[ $fail -ne 0 ]]; then
+    echo "0 passed, 1 failed"
+    exit 1
+fi
+echo "1 passed, 0 failed"

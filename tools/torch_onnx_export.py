@@ -1,0 +1,70 @@
+#!/usr/bin/env python3
+"""Writes a torchvision model as ONNX with torch.onnx.export, for tests/cli_onnx_import.sh.
+
+Usage: torch_onnx_export.py MODEL OUTDIR [SIZE [OPSET]]
+MODEL "ops" is a small net of the operators torchvision's models do not use (F.pad before a
+convolution, a dynamic x.view(x.size(0), -1), x @ W + b, clamp(0, 6), sigmoid, tanh, leaky
+ReLU, average pooling without padded counts, ceil_mode pooling where it changes nothing,
+dropout, softmax), exported with a dynamic batch so the Reshape target is a Shape subgraph.
+Writes OUTDIR/model.onnx (opset OPSET, default 13, eval mode, batch 2, 3 x SIZE x SIZE input),
+OUTDIR/x.npy (the input) and OUTDIR/torch.npy (PyTorch's float32 logits, which the test
+compares with dtnn's at 1e-4). The weights are random (no download),
+and the batch-norm running statistics and affine parameters are randomised too, so that the
+import of every tensor matters.
+"""
+import sys
+
+import numpy as np
+import torch
+import torchvision
+
+name, out = sys.argv[1], sys.argv[2]
+size = int(sys.argv[3]) if len(sys.argv) > 3 else 64
+opset = int(sys.argv[4]) if len(sys.argv) > 4 else 13
+F = torch.nn.functional
+
+
+class Ops(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = torch.nn.Conv2d(3, 8, 3)
+        self.bn1 = torch.nn.BatchNorm2d(8)
+        self.conv2 = torch.nn.Conv2d(8, 8, 3, stride=2, padding=1, groups=2, bias=False)
+        self.w = torch.nn.Parameter(torch.randn(8 * 4 * 4, 12) * 0.1)
+        self.b = torch.nn.Parameter(torch.randn(12))
+        self.fc = torch.nn.Linear(12, 10)
+        self.drop = torch.nn.Dropout(0.3)
+
+    def forward(self, x):
+        x = F.relu(self.bn1(self.conv1(F.pad(x, (1, 1, 1, 1)))))
+        x = torch.clamp(self.conv2(x), 0, 6)
+        x = torch.sigmoid(x) + torch.tanh(x)
+        x = F.leaky_relu(x, 0.2)
+        x = F.avg_pool2d(x, 3, stride=1, padding=1, count_include_pad=False)
+        x = F.max_pool2d(x, 2, stride=2, ceil_mode=True)
+        x = x.view(x.size(0), -1)
+        x = self.drop(x @ self.w + self.b)
+        return F.softmax(self.fc(x), dim=1)
+
+
+torch.manual_seed(0)
+if name == "ops":
+    model = Ops()
+else:
+    model = getattr(torchvision.models, name)(weights=None, num_classes=10)
+with torch.no_grad():
+    for m in model.modules():
+        if isinstance(m, torch.nn.BatchNorm2d):
+            m.running_mean.uniform_(-0.5, 0.5)
+            m.running_var.uniform_(0.5, 2.0)
+            m.weight.uniform_(0.5, 1.5)
+            m.bias.uniform_(-0.5, 0.5)
+model.eval()
+x = torch.randn(2, 3, size, size)
+with torch.no_grad():
+    y = model(x)
+dynamic = {"input": {0: "N"}, "output": {0: "N"}} if name == "ops" else None
+torch.onnx.export(model, x, f"{out}/model.onnx", opset_version=opset, input_names=["input"],
+                  output_names=["output"], dynamic_axes=dynamic)
+np.save(f"{out}/x.npy", x.numpy())
+np.save(f"{out}/torch.npy", y.numpy())
