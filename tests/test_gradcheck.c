@@ -280,6 +280,29 @@ static void check_activations(void)
     layer(m, "relu6", "");
     layer(m, "conv2d", "filters=3 kernel=1");
     gradcheck(m, 3, "relu6", KINK_EPS, KINK_TOL);
+
+    /* The hard activations' joins at -3 and 3 and their saturated sides are reached in the
+     * PyTorch reference test (inputs up to ~6); here the smooth middle, on the input and
+     * after a conv. clamp's bounds cut through the input's [-1, 1], so all three parts of it
+     * are checked (a kink within eps of a bound is as unlikely as ReLU's). */
+    m = model_new(3, 5, 4);
+    layer(m, "hardswish", "");
+    layer(m, "conv2d", "filters=5 kernel=3 padding=1");
+    layer(m, "hardsigmoid", "");
+    gradcheck(m, 3, "hardswish -> conv2d -> hardsigmoid", KINK_EPS, KINK_TOL);
+
+    /* hardtanh after a conv: a small map at batch 1, as for ReLU above. */
+    m = model_new(3, 3, 3);
+    layer(m, "clamp", "min=-0.3 max=0.45");
+    layer(m, "conv2d", "filters=5 kernel=3 padding=1");
+    layer(m, "hardtanh", "min_val=-0.2 max_val=0.3");
+    layer(m, "conv2d", "filters=3 kernel=1");
+    gradcheck(m, 1, "clamp -> conv2d -> hardtanh -> conv2d, batch 1", KINK_EPS, KINK_TOL);
+
+    m = model_new(3, 4, 5);
+    layer(m, "clamp", "max=0.25");
+    layer(m, "conv2d", "filters=3 kernel=1");
+    gradcheck(m, 2, "clamp max only", KINK_EPS, KINK_TOL);
 }
 
 static void check_pools(void)
@@ -613,8 +636,8 @@ static void check_accumulate(const char *type, const char *opts, int c, int h, i
     add_layer(m, "concat", "cat", "", both, 2);
     char label[96];
     snprintf(label, sizeof label, "%s accumulates its input gradient", type);
-    gradcheck(m, 2, label, strcmp(type, "relu") && strcmp(type, "maxpool") ? SMOOTH_EPS :
-              KINK_EPS, tol);
+    const int kink = !strcmp(type, "relu") || !strcmp(type, "maxpool") || !strcmp(type, "clamp");
+    gradcheck(m, 2, label, kink ? KINK_EPS : SMOOTH_EPS, tol);
 }
 
 static void check_accumulate_all(void)
@@ -631,6 +654,10 @@ static void check_accumulate_all(void)
     check_accumulate("global_avgpool", "", 3, 5, 4, TOL);
     check_accumulate("adaptive_avgpool", "output=2x3", 3, 5, 4, TOL);
     check_accumulate("relu6", "", 3, 4, 3, KINK_TOL);
+    check_accumulate("hardsigmoid", "", 3, 4, 3, TOL);
+    check_accumulate("hardswish", "", 3, 4, 3, TOL);
+    check_accumulate("clamp", "min=-0.5 max=0.5", 3, 4, 3, KINK_TOL);
+    check_accumulate("hardtanh", "min=-2 max=2", 3, 4, 3, TOL);
     check_accumulate("batchnorm", "", 3, 5, 4, BN_TOL);
     check_accumulate("dropout", "p=0.4", 3, 5, 4, TOL);
     check_accumulate("softmax", "", 7, 1, 1, TOL);
@@ -1077,8 +1104,9 @@ static void check_registry_covered(void)
 {
     static const char *const covered[] = {
         "conv2d", "linear", "flatten", "relu", "leaky_relu", "sigmoid", "tanh", "maxpool",
-        "avgpool", "global_avgpool", "adaptive_avgpool", "relu6", "batchnorm", "dropout", "softmax", "add", "concat",
-        "shortcut_a",
+        "avgpool", "global_avgpool", "adaptive_avgpool", "relu6", "batchnorm", "dropout",
+        "softmax", "add", "concat", "shortcut_a", "hardsigmoid", "hardswish", "clamp",
+        "hardtanh",
     };
     const char *t;
     for (int i = 0; (t = dtnn_layer_type_name(i)) != NULL; i++) {

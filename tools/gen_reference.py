@@ -330,9 +330,27 @@ def layer_cases():
     record_loss(w, cases, "loss_mse", "loss=mse", logits, labels,
                 lambda z, y: F.mse_loss(z, onehot))
 
+    new_layer_cases(w, cases)
     w.meta["cases"] = " ".join(cases)
     w.meta["generator"] = f"tools/gen_reference.py, torch {torch.__version__}"
     return w
+
+
+def new_layer_cases(w, cases):
+    """The layers of issue 20 (ONNX's semantics). Recorded after all older cases, from their
+    own seed, so the older cases keep their bytes."""
+    torch.manual_seed(2020)
+    # Inputs up to ~6 in size, so both joins at -3 and 3 and the saturated sides are reached.
+    hard_x = torch.randn(2, 3, 5, 4) * 3.0
+    record(w, cases, "hardsigmoid", ["type=hardsigmoid"], nn.Hardsigmoid(), hard_x)
+    record(w, cases, "hardswish", ["type=hardswish"], nn.Hardswish(), hard_x)
+    record(w, cases, "clamp", ["type=clamp min=-0.7 max=1.3"],
+           Lambda(lambda x: torch.clamp(x, -0.7, 1.3)), hard_x / 3.0)
+    record(w, cases, "clamp_min", ["type=clamp min=0.25"],
+           Lambda(lambda x: torch.clamp(x, min=0.25)), hard_x / 3.0)
+    record(w, cases, "hardtanh", ["type=hardtanh"], nn.Hardtanh(), hard_x / 3.0)
+    record(w, cases, "hardtanh_opts", ["type=hardtanh min_val=-2.5 max_val=0.5"],
+           nn.Hardtanh(-2.5, 0.5), hard_x / 3.0)
 
 
 # ---- zoo models and optimizers -----------------------------------------------------------------

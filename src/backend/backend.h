@@ -54,7 +54,18 @@ typedef struct {
     int C, H, W, K, P, Q, stride, at;
 } shortcut_geom;
 
-typedef enum { ACT_RELU = 0, ACT_LEAKY_RELU, ACT_SIGMOID, ACT_TANH, ACT_RELU6 } act_kind;
+/* The activations of kernels/activation.c, with their formulas there. */
+typedef enum {
+    ACT_RELU = 0,
+    ACT_LEAKY_RELU,
+    ACT_SIGMOID,
+    ACT_TANH,
+    ACT_RELU6,
+    ACT_HARDSIGMOID,
+    ACT_HARDSWISH,
+    ACT_CLAMP,      /* torch.clamp: gradient passed where lo <= x <= hi */
+    ACT_HARDTANH,   /* nn.Hardtanh: gradient passed where lo < x < hi */
+} act_kind;
 
 /* What batch norm does besides normalising (model_plan.c, plan_fusion): y = relu(bn(x) +
  * res), each part optional. Backward with a residual reads the forward's output for the ReLU's
@@ -156,10 +167,11 @@ typedef struct {
     void (*avgpool_backward)(dtnn_backend *be, const pool_geom *g, int n, const float *dy,
                              float *dx, int accumulate);
 
-    /* Element-wise activations over count values; param = leaky-ReLU slope. */
-    void (*act_forward)(dtnn_backend *be, act_kind kind, float param, size_t count,
+    /* Element-wise activations over count values; a = leaky-ReLU slope or the lower bound of
+     * clamp / hardtanh, b = their upper bound (unused by the others). */
+    void (*act_forward)(dtnn_backend *be, act_kind kind, float a, float b, size_t count,
                         const float *x, float *y);
-    void (*act_backward)(dtnn_backend *be, act_kind kind, float param, size_t count,
+    void (*act_backward)(dtnn_backend *be, act_kind kind, float a, float b, size_t count,
                          const float *x, const float *y, const float *dy, float *dx,
                          int accumulate);
 

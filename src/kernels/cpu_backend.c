@@ -101,19 +101,19 @@ static void op_avgpool_backward(dtnn_backend *be, const pool_geom *g, int n, con
     cpu_avgpool_backward(g, n, dy, dx, accumulate);
 }
 
-static void op_act_forward(dtnn_backend *be, act_kind kind, float param, size_t count,
+static void op_act_forward(dtnn_backend *be, act_kind kind, float a, float b, size_t count,
                            const float *x, float *y)
 {
     (void)be;
-    cpu_act_forward(kind, param, count, x, y);
+    cpu_act_forward(kind, a, b, count, x, y);
 }
 
-static void op_act_backward(dtnn_backend *be, act_kind kind, float param, size_t count,
+static void op_act_backward(dtnn_backend *be, act_kind kind, float a, float b, size_t count,
                             const float *x, const float *y, const float *dy, float *dx,
                             int accumulate)
 {
     (void)be;
-    cpu_act_backward(kind, param, count, x, y, dy, dx, accumulate);
+    cpu_act_backward(kind, a, b, count, x, y, dy, dx, accumulate);
 }
 
 static void op_softmax_forward(dtnn_backend *be, int rows, int cols, const float *x, float *y)

@@ -62,9 +62,9 @@ void cpu_maxpool_backward(const pool_geom *g, int n, const float *dy, const int3
                           float *dx, int accumulate);
 void cpu_avgpool_forward(const pool_geom *g, int n, const float *x, float *y);
 void cpu_avgpool_backward(const pool_geom *g, int n, const float *dy, float *dx, int accumulate);
-void cpu_act_forward(act_kind kind, float param, size_t count, const float *x, float *y);
-void cpu_act_backward(act_kind kind, float param, size_t count, const float *x, const float *y,
-                      const float *dy, float *dx, int accumulate);
+void cpu_act_forward(act_kind kind, float a, float b, size_t count, const float *x, float *y);
+void cpu_act_backward(act_kind kind, float a, float b, size_t count, const float *x,
+                      const float *y, const float *dy, float *dx, int accumulate);
 void cpu_bn_moments(int n, int C, int hw, const float *x, const float *shift, double *sum,
                     double *sumsq);
 void cpu_bn_apply_train(int n, int C, int hw, const float *x, const float *gamma,

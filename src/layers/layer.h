@@ -79,6 +79,7 @@ typedef struct {
     int output_size[2];         /* adaptive_avgpool */
     int offset;                 /* shortcut_a: the output channel of input channel 0 */
     float alpha;                /* leaky_relu slope */
+    float bounds[2];            /* clamp, hardtanh: min, max (infinite where clamp has none) */
     float eps;                  /* batchnorm */
 } layer_attrs;
 

@@ -12,6 +12,10 @@
     X(sigmoid)             \
     X(tanh)                \
     X(relu6)               \
+    X(hardsigmoid)         \
+    X(hardswish)           \
+    X(clamp)               \
+    X(hardtanh)            \
     X(maxpool)             \
     X(avgpool)             \
     X(global_avgpool)      \
