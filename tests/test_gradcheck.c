@@ -589,6 +589,66 @@ static void check_add_concat(void)
     gradcheck(m, 1, "concat(a, input, a), batch 1", SMOOTH_EPS, TOL);
 }
 
+/* Two inputs of different shapes (mul, sub, add broadcast as NumPy): the gradient of the
+ * broadcast input is a sum over the positions it was repeated to. */
+static void check_broadcast(void)
+{
+    /* MobileNetV3's squeeze-and-excitation: a per-channel scale from the map itself. The
+     * ReLU works on 1x1 maps, so a perturbation moves few of its inputs. */
+    dtnn_model *m = model_new(3, 5, 4);
+    int c = layer(m, "conv2d", "filters=5 kernel=3 padding=1");
+    layer(m, "global_avgpool", "");
+    layer(m, "conv2d", "filters=3 kernel=1");
+    layer(m, "relu", "");
+    layer(m, "conv2d", "filters=5 kernel=1");
+    int s = layer(m, "hardsigmoid", "");
+    int cs[2] = {c, s};
+    add_layer(m, "mul", "excite", "", cs, 2);
+    gradcheck(m, 3, "squeeze-and-excitation: mul(conv, hardsigmoid(...)) per channel",
+              KINK_EPS, KINK_TOL);
+
+    /* Per-sample scalars as input 0 of sub, and a 1 x H x W map as input 1 of mul. */
+    m = model_new(3, 4, 5);
+    c = layer(m, "conv2d", "filters=4 kernel=3 padding=1");
+    layer(m, "global_avgpool", "");
+    int t = layer(m, "conv2d", "filters=1 kernel=1");
+    int tc[2] = {t, c};
+    int d = add_layer(m, "sub", "scalar_minus", "", tc, 2);
+    int in1[1] = {c};
+    int p = add_layer(m, "conv2d", "plane", "filters=1 kernel=3 padding=1", in1, 1);
+    int dp[2] = {d, p};
+    add_layer(m, "mul", "by_plane", "", dp, 2);
+    gradcheck(m, 3, "sub(scalar, conv) then mul(., 1xHxW map)", SMOOTH_EPS, TOL);
+
+    /* Equal shapes, one producer twice (the second gradient adds to the first), and the
+     * model input as a broadcast operand's source. */
+    m = model_new(3, 4, 3);
+    c = layer(m, "conv2d", "filters=3 kernel=3 padding=1");
+    int cc[2] = {c, c};
+    int sq = add_layer(m, "mul", "square", "", cc, 2);
+    int in0[1] = {DTNN_INPUT};
+    int g = add_layer(m, "global_avgpool", "gap_in", "", in0, 1);
+    int xg[2] = {DTNN_INPUT, g};
+    int e = add_layer(m, "sub", "centre", "", xg, 2);
+    int se[2] = {sq, e};
+    add_layer(m, "sub", "diff", "", se, 2);
+    gradcheck(m, 2, "mul(c, c), sub(input, mean of input), sub of equal shapes", SMOOTH_EPS,
+              TOL);
+
+    /* A broadcasting add followed by ReLU and fed by batch norm: neither fusion may take it
+     * (its kernels are the binary ones), and the ReLU runs on its own. */
+    m = model_new(3, 3, 3);
+    c = layer(m, "conv2d", "filters=4 kernel=3 padding=1 bias=false");
+    int bn = layer(m, "batchnorm", "");
+    int in2[1] = {c};
+    g = add_layer(m, "global_avgpool", "gap", "", in2, 1);
+    int bg[2] = {bn, g};
+    add_layer(m, "add", "bias_add", "", bg, 2);
+    layer(m, "relu", "");
+    layer(m, "conv2d", "filters=3 kernel=1");
+    gradcheck(m, 3, "batchnorm -> add(., per-channel) -> relu, unfused", BLOCK_EPS, BN_TOL);
+}
+
 /* conv-bn-relu-conv-bn + option-A shortcut, add, relu: the block of a CIFAR ResNet. */
 static void check_resnet_block(void)
 {
@@ -1090,6 +1150,21 @@ static void check_errors(void)
     expect_build_error(m, DTNN_ERR_SHAPE, "4x6x6", "5x4x4");
 
     m = model_new(4, 6, 6);
+    mix[1] = layer(m, "conv2d", "filters=4 kernel=1 stride=2");
+    add_layer(m, "mul", "bad_mul", "", mix, 2);
+    expect_build_error(m, DTNN_ERR_SHAPE, "4x6x6", "do not broadcast");
+
+    m = model_new(4, 6, 6);
+    int gp = layer(m, "global_avgpool", "");
+    int three[3] = {DTNN_INPUT, gp, DTNN_INPUT};
+    add_layer(m, "add", "bad_add3", "", three, 3);
+    expect_build_error(m, DTNN_ERR_SHAPE, "more than 2", "4x1x1");
+
+    m = model_new(4, 6, 6);
+    layer(m, "clamp", "min=2 max=1");
+    expect_build_error(m, DTNN_ERR_ARG, "min=2", "max=1");
+
+    m = model_new(4, 6, 6);
     mix[1] = layer(m, "conv2d", "filters=5 kernel=3 padding=0");
     add_layer(m, "concat", "bad_cat", "", mix, 2);
     expect_build_error(m, DTNN_ERR_SHAPE, "4x6x6", "5x4x4");
@@ -1106,7 +1181,7 @@ static void check_registry_covered(void)
         "conv2d", "linear", "flatten", "relu", "leaky_relu", "sigmoid", "tanh", "maxpool",
         "avgpool", "global_avgpool", "adaptive_avgpool", "relu6", "batchnorm", "dropout",
         "softmax", "add", "concat", "shortcut_a", "hardsigmoid", "hardswish", "clamp",
-        "hardtanh",
+        "hardtanh", "mul", "sub",
     };
     const char *t;
     for (int i = 0; (t = dtnn_layer_type_name(i)) != NULL; i++) {
@@ -1132,6 +1207,7 @@ int main(void)
     check_batchnorm_double(5, 1, 1, 4, "batchnorm1d 5 features, batch 4");
     check_dropout_softmax();
     check_add_concat();
+    check_broadcast();
     check_resnet_block();
     check_accumulate_all();
     check_shortcut_values();

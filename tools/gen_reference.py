@@ -152,6 +152,35 @@ class AddOfSlices(nn.Module):
         return y
 
 
+class SubOfSlices(AddOfSlices):
+    def forward(self, x):
+        return self.sel1(x) - self.sel2(x)
+
+
+class ScaleByConv(nn.Module):
+    """A per-sample scalar s = conv1x1(mean over H x W of x) (1 channel), then fn(s, x)."""
+
+    def __init__(self, c, fn):
+        super().__init__()
+        self.s = nn.Conv2d(c, 1, 1)
+        self.fn = fn
+
+    def forward(self, x):
+        return self.fn(self.s(x.mean((2, 3), keepdim=True)), x)
+
+
+class PlaneByConv(nn.Module):
+    """A 1 x H x W map s = conv3x3(x), then fn(x, s): broadcast over the channels."""
+
+    def __init__(self, c, fn):
+        super().__init__()
+        self.s = nn.Conv2d(c, 1, 3, padding=1)
+        self.fn = fn
+
+    def forward(self, x):
+        return self.fn(x, self.s(x))
+
+
 class CatOfSlices(AddOfSlices):
     def forward(self, x):
         return torch.cat([getattr(self, f"sel{i + 1}")(x) for i in range(self.n)], dim=1)
@@ -330,13 +359,13 @@ def layer_cases():
     record_loss(w, cases, "loss_mse", "loss=mse", logits, labels,
                 lambda z, y: F.mse_loss(z, onehot))
 
-    new_layer_cases(w, cases)
+    new_layer_cases(w, cases, sel)
     w.meta["cases"] = " ".join(cases)
     w.meta["generator"] = f"tools/gen_reference.py, torch {torch.__version__}"
     return w
 
 
-def new_layer_cases(w, cases):
+def new_layer_cases(w, cases, sel):
     """The layers of issue 20 (ONNX's semantics). Recorded after all older cases, from their
     own seed, so the older cases keep their bytes."""
     torch.manual_seed(2020)
@@ -351,6 +380,31 @@ def new_layer_cases(w, cases):
     record(w, cases, "hardtanh", ["type=hardtanh"], nn.Hardtanh(), hard_x / 3.0)
     record(w, cases, "hardtanh_opts", ["type=hardtanh min_val=-2.5 max_val=0.5"],
            nn.Hardtanh(-2.5, 0.5), hard_x / 3.0)
+
+    # Broadcasting mul / sub / add: squeeze-and-excitation's per-channel scale (the mean over
+    # H x W of the input itself, so the gradient reaches x along both paths), a per-sample
+    # scalar from a 1x1 conv, a 1 x H x W map over the channels, the same producer twice, and
+    # equal shapes through selection convs (see the top of this file).
+    gap = "type=global_avgpool name=g inputs=input"
+    record(w, cases, "mul_channel", [gap, "type=mul inputs=input,g"],
+           Lambda(lambda x: x * x.mean((2, 3), keepdim=True)), torch.randn(2, 5, 4, 6))
+    record(w, cases, "mul_sample",
+           [gap, "type=conv2d filters=1 kernel=1 name=s inputs=g", "type=mul inputs=s,input"],
+           ScaleByConv(4, lambda s, x: s * x), torch.randn(3, 4, 5, 3))
+    record(w, cases, "mul_same", ["type=mul inputs=input,input"], Lambda(lambda x: x * x),
+           torch.randn(2, 3, 4, 5))
+    record(w, cases, "sub_plane",
+           ["type=conv2d filters=1 kernel=3 padding=1 name=s inputs=input",
+            "type=sub inputs=input,s"], PlaneByConv(3, lambda x, s: x - s),
+           torch.randn(2, 3, 5, 4))
+    record(w, cases, "sub_sample",
+           [gap, "type=conv2d filters=1 kernel=1 name=s inputs=g", "type=sub inputs=s,input"],
+           ScaleByConv(3, lambda s, x: s - x), torch.randn(2, 3, 4, 4))
+    record(w, cases, "sub_same_shape",
+           [sel.format(3, "sel1"), sel.format(3, "sel2"), "type=sub inputs=sel1,sel2"],
+           SubOfSlices(6, [(3, 3), (0, 3)]), torch.randn(2, 6, 3, 5))
+    record(w, cases, "add_channel", [gap, "type=add inputs=g,input"],
+           Lambda(lambda x: x.mean((2, 3), keepdim=True) + x), torch.randn(2, 4, 5, 3))
 
 
 # ---- zoo models and optimizers -----------------------------------------------------------------

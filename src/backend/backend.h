@@ -54,6 +54,16 @@ typedef struct {
     int C, H, W, K, P, Q, stride, at;
 } shortcut_geom;
 
+/* Two-input element-wise operations with NumPy broadcasting over one sample (kernels/
+ * broadcast.c): the output is C x H x W per sample, input a is a[0] x a[1] x a[2] and b
+ * b[0] x b[1] x b[2], each size equal to the output's or 1 (repeated along that dimension). */
+typedef enum { BIN_ADD = 0, BIN_SUB, BIN_MUL } binary_kind;
+
+typedef struct {
+    int C, H, W;
+    int a[3], b[3];
+} binary_geom;
+
 /* The activations of kernels/activation.c, with their formulas there. */
 typedef enum {
     ACT_RELU = 0,
@@ -243,6 +253,15 @@ typedef struct {
                          int n_out, float *const *dx, const int *accumulate);
     void (*copy_rows)(dtnn_backend *be, size_t rows, size_t cols, float *dst, size_t ld_dst,
                       const float *src, size_t ld_src, int accumulate);
+    /* y [n, C, H, W] = a op b with broadcasting (binary_geom). Backward: da and db are the
+     * gradients at a's and b's shapes (dy, -dy for b of a difference, dy * b and dy * a for a
+     * product), summed over the positions an input was repeated to; NULL: not wanted, else
+     * written or, with accumulate, added (when a and b are one producer, db adds to da). */
+    void (*binary_forward)(dtnn_backend *be, binary_kind kind, const binary_geom *g, int n,
+                           const float *a, const float *b, float *y);
+    void (*binary_backward)(dtnn_backend *be, binary_kind kind, const binary_geom *g, int n,
+                            const float *a, const float *b, const float *dy, float *da,
+                            int da_accumulate, float *db, int db_accumulate);
     void (*fill)(dtnn_backend *be, float *y, size_t count, float value);
     void (*add_i64)(dtnn_backend *be, int64_t *p, int64_t value);
 

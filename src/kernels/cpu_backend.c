@@ -234,6 +234,21 @@ static void op_copy_rows(dtnn_backend *be, size_t rows, size_t cols, float *dst,
     cpu_copy_rows(rows, cols, dst, ld_dst, src, ld_src, accumulate);
 }
 
+static void op_binary_forward(dtnn_backend *be, binary_kind kind, const binary_geom *g, int n,
+                              const float *a, const float *b, float *y)
+{
+    (void)be;
+    cpu_binary_forward(kind, g, n, a, b, y);
+}
+
+static void op_binary_backward(dtnn_backend *be, binary_kind kind, const binary_geom *g, int n,
+                               const float *a, const float *b, const float *dy, float *da,
+                               int da_accumulate, float *db, int db_accumulate)
+{
+    (void)be;
+    cpu_binary_backward(kind, g, n, a, b, dy, da, da_accumulate, db, db_accumulate);
+}
+
 static void op_fill(dtnn_backend *be, float *y, size_t count, float value)
 {
     (void)be;
@@ -351,6 +366,8 @@ const dtnn_backend_ops cpu_backend_table = {
     .add_backward = op_add_backward,
     .copy_rows = op_copy_rows,
     .fill = op_fill,
+    .binary_forward = op_binary_forward,
+    .binary_backward = op_binary_backward,
     .add_i64 = op_add_i64,
     .dropout_forward = op_dropout_forward,
     .dropout_backward = op_dropout_backward,

@@ -122,6 +122,11 @@ void cpu_add_backward(size_t count, const float *y, const float *dy, int n_out,
 void cpu_copy_rows(size_t rows, size_t cols, float *dst, size_t ld_dst, const float *src,
                    size_t ld_src, int accumulate);
 void cpu_fill(float *y, size_t count, float value);
+void cpu_binary_forward(binary_kind kind, const binary_geom *g, int n, const float *a,
+                        const float *b, float *y);
+void cpu_binary_backward(binary_kind kind, const binary_geom *g, int n, const float *a,
+                         const float *b, const float *dy, float *da, int da_accumulate,
+                         float *db, int db_accumulate);
 void cpu_dropout_forward(size_t count, float p, float scale, uint64_t seed, uint64_t stream,
                          uint64_t base, const float *x, float *y, uint8_t *mask);
 void cpu_dropout_backward(size_t count, float scale, const uint8_t *mask, const float *dy,

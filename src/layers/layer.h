@@ -180,6 +180,10 @@ dtnn_status layer_opt_pair(const char *key, const char *value, int min, int *h, 
                            dtnn_error *err);
 dtnn_status layer_unknown_key(const layer_ops *ops, const char *key, dtnn_error *err);
 
+/* The broadcast of a two-input layer's input shapes (NumPy's rule, per sample); a SHAPE error
+ * naming both when they do not broadcast. */
+dtnn_status layer_broadcast_geom(const layer *l, binary_geom *g, dtnn_error *err);
+
 /* The registry. */
 const layer_ops *layer_ops_find(const char *type);
 const layer_ops *layer_ops_at(int i);

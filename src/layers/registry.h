@@ -24,5 +24,7 @@
     X(dropout)             \
     X(softmax)             \
     X(add)                 \
+    X(mul)                 \
+    X(sub)                 \
     X(concat)              \
     X(shortcut_a)
