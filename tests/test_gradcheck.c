@@ -346,6 +346,21 @@ static void check_pools(void)
     layer(m, "linear", "outputs=3");
     gradcheck(m, 3, "conv2d -> global_avgpool -> flatten -> linear", SMOOTH_EPS, TOL);
 
+    /* A 3x3 map at batch 1: a weight perturbation moves a whole channel, and the maximum
+     * must not change hands within eps. */
+    m = model_new(3, 3, 3);
+    layer(m, "conv2d", "filters=5 kernel=3 padding=1");
+    layer(m, "global_maxpool", "");
+    layer(m, "flatten", "");
+    layer(m, "linear", "outputs=3");
+    gradcheck(m, 1, "conv2d -> global_maxpool -> flatten -> linear, batch 1", KINK_EPS,
+              KINK_TOL);
+
+    m = model_new(4, 5, 6);
+    layer(m, "global_maxpool", "");
+    layer(m, "conv2d", "filters=3 kernel=1");
+    gradcheck(m, 3, "global_maxpool on the input", KINK_EPS, KINK_TOL);
+
     /* Overlapping windows (7 rows to 3) and repeated ones (2 columns to 5). */
     m = model_new(3, 7, 2);
     layer(m, "conv2d", "filters=4 kernel=3 padding=1");
@@ -696,7 +711,7 @@ static void check_accumulate(const char *type, const char *opts, int c, int h, i
     add_layer(m, "concat", "cat", "", both, 2);
     char label[96];
     snprintf(label, sizeof label, "%s accumulates its input gradient", type);
-    const int kink = !strcmp(type, "relu") || !strcmp(type, "maxpool") || !strcmp(type, "clamp");
+    const int kink = !strcmp(type, "relu") || strstr(type, "maxpool") || !strcmp(type, "clamp");
     gradcheck(m, 2, label, kink ? KINK_EPS : SMOOTH_EPS, tol);
 }
 
@@ -712,6 +727,7 @@ static void check_accumulate_all(void)
     check_accumulate("maxpool", "kernel=3 stride=2 padding=1", 3, 5, 4, KINK_TOL);
     check_accumulate("avgpool", "kernel=3 stride=2 padding=1", 3, 5, 4, TOL);
     check_accumulate("global_avgpool", "", 3, 5, 4, TOL);
+    check_accumulate("global_maxpool", "", 3, 5, 4, KINK_TOL);
     check_accumulate("adaptive_avgpool", "output=2x3", 3, 5, 4, TOL);
     check_accumulate("relu6", "", 3, 4, 3, KINK_TOL);
     check_accumulate("hardsigmoid", "", 3, 4, 3, TOL);
@@ -1181,7 +1197,7 @@ static void check_registry_covered(void)
         "conv2d", "linear", "flatten", "relu", "leaky_relu", "sigmoid", "tanh", "maxpool",
         "avgpool", "global_avgpool", "adaptive_avgpool", "relu6", "batchnorm", "dropout",
         "softmax", "add", "concat", "shortcut_a", "hardsigmoid", "hardswish", "clamp",
-        "hardtanh", "mul", "sub",
+        "hardtanh", "mul", "sub", "global_maxpool",
     };
     const char *t;
     for (int i = 0; (t = dtnn_layer_type_name(i)) != NULL; i++) {

@@ -406,6 +406,9 @@ def new_layer_cases(w, cases, sel):
     record(w, cases, "add_channel", [gap, "type=add inputs=g,input"],
            Lambda(lambda x: x.mean((2, 3), keepdim=True) + x), torch.randn(2, 4, 5, 3))
 
+    record(w, cases, "global_maxpool", ["type=global_maxpool"], nn.AdaptiveMaxPool2d(1),
+           torch.randn(3, 5, 7, 6))
+
 
 # ---- zoo models and optimizers -----------------------------------------------------------------
 

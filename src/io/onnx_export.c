@@ -444,6 +444,9 @@ static dtnn_status emit_layer(onnx_writer *w, int i, dtnn_error *err)
     } else if (!strcmp(type, "global_avgpool")) {
         x = IN(0, 4);
         nd = add_node(w, "GlobalAveragePool", l->name, &x, 1, out);
+    } else if (!strcmp(type, "global_maxpool")) {
+        x = IN(0, 4);
+        nd = add_node(w, "GlobalMaxPool", l->name, &x, 1, out);
     } else if (!strcmp(type, "adaptive_avgpool")) {
         /* Adaptive windows are fixed ones when the output divides the input (the only case
          * ONNX's pooling operators express): kernel = stride = input / output. */

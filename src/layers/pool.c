@@ -1,9 +1,10 @@
 /*
  * pool.c — max and average pooling layers as torch.nn.MaxPool2d / AvgPool2d (kernel, stride =
- * kernel by default, padding, floor mode), global average pooling (AdaptiveAvgPool2d(1)) and
+ * kernel by default, padding, floor mode), global average and max pooling (AdaptiveAvgPool2d(1),
+ * AdaptiveMaxPool2d(1): one window over the whole input, no options) and
  * adaptive average pooling to a fixed output size (AdaptiveAvgPool2d((h, w)): what lets
  * torchvision's AlexNet and VGG take inputs of any size). The four share the geometry code; max
- * pooling saves the argmax of every output in aux.
+ * pooling (global too) saves the argmax of every output in aux.
  */
 #include <string.h>
 
@@ -16,7 +17,9 @@ typedef struct {
     pool_geom g;
 } pool_cfg;
 
-enum { POOL_MAX = 0, POOL_AVG, POOL_GLOBAL, POOL_ADAPTIVE };
+enum { POOL_MAX = 0, POOL_AVG, POOL_GLOBAL, POOL_ADAPTIVE, POOL_GLOBAL_MAX };
+
+static int pool_is_max(int kind) { return kind == POOL_MAX || kind == POOL_GLOBAL_MAX; }
 
 static dtnn_status pool_set(void *cfg, const char *key, const char *value, dtnn_error *err)
 {
@@ -27,7 +30,7 @@ static dtnn_status pool_set(void *cfg, const char *key, const char *value, dtnn_
         return dtnn_error_set(err, DTNN_ERR_ARG, "unknown option '%s' for adaptive_avgpool "
                               "(output)", key);
     }
-    if (c->kind != POOL_GLOBAL) {
+    if (c->kind != POOL_GLOBAL && c->kind != POOL_GLOBAL_MAX) {
         if (!strcmp(key, "kernel") || !strcmp(key, "kernel_size"))
             return layer_opt_pair(key, value, 1, &c->kh, &c->kw, err);
         if (!strcmp(key, "stride"))
@@ -38,7 +41,8 @@ static dtnn_status pool_set(void *cfg, const char *key, const char *value, dtnn_
             return layer_opt_bool(key, value, &c->count_include_pad, err);
     }
     return dtnn_error_set(err, DTNN_ERR_ARG, "unknown option '%s' for this pooling layer%s", key,
-                          c->kind == POOL_GLOBAL ? " (it has none)" :
+                          c->kind == POOL_GLOBAL || c->kind == POOL_GLOBAL_MAX ?
+                          " (it has none)" :
                           " (kernel, stride, padding)");
 }
 
@@ -51,7 +55,7 @@ static dtnn_status pool_infer(layer *l, dtnn_error *err)
     g->C = in.c;
     g->H = in.h;
     g->W = in.w;
-    if (c->kind == POOL_GLOBAL) {
+    if (c->kind == POOL_GLOBAL || c->kind == POOL_GLOBAL_MAX) {
         g->kh = in.h;
         g->kw = in.w;
         g->stride_h = g->stride_w = 1;
@@ -86,14 +90,14 @@ static dtnn_status pool_infer(layer *l, dtnn_error *err)
     }
     g->count_include_pad = c->count_include_pad;
     l->out = (dtnn_shape){in.c, g->P, g->Q};
-    l->aux_bytes = c->kind == POOL_MAX ? sizeof(int32_t) * shape_size(l->out) : 0;
+    l->aux_bytes = pool_is_max(c->kind) ? sizeof(int32_t) * shape_size(l->out) : 0;
     return DTNN_OK;
 }
 
 static void pool_forward(layer *l, const layer_ctx *ctx)
 {
     pool_cfg *c = l->cfg;
-    if (c->kind == POOL_MAX)
+    if (pool_is_max(c->kind))
         be_run(ctx->be, maxpool_forward, &c->g, l->n, l->x[0], l->y, l->aux);
     else
         be_run(ctx->be, avgpool_forward, &c->g, l->n, l->x[0], l->y);
@@ -104,7 +108,7 @@ static void pool_backward(layer *l, const layer_ctx *ctx)
     pool_cfg *c = l->cfg;
     if (!l->dx[0])
         return;
-    if (c->kind == POOL_MAX)
+    if (pool_is_max(c->kind))
         be_run(ctx->be, maxpool_backward, &c->g, l->n, l->dy, l->aux, l->dx[0],
                l->dx_accumulate[0]);
     else
@@ -154,5 +158,6 @@ POOL_LAYER(maxpool, "maxpool", POOL_MAX, "max pooling (kernel, stride=kernel, pa
 POOL_LAYER(avgpool, "avgpool", POOL_AVG,
            "average pooling (kernel, stride=kernel, padding, count_include_pad)")
 POOL_LAYER(global_avgpool, "global_avgpool", POOL_GLOBAL, "mean over H x W -> C x 1 x 1")
+POOL_LAYER(global_maxpool, "global_maxpool", POOL_GLOBAL_MAX, "max over H x W -> C x 1 x 1")
 POOL_LAYER(adaptive_avgpool, "adaptive_avgpool", POOL_ADAPTIVE,
            "average pooling to a fixed output=HxW from any input size (AdaptiveAvgPool2d)")

@@ -19,6 +19,7 @@
     X(maxpool)             \
     X(avgpool)             \
     X(global_avgpool)      \
+    X(global_maxpool)      \
     X(adaptive_avgpool)    \
     X(batchnorm)           \
     X(dropout)             \
