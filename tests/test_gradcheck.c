@@ -346,6 +346,29 @@ static void check_pools(void)
     layer(m, "linear", "outputs=3");
     gradcheck(m, 3, "conv2d -> global_avgpool -> flatten -> linear", SMOOTH_EPS, TOL);
 
+    /* ceil mode, dilation and asymmetric padding up to kernel - 1, max pooling on the input
+     * (one value moves at a time) and average pooling after a conv. */
+    m = model_new(3, 8, 7);
+    layer(m, "maxpool", "kernel=3 stride=2 ceil_mode=1 dilation=2x1");
+    layer(m, "conv2d", "filters=3 kernel=1");
+    gradcheck(m, 2, "maxpool 3 s2 ceil dilation 2x1", KINK_EPS, KINK_TOL);
+
+    m = model_new(3, 5, 6);
+    layer(m, "maxpool", "kernel=3 stride=2 pads=2,0,1,2");
+    layer(m, "conv2d", "filters=3 kernel=1");
+    gradcheck(m, 2, "maxpool 3 s2 pads 2,0,1,2", KINK_EPS, KINK_TOL);
+
+    m = model_new(3, 7, 6);
+    layer(m, "conv2d", "filters=4 kernel=3 padding=1");
+    layer(m, "avgpool", "kernel=3 stride=2 pads=2,1,0,2 ceil_mode=1");
+    gradcheck(m, 3, "avgpool 3 s2 pads 2,1,0,2 ceil count_include_pad", SMOOTH_EPS, TOL);
+
+    m = model_new(3, 7, 6);
+    layer(m, "conv2d", "filters=4 kernel=3 padding=1");
+    layer(m, "avgpool", "kernel=2x3 stride=2 pad_top=1 pad_right=2 ceil_mode=1 "
+          "count_include_pad=0");
+    gradcheck(m, 3, "avgpool 2x3 s2 top 1 right 2 ceil exclude pad", SMOOTH_EPS, TOL);
+
     /* A 3x3 map at batch 1: a weight perturbation moves a whole channel, and the maximum
      * must not change hands within eps. */
     m = model_new(3, 3, 3);
@@ -1123,6 +1146,11 @@ static void check_errors(void)
     expect_add_error("batchnorm", "eps=1e-5 affine=1", NULL, 0, DTNN_ERR_ARG, "'affine'");
     expect_add_error("batchnorm", "bogus=1", NULL, 0, DTNN_ERR_ARG, "eps, momentum");
     expect_add_error("dropout", "rate=0.5", NULL, 0, DTNN_ERR_ARG, "(p)");
+    expect_add_error("avgpool", "kernel=3 pads=1,1,1", NULL, 0, DTNN_ERR_ARG, "4 integers");
+    expect_add_error("avgpool", "kernel=3 dilation=2", NULL, 0, DTNN_ERR_ARG,
+                     "count_include_pad");
+    expect_add_error("maxpool", "kernel=3 count_include_pad=0", NULL, 0, DTNN_ERR_ARG,
+                     "dilation");
     expect_add_error("softmax", "dim=1", NULL, 0, DTNN_ERR_ARG, "'dim'");
     int two[2] = {DTNN_INPUT, DTNN_INPUT};
     expect_add_error("add", "alpha=2", two, 2, DTNN_ERR_ARG, "'alpha'");
@@ -1175,6 +1203,10 @@ static void check_errors(void)
     int three[3] = {DTNN_INPUT, gp, DTNN_INPUT};
     add_layer(m, "add", "bad_add3", "", three, 3);
     expect_build_error(m, DTNN_ERR_SHAPE, "more than 2", "4x1x1");
+
+    m = model_new(4, 6, 6);
+    layer(m, "maxpool", "kernel=3 pads=0,3,0,0");
+    expect_build_error(m, DTNN_ERR_ARG, "left 3", "below the kernel 3x3");
 
     m = model_new(4, 6, 6);
     layer(m, "clamp", "min=2 max=1");

@@ -409,6 +409,66 @@ def new_layer_cases(w, cases, sel):
     record(w, cases, "global_maxpool", ["type=global_maxpool"], nn.AdaptiveMaxPool2d(1),
            torch.randn(3, 5, 7, 6))
 
+    # Pooling: ceil mode (a last window hanging over the input; with kernel 3, stride 3,
+    # padding 1 on 5 rows the window that would start in the bottom padding is dropped, while
+    # 7 columns keep theirs), dilated max pooling, and what PyTorch cannot say in its pooling
+    # modules, written with F.pad: asymmetric padding and padding up to kernel - 1 (-inf pads
+    # for max, zeros for count_include_pad=1, and for count_include_pad=0 the sum over the
+    # count of input values in each window).
+    record(w, cases, "maxpool_ceil", ["type=maxpool kernel=3 stride=2 ceil_mode=1"],
+           nn.MaxPool2d(3, stride=2, ceil_mode=True), torch.randn(2, 3, 8, 10))
+    record(w, cases, "maxpool_ceil_drop",
+           ["type=maxpool kernel=3 stride=3 padding=1 ceil_mode=1"],
+           nn.MaxPool2d(3, stride=3, padding=1, ceil_mode=True), torch.randn(2, 3, 5, 7))
+    record(w, cases, "maxpool_dil2", ["type=maxpool kernel=3 stride=1 padding=1 dilation=2"],
+           nn.MaxPool2d(3, stride=1, padding=1, dilation=2), torch.randn(2, 3, 7, 8))
+    record(w, cases, "maxpool_dil_ceil",
+           ["type=maxpool kernel=2 stride=2 dilation=2x1 ceil_mode=1"],
+           nn.MaxPool2d(2, stride=2, dilation=(2, 1), ceil_mode=True), torch.randn(2, 2, 9, 8))
+    record(w, cases, "avgpool_ceil_incl",
+           ["type=avgpool kernel=3 stride=2 padding=1 ceil_mode=1 count_include_pad=1"],
+           nn.AvgPool2d(3, stride=2, padding=1, ceil_mode=True, count_include_pad=True),
+           torch.randn(2, 3, 8, 10))
+    record(w, cases, "avgpool_ceil_excl",
+           ["type=avgpool kernel=3 stride=2 padding=1 ceil_mode=1 count_include_pad=0"],
+           nn.AvgPool2d(3, stride=2, padding=1, ceil_mode=True, count_include_pad=False),
+           torch.randn(2, 3, 8, 10))
+    record(w, cases, "avgpool_ceil_k2", ["type=avgpool kernel=2 ceil_mode=1"],
+           nn.AvgPool2d(2, ceil_mode=True), torch.randn(2, 3, 7, 9))
+
+    def padded_max(pads, k, stride):
+        t, l, b, r = pads
+        return Lambda(lambda x: F.max_pool2d(F.pad(x, (l, r, t, b), value=float("-inf")), k,
+                                             stride))
+
+    def padded_avg(pads, k, stride, include):
+        t, l, b, r = pads
+
+        def fn(x):
+            s = F.avg_pool2d(F.pad(x, (l, r, t, b)), k, stride)
+            if include:
+                return s
+            ones = torch.ones_like(x[:1, :1])
+            return s / F.avg_pool2d(F.pad(ones, (l, r, t, b)), k, stride)
+        return Lambda(fn)
+
+    record(w, cases, "maxpool_asym", ["type=maxpool kernel=2 stride=2 pads=0,1,1,0"],
+           padded_max((0, 1, 1, 0), 2, 2), torch.randn(2, 3, 7, 8))
+    record(w, cases, "maxpool_sides",
+           ["type=maxpool kernel=3x2 stride=2x1 pad_top=2 pad_bottom=0 pad_left=0 pad_right=1"],
+           padded_max((2, 0, 0, 1), (3, 2), (2, 1)), torch.randn(2, 2, 6, 5))
+    record(w, cases, "maxpool_pad_k1", ["type=maxpool kernel=3 stride=2 padding=2"],
+           padded_max((2, 2, 2, 2), 3, 2), torch.randn(2, 3, 6, 7))
+    record(w, cases, "avgpool_asym_incl",
+           ["type=avgpool kernel=3 stride=2 pads=1,0,2,1 count_include_pad=1"],
+           padded_avg((1, 0, 2, 1), 3, 2, True), torch.randn(2, 3, 7, 8))
+    record(w, cases, "avgpool_asym_excl",
+           ["type=avgpool kernel=3 stride=2 pads=1,0,2,1 count_include_pad=0"],
+           padded_avg((1, 0, 2, 1), 3, 2, False), torch.randn(2, 3, 7, 8))
+    record(w, cases, "avgpool_pad_k1_excl",
+           ["type=avgpool kernel=3 stride=1 padding=2 count_include_pad=0"],
+           padded_avg((2, 2, 2, 2), 3, 1, False), torch.randn(2, 2, 5, 6))
+
 
 # ---- zoo models and optimizers -----------------------------------------------------------------
 

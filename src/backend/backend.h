@@ -38,9 +38,16 @@ typedef struct {
     int groups;
 } conv_geom;
 
+/* Window (p, q) covers input rows p * stride_h - pad_h + i * dil_h for i < kh (columns
+ * likewise); taps outside the input are skipped (padding). pad_b / pad_r, the bottom and right
+ * padding, only bound average pooling's count_include_pad divisor: the output size P x Q (ceil
+ * mode or not) is the layer's choice. A max window with no tap inside (possible only with
+ * dilation) gives -inf and no gradient. */
 typedef struct {
     int C, H, W, P, Q;          /* channels, input size, output size */
     int kh, kw, stride_h, stride_w, pad_h, pad_w;
+    int pad_b, pad_r;           /* bottom and right padding */
+    int dil_h, dil_w;           /* max pooling's dilation, >= 1; average pooling: 1 */
     int count_include_pad;      /* average pooling: PyTorch's default is 1 */
     /* Average pooling as AdaptiveAvgPool2d((P, Q)): output p averages input rows
      * floor(p * H / P) .. ceil((p + 1) * H / P) - 1 (likewise columns); kernel, stride and

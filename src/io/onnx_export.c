@@ -278,7 +278,9 @@ static void attr_string(onnx_writer *w, Onnx__NodeProto *nd, const char *name, c
  * [top, left, bottom, right] and dtnn's padding is symmetric. */
 static void attr_window(onnx_writer *w, Onnx__NodeProto *nd, const layer_attrs *a)
 {
-    const int pads[4] = {a->pad[0], a->pad[1], a->pad[0], a->pad[1]};
+    /* ONNX's order: begin of each axis, then end; pools may pad asymmetrically */
+    const int pads[4] = {a->pad[0], a->pad[1], a->pad[0] + a->pad_extra[0],
+                         a->pad[1] + a->pad_extra[1]};
     attr_ints(w, nd, "kernel_shape", a->kernel, 2);
     attr_ints(w, nd, "strides", a->stride, 2);
     attr_ints(w, nd, "pads", pads, 4);
@@ -441,6 +443,10 @@ static dtnn_status emit_layer(onnx_writer *w, int i, dtnn_error *err)
         attr_window(w, nd, &a);
         if (type[0] == 'a')
             attr_int(w, nd, "count_include_pad", a.count_include_pad);
+        if (a.ceil_mode)
+            attr_int(w, nd, "ceil_mode", 1);
+        if (type[0] == 'm' && (a.dilation[0] != 1 || a.dilation[1] != 1))
+            attr_ints(w, nd, "dilations", a.dilation, 2);
     } else if (!strcmp(type, "global_avgpool")) {
         x = IN(0, 4);
         nd = add_node(w, "GlobalAveragePool", l->name, &x, 1, out);

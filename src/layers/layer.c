@@ -105,3 +105,24 @@ dtnn_status layer_broadcast_geom(const layer *l, binary_geom *g, dtnn_error *err
     }
     return DTNN_OK;
 }
+
+dtnn_status layer_opt_ints(const char *key, const char *value, int min, int max, int count,
+                           int *out, dtnn_error *err)
+{
+    char buf[128];
+    snprintf(buf, sizeof buf, "%s", value);
+    char *p = buf;
+    for (int i = 0; i < count; i++) {
+        char *comma = strchr(p, ',');
+        if ((comma == NULL) != (i == count - 1))
+            return dtnn_error_set(err, DTNN_ERR_ARG, "option '%s': '%s' is not %d integers "
+                                  "separated by commas", key, value, count);
+        if (comma)
+            *comma = '\0';
+        dtnn_status st = layer_opt_int(key, p, min, max, &out[i], err);
+        if (st)
+            return st;
+        p = comma ? comma + 1 : p;
+    }
+    return DTNN_OK;
+}

@@ -73,6 +73,8 @@ typedef struct layer layer;
  * options (flatten, add, concat, softmax, relu, ...) need no describe(). */
 typedef struct {
     int kernel[2], stride[2], pad[2], dilation[2];
+    int pad_extra[2];           /* pools: bottom - top and right - left padding (0: symmetric) */
+    int ceil_mode;              /* pools */
     int groups, bias;
     int count_include_pad;      /* avgpool */
     int outputs;                /* conv2d filters, linear outputs, shortcut_a filters */
@@ -178,6 +180,9 @@ dtnn_status layer_opt_bool(const char *key, const char *value, int *out, dtnn_er
 /* "3" or "3x5" (h x w) */
 dtnn_status layer_opt_pair(const char *key, const char *value, int min, int *h, int *w,
                            dtnn_error *err);
+/* "a,b,c,d": exactly count integers in [min, max] */
+dtnn_status layer_opt_ints(const char *key, const char *value, int min, int max, int count,
+                           int *out, dtnn_error *err);
 dtnn_status layer_unknown_key(const layer_ops *ops, const char *key, dtnn_error *err);
 
 /* The broadcast of a two-input layer's input shapes (NumPy's rule, per sample); a SHAPE error
