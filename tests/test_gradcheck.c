@@ -222,6 +222,12 @@ static void check_conv2d(void)
     check_repeatable(m, 3, "conv2d chunked (1 image per GEMM)");
     dtnn_model_free(m);
 
+    /* Asymmetric padding (ONNX pads), on the im2col and the depthwise paths. */
+    m = model_new(3, 6, 7);
+    layer(m, "conv2d", "filters=5 kernel=3 stride=2 pads=2,0,0,1");
+    layer(m, "conv2d", "filters=5 kernel=3 groups=5 pad_top=0 pad_bottom=2 padding=1");
+    gradcheck(m, 3, "conv2d pads 2,0,0,1 s2 -> depthwise bottom 2", SMOOTH_EPS, TOL);
+
     /* The first layer without an input gradient: conv backward must skip dx. */
     m = model_new(3, 5, 5);
     layer(m, "conv2d", "filters=5 kernel=3 padding=1");

@@ -465,6 +465,28 @@ def new_layer_cases(w, cases, sel):
     record(w, cases, "avgpool_asym_excl",
            ["type=avgpool kernel=3 stride=2 pads=1,0,2,1 count_include_pad=0"],
            padded_avg((1, 0, 2, 1), 3, 2, False), torch.randn(2, 3, 7, 8))
+    # Convolutions padded asymmetrically (ONNX Conv's pads), as F.pad then an unpadded conv:
+    # a dense one (dtnn's im2col path) and a depthwise one (its depthwise path).
+    class PaddedConv(nn.Conv2d):
+        def __init__(self, c, k, kernel, pads, stride=1, groups=1):
+            super().__init__(c, k, kernel, stride=stride, groups=groups)
+            t, l, b, r = pads
+            self.pad4 = (l, r, t, b)
+
+        def forward(self, x):
+            return F.conv2d(F.pad(x, self.pad4), self.weight, self.bias, self.stride,
+                            groups=self.groups)
+
+    record(w, cases, "conv_asym",
+           ["type=conv2d filters=4 kernel=3 stride=2 pads=0,1,2,0"],
+           PaddedConv(3, 4, 3, (0, 1, 2, 0), stride=2), torch.randn(2, 3, 7, 8))
+    record(w, cases, "conv_dw_asym",
+           ["type=conv2d filters=4 kernel=3x2 groups=4 pad_top=1 pad_bottom=0 pad_left=0 "
+            "pad_right=1"],
+           PaddedConv(4, 4, (3, 2), (1, 0, 0, 1), groups=4), torch.randn(2, 4, 6, 5))
+    # 16 channels in and out, where a symmetric 3x3 would go to Winograd or direct.
+    record(w, cases, "conv_asym_c16", ["type=conv2d filters=16 kernel=3 pads=1,0,0,2"],
+           PaddedConv(16, 16, 3, (1, 0, 0, 2)), torch.randn(1, 16, 6, 6))
     record(w, cases, "avgpool_pad_k1_excl",
            ["type=avgpool kernel=3 stride=1 padding=2 count_include_pad=0"],
            padded_avg((2, 2, 2, 2), 3, 1, False), torch.randn(2, 2, 5, 6))

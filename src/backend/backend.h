@@ -34,8 +34,12 @@
 typedef struct {
     int C, H, W;                /* input channels and size, one image */
     int K, R, S, P, Q;          /* output channels, kernel, output size */
-    int stride_h, stride_w, pad_h, pad_w, dil_h, dil_w;
+    int stride_h, stride_w, pad_h, pad_w, dil_h, dil_w;     /* pad_h, pad_w: top and left */
     int groups;
+    /* Bottom minus top and right minus left padding: 0 (symmetric) unless an ONNX model pads
+     * asymmetrically. Output pixel (p, q) starts at input row p * stride_h - pad_h either way;
+     * only P and Q change. */
+    int pad_extra_h, pad_extra_w;
 } conv_geom;
 
 /* Window (p, q) covers input rows p * stride_h - pad_h + i * dil_h for i < kh (columns

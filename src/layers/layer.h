@@ -73,7 +73,7 @@ typedef struct layer layer;
  * options (flatten, add, concat, softmax, relu, ...) need no describe(). */
 typedef struct {
     int kernel[2], stride[2], pad[2], dilation[2];
-    int pad_extra[2];           /* pools: bottom - top and right - left padding (0: symmetric) */
+    int pad_extra[2];           /* bottom - top and right - left padding (0: symmetric) */
     int ceil_mode;              /* pools */
     int groups, bias;
     int count_include_pad;      /* avgpool */
