@@ -881,6 +881,28 @@ static void check_maxpool_values(void)
     if (dx)
         test_compare("maxpool 2x2: first maximum, first NaN", dx, want, 12, 0, 0);
     dtnn_model_free(m);
+
+    /* Dilation 3 with padding 1 on a 2x2 input: the one window's taps (rows and columns -1
+     * and 2) all miss the input, so the output is -inf and no gradient flows back. */
+    m = model_new(1, 2, 2);
+    layer(m, "maxpool", "kernel=2 stride=1 padding=1 dilation=3");
+    if (!build(m, 1)) {
+        dtnn_model_free(m);
+        return;
+    }
+    const float x2[4] = {1, 2, 3, 4};
+    CHECK_OK(dtnn_model_forward(m, x2, 1, 1, &err), &err);
+    int rows, cols;
+    y = tu_output(m, &rows, &cols);
+    CHECK(rows == 1 && cols == 1 && isinf(y[0]) && y[0] < 0);
+    tu_output_grad(m)[0] = 1.0f;
+    CHECK_OK(dtnn_model_backward(m, &err), &err);
+    const float zeros[4] = {0, 0, 0, 0};
+    dx = tu_input_grad(m);
+    CHECK(dx != NULL);
+    if (dx)
+        test_compare("maxpool window with no tap inside: no gradient", dx, zeros, 4, 0, 0);
+    dtnn_model_free(m);
 }
 
 static void check_dropout_values(void)
