@@ -104,7 +104,7 @@ void cpu_act_backward(act_kind kind, float a, float b, size_t count, const float
         ACT_STORE(x[i] > 0.0f && x[i] < 6.0f ? dy[i] : 0.0f);
         break;
     case ACT_HARDSIGMOID:
-        ACT_STORE(x[i] > -3.0f && x[i] < 3.0f ? dy[i] / 6.0f : 0.0f);
+        ACT_STORE(x[i] > -3.0f && x[i] < 3.0f ? dy[i] * (1.0f / 6.0f) : 0.0f);
         break;
     case ACT_HARDSWISH:
         ACT_STORE(x[i] < -3.0f ? 0.0f : (x[i] <= 3.0f ? dy[i] * (x[i] / 3.0f + 0.5f) : dy[i]));
