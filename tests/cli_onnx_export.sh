@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # `dtnn export` (label onnx): lenet5, resnet20 (option-A shortcuts), mobilenet_v2 (depthwise,
-# relu6, dropout), densenet121 (concat, average pools) and models/onnx_all_layers.model (every
-# other layer type and setting the exporter writes), each trained 2 steps so weights and
+# relu6, dropout), densenet121 (concat, average pools), models/onnx_all_layers.model (every
+# other layer type and setting the exporter writes) and models/mobile_blocks.model (hardswish,
+# hardsigmoid, broadcast mul / add, sub, clamp, hardtanh, ceil-mode, asymmetric and dilated
+# pools, global max pooling), each trained 2 steps so weights and
 # batch-norm statistics are not the defaults, exported to ONNX, checked by onnx.checker with
 # full_check (Debian's python3-onnx) and by tools/onnx_check.py (initializer and node names),
 # then run in onnxruntime against dtnn predict's logits: max |a - b| / max |b| <= 1e-5, for a
@@ -48,7 +50,7 @@ fi
 fail=0
 all_layers=models/onnx_all_layers.model
 for spec in lenet5:1x28x28 resnet20:3x32x32 mobilenet_v2:3x64x64 densenet121:3x64x64 \
-        $all_layers:3x8x8; do
+        $all_layers:3x8x8 models/mobile_blocks.model:3x32x32; do
     model=${spec%%:*}
     shape=${spec#*:}
     d="$tmp/$(basename "$model" .model)"

@@ -99,8 +99,9 @@ int main(void)
     CHECK(mkdtemp(dir) != NULL);
     char path[256];
     snprintf(path, sizeof path, "%s/ck.safetensors", dir);
-    const char *specs[] = {"lenet5", "resnet20", "models/small_bn_dropout.model"};
-    for (int s = 0; s < 3; s++) {
+    const char *specs[] = {"lenet5", "resnet20", "models/small_bn_dropout.model",
+                           "models/mobile_blocks.model"};
+    for (size_t s = 0; s < sizeof specs / sizeof specs[0]; s++) {
         float *p1 = NULL, *p2 = NULL;
         size_t n1 = 0, n2 = 0;
         double l0, l1, m0, m1;

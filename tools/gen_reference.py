@@ -152,6 +152,35 @@ class AddOfSlices(nn.Module):
         return y
 
 
+class SubOfSlices(AddOfSlices):
+    def forward(self, x):
+        return self.sel1(x) - self.sel2(x)
+
+
+class ScaleByConv(nn.Module):
+    """A per-sample scalar s = conv1x1(mean over H x W of x) (1 channel), then fn(s, x)."""
+
+    def __init__(self, c, fn):
+        super().__init__()
+        self.s = nn.Conv2d(c, 1, 1)
+        self.fn = fn
+
+    def forward(self, x):
+        return self.fn(self.s(x.mean((2, 3), keepdim=True)), x)
+
+
+class PlaneByConv(nn.Module):
+    """A 1 x H x W map s = conv3x3(x), then fn(x, s): broadcast over the channels."""
+
+    def __init__(self, c, fn):
+        super().__init__()
+        self.s = nn.Conv2d(c, 1, 3, padding=1)
+        self.fn = fn
+
+    def forward(self, x):
+        return self.fn(x, self.s(x))
+
+
 class CatOfSlices(AddOfSlices):
     def forward(self, x):
         return torch.cat([getattr(self, f"sel{i + 1}")(x) for i in range(self.n)], dim=1)
@@ -330,9 +359,137 @@ def layer_cases():
     record_loss(w, cases, "loss_mse", "loss=mse", logits, labels,
                 lambda z, y: F.mse_loss(z, onehot))
 
+    new_layer_cases(w, cases, sel)
     w.meta["cases"] = " ".join(cases)
     w.meta["generator"] = f"tools/gen_reference.py, torch {torch.__version__}"
     return w
+
+
+def new_layer_cases(w, cases, sel):
+    """The layers of issue 20 (ONNX's semantics). Recorded after all older cases, from their
+    own seed, so the older cases keep their bytes."""
+    torch.manual_seed(2020)
+    # Inputs up to ~6 in size, so both joins at -3 and 3 and the saturated sides are reached.
+    hard_x = torch.randn(2, 3, 5, 4) * 3.0
+    record(w, cases, "hardsigmoid", ["type=hardsigmoid"], nn.Hardsigmoid(), hard_x)
+    record(w, cases, "hardswish", ["type=hardswish"], nn.Hardswish(), hard_x)
+    record(w, cases, "clamp", ["type=clamp min=-0.7 max=1.3"],
+           Lambda(lambda x: torch.clamp(x, -0.7, 1.3)), hard_x / 3.0)
+    record(w, cases, "clamp_min", ["type=clamp min=0.25"],
+           Lambda(lambda x: torch.clamp(x, min=0.25)), hard_x / 3.0)
+    record(w, cases, "hardtanh", ["type=hardtanh"], nn.Hardtanh(), hard_x / 3.0)
+    record(w, cases, "hardtanh_opts", ["type=hardtanh min_val=-2.5 max_val=0.5"],
+           nn.Hardtanh(-2.5, 0.5), hard_x / 3.0)
+
+    # Broadcasting mul / sub / add: squeeze-and-excitation's per-channel scale (the mean over
+    # H x W of the input itself, so the gradient reaches x along both paths), a per-sample
+    # scalar from a 1x1 conv, a 1 x H x W map over the channels, the same producer twice, and
+    # equal shapes through selection convs (see the top of this file).
+    gap = "type=global_avgpool name=g inputs=input"
+    record(w, cases, "mul_channel", [gap, "type=mul inputs=input,g"],
+           Lambda(lambda x: x * x.mean((2, 3), keepdim=True)), torch.randn(2, 5, 4, 6))
+    record(w, cases, "mul_sample",
+           [gap, "type=conv2d filters=1 kernel=1 name=s inputs=g", "type=mul inputs=s,input"],
+           ScaleByConv(4, lambda s, x: s * x), torch.randn(3, 4, 5, 3))
+    record(w, cases, "mul_same", ["type=mul inputs=input,input"], Lambda(lambda x: x * x),
+           torch.randn(2, 3, 4, 5))
+    record(w, cases, "sub_plane",
+           ["type=conv2d filters=1 kernel=3 padding=1 name=s inputs=input",
+            "type=sub inputs=input,s"], PlaneByConv(3, lambda x, s: x - s),
+           torch.randn(2, 3, 5, 4))
+    record(w, cases, "sub_sample",
+           [gap, "type=conv2d filters=1 kernel=1 name=s inputs=g", "type=sub inputs=s,input"],
+           ScaleByConv(3, lambda s, x: s - x), torch.randn(2, 3, 4, 4))
+    record(w, cases, "sub_same_shape",
+           [sel.format(3, "sel1"), sel.format(3, "sel2"), "type=sub inputs=sel1,sel2"],
+           SubOfSlices(6, [(3, 3), (0, 3)]), torch.randn(2, 6, 3, 5))
+    record(w, cases, "add_channel", [gap, "type=add inputs=g,input"],
+           Lambda(lambda x: x.mean((2, 3), keepdim=True) + x), torch.randn(2, 4, 5, 3))
+
+    record(w, cases, "global_maxpool", ["type=global_maxpool"], nn.AdaptiveMaxPool2d(1),
+           torch.randn(3, 5, 7, 6))
+
+    # Pooling: ceil mode (a last window hanging over the input; with kernel 3, stride 3,
+    # padding 1 on 5 rows the window that would start in the bottom padding is dropped, while
+    # 7 columns keep theirs), dilated max pooling, and what PyTorch cannot say in its pooling
+    # modules, written with F.pad: asymmetric padding and padding up to kernel - 1 (-inf pads
+    # for max, zeros for count_include_pad=1, and for count_include_pad=0 the sum over the
+    # count of input values in each window).
+    record(w, cases, "maxpool_ceil", ["type=maxpool kernel=3 stride=2 ceil_mode=1"],
+           nn.MaxPool2d(3, stride=2, ceil_mode=True), torch.randn(2, 3, 8, 10))
+    record(w, cases, "maxpool_ceil_drop",
+           ["type=maxpool kernel=3 stride=3 padding=1 ceil_mode=1"],
+           nn.MaxPool2d(3, stride=3, padding=1, ceil_mode=True), torch.randn(2, 3, 5, 7))
+    record(w, cases, "maxpool_dil2", ["type=maxpool kernel=3 stride=1 padding=1 dilation=2"],
+           nn.MaxPool2d(3, stride=1, padding=1, dilation=2), torch.randn(2, 3, 7, 8))
+    record(w, cases, "maxpool_dil_ceil",
+           ["type=maxpool kernel=2 stride=2 dilation=2x1 ceil_mode=1"],
+           nn.MaxPool2d(2, stride=2, dilation=(2, 1), ceil_mode=True), torch.randn(2, 2, 9, 8))
+    record(w, cases, "avgpool_ceil_incl",
+           ["type=avgpool kernel=3 stride=2 padding=1 ceil_mode=1 count_include_pad=1"],
+           nn.AvgPool2d(3, stride=2, padding=1, ceil_mode=True, count_include_pad=True),
+           torch.randn(2, 3, 8, 10))
+    record(w, cases, "avgpool_ceil_excl",
+           ["type=avgpool kernel=3 stride=2 padding=1 ceil_mode=1 count_include_pad=0"],
+           nn.AvgPool2d(3, stride=2, padding=1, ceil_mode=True, count_include_pad=False),
+           torch.randn(2, 3, 8, 10))
+    record(w, cases, "avgpool_ceil_k2", ["type=avgpool kernel=2 ceil_mode=1"],
+           nn.AvgPool2d(2, ceil_mode=True), torch.randn(2, 3, 7, 9))
+
+    def padded_max(pads, k, stride):
+        t, l, b, r = pads
+        return Lambda(lambda x: F.max_pool2d(F.pad(x, (l, r, t, b), value=float("-inf")), k,
+                                             stride))
+
+    def padded_avg(pads, k, stride, include):
+        t, l, b, r = pads
+
+        def fn(x):
+            s = F.avg_pool2d(F.pad(x, (l, r, t, b)), k, stride)
+            if include:
+                return s
+            ones = torch.ones_like(x[:1, :1])
+            return s / F.avg_pool2d(F.pad(ones, (l, r, t, b)), k, stride)
+        return Lambda(fn)
+
+    record(w, cases, "maxpool_asym", ["type=maxpool kernel=2 stride=2 pads=0,1,1,0"],
+           padded_max((0, 1, 1, 0), 2, 2), torch.randn(2, 3, 7, 8))
+    record(w, cases, "maxpool_sides",
+           ["type=maxpool kernel=3x2 stride=2x1 pad_top=2 pad_bottom=0 pad_left=0 pad_right=1"],
+           padded_max((2, 0, 0, 1), (3, 2), (2, 1)), torch.randn(2, 2, 6, 5))
+    record(w, cases, "maxpool_pad_k1", ["type=maxpool kernel=3 stride=2 padding=2"],
+           padded_max((2, 2, 2, 2), 3, 2), torch.randn(2, 3, 6, 7))
+    record(w, cases, "avgpool_asym_incl",
+           ["type=avgpool kernel=3 stride=2 pads=1,0,2,1 count_include_pad=1"],
+           padded_avg((1, 0, 2, 1), 3, 2, True), torch.randn(2, 3, 7, 8))
+    record(w, cases, "avgpool_asym_excl",
+           ["type=avgpool kernel=3 stride=2 pads=1,0,2,1 count_include_pad=0"],
+           padded_avg((1, 0, 2, 1), 3, 2, False), torch.randn(2, 3, 7, 8))
+    # Convolutions padded asymmetrically (ONNX Conv's pads), as F.pad then an unpadded conv:
+    # a dense one (dtnn's im2col path) and a depthwise one (its depthwise path).
+    class PaddedConv(nn.Conv2d):
+        def __init__(self, c, k, kernel, pads, stride=1, groups=1):
+            super().__init__(c, k, kernel, stride=stride, groups=groups)
+            t, l, b, r = pads
+            self.pad4 = (l, r, t, b)
+
+        def forward(self, x):
+            return F.conv2d(F.pad(x, self.pad4), self.weight, self.bias, self.stride,
+                            groups=self.groups)
+
+    record(w, cases, "conv_asym",
+           ["type=conv2d filters=4 kernel=3 stride=2 pads=0,1,2,0"],
+           PaddedConv(3, 4, 3, (0, 1, 2, 0), stride=2), torch.randn(2, 3, 7, 8))
+    record(w, cases, "conv_dw_asym",
+           ["type=conv2d filters=4 kernel=3x2 groups=4 pad_top=1 pad_bottom=0 pad_left=0 "
+            "pad_right=1"],
+           PaddedConv(4, 4, (3, 2), (1, 0, 0, 1), groups=4), torch.randn(2, 4, 6, 5))
+    # 16 channels in and out, where a symmetric 3x3 would go to Winograd or direct.
+    record(w, cases, "conv_asym_c16", ["type=conv2d filters=16 kernel=3 pads=1,0,0,2"],
+           PaddedConv(16, 16, 3, (1, 0, 0, 2)), torch.randn(1, 16, 6, 6))
+    record(w, cases, "avgpool_pad_k1_excl",
+           ["type=avgpool kernel=3 stride=1 padding=2 count_include_pad=0"],
+           padded_avg((2, 2, 2, 2), 3, 1, False), torch.randn(2, 2, 5, 6))
 
 
 # ---- zoo models and optimizers -----------------------------------------------------------------

@@ -34,13 +34,24 @@
 typedef struct {
     int C, H, W;                /* input channels and size, one image */
     int K, R, S, P, Q;          /* output channels, kernel, output size */
-    int stride_h, stride_w, pad_h, pad_w, dil_h, dil_w;
+    int stride_h, stride_w, pad_h, pad_w, dil_h, dil_w;     /* pad_h, pad_w: top and left */
     int groups;
+    /* Bottom minus top and right minus left padding: 0 (symmetric) unless an ONNX model pads
+     * asymmetrically. Output pixel (p, q) starts at input row p * stride_h - pad_h either way;
+     * only P and Q change. */
+    int pad_extra_h, pad_extra_w;
 } conv_geom;
 
+/* Window (p, q) covers input rows p * stride_h - pad_h + i * dil_h for i < kh (columns
+ * likewise); taps outside the input are skipped (padding). pad_b / pad_r, the bottom and right
+ * padding, only bound average pooling's count_include_pad divisor: the output size P x Q (ceil
+ * mode or not) is the layer's choice. A max window with no tap inside (possible only with
+ * dilation) gives -inf and no gradient. */
 typedef struct {
     int C, H, W, P, Q;          /* channels, input size, output size */
     int kh, kw, stride_h, stride_w, pad_h, pad_w;
+    int pad_b, pad_r;           /* bottom and right padding */
+    int dil_h, dil_w;           /* max pooling's dilation, >= 1; average pooling: 1 */
     int count_include_pad;      /* average pooling: PyTorch's default is 1 */
     /* Average pooling as AdaptiveAvgPool2d((P, Q)): output p averages input rows
      * floor(p * H / P) .. ceil((p + 1) * H / P) - 1 (likewise columns); kernel, stride and
@@ -54,7 +65,28 @@ typedef struct {
     int C, H, W, K, P, Q, stride, at;
 } shortcut_geom;
 
-typedef enum { ACT_RELU = 0, ACT_LEAKY_RELU, ACT_SIGMOID, ACT_TANH, ACT_RELU6 } act_kind;
+/* Two-input element-wise operations with NumPy broadcasting over one sample (kernels/
+ * broadcast.c): the output is C x H x W per sample, input a is a[0] x a[1] x a[2] and b
+ * b[0] x b[1] x b[2], each size equal to the output's or 1 (repeated along that dimension). */
+typedef enum { BIN_ADD = 0, BIN_SUB, BIN_MUL } binary_kind;
+
+typedef struct {
+    int C, H, W;
+    int a[3], b[3];
+} binary_geom;
+
+/* The activations of kernels/activation.c, with their formulas there. */
+typedef enum {
+    ACT_RELU = 0,
+    ACT_LEAKY_RELU,
+    ACT_SIGMOID,
+    ACT_TANH,
+    ACT_RELU6,
+    ACT_HARDSIGMOID,
+    ACT_HARDSWISH,
+    ACT_CLAMP,      /* torch.clamp: gradient passed where lo <= x <= hi */
+    ACT_HARDTANH,   /* nn.Hardtanh: gradient passed where lo < x < hi */
+} act_kind;
 
 /* What batch norm does besides normalising (model_plan.c, plan_fusion): y = relu(bn(x) +
  * res), each part optional. Backward with a residual reads the forward's output for the ReLU's
@@ -156,10 +188,11 @@ typedef struct {
     void (*avgpool_backward)(dtnn_backend *be, const pool_geom *g, int n, const float *dy,
                              float *dx, int accumulate);
 
-    /* Element-wise activations over count values; param = leaky-ReLU slope. */
-    void (*act_forward)(dtnn_backend *be, act_kind kind, float param, size_t count,
+    /* Element-wise activations over count values; a = leaky-ReLU slope or the lower bound of
+     * clamp / hardtanh, b = their upper bound (unused by the others). */
+    void (*act_forward)(dtnn_backend *be, act_kind kind, float a, float b, size_t count,
                         const float *x, float *y);
-    void (*act_backward)(dtnn_backend *be, act_kind kind, float param, size_t count,
+    void (*act_backward)(dtnn_backend *be, act_kind kind, float a, float b, size_t count,
                          const float *x, const float *y, const float *dy, float *dx,
                          int accumulate);
 
@@ -231,6 +264,15 @@ typedef struct {
                          int n_out, float *const *dx, const int *accumulate);
     void (*copy_rows)(dtnn_backend *be, size_t rows, size_t cols, float *dst, size_t ld_dst,
                       const float *src, size_t ld_src, int accumulate);
+    /* y [n, C, H, W] = a op b with broadcasting (binary_geom). Backward: da and db are the
+     * gradients at a's and b's shapes (dy, -dy for b of a difference, dy * b and dy * a for a
+     * product), summed over the positions an input was repeated to; NULL: not wanted, else
+     * written or, with accumulate, added (when a and b are one producer, db adds to da). */
+    void (*binary_forward)(dtnn_backend *be, binary_kind kind, const binary_geom *g, int n,
+                           const float *a, const float *b, float *y);
+    void (*binary_backward)(dtnn_backend *be, binary_kind kind, const binary_geom *g, int n,
+                            const float *a, const float *b, const float *dy, float *da,
+                            int da_accumulate, float *db, int db_accumulate);
     void (*fill)(dtnn_backend *be, float *y, size_t count, float value);
     void (*add_i64)(dtnn_backend *be, int64_t *p, int64_t value);
 

@@ -17,6 +17,7 @@
  * input, as dtnn_model_forward does), external data for models over 2 GiB (protobuf's limit).
  */
 #include <errno.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,6 +45,7 @@ typedef struct {
     const char **value;             /* [n_layers] the ONNX value each layer's output is */
     int *rank;                      /* [n_layers] 4 (N, C, H, W) or 2 (N, F) */
     int have_clip6, have_to4d;      /* shared constants written once */
+    int opset;
 } onnx_writer;
 
 static void *ar_alloc(onnx_writer *w, size_t size)
@@ -278,7 +280,9 @@ static void attr_string(onnx_writer *w, Onnx__NodeProto *nd, const char *name, c
  * [top, left, bottom, right] and dtnn's padding is symmetric. */
 static void attr_window(onnx_writer *w, Onnx__NodeProto *nd, const layer_attrs *a)
 {
-    const int pads[4] = {a->pad[0], a->pad[1], a->pad[0], a->pad[1]};
+    /* ONNX's order: begin of each axis, then end; pools may pad asymmetrically */
+    const int pads[4] = {a->pad[0], a->pad[1], a->pad[0] + a->pad_extra[0],
+                         a->pad[1] + a->pad_extra[1]};
     attr_ints(w, nd, "kernel_shape", a->kernel, 2);
     attr_ints(w, nd, "strides", a->stride, 2);
     attr_ints(w, nd, "pads", pads, 4);
@@ -435,12 +439,61 @@ static dtnn_status emit_layer(onnx_writer *w, int i, dtnn_error *err)
         const char *ins[3] = {IN(0, 0), "dtnn.relu6_min", "dtnn.relu6_max"};
         nd = add_node(w, "Clip", l->name, ins, 3, out);
         rank = l->in_ids[0] == DTNN_INPUT ? 4 : w->rank[l->in_ids[0]];
+    } else if (!strcmp(type, "clamp") || !strcmp(type, "hardtanh")) {
+        /* Clip with this layer's bounds as scalar inputs; an infinite one (clamp without it)
+         * is an omitted input, which Clip reads as no bound. */
+        const char *lo = isinf(a.bounds[0]) ? "" : ar_printf(w, "%s%s", l->name, ".min");
+        const char *hi = isinf(a.bounds[1]) ? "" : ar_printf(w, "%s%s", l->name, ".max");
+        if (!lo || !hi || (*lo && const_f32_scalar(w, lo, a.bounds[0])) ||
+            (*hi && const_f32_scalar(w, hi, a.bounds[1])))
+            goto nomem;
+        const char *ins[3] = {IN(0, 0), lo, hi};
+        nd = add_node(w, "Clip", l->name, ins, *hi ? 3 : *lo ? 2 : 1, out);
+        rank = l->in_ids[0] == DTNN_INPUT ? 4 : w->rank[l->in_ids[0]];
+    } else if (!strcmp(type, "hardsigmoid") || !strcmp(type, "hardswish")) {
+        /* relu6(x + 3) / 6 is HardSigmoid with alpha 1/6, beta 1/2; HardSwish (opset 14) is
+         * x times it, written as that product for older opsets. */
+        x = IN(0, 0);
+        rank = l->in_ids[0] == DTNN_INPUT ? 4 : w->rank[l->in_ids[0]];
+        if (!strcmp(type, "hardswish") && w->opset >= 14) {
+            nd = add_node(w, "HardSwish", l->name, &x, 1, out);
+        } else {
+            const int swish = !strcmp(type, "hardswish");
+            const char *gate = swish ? ar_printf(w, "%s%s", l->name, ".gate") : out;
+            const char *gname = swish ? gate : l->name;
+            if (!gate || !gname)
+                goto nomem;
+            nd = add_node(w, "HardSigmoid", gname, &x, 1, gate);
+            if (!nd)
+                goto nomem;
+            attr_float(w, nd, "alpha", 1.0f / 6.0f);
+            attr_float(w, nd, "beta", 0.5f);
+            if (swish) {
+                const char *ins[2] = {x, gate};
+                nd = add_node(w, "Mul", l->name, ins, 2, out);
+            }
+        }
+    } else if (!strcmp(type, "mul") || !strcmp(type, "sub")) {
+        /* ONNX's broadcasting is NumPy's, as the layers' */
+        rank = common_rank(w, l);
+        const char *ins[2];
+        for (int k = 0; k < 2; k++)
+            if (!(ins[k] = input_as(w, l, k, rank)))
+                goto nomem;
+        nd = add_node(w, type[0] == 'm' ? "Mul" : "Sub", l->name, ins, 2, out);
+    } else if (!strcmp(type, "global_maxpool")) {
+        x = IN(0, 4);
+        nd = add_node(w, "GlobalMaxPool", l->name, &x, 1, out);
     } else if (!strcmp(type, "maxpool") || !strcmp(type, "avgpool")) {
         x = IN(0, 4);
         nd = add_node(w, type[0] == 'm' ? "MaxPool" : "AveragePool", l->name, &x, 1, out);
         attr_window(w, nd, &a);
         if (type[0] == 'a')
             attr_int(w, nd, "count_include_pad", a.count_include_pad);
+        if (a.ceil_mode)
+            attr_int(w, nd, "ceil_mode", 1);
+        if (type[0] == 'm' && (a.dilation[0] != 1 || a.dilation[1] != 1))
+            attr_ints(w, nd, "dilations", a.dilation, 2);
     } else if (!strcmp(type, "global_avgpool")) {
         x = IN(0, 4);
         nd = add_node(w, "GlobalAveragePool", l->name, &x, 1, out);
@@ -636,6 +689,7 @@ dtnn_status dtnn_onnx_export(const dtnn_model *m, const char *path, int opset, d
     onnx_writer w;
     memset(&w, 0, sizeof w);
     w.m = m;
+    w.opset = opset;
     dtnn_status st = DTNN_OK;
     w.value = ar_alloc(&w, sizeof(char *) * (m->n_layers + 1));
     w.rank = ar_alloc(&w, sizeof(int) * (m->n_layers + 1));

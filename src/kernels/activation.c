@@ -1,16 +1,27 @@
 /*
- * activation.c — element-wise activations (ReLU, leaky ReLU, sigmoid, tanh, ReLU6) and their
- * derivatives, as torch.nn: the derivative at exactly 0 is that of the negative side
- * (ReLU'(0) = 0, leaky ReLU'(0) = slope), which is what PyTorch's x > 0 test gives. ReLU6 is
- * Hardtanh(0, 6), whose gradient PyTorch passes only strictly inside (0, 6). A NaN input gives
- * a NaN output, as in PyTorch (so a diverging run is seen, not hidden as zeros): the forward
- * tests are written as x < 0, which is false for NaN.
+ * activation.c — element-wise activations (ReLU, leaky ReLU, sigmoid, tanh, ReLU6, hard sigmoid,
+ * hard swish, clamp, hardtanh) and their derivatives, as torch.nn: the derivative at exactly 0
+ * is that of the negative side (ReLU'(0) = 0, leaky ReLU'(0) = slope), which is what PyTorch's
+ * x > 0 test gives. ReLU6 is Hardtanh(0, 6), whose gradient PyTorch passes only strictly inside
+ * (0, 6); torch.clamp's passes on the closed interval [lo, hi]. Hardsigmoid(x) =
+ * relu6(x + 3) / 6 and Hardswish(x) = x * relu6(x + 3) / 6 (MobileNetV3, Howard et al. 2019),
+ * computed in PyTorch's order of operations; their derivatives at the joins are PyTorch's:
+ * hardsigmoid's is 1/6 strictly inside (-3, 3), hardswish's is x / 3 + 1/2 on [-3, 3] and 1
+ * above. A NaN input gives a NaN output, as in PyTorch (so a diverging run is seen, not hidden
+ * as zeros): the forward tests are written as x < 0, which is false for NaN.
  */
 #include <math.h>
 
 #include "cpu_kernels.h"
 
-void cpu_act_forward(act_kind kind, float param, size_t count, const float *x, float *y)
+/* relu6(v + 3), NaN kept. */
+static inline float hard_unit(float v)
+{
+    const float t = v + 3.0f;
+    return t < 0.0f ? 0.0f : (t > 6.0f ? 6.0f : t);
+}
+
+void cpu_act_forward(act_kind kind, float a, float b, size_t count, const float *x, float *y)
 {
     const long long n = (long long)count;
     switch (kind) {
@@ -22,7 +33,7 @@ void cpu_act_forward(act_kind kind, float param, size_t count, const float *x, f
     case ACT_LEAKY_RELU:
 #pragma omp parallel for schedule(static) if (n > 65536)
         for (long long i = 0; i < n; i++)
-            y[i] = x[i] < 0.0f ? x[i] * param : x[i];
+            y[i] = x[i] < 0.0f ? x[i] * a : x[i];
         break;
     case ACT_SIGMOID:
 #pragma omp parallel for schedule(static) if (n > 16384)
@@ -38,6 +49,22 @@ void cpu_act_forward(act_kind kind, float param, size_t count, const float *x, f
 #pragma omp parallel for schedule(static) if (n > 65536)
         for (long long i = 0; i < n; i++)
             y[i] = x[i] < 0.0f ? 0.0f : (x[i] > 6.0f ? 6.0f : x[i]);
+        break;
+    case ACT_HARDSIGMOID:
+#pragma omp parallel for schedule(static) if (n > 65536)
+        for (long long i = 0; i < n; i++)
+            y[i] = hard_unit(x[i]) / 6.0f;
+        break;
+    case ACT_HARDSWISH:
+#pragma omp parallel for schedule(static) if (n > 65536)
+        for (long long i = 0; i < n; i++)
+            y[i] = x[i] * hard_unit(x[i]) / 6.0f;
+        break;
+    case ACT_CLAMP:
+    case ACT_HARDTANH:
+#pragma omp parallel for schedule(static) if (n > 65536)
+        for (long long i = 0; i < n; i++)
+            y[i] = x[i] < a ? a : (x[i] > b ? b : x[i]);
         break;
     }
 }
@@ -56,8 +83,8 @@ void cpu_act_forward(act_kind kind, float param, size_t count, const float *x, f
         }                                                                                     \
     } while (0)
 
-void cpu_act_backward(act_kind kind, float param, size_t count, const float *x, const float *y,
-                      const float *dy, float *dx, int accumulate)
+void cpu_act_backward(act_kind kind, float a, float b, size_t count, const float *x,
+                      const float *y, const float *dy, float *dx, int accumulate)
 {
     const long long n = (long long)count;
     switch (kind) {
@@ -65,7 +92,7 @@ void cpu_act_backward(act_kind kind, float param, size_t count, const float *x, 
         ACT_STORE(x[i] > 0.0f ? dy[i] : 0.0f);
         break;
     case ACT_LEAKY_RELU:
-        ACT_STORE(x[i] > 0.0f ? dy[i] : dy[i] * param);
+        ACT_STORE(x[i] > 0.0f ? dy[i] : dy[i] * a);
         break;
     case ACT_SIGMOID:
         ACT_STORE(dy[i] * y[i] * (1.0f - y[i]));
@@ -75,6 +102,18 @@ void cpu_act_backward(act_kind kind, float param, size_t count, const float *x, 
         break;
     case ACT_RELU6:
         ACT_STORE(x[i] > 0.0f && x[i] < 6.0f ? dy[i] : 0.0f);
+        break;
+    case ACT_HARDSIGMOID:
+        ACT_STORE(x[i] > -3.0f && x[i] < 3.0f ? dy[i] * (1.0f / 6.0f) : 0.0f);
+        break;
+    case ACT_HARDSWISH:
+        ACT_STORE(x[i] < -3.0f ? 0.0f : (x[i] <= 3.0f ? dy[i] * (x[i] / 3.0f + 0.5f) : dy[i]));
+        break;
+    case ACT_CLAMP:
+        ACT_STORE(x[i] >= a && x[i] <= b ? dy[i] : 0.0f);
+        break;
+    case ACT_HARDTANH:
+        ACT_STORE(x[i] <= a || x[i] >= b ? 0.0f : dy[i]);
         break;
     }
 }

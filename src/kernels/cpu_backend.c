@@ -101,19 +101,19 @@ static void op_avgpool_backward(dtnn_backend *be, const pool_geom *g, int n, con
     cpu_avgpool_backward(g, n, dy, dx, accumulate);
 }
 
-static void op_act_forward(dtnn_backend *be, act_kind kind, float param, size_t count,
+static void op_act_forward(dtnn_backend *be, act_kind kind, float a, float b, size_t count,
                            const float *x, float *y)
 {
     (void)be;
-    cpu_act_forward(kind, param, count, x, y);
+    cpu_act_forward(kind, a, b, count, x, y);
 }
 
-static void op_act_backward(dtnn_backend *be, act_kind kind, float param, size_t count,
+static void op_act_backward(dtnn_backend *be, act_kind kind, float a, float b, size_t count,
                             const float *x, const float *y, const float *dy, float *dx,
                             int accumulate)
 {
     (void)be;
-    cpu_act_backward(kind, param, count, x, y, dy, dx, accumulate);
+    cpu_act_backward(kind, a, b, count, x, y, dy, dx, accumulate);
 }
 
 static void op_softmax_forward(dtnn_backend *be, int rows, int cols, const float *x, float *y)
@@ -234,6 +234,21 @@ static void op_copy_rows(dtnn_backend *be, size_t rows, size_t cols, float *dst,
     cpu_copy_rows(rows, cols, dst, ld_dst, src, ld_src, accumulate);
 }
 
+static void op_binary_forward(dtnn_backend *be, binary_kind kind, const binary_geom *g, int n,
+                              const float *a, const float *b, float *y)
+{
+    (void)be;
+    cpu_binary_forward(kind, g, n, a, b, y);
+}
+
+static void op_binary_backward(dtnn_backend *be, binary_kind kind, const binary_geom *g, int n,
+                               const float *a, const float *b, const float *dy, float *da,
+                               int da_accumulate, float *db, int db_accumulate)
+{
+    (void)be;
+    cpu_binary_backward(kind, g, n, a, b, dy, da, da_accumulate, db, db_accumulate);
+}
+
 static void op_fill(dtnn_backend *be, float *y, size_t count, float value)
 {
     (void)be;
@@ -351,6 +366,8 @@ const dtnn_backend_ops cpu_backend_table = {
     .add_backward = op_add_backward,
     .copy_rows = op_copy_rows,
     .fill = op_fill,
+    .binary_forward = op_binary_forward,
+    .binary_backward = op_binary_backward,
     .add_i64 = op_add_i64,
     .dropout_forward = op_dropout_forward,
     .dropout_backward = op_dropout_backward,

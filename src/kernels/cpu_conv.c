@@ -112,12 +112,16 @@ static void plan(conv_plan *c, dtnn_conv_algo asked)
     const conv_geom *g = &c->g;
     c->algo = c->algo_backward = CONV_IM2COL;
     const int fast = asked != DTNN_CONV_IM2COL;
+    /* Asymmetric padding: only the paths that bound every tap by the input (depthwise,
+     * im2col) take it; the direct and Winograd kernels size their padded planes from the
+     * symmetric padding, and pointwise assumes P x Q = H x W. */
+    const int symmetric = g->pad_extra_h == 0 && g->pad_extra_w == 0;
     if (fast && g->groups == g->C && g->K == g->C) {
         c->algo = c->algo_backward = CONV_DEPTHWISE;
         c->workspace_bytes = 0;
         return;
     }
-    if (fast && g->groups == 1 && g->R == 1 && g->S == 1 &&
+    if (fast && symmetric && g->groups == 1 && g->R == 1 && g->S == 1 &&
         g->stride_h == 1 && g->stride_w == 1 && g->pad_h == 0 && g->pad_w == 0) {
         c->algo = c->algo_backward = CONV_POINTWISE;
         c->workspace_bytes = 0;
@@ -129,7 +133,7 @@ static void plan(conv_plan *c, dtnn_conv_algo asked)
      * filter block stay in L1 (3x3 with 64 channels: 24 + 9 KiB). With 128 to 512 channels
      * of 3x3 it re-read them from L2 and lost to im2col (vgg16-64's deep layers; measurements:
      * docs/perf-notes.md). */
-    const int direct_fits = fast && g->C * g->R <= 192 && g->K * g->R <= 192;
+    const int direct_fits = fast && symmetric && g->C * g->R <= 192 && g->K * g->R <= 192;
     const int direct_kind = direct_fits ? cpu_conv_direct_supported(g) : 0;
     /* Stride 2 (ResNet's downsampling 3x3s): on the direct kernels over parity planes, the
      * input gradient as four passes over the output gradient (conv_direct.c). Through im2col
@@ -144,7 +148,8 @@ static void plan(conv_plan *c, dtnn_conv_algo asked)
     /* Winograd from 16 channels in and out: with 3 (an RGB input) the transforms cost more
      * than the products they save (vgg16-64's first layer ran slower on Winograd than
      * direct; measurements: docs/perf-notes.md). */
-    const int winograd_tile = asked == DTNN_CONV_AUTO ? cpu_conv_winograd_supported(g) : 0;
+    const int winograd_tile =
+        asked == DTNN_CONV_AUTO && symmetric ? cpu_conv_winograd_supported(g) : 0;
     const int winograd = DTNN_MIN(g->C, g->K) >= 16 && winograd_tile;
     /* Winograd backward from 32 channels on. Below, the transforms (their cost per
      * multiply-add falls with the channel count) ate the gain: ResNet-20's 16-channel stage

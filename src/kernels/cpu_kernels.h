@@ -62,9 +62,9 @@ void cpu_maxpool_backward(const pool_geom *g, int n, const float *dy, const int3
                           float *dx, int accumulate);
 void cpu_avgpool_forward(const pool_geom *g, int n, const float *x, float *y);
 void cpu_avgpool_backward(const pool_geom *g, int n, const float *dy, float *dx, int accumulate);
-void cpu_act_forward(act_kind kind, float param, size_t count, const float *x, float *y);
-void cpu_act_backward(act_kind kind, float param, size_t count, const float *x, const float *y,
-                      const float *dy, float *dx, int accumulate);
+void cpu_act_forward(act_kind kind, float a, float b, size_t count, const float *x, float *y);
+void cpu_act_backward(act_kind kind, float a, float b, size_t count, const float *x,
+                      const float *y, const float *dy, float *dx, int accumulate);
 void cpu_bn_moments(int n, int C, int hw, const float *x, const float *shift, double *sum,
                     double *sumsq);
 void cpu_bn_apply_train(int n, int C, int hw, const float *x, const float *gamma,
@@ -122,6 +122,11 @@ void cpu_add_backward(size_t count, const float *y, const float *dy, int n_out,
 void cpu_copy_rows(size_t rows, size_t cols, float *dst, size_t ld_dst, const float *src,
                    size_t ld_src, int accumulate);
 void cpu_fill(float *y, size_t count, float value);
+void cpu_binary_forward(binary_kind kind, const binary_geom *g, int n, const float *a,
+                        const float *b, float *y);
+void cpu_binary_backward(binary_kind kind, const binary_geom *g, int n, const float *a,
+                         const float *b, const float *dy, float *da, int da_accumulate,
+                         float *db, int db_accumulate);
 void cpu_dropout_forward(size_t count, float p, float scale, uint64_t seed, uint64_t stream,
                          uint64_t base, const float *x, float *y, uint8_t *mask);
 void cpu_dropout_backward(size_t count, float scale, const uint8_t *mask, const float *dy,

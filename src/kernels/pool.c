@@ -1,9 +1,11 @@
 /*
- * pool.c — max and average pooling (kernel, stride, padding), forward and backward, as
- * torch.nn.MaxPool2d / AvgPool2d (count_include_pad selectable) and AdaptiveAvgPool2d. Max
- * pooling keeps the index of each maximum (first one on ties, like PyTorch) so backward routes
- * the gradient there.
+ * pool.c — max and average pooling (kernel, stride, padding on each side, max pooling's
+ * dilation), forward and backward, as torch.nn.MaxPool2d / AvgPool2d (count_include_pad
+ * selectable) and AdaptiveAvgPool2d. Max pooling keeps the index of each maximum (first one on
+ * ties, like PyTorch) so backward routes the gradient there. The output size (ceil mode or
+ * not) comes with the geometry; the kernels only visit the taps inside the input.
  */
+#include <math.h>
 #include <string.h>
 
 #include "../core/internal.h"
@@ -14,6 +16,16 @@ static void window(int start, int k, int size, int *lo, int *hi)
 {
     *lo = start < 0 ? 0 : start;
     *hi = start + k > size ? size : start + k;
+}
+
+/* The taps [*i0, *i1) of a window of k taps dil apart from start that lie in [0, size). */
+static void taps(int start, int k, int dil, int size, int *i0, int *i1)
+{
+    *i0 = start < 0 ? (-start + dil - 1) / dil : 0;
+    const int last = size - 1 - start;     /* the largest offset inside */
+    *i1 = last < 0 ? 0 : DTNN_MIN(k, last / dil + 1);
+    if (*i1 < *i0)
+        *i1 = *i0;
 }
 
 /* One plane without padding, every window inside the image (LeNet's and VGG's 2x2 / 2):
@@ -47,7 +59,7 @@ static void maxpool_plane_inside(const pool_geom *g, const float *xp, float *yp,
 void cpu_maxpool_forward(const pool_geom *g, int n, const float *x, float *y, int32_t *argmax)
 {
     const int planes = n * g->C;
-    const int inside = g->pad_h == 0 && g->pad_w == 0 &&
+    const int inside = g->pad_h == 0 && g->pad_w == 0 && g->dil_h == 1 && g->dil_w == 1 &&
                        (g->P - 1) * g->stride_h + g->kh <= g->H &&
                        (g->Q - 1) * g->stride_w + g->kw <= g->W;
 #pragma omp parallel for schedule(guided)
@@ -60,20 +72,28 @@ void cpu_maxpool_forward(const pool_geom *g, int n, const float *x, float *y, in
             continue;
         }
         for (int p = 0; p < g->P; p++) {
-            int h0, h1;
-            window(p * g->stride_h - g->pad_h, g->kh, g->H, &h0, &h1);
+            int i0, i1;
+            taps(p * g->stride_h - g->pad_h, g->kh, g->dil_h, g->H, &i0, &i1);
+            const int hs = p * g->stride_h - g->pad_h;
             for (int q = 0; q < g->Q; q++) {
-                int w0, w1;
-                window(q * g->stride_w - g->pad_w, g->kw, g->W, &w0, &w1);
-                /* The first maximum wins ties, as PyTorch; a NaN wins and propagates. */
-                int32_t at = h0 * g->W + w0;
-                float best = xp[at];
-                for (int h = h0; h < h1 && best == best; h++)
-                    for (int w = w0; w < w1; w++) {
-                        float v = xp[h * g->W + w];
+                int j0, j1;
+                taps(q * g->stride_w - g->pad_w, g->kw, g->dil_w, g->W, &j0, &j1);
+                const int ws = q * g->stride_w - g->pad_w;
+                /* The first maximum wins ties, as PyTorch; a NaN wins and propagates. A window
+                 * with no tap inside (dilation) is -inf and routes no gradient. */
+                int32_t at = -1;
+                float best = -INFINITY;
+                if (i0 < i1 && j0 < j1) {
+                    at = (hs + i0 * g->dil_h) * g->W + ws + j0 * g->dil_w;
+                    best = xp[at];
+                }
+                for (int i = i0; i < i1 && best == best; i++)
+                    for (int j = j0; j < j1; j++) {
+                        const int32_t k = (hs + i * g->dil_h) * g->W + ws + j * g->dil_w;
+                        float v = xp[k];
                         if (v > best || v != v) {
                             best = v;
-                            at = h * g->W + w;
+                            at = k;
                             if (v != v)
                                 break;
                         }
@@ -118,7 +138,7 @@ static float avg_window(const pool_geom *g, int p, int q, int *h0, int *h1, int 
     if (!g->count_include_pad)
         return (float)((*h1 - *h0) * (*w1 - *w0));
     /* The window clipped to the padded input, as PyTorch counts it. */
-    int he = DTNN_MIN(hs + g->kh, g->H + g->pad_h), we = DTNN_MIN(ws + g->kw, g->W + g->pad_w);
+    int he = DTNN_MIN(hs + g->kh, g->H + g->pad_b), we = DTNN_MIN(ws + g->kw, g->W + g->pad_r);
     return (float)((he - hs) * (we - ws));
 }
 

@@ -4,10 +4,20 @@
  *
  * Inputs are visited in increasing index order in backward, because two inputs may be the same
  * producer: the model then marks the first to write its gradient and the second to add to it.
- * No broadcasting: shapes must match exactly. A ReLU right after it may be fused in (layer.h,
- * relu_epilogue): ResNet's add + ReLU in one pass each way.
+ * A ReLU right after it may be fused in (layer.h, relu_epilogue): ResNet's add + ReLU in one
+ * pass each way.
+ *
+ * Two inputs of different shapes are broadcast as NumPy (ONNX Add): each size equal or 1, e.g.
+ * a per-channel C x 1 x 1 bias on C x H x W; backward then sums the gradient over the repeated
+ * positions (the backend's binary ops, as mul and sub in binary.c). Such an add is never fused
+ * (model_plan.c fuses only adds of one shape).
  */
 #include "layer.h"
+
+typedef struct {
+    int broadcast;
+    binary_geom g;
+} add_cfg;
 
 static dtnn_status add_set(void *cfg, const char *key, const char *value, dtnn_error *err)
 {
@@ -18,13 +28,23 @@ static dtnn_status add_set(void *cfg, const char *key, const char *value, dtnn_e
 
 static dtnn_status add_infer(layer *l, dtnn_error *err)
 {
+    add_cfg *c = l->cfg;
     dtnn_shape a = l->in[0];
+    c->broadcast = 0;
     for (int i = 1; i < l->n_in; i++) {
         dtnn_shape b = l->in[i];
-        if (b.c != a.c || b.h != a.h || b.w != a.w)
-            return dtnn_error_set(err, DTNN_ERR_SHAPE, "add needs inputs of one shape: input 0 "
-                                  "is %dx%dx%d but input %d is %dx%dx%d", a.c, a.h, a.w, i,
-                                  b.c, b.h, b.w);
+        if (b.c == a.c && b.h == a.h && b.w == a.w)
+            continue;
+        if (l->n_in != 2)
+            return dtnn_error_set(err, DTNN_ERR_SHAPE, "add of more than 2 inputs needs "
+                                  "inputs of one shape: input 0 is %dx%dx%d but input %d is "
+                                  "%dx%dx%d", a.c, a.h, a.w, i, b.c, b.h, b.w);
+        dtnn_status st = layer_broadcast_geom(l, &c->g, err);
+        if (st)
+            return st;
+        c->broadcast = 1;
+        l->out = (dtnn_shape){c->g.C, c->g.H, c->g.W};
+        return DTNN_OK;
     }
     l->out = a;
     return DTNN_OK;
@@ -33,16 +53,25 @@ static dtnn_status add_infer(layer *l, dtnn_error *err)
 /* One pass over all inputs, ((x_0 + x_1) + x_2) + ..., the fused ReLU on the last. */
 static void add_forward(layer *l, const layer_ctx *ctx)
 {
-    be_run(ctx->be, add_forward, shape_size(l->out) * (size_t)l->n, l->n_in, l->x,
-           l->relu_fused, l->y);
+    add_cfg *c = l->cfg;
+    if (c->broadcast)
+        be_run(ctx->be, binary_forward, BIN_ADD, &c->g, l->n, l->x[0], l->x[1], l->y);
+    else
+        be_run(ctx->be, add_forward, shape_size(l->out) * (size_t)l->n, l->n_in, l->x,
+               l->relu_fused, l->y);
 }
 
 /* Every input's gradient is dy, or with a fused ReLU dy where y > 0; when two inputs are one
  * producer, the first writes and the second adds (dx_accumulate). */
 static void add_backward(layer *l, const layer_ctx *ctx)
 {
-    be_run(ctx->be, add_backward, shape_size(l->out) * (size_t)l->n,
-           l->relu_fused ? l->y : NULL, l->dy, l->n_in, l->dx, l->dx_accumulate);
+    add_cfg *c = l->cfg;
+    if (c->broadcast)
+        be_run(ctx->be, binary_backward, BIN_ADD, &c->g, l->n, l->x[0], l->x[1], l->dy,
+               l->dx[0], l->dx_accumulate[0], l->dx[1], l->dx_accumulate[1]);
+    else
+        be_run(ctx->be, add_backward, shape_size(l->out) * (size_t)l->n,
+               l->relu_fused ? l->y : NULL, l->dy, l->n_in, l->dx, l->dx_accumulate);
 }
 
 static const char *add_method(const layer *l) { return l->relu_fused ? "+relu" : ""; }
@@ -54,8 +83,9 @@ static double add_flops(const layer *l)
 
 const layer_ops layer_add = {
     .type = "add",
-    .summary = "element-wise sum of 2 to 8 inputs of one shape (residual connections)",
-    .cfg_size = 0,
+    .summary = "element-wise sum of 2 to 8 inputs of one shape (residual connections), or of 2 "
+               "broadcast as NumPy",
+    .cfg_size = sizeof(add_cfg),
     .min_inputs = 2,
     .max_inputs = 8,
     .set = add_set,

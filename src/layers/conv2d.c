@@ -1,6 +1,9 @@
 /*
  * conv2d.c — 2-D convolution as torch.nn.Conv2d: kernel, stride, padding, dilation, groups,
- * optional bias. Weight [K, C/groups, R, S], bias [K].
+ * optional bias. Weight [K, C/groups, R, S], bias [K]. Asymmetric padding as ONNX Conv's pads:
+ * pad_top= pad_bottom= pad_left= pad_right=, each over padding's value, or
+ * pads=top,left,bottom,right (ONNX's order); output rows (H + top + bottom - dilated kernel) /
+ * stride + 1. The CPU computes such a convolution on its depthwise or im2col path.
  *
  * How it is computed is the backend's choice, made once per geometry at build (conv_plan: on the
  * CPU Winograd, direct, depthwise, pointwise or im2col, kernels/cpu_conv.c); algo= narrows the
@@ -13,6 +16,7 @@
 
 typedef struct {
     int filters, kh, kw, stride_h, stride_w, pad_h, pad_w, dil_h, dil_w, groups, bias;
+    int side[4];                /* pad_top, pad_left, pad_bottom, pad_right; -1: padding's */
     dtnn_conv_algo algo_asked;  /* the option algo= */
     conv_geom g;                /* derived in infer */
     conv_plan *plan;
@@ -26,6 +30,7 @@ static void conv2d_defaults(void *cfg)
     c->dil_h = c->dil_w = 1;
     c->groups = 1;
     c->bias = 1;
+    c->side[0] = c->side[1] = c->side[2] = c->side[3] = -1;
 }
 
 static dtnn_status conv2d_set(void *cfg, const char *key, const char *value, dtnn_error *err)
@@ -39,6 +44,12 @@ static dtnn_status conv2d_set(void *cfg, const char *key, const char *value, dtn
         return layer_opt_pair(key, value, 1, &c->stride_h, &c->stride_w, err);
     if (!strcmp(key, "padding"))
         return layer_opt_pair(key, value, 0, &c->pad_h, &c->pad_w, err);
+    const int side = !strcmp(key, "pad_top") ? 0 : !strcmp(key, "pad_left") ? 1 :
+                     !strcmp(key, "pad_bottom") ? 2 : !strcmp(key, "pad_right") ? 3 : -1;
+    if (side >= 0)
+        return layer_opt_int(key, value, 0, 1 << 20, &c->side[side], err);
+    if (!strcmp(key, "pads"))
+        return layer_opt_ints(key, value, 0, 1 << 20, 4, c->side, err);
     if (!strcmp(key, "dilation"))
         return layer_opt_pair(key, value, 1, &c->dil_h, &c->dil_w, err);
     if (!strcmp(key, "groups"))
@@ -57,7 +68,8 @@ static dtnn_status conv2d_set(void *cfg, const char *key, const char *value, dtn
                               "(the reference)", value);
     }
     return dtnn_error_set(err, DTNN_ERR_ARG, "unknown option '%s' for conv2d (filters, kernel, "
-                          "stride, padding, dilation, groups, bias, algo)", key);
+                          "stride, padding, pad_top, pad_bottom, pad_left, pad_right, pads, "
+                          "dilation, groups, bias, algo)", key);
 }
 
 static dtnn_status conv2d_infer(layer *l, dtnn_error *err)
@@ -78,17 +90,24 @@ static dtnn_status conv2d_infer(layer *l, dtnn_error *err)
     g->S = c->kw;
     g->stride_h = c->stride_h;
     g->stride_w = c->stride_w;
-    g->pad_h = c->pad_h;
-    g->pad_w = c->pad_w;
+    const int top = c->side[0] >= 0 ? c->side[0] : c->pad_h;
+    const int left = c->side[1] >= 0 ? c->side[1] : c->pad_w;
+    const int bottom = c->side[2] >= 0 ? c->side[2] : c->pad_h;
+    const int right = c->side[3] >= 0 ? c->side[3] : c->pad_w;
+    g->pad_h = top;
+    g->pad_w = left;
+    g->pad_extra_h = bottom - top;
+    g->pad_extra_w = right - left;
     g->dil_h = c->dil_h;
     g->dil_w = c->dil_w;
     g->groups = c->groups;
-    int eh = in.h + 2 * c->pad_h - c->dil_h * (c->kh - 1) - 1;
-    int ew = in.w + 2 * c->pad_w - c->dil_w * (c->kw - 1) - 1;
+    int eh = in.h + top + bottom - c->dil_h * (c->kh - 1) - 1;
+    int ew = in.w + left + right - c->dil_w * (c->kw - 1) - 1;
     if (eh < 0 || ew < 0)
-        return dtnn_error_set(err, DTNN_ERR_SHAPE, "kernel %dx%d (dilation %dx%d, padding "
-                              "%dx%d) does not fit the %dx%d input", c->kh, c->kw, c->dil_h,
-                              c->dil_w, c->pad_h, c->pad_w, in.h, in.w);
+        return dtnn_error_set(err, DTNN_ERR_SHAPE, "kernel %dx%d (dilation %dx%d, padding top "
+                              "%d, left %d, bottom %d, right %d) does not fit the %dx%d input",
+                              c->kh, c->kw, c->dil_h, c->dil_w, top, left, bottom, right, in.h,
+                              in.w);
     g->P = eh / c->stride_h + 1;
     g->Q = ew / c->stride_w + 1;
     l->out = (dtnn_shape){c->filters, g->P, g->Q};
@@ -155,7 +174,9 @@ static void conv2d_describe(const layer *l, layer_attrs *a)
 {
     const conv2d_cfg *c = l->cfg;
     *a = (layer_attrs){.kernel = {c->kh, c->kw}, .stride = {c->stride_h, c->stride_w},
-                       .pad = {c->pad_h, c->pad_w}, .dilation = {c->dil_h, c->dil_w},
+                       .pad = {c->g.pad_h, c->g.pad_w},
+                       .pad_extra = {c->g.pad_extra_h, c->g.pad_extra_w},
+                       .dilation = {c->dil_h, c->dil_w},
                        .groups = c->groups, .bias = c->bias, .outputs = c->filters};
 }
 

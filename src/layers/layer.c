@@ -83,3 +83,46 @@ dtnn_status layer_unknown_key(const layer_ops *ops, const char *key, dtnn_error 
     return dtnn_error_set(err, DTNN_ERR_ARG, "unknown option '%s' for layer type '%s'", key,
                           ops->type);
 }
+
+/* NumPy's rule on one sample's (C, H, W): each output size is the larger of the two, and an
+ * input whose size differs from it must have size 1 there. */
+dtnn_status layer_broadcast_geom(const layer *l, binary_geom *g, dtnn_error *err)
+{
+    const dtnn_shape a = l->in[0], b = l->in[1];
+    const int as[3] = {a.c, a.h, a.w}, bs[3] = {b.c, b.h, b.w};
+    int out[3];
+    for (int d = 0; d < 3; d++) {
+        if (as[d] != bs[d] && as[d] != 1 && bs[d] != 1)
+            return dtnn_error_set(err, DTNN_ERR_SHAPE, "%s: input 0 is %dx%dx%d and input 1 "
+                                  "%dx%dx%d, which do not broadcast (each size must be equal "
+                                  "or 1)", l->ops->type, a.c, a.h, a.w, b.c, b.h, b.w);
+        out[d] = as[d] > bs[d] ? as[d] : bs[d];
+    }
+    *g = (binary_geom){.C = out[0], .H = out[1], .W = out[2]};
+    for (int d = 0; d < 3; d++) {
+        g->a[d] = as[d];
+        g->b[d] = bs[d];
+    }
+    return DTNN_OK;
+}
+
+dtnn_status layer_opt_ints(const char *key, const char *value, int min, int max, int count,
+                           int *out, dtnn_error *err)
+{
+    char buf[128];
+    snprintf(buf, sizeof buf, "%s", value);
+    char *p = buf;
+    for (int i = 0; i < count; i++) {
+        char *comma = strchr(p, ',');
+        if ((comma == NULL) != (i == count - 1))
+            return dtnn_error_set(err, DTNN_ERR_ARG, "option '%s': '%s' is not %d integers "
+                                  "separated by commas", key, value, count);
+        if (comma)
+            *comma = '\0';
+        dtnn_status st = layer_opt_int(key, p, min, max, &out[i], err);
+        if (st)
+            return st;
+        p = comma ? comma + 1 : p;
+    }
+    return DTNN_OK;
+}

@@ -73,12 +73,15 @@ typedef struct layer layer;
  * options (flatten, add, concat, softmax, relu, ...) need no describe(). */
 typedef struct {
     int kernel[2], stride[2], pad[2], dilation[2];
+    int pad_extra[2];           /* bottom - top and right - left padding (0: symmetric) */
+    int ceil_mode;              /* pools */
     int groups, bias;
     int count_include_pad;      /* avgpool */
     int outputs;                /* conv2d filters, linear outputs, shortcut_a filters */
     int output_size[2];         /* adaptive_avgpool */
     int offset;                 /* shortcut_a: the output channel of input channel 0 */
     float alpha;                /* leaky_relu slope */
+    float bounds[2];            /* clamp, hardtanh: min, max (infinite where clamp has none) */
     float eps;                  /* batchnorm */
 } layer_attrs;
 
@@ -177,7 +180,14 @@ dtnn_status layer_opt_bool(const char *key, const char *value, int *out, dtnn_er
 /* "3" or "3x5" (h x w) */
 dtnn_status layer_opt_pair(const char *key, const char *value, int min, int *h, int *w,
                            dtnn_error *err);
+/* "a,b,c,d": exactly count integers in [min, max] */
+dtnn_status layer_opt_ints(const char *key, const char *value, int min, int max, int count,
+                           int *out, dtnn_error *err);
 dtnn_status layer_unknown_key(const layer_ops *ops, const char *key, dtnn_error *err);
+
+/* The broadcast of a two-input layer's input shapes (NumPy's rule, per sample); a SHAPE error
+ * naming both when they do not broadcast. */
+dtnn_status layer_broadcast_geom(const layer *l, binary_geom *g, dtnn_error *err);
 
 /* The registry. */
 const layer_ops *layer_ops_find(const char *type);

@@ -12,13 +12,20 @@
     X(sigmoid)             \
     X(tanh)                \
     X(relu6)               \
+    X(hardsigmoid)         \
+    X(hardswish)           \
+    X(clamp)               \
+    X(hardtanh)            \
     X(maxpool)             \
     X(avgpool)             \
     X(global_avgpool)      \
+    X(global_maxpool)      \
     X(adaptive_avgpool)    \
     X(batchnorm)           \
     X(dropout)             \
     X(softmax)             \
     X(add)                 \
+    X(mul)                 \
+    X(sub)                 \
     X(concat)              \
     X(shortcut_a)

@@ -60,6 +60,16 @@ static int reads_between(const dtnn_model *m, int id, int lo, int hi)
     return reads;
 }
 
+/* Whether a layer's inputs differ in shape (an add that broadcasts): its kernels then are the
+ * binary ones, which have no epilogue, and its output is not any input's shape. */
+static int broadcasts(const layer *l)
+{
+    for (int k = 1; k < l->n_in; k++)
+        if (l->in[k].c != l->in[0].c || l->in[k].h != l->in[0].h || l->in[k].w != l->in[0].w)
+            return 1;
+    return 0;
+}
+
 /* A two-input add whose one input is a batch norm that feeds nothing else (ResNet's bn2 +
  * shortcut) is done by that batch norm: y = relu(bn(x) + residual), its ReLU too when fused
  * into the add; backward the batch norm passes the gradient to the residual. That saves the
@@ -73,7 +83,7 @@ static void plan_residual_fusion(dtnn_model *m, int *first)
 {
     for (int i = 0; i < m->n_layers; i++) {
         layer *a = m->layers[i];
-        if (a->ops != &layer_add || a->n_in != 2)
+        if (a->ops != &layer_add || a->n_in != 2 || broadcasts(a))
             continue;
         for (int s = 0; s < 2; s++) {
             const int b_id = a->in_ids[s], r_id = a->in_ids[1 - s];
@@ -169,7 +179,8 @@ static void plan_fusion(dtnn_model *m, const int *alias, int *first)
             continue;
         layer *producer = m->layers[alias[i]];
         /* an eval-mode batch norm's backward (bn_backward_eval) has no epilogue */
-        if (!producer->ops->relu_epilogue || producer->relu_fused || producer->bn_eval)
+        if (!producer->ops->relu_epilogue || producer->relu_fused || producer->bn_eval ||
+            broadcasts(producer))
             continue;
         producer->relu_fused = 1;
         l->fused = 1;

@@ -1,0 +1,225 @@
+/*
+ * gradcheck_semantics.c — finite-difference checks of the layers and options that ONNX models
+ * bring (issue 20), part of test_gradcheck: hardsigmoid, hardswish, clamp, hardtanh; mul, sub
+ * and add broadcast as NumPy; global max pooling; ceil-mode, dilated and asymmetrically padded
+ * pooling; asymmetric convolution padding; their option and shape errors. Their PyTorch
+ * reference cases are in tools/gen_reference.py (new_layer_cases). Tolerances as in
+ * test_gradcheck.c: kinks (the hard activations' joins, clamp's bounds, max pooling) at eps
+ * 1e-3 on small maps or straight on the input, where a perturbation moves few values.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "gradcheck.h"
+
+static void check_activations(void)
+{
+    /* The hard activations' joins at -3 and 3 and their saturated sides are reached in the
+     * PyTorch reference test (inputs up to ~6); here the smooth middle, on the input and
+     * after a conv. clamp's bounds cut through the input's [-1, 1], so all three parts of it
+     * are checked (a kink within eps of a bound is as unlikely as ReLU's). */
+    dtnn_model *m = model_new(3, 5, 4);
+    layer(m, "hardswish", "");
+    layer(m, "conv2d", "filters=5 kernel=3 padding=1");
+    layer(m, "hardsigmoid", "");
+    gradcheck(m, 3, "hardswish -> conv2d -> hardsigmoid", KINK_EPS, KINK_TOL);
+
+    /* hardtanh after a conv: a small map at batch 1, as for ReLU in test_gradcheck.c. */
+    m = model_new(3, 3, 3);
+    layer(m, "clamp", "min=-0.3 max=0.45");
+    layer(m, "conv2d", "filters=5 kernel=3 padding=1");
+    layer(m, "hardtanh", "min_val=-0.2 max_val=0.3");
+    layer(m, "conv2d", "filters=3 kernel=1");
+    gradcheck(m, 1, "clamp -> conv2d -> hardtanh -> conv2d, batch 1", KINK_EPS, KINK_TOL);
+
+    m = model_new(3, 4, 5);
+    layer(m, "clamp", "max=0.25");
+    layer(m, "conv2d", "filters=3 kernel=1");
+    gradcheck(m, 2, "clamp max only", KINK_EPS, KINK_TOL);
+}
+
+/* Two inputs of different shapes (mul, sub, add broadcast as NumPy): the gradient of the
+ * broadcast input is a sum over the positions it was repeated to. */
+static void check_broadcast(void)
+{
+    /* MobileNetV3's squeeze-and-excitation: a per-channel scale from the map itself. The
+     * ReLU works on 1x1 maps, so a perturbation moves few of its inputs. */
+    dtnn_model *m = model_new(3, 5, 4);
+    int c = layer(m, "conv2d", "filters=5 kernel=3 padding=1");
+    layer(m, "global_avgpool", "");
+    layer(m, "conv2d", "filters=3 kernel=1");
+    layer(m, "relu", "");
+    layer(m, "conv2d", "filters=5 kernel=1");
+    int s = layer(m, "hardsigmoid", "");
+    int cs[2] = {c, s};
+    add_layer(m, "mul", "excite", "", cs, 2);
+    gradcheck(m, 3, "squeeze-and-excitation: mul(conv, hardsigmoid(...)) per channel",
+              KINK_EPS, KINK_TOL);
+
+    /* Per-sample scalars as input 0 of sub, and a 1 x H x W map as input 1 of mul. */
+    m = model_new(3, 4, 5);
+    c = layer(m, "conv2d", "filters=4 kernel=3 padding=1");
+    layer(m, "global_avgpool", "");
+    int t = layer(m, "conv2d", "filters=1 kernel=1");
+    int tc[2] = {t, c};
+    int d = add_layer(m, "sub", "scalar_minus", "", tc, 2);
+    int in1[1] = {c};
+    int p = add_layer(m, "conv2d", "plane", "filters=1 kernel=3 padding=1", in1, 1);
+    int dp[2] = {d, p};
+    add_layer(m, "mul", "by_plane", "", dp, 2);
+    gradcheck(m, 3, "sub(scalar, conv) then mul(., 1xHxW map)", SMOOTH_EPS, TOL);
+
+    /* Equal shapes, one producer twice (the second gradient adds to the first), and the
+     * model input as a broadcast operand's source. */
+    m = model_new(3, 4, 3);
+    c = layer(m, "conv2d", "filters=3 kernel=3 padding=1");
+    int cc[2] = {c, c};
+    int sq = add_layer(m, "mul", "square", "", cc, 2);
+    int in0[1] = {DTNN_INPUT};
+    int g = add_layer(m, "global_avgpool", "gap_in", "", in0, 1);
+    int xg[2] = {DTNN_INPUT, g};
+    int e = add_layer(m, "sub", "centre", "", xg, 2);
+    int se[2] = {sq, e};
+    add_layer(m, "sub", "diff", "", se, 2);
+    gradcheck(m, 2, "mul(c, c), sub(input, mean of input), sub of equal shapes", SMOOTH_EPS,
+              TOL);
+
+    /* A broadcasting add followed by ReLU and fed by batch norm: neither fusion may take it
+     * (its kernels are the binary ones), and the ReLU runs on its own. */
+    m = model_new(3, 3, 3);
+    c = layer(m, "conv2d", "filters=4 kernel=3 padding=1 bias=false");
+    int bn = layer(m, "batchnorm", "");
+    int in2[1] = {c};
+    g = add_layer(m, "global_avgpool", "gap", "", in2, 1);
+    int bg[2] = {bn, g};
+    add_layer(m, "add", "bias_add", "", bg, 2);
+    layer(m, "relu", "");
+    layer(m, "conv2d", "filters=3 kernel=1");
+    gradcheck(m, 3, "batchnorm -> add(., per-channel) -> relu, unfused", BLOCK_EPS, BN_TOL);
+}
+
+static void check_pools(void)
+{
+    /* ceil mode, dilation and asymmetric padding up to kernel - 1, max pooling on the input
+     * (one value moves at a time) and average pooling after a conv. */
+    dtnn_model *m = model_new(3, 8, 7);
+    layer(m, "maxpool", "kernel=3 stride=2 ceil_mode=1 dilation=2x1");
+    layer(m, "conv2d", "filters=3 kernel=1");
+    gradcheck(m, 2, "maxpool 3 s2 ceil dilation 2x1", KINK_EPS, KINK_TOL);
+
+    m = model_new(3, 5, 6);
+    layer(m, "maxpool", "kernel=3 stride=2 pads=2,0,1,2");
+    layer(m, "conv2d", "filters=3 kernel=1");
+    gradcheck(m, 2, "maxpool 3 s2 pads 2,0,1,2", KINK_EPS, KINK_TOL);
+
+    m = model_new(3, 7, 6);
+    layer(m, "conv2d", "filters=4 kernel=3 padding=1");
+    layer(m, "avgpool", "kernel=3 stride=2 pads=2,1,0,2 ceil_mode=1");
+    gradcheck(m, 3, "avgpool 3 s2 pads 2,1,0,2 ceil count_include_pad", SMOOTH_EPS, TOL);
+
+    m = model_new(3, 7, 6);
+    layer(m, "conv2d", "filters=4 kernel=3 padding=1");
+    layer(m, "avgpool", "kernel=2x3 stride=2 pad_top=1 pad_right=2 ceil_mode=1 "
+          "count_include_pad=0");
+    gradcheck(m, 3, "avgpool 2x3 s2 top 1 right 2 ceil exclude pad", SMOOTH_EPS, TOL);
+
+    /* A 3x3 map at batch 1: a weight perturbation moves a whole channel, and the maximum
+     * must not change hands within eps. */
+    m = model_new(3, 3, 3);
+    layer(m, "conv2d", "filters=5 kernel=3 padding=1");
+    layer(m, "global_maxpool", "");
+    layer(m, "flatten", "");
+    layer(m, "linear", "outputs=3");
+    gradcheck(m, 1, "conv2d -> global_maxpool -> flatten -> linear, batch 1", KINK_EPS,
+              KINK_TOL);
+
+    m = model_new(4, 5, 6);
+    layer(m, "global_maxpool", "");
+    layer(m, "conv2d", "filters=3 kernel=1");
+    gradcheck(m, 3, "global_maxpool on the input", KINK_EPS, KINK_TOL);
+}
+
+static void check_conv(void)
+{
+    /* Asymmetric padding (ONNX pads), on the im2col and the depthwise paths. */
+    dtnn_model *m = model_new(3, 6, 7);
+    layer(m, "conv2d", "filters=5 kernel=3 stride=2 pads=2,0,0,1");
+    layer(m, "conv2d", "filters=5 kernel=3 groups=5 pad_top=0 pad_bottom=2 padding=1");
+    gradcheck(m, 3, "conv2d pads 2,0,0,1 s2 -> depthwise bottom 2", SMOOTH_EPS, TOL);
+}
+
+static void check_values(void)
+{
+    /* Dilation 3 with padding 1 on a 2x2 input: the one window's taps (rows and columns -1
+     * and 2) all miss the input, so the output is -inf and no gradient flows back. */
+    dtnn_model *m = model_new(1, 2, 2);
+    layer(m, "maxpool", "kernel=2 stride=1 padding=1 dilation=3");
+    if (!build(m, 1)) {
+        dtnn_model_free(m);
+        return;
+    }
+    const float x2[4] = {1, 2, 3, 4};
+    dtnn_error err;
+    CHECK_OK(dtnn_model_forward(m, x2, 1, 1, &err), &err);
+    int rows, cols;
+    const float *y = tu_output(m, &rows, &cols);
+    CHECK(rows == 1 && cols == 1 && isinf(y[0]) && y[0] < 0);
+    tu_output_grad(m)[0] = 1.0f;
+    CHECK_OK(dtnn_model_backward(m, &err), &err);
+    const float zeros[4] = {0, 0, 0, 0};
+    const float *dx = tu_input_grad(m);
+    CHECK(dx != NULL);
+    if (dx)
+        test_compare("maxpool window with no tap inside: no gradient", dx, zeros, 4, 0, 0);
+    dtnn_model_free(m);
+}
+
+static void check_accumulates(void)
+{
+    check_accumulate("hardsigmoid", "", 3, 4, 3, TOL);
+    check_accumulate("hardswish", "", 3, 4, 3, TOL);
+    check_accumulate("clamp", "min=-0.5 max=0.5", 3, 4, 3, KINK_TOL);
+    check_accumulate("hardtanh", "min=-2 max=2", 3, 4, 3, TOL);
+    check_accumulate("global_maxpool", "", 3, 5, 4, KINK_TOL);
+    check_accumulate("maxpool", "kernel=3 stride=2 ceil_mode=1 pads=0,1,2,0 dilation=2x1", 3,
+                     6, 5, KINK_TOL);
+}
+
+static void check_errors(void)
+{
+    dtnn_model *m = model_new(4, 6, 6);
+    int mix[2] = {DTNN_INPUT, layer(m, "conv2d", "filters=4 kernel=1 stride=2")};
+    add_layer(m, "mul", "bad_mul", "", mix, 2);
+    expect_build_error(m, DTNN_ERR_SHAPE, "4x6x6", "do not broadcast");
+
+    m = model_new(4, 6, 6);
+    int gp = layer(m, "global_avgpool", "");
+    int three[3] = {DTNN_INPUT, gp, DTNN_INPUT};
+    add_layer(m, "add", "bad_add3", "", three, 3);
+    expect_build_error(m, DTNN_ERR_SHAPE, "more than 2", "4x1x1");
+
+    m = model_new(4, 6, 6);
+    layer(m, "maxpool", "kernel=3 pads=0,3,0,0");
+    expect_build_error(m, DTNN_ERR_ARG, "left 3", "below the kernel 3x3");
+
+    m = model_new(4, 6, 6);
+    layer(m, "clamp", "min=2 max=1");
+    expect_build_error(m, DTNN_ERR_ARG, "min=2", "max=1");
+
+    expect_add_error("avgpool", "kernel=3 pads=1,1,1", NULL, 0, DTNN_ERR_ARG, "4 integers");
+    expect_add_error("avgpool", "kernel=3 dilation=2", NULL, 0, DTNN_ERR_ARG,
+                     "count_include_pad");
+    expect_add_error("maxpool", "kernel=3 count_include_pad=0", NULL, 0, DTNN_ERR_ARG,
+                     "dilation");
+}
+
+void check_semantics(void)
+{
+    check_activations();
+    check_broadcast();
+    check_pools();
+    check_conv();
+    check_accumulates();
+    check_values();
+    check_errors();
+}
