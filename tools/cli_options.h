@@ -99,6 +99,10 @@ int cli_trace_finish(const char *command, const char *path, dtnn_comm *comm, dtn
 /* Commands that live in their own files. */
 int cmd_bench(int argc, char **argv, dtnn_comm *comm);
 int cmd_launch(int argc, char **argv);
+/* cli_info.c */
+int cmd_models(int argc, char **argv);
+int cmd_info(int argc, char **argv);
+int cmd_devices(int argc, char **argv);
 /* An .onnx --model brings its weights: for eval and predict they stand in for --load (which
  * cli_need_load then does not require: -1, else the usage exit code), for train for --init. */
 int cli_is_onnx(const char *spec);
