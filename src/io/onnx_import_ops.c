@@ -13,6 +13,7 @@
  * constants, Mul / Sub by a constant and Add of one other than a MatMul's bias, AveragePool's
  * dilations, reshapes other than a flatten to [N, features]. Nothing is approximated.
  */
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -323,13 +324,19 @@ static dtnn_status op_clip(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
         }
     }
     if (lo != lo || hi != hi || lo > hi)
-        return BAD("bounds min=%g max=%g are NaN or out of order", lo, hi);
+        return FAIL("bounds min=%g max=%g: NaN or min above max is not supported", lo, hi);
     if (lo == 0.0f && hi == 6.0f)
         return activation(p, nd, "relu6", NULL, err);
     if (lo == 0.0f && hi == INFINITY)
         return activation(p, nd, "relu", NULL, err);
-    /* clamp takes finite bounds (a left-out one is infinite); float32's largest bounds
-     * clip nothing dtnn computes either, so one beyond 1e30 is no bound. */
+    /* clamp takes bounds within 1e30 (a left-out one is infinite). Converters write
+     * -FLT_MAX / FLT_MAX for "no bound", which clips only infinities: taken as none. */
+    if (lo == -FLT_MAX)
+        lo = -INFINITY;
+    if (hi == FLT_MAX)
+        hi = INFINITY;
+    if ((isfinite(lo) && fabsf(lo) > 1e30f) || (isfinite(hi) && fabsf(hi) > 1e30f))
+        return FAIL("bounds min=%g max=%g: dtnn's clamp takes bounds within 1e30", lo, hi);
     imp_layer *l = NULL;
     dtnn_status st = activation(p, nd, "clamp", &l, err);
     if (!st && lo > -1e30f)
