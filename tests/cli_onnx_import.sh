@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
-# ONNX import (label onnx). (a) Round trip: lenet5, resnet20 and models/onnx_all_layers.model
-# (every layer type the exporter writes) trained 2 steps, written by
+# ONNX import (label onnx). (a) Round trip: lenet5, resnet20, models/onnx_all_layers.model
+# (every layer type the exporter writes) and models/mobile_blocks.model (hardswish,
+# hardsigmoid, broadcasting mul / add / sub, clamp, hardtanh, ceil-mode pools with asymmetric
+# pads, dilated max pooling, global max pooling) trained 2 steps, written by
 # `dtnn export`, run back with `dtnn predict --model F.onnx` and through `dtnn import`'s model
 # file and weights: the original's logits within 1e-6 relative (max |a - b| / max |b|).
 # (b) torchvision models written by torch.onnx.export (tools/torch_onnx_export.py: opset 13,
 # eval mode, random weights and batch-norm statistics): `dtnn predict` on the file gives
-# torchvision's logits within 1e-4 relative; mobilenet_v3_small (Hardswish is HardSigmoid + Mul
-# at opset 13) fails with the unsupported-operator line. (c) `dtnn train --model F.onnx` runs 2
-# steps from the initializers. (d) An unsupported operator, a corrupt and a truncated file each
-# give one line and exit 1, as do graphs written with onnx.helper: asymmetric Conv pads,
-# GlobalMaxPool, Gemm alpha = 2, a weight that does not fit its input.
+# torchvision's logits within 1e-4 relative, among them mobilenet_v3_small (Hardswish is
+# HardSigmoid + Mul at opset 13, HardSwish at 14; squeeze-and-excitation is a broadcast Mul) and
+# efficientnet_b0 (SiLU is Sigmoid + Mul). (c) `dtnn train --model F.onnx` runs 2 steps from the
+# initializers. (d) Graphs written with onnx.helper: Conv with asymmetric pads and GlobalMaxPool
+# give NumPy's values within 1e-5; an unsupported operator (Erf), HardSigmoid with ONNX's
+# default alpha 0.2, Mul by a constant, Gemm alpha = 2, a weight that does not fit its input, a
+# corrupt and a truncated file each give one line and exit 1.
 # Skipped (exit 77) without numpy or in a build without ONNX support; part (b) and (c) need
 # Debian's python3-torch and python3-torchvision and say so when they are missing.
 # Usage: cli_onnx_import.sh DTNN TMPDIR
@@ -44,7 +48,8 @@ P
 }
 
 # (a) round trip
-for spec in lenet5:1x28x28 resnet20:3x32x32 models/onnx_all_layers.model:3x8x8; do
+for spec in lenet5:1x28x28 resnet20:3x32x32 models/onnx_all_layers.model:3x8x8 \
+        models/mobile_blocks.model:3x32x32; do
     model=${spec%%:*}
     shape=${spec#*:}
     d="$tmp/$(basename "$model" .model)"
@@ -112,20 +117,48 @@ def save(name, nodes, inits, out_shape):
                           [numpy_helper.from_array(v, k) for k, v in inits.items()])
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
     onnx.save(m, f"{tmp}/{name}.onnx")
-w = {"w": np.ones((4, 3, 3, 3), np.float32)}
-save("asym", [helper.make_node("Conv", ["x", "w"], ["y"], name="bad_conv", pads=[0, 0, 1, 1])], w,
-     [1, 4, 7, 6])
+rng = np.random.default_rng(1)
+x = rng.standard_normal((1, 3, 8, 8)).astype(np.float32)
+np.save(f"{tmp}/h_x.npy", x)
+# Conv, pads [top 1, left 0, bottom 2, right 1], stride 2: rows (8 + 3 - 3) / 2 + 1 = 5,
+# columns (8 + 1 - 3) / 2 + 1 = 4; NumPy's reference in float64.
+wc = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
+xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (1, 2), (0, 1)))
+ref = np.zeros((1, 4, 5, 4))
+for i in range(5):
+    for j in range(4):
+        ref[0, :, i, j] = np.tensordot(wc, xp[0, :, 2 * i:2 * i + 3, 2 * j:2 * j + 3], 3)
+np.save(f"{tmp}/ref_asym.npy", ref)
+save("asym", [helper.make_node("Conv", ["x", "w"], ["y"], name="asym_conv", pads=[1, 0, 2, 1],
+                               strides=[2, 2])], {"w": wc}, [1, 4, 5, 4])
+np.save(f"{tmp}/ref_gmax.npy", x.max(axis=(2, 3), keepdims=True))
 save("gmax", [helper.make_node("GlobalMaxPool", ["x"], ["y"], name="gmp")], {}, [1, 3, 1, 1])
+save("erf", [helper.make_node("Erf", ["x"], ["y"], name="erf")], {}, [1, 3, 8, 8])
+save("hsig", [helper.make_node("HardSigmoid", ["x"], ["y"], name="hs")], {}, [1, 3, 8, 8])
+save("mulc", [helper.make_node("Mul", ["x", "s"], ["y"], name="scale")],
+     {"s": np.full((1, 3, 1, 1), 2.0, np.float32)}, [1, 3, 8, 8])
 save("alpha", [helper.make_node("Flatten", ["x"], ["f"], name="flat"),
                helper.make_node("Gemm", ["f", "g"], ["y"], name="fc", alpha=2.0, transB=1)],
      {"g": np.ones((10, 192), np.float32)}, [1, 10])
 save("wdims", [helper.make_node("Conv", ["x", "w"], ["y"], name="conv_w")],
      {"w": np.ones((4, 2, 3, 3), np.float32)}, [1, 4, 6, 6])
 P
-    expect "node 'bad_conv' (Conv): attribute pads \[0, 0, 1, 1\] is asymmetric" \
-        "$dtnn" import "$tmp/asym.onnx" --output-model "$tmp/m" --output-weights "$tmp/w"
-    expect "node 'gmp' (GlobalMaxPool): operator GlobalMaxPool is not supported" \
-        "$dtnn" info --model "$tmp/gmax.onnx"
+    for g in asym gmax; do
+        "$dtnn" predict --model "$tmp/$g.onnx" --input "$tmp/h_x.npy" --output "$tmp/o_$g.npy" \
+            --threads 1 >/dev/null || { echo "FAIL: predict $g.onnx"; fail=1; continue; }
+        # dtnn writes [N, features] where ONNX has [N, C, 1, 1]: compare the values
+        $py -c "import sys, numpy as np; a = np.load(sys.argv[1]); b = np.load(sys.argv[2])
+np.save(sys.argv[1], a.reshape(b.shape) if a.size == b.size else a)" \
+            "$tmp/o_$g.npy" "$tmp/ref_$g.npy"
+        compare "$tmp/o_$g.npy" "$tmp/ref_$g.npy" 1e-5 "onnx.helper graph $g against NumPy"
+    done
+    expect "node 'erf' (Erf): operator Erf is not supported" \
+        "$dtnn" predict --model "$tmp/erf.onnx" --input "$tmp/h_x.npy" --output "$tmp/o.npy"
+    expect "node 'erf' (Erf): operator Erf is not supported" "$dtnn" import "$tmp/erf.onnx" \
+        --output-model "$tmp/m" --output-weights "$tmp/w"
+    expect "node 'hs' (HardSigmoid): attributes alpha=0.200000003 beta=0.5" \
+        "$dtnn" info --model "$tmp/hsig.onnx"
+    expect "node 'scale' (Mul): input 1 's' is a constant" "$dtnn" info --model "$tmp/mulc.onnx"
     expect "node 'fc' (Gemm): attribute alpha=2" "$dtnn" info --model "$tmp/alpha.onnx"
     expect "node 'conv_w' (Conv): weight 'w' \[4, 2, ...\] does not fit 3 input channels" \
         "$dtnn" info --model "$tmp/wdims.onnx"
@@ -140,7 +173,8 @@ else
     # "ops": tools/torch_onnx_export.py's net of the other operators, in four opsets (Clip,
     # Pad, Squeeze/Unsqueeze and Softmax change between them).
     for spec in resnet18:64 mobilenet_v2:64 densenet121:64 squeezenet1_1:64 alexnet:224 \
-            vgg11_bn:224 mobilenet_v3_small:64 ops:16:9 ops:16:11 ops:16:13 ops:16:17; do
+            vgg11_bn:224 mobilenet_v3_small:64 mobilenet_v3_small:64:14 efficientnet_b0:64 \
+            ops:16:9 ops:16:11 ops:16:13 ops:16:17; do
         model=${spec%%:*}
         size=${spec#*:}
         opset=13
@@ -153,14 +187,6 @@ else
         $py ../tools/torch_onnx_export.py $model "$d" $size $opset >"$d/export.log" 2>&1 || {
             echo "FAIL: torch.onnx.export of $model:"; tail -3 "$d/export.log"; fail=1; continue
         }
-        if [[ $model == mobilenet_v3_small ]]; then
-            node="node '/features/features.0/features.0.2/HardSigmoid' (HardSigmoid)"
-            expect "$node: operator HardSigmoid is not supported" \
-                "$dtnn" predict --model "$d/model.onnx" --input "$d/x.npy" --output "$d/o.npy"
-            expect "(HardSigmoid): operator HardSigmoid is not supported" "$dtnn" import \
-                "$d/model.onnx" --output-model "$d/m" --output-weights "$d/w.safetensors"
-            continue
-        fi
         "$dtnn" predict --model "$d/model.onnx" --input "$d/x.npy" --output "$d/dtnn.npy" \
             --threads 2 >/dev/null || { echo "FAIL: predict $model"; fail=1; continue; }
         compare "$d/dtnn.npy" "$d/torch.npy" 1e-4 "torch $model (${size}x$size, opset $opset)"

@@ -5,11 +5,15 @@
  * opsets 9 to 17: Clip's bounds, Pad's pads, Squeeze's and Unsqueeze's axes are attributes
  * before opsets 11/11/13 and inputs after; Softmax's default axis changes at 13).
  *
- * What dtnn cannot express exactly is refused with the node, its operator and the first
- * unsupported attribute or value: asymmetric padding, ceil_mode where it changes the output
- * size, broadcasting arithmetic, Clip bounds other than relu/relu6, reshapes other than a flatten
- * to [N, features]. Nothing is approximated.
+ * Windows keep ONNX's four pads (conv2d's and the pools' pads=), ceil_mode and MaxPool's
+ * dilations; Add, Mul and Sub of two computed values broadcast as NumPy over one sample
+ * (dtnn's add, mul, sub); Clip is relu, relu6 or clamp; HardSigmoid (PyTorch's alpha 1/6,
+ * beta 1/2) and HardSwish are dtnn's own. What dtnn cannot express exactly is refused with the
+ * node, its operator and the first unsupported attribute or value: HardSigmoid's other
+ * constants, Mul / Sub by a constant and Add of one other than a MatMul's bias, AveragePool's
+ * dilations, reshapes other than a flatten to [N, features]. Nothing is approximated.
  */
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,12 +52,14 @@ static int const_floats(imp *p, const Onnx__NodeProto *nd, int k, size_t n, dtnn
 /* ---- convolution and pooling ------------------------------------------------------------ */
 
 typedef struct {
-    int kh, kw, sh, sw, ph, pw, dh, dw, P, Q;
+    int kh, kw, sh, sw, dh, dw, P, Q;
+    int pad[4];     /* top, left, bottom, right: ONNX's order */
 } window;
 
 /* strides, dilations, pads and auto_pad of a 2-D window over an h x w input; the kernel is
- * known. Pads must be (or reduce to) the same on both sides. */
-static dtnn_status window_read(imp *p, const Onnx__NodeProto *nd, int h, int w, int ceil_ok,
+ * known. ceil_mode rounds the output size up as PyTorch and dtnn's pools do: a last window
+ * that would start in the bottom / right padding is dropped. */
+static dtnn_status window_read(imp *p, const Onnx__NodeProto *nd, int h, int w, int ceil_mode,
                                window *g, dtnn_error *err)
 {
     int64_t s[2] = {1, 1}, d[2] = {1, 1}, pd[4] = {0, 0, 0, 0};
@@ -74,61 +80,60 @@ static dtnn_status window_read(imp *p, const Onnx__NodeProto *nd, int h, int w, 
                  (const char *)ap->s.data);
     const int in[2] = {h, w}, kk[2] = {g->kh, g->kw}, st[2] = {g->sh, g->sw},
               dl[2] = {g->dh, g->dw};
-    int pad[2];
     if (!strcmp(mode, "SAME_UPPER") || !strcmp(mode, "SAME_LOWER")) {
         for (int k = 0; k < 2; k++) {
             int64_t out = (in[k] + st[k] - 1) / st[k];
             int64_t total = (out - 1) * st[k] + (int64_t)(kk[k] - 1) * dl[k] + 1 - in[k];
             if (total < 0)
                 total = 0;
-            if (total % 2)
-                return FAIL("attribute auto_pad=%s pads %lld rows or columns, which is not the "
-                            "same on both sides", mode, (long long)total);
-            if (total / 2 > 1 << 16)
+            if (total > 1 << 16)
                 return FAIL("attribute auto_pad=%s: the padding is too large", mode);
-            pad[k] = (int)(total / 2);
+            /* the odd one goes at the end (UPPER) or the start (LOWER) */
+            const int64_t small = total / 2, big = total - small;
+            pd[k] = mode[5] == 'U' ? small : big;
+            pd[k + 2] = mode[5] == 'U' ? big : small;
         }
     } else if (!strcmp(mode, "VALID") || !strcmp(mode, "NOTSET")) {
         if (!strcmp(mode, "VALID"))
             pd[0] = pd[1] = pd[2] = pd[3] = 0;
         /* More padding at the end than at the start (how opset 9 exporters write ceil_mode)
-         * that no window reaches is no padding: the output size tells. */
-        for (int k = 0; k < 2; k++) {
+         * that no window reaches is no padding: the output size tells. Dropping it keeps the
+         * model file's padding= symmetric. Not with ceil_mode, where it could add a window. */
+        for (int k = 0; k < 2 && !ceil_mode; k++) {
             const int64_t span = (kk[k] - 1) * (int64_t)dl[k] + 1;
             if (pd[k + 2] > pd[k] && in[k] + 2 * pd[k] >= span &&
                 (in[k] + pd[k] + pd[k + 2] - span) / st[k] == (in[k] + 2 * pd[k] - span) / st[k])
                 pd[k + 2] = pd[k];
         }
-        if (pd[0] != pd[2] || pd[1] != pd[3])
-            return FAIL("attribute pads [%lld, %lld, %lld, %lld] is asymmetric; dtnn pads "
-                        "both sides the same", (long long)pd[0], (long long)pd[1],
-                        (long long)pd[2], (long long)pd[3]);
-        pad[0] = (int)pd[0];
-        pad[1] = (int)pd[1];
     } else {
         return BAD("attribute auto_pad '%s' is not NOTSET, VALID, SAME_UPPER or SAME_LOWER",
                    mode);
     }
-    g->ph = pad[0], g->pw = pad[1];
+    for (int k = 0; k < 4; k++)
+        g->pad[k] = (int)pd[k];
     int out[2];
     for (int k = 0; k < 2; k++) {
-        int64_t span = (int64_t)in[k] + 2 * pad[k] - (int64_t)(kk[k] - 1) * dl[k] - 1;
+        int64_t span = (int64_t)in[k] + pd[k] + pd[k + 2] - (int64_t)(kk[k] - 1) * dl[k] - 1;
         if (span < 0)
             return FAIL("the %dx%d window does not fit the %dx%d input", g->kh, g->kw, h, w);
-        out[k] = (int)(span / st[k]) + 1;
-        if (ceil_ok && span % st[k]) {
-            /* ceil_mode adds a window only when it starts inside the input or left padding
-             * (as PyTorch); dtnn has only floor, so that must not happen here. */
-            int c = (int)((span + st[k] - 1) / st[k]) + 1;
-            if ((c - 1) * st[k] >= in[k] + pad[k])
-                c--;
-            if (c != out[k])
-                return FAIL("attribute ceil_mode=1 gives %d outputs where floor gives %d "
-                            "(input %dx%d); dtnn pools with floor only", c, out[k], h, w);
-        }
+        out[k] = (int)((span + (ceil_mode ? st[k] - 1 : 0)) / st[k]) + 1;
+        if (ceil_mode && (int64_t)(out[k] - 1) * st[k] >= in[k] + pd[k])
+            out[k]--;
     }
     g->P = out[0], g->Q = out[1];
     return DTNN_OK;
+}
+
+/* The padding options of conv2d, maxpool and avgpool: padding= when all sides agree with
+ * their opposite, else pads= (ONNX's order, as the layers read it). eh, ew: a pending Pad. */
+static void window_opts(imp_layer *l, const window *win, int eh, int ew)
+{
+    const int t = win->pad[0] + eh, le = win->pad[1] + ew, b = win->pad[2] + eh,
+              r = win->pad[3] + ew;
+    if (t == b && le == r)
+        imp_opt(l, "padding", "%dx%d", t, le);
+    else
+        imp_opt(l, "pads", "%d,%d,%d,%d", t, le, b, r);
 }
 
 static dtnn_status op_conv(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
@@ -166,7 +171,7 @@ static dtnn_status op_conv(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
     imp_opt(l, "filters", "%lld", (long long)K);
     imp_opt(l, "kernel", "%dx%d", win.kh, win.kw);
     imp_opt(l, "stride", "%dx%d", win.sh, win.sw);
-    imp_opt(l, "padding", "%dx%d", win.ph + X.pad_h, win.pw + X.pad_w);
+    window_opts(l, &win, X.pad_h, X.pad_w);
     imp_opt(l, "dilation", "%dx%d", win.dh, win.dw);
     imp_opt(l, "groups", "%lld", (long long)g);
     imp_opt(l, "bias", "%s", bi >= 0 ? "true" : "false");
@@ -189,16 +194,16 @@ static dtnn_status op_pool(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
         return BAD("attribute kernel_shape must be two positive sizes");
     if (is_max && imp_attr_int(nd, "storage_order", 0) != 0)
         return FAIL("attribute storage_order=1 is not supported");
+    const int ceil_mode = imp_attr_int(nd, "ceil_mode", 0) != 0;
     window win = {.kh = (int)ks[0], .kw = (int)ks[1]};
-    dtnn_status st = window_read(p, nd, X.h, X.w, imp_attr_int(nd, "ceil_mode", 0) != 0, &win,
-                                 err);
+    dtnn_status st = window_read(p, nd, X.h, X.w, ceil_mode, &win, err);
     if (st)
         return st;
-    if (win.dh != 1 || win.dw != 1)
-        return FAIL("attribute dilations %dx%d: dtnn pools without dilation", win.dh, win.dw);
-    if (2 * win.ph > win.kh || 2 * win.pw > win.kw)
-        return FAIL("attribute pads %dx%d exceeds half the %dx%d kernel, which dtnn's pools "
-                    "do not support", win.ph, win.pw, win.kh, win.kw);
+    for (int k = 0; k < 4; k++)
+        if (win.pad[k] >= (k % 2 ? win.kw : win.kh))
+            return FAIL("attribute pads [%d, %d, %d, %d]: each must be below the %dx%d kernel "
+                        "(ONNX's bound, and dtnn's)", win.pad[0], win.pad[1], win.pad[2],
+                        win.pad[3], win.kh, win.kw);
     int o = imp_layer_new(p, nd, is_max ? "maxpool" : "avgpool", NULL, &x, 1, 4, X.c, win.P,
                           win.Q, err);
     if (o < 0)
@@ -206,22 +211,28 @@ static dtnn_status op_pool(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
     imp_layer *l = &p->l[p->v[o].layer];
     imp_opt(l, "kernel", "%dx%d", win.kh, win.kw);
     imp_opt(l, "stride", "%dx%d", win.sh, win.sw);
-    imp_opt(l, "padding", "%dx%d", win.ph, win.pw);
+    window_opts(l, &win, 0, 0);
+    if (ceil_mode)
+        imp_opt(l, "ceil_mode", "1");
+    if (is_max && (win.dh != 1 || win.dw != 1))
+        imp_opt(l, "dilation", "%dx%d", win.dh, win.dw);
     if (!is_max)
         imp_opt(l, "count_include_pad", "%s",
                 imp_attr_int(nd, "count_include_pad", 0) ? "true" : "false");
     return DTNN_OK;
 }
 
-static dtnn_status op_global_avgpool(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
+/* GlobalAveragePool and GlobalMaxPool */
+static dtnn_status op_global_pool(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
 {
+    const char *type = strcmp(nd->op_type, "GlobalMaxPool") ? "global_avgpool" : "global_maxpool";
     int x = imp_in_layer(p, nd, 0, 0, err);
     if (x < 0)
         return err->code;
     if (p->v[x].rank != 4)
         return FAIL("input '%s' is not 4-D [N, C, H, W]", p->v[x].name);
     const int c = p->v[x].c;
-    return imp_layer_new(p, nd, "global_avgpool", NULL, &x, 1, 4, c, 1, 1, err) < 0
+    return imp_layer_new(p, nd, type, NULL, &x, 1, 4, c, 1, 1, err) < 0
                ? err->code : DTNN_OK;
 }
 
@@ -312,12 +323,43 @@ static dtnn_status op_clip(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
             }
         }
     }
+    if (lo != lo || hi != hi || lo > hi)
+        return FAIL("bounds min=%g max=%g: NaN or min above max is not supported", lo, hi);
     if (lo == 0.0f && hi == 6.0f)
         return activation(p, nd, "relu6", NULL, err);
     if (lo == 0.0f && hi == INFINITY)
         return activation(p, nd, "relu", NULL, err);
-    return FAIL("bounds min=%g max=%g: dtnn has relu (0, inf) and relu6 (0, 6); other bounds "
-                "need a clamp layer", lo, hi);
+    /* clamp takes bounds within 1e30 (a left-out one is infinite). Converters write
+     * -FLT_MAX / FLT_MAX for "no bound", which clips only infinities: taken as none. */
+    if (lo == -FLT_MAX)
+        lo = -INFINITY;
+    if (hi == FLT_MAX)
+        hi = INFINITY;
+    if ((isfinite(lo) && fabsf(lo) > 1e30f) || (isfinite(hi) && fabsf(hi) > 1e30f))
+        return FAIL("bounds min=%g max=%g: dtnn's clamp takes bounds within 1e30", lo, hi);
+    imp_layer *l = NULL;
+    dtnn_status st = activation(p, nd, "clamp", &l, err);
+    if (!st && lo > -1e30f)
+        imp_opt(l, "min", "%.9g", lo);
+    if (!st && hi < 1e30f)
+        imp_opt(l, "max", "%.9g", hi);
+    return st;
+}
+
+/* HardSigmoid max(0, min(1, alpha x + beta)) is dtnn's hardsigmoid relu6(x + 3) / 6 only for
+ * alpha 1/6 and beta 1/2, what PyTorch writes for nn.Hardsigmoid and nn.Hardswish. */
+static dtnn_status op_hardsigmoid(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
+{
+    const float alpha = imp_attr_float(nd, "alpha", 0.2f), beta = imp_attr_float(nd, "beta", 0.5f);
+    if (alpha != 1.0f / 6.0f || beta != 0.5f)
+        return FAIL("attributes alpha=%.9g beta=%.9g: dtnn's hardsigmoid is alpha = 1/6, "
+                    "beta = 0.5 (nn.Hardsigmoid)", alpha, beta);
+    return activation(p, nd, "hardsigmoid", NULL, err);
+}
+
+static dtnn_status op_hardswish(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
+{
+    return activation(p, nd, "hardswish", NULL, err);
 }
 
 static dtnn_status op_softmax(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
@@ -448,30 +490,85 @@ static dtnn_status add_bias(imp *p, const Onnx__NodeProto *nd, int x, int b, dtn
     return imp_out_alias(p, nd, x, err) < 0 ? err->code : DTNN_OK;
 }
 
+/* The NumPy broadcast of layer values a and b, one sample's C x H x W each (the batch is never
+ * broadcast: both come from the same samples): *o gets the shape. */
+static dtnn_status broadcast(imp *p, const Onnx__NodeProto *nd, int a, int b, imp_value *o,
+                             dtnn_error *err)
+{
+    const imp_value *A = &p->v[a], *B = &p->v[b];
+    if (A->rank != B->rank)
+        return FAIL("inputs '%s' (rank %d) and '%s' (rank %d) differ in rank; dtnn broadcasts "
+                    "values of one rank", A->name, A->rank, B->name, B->rank);
+    const int sa[3] = {A->c, A->h, A->w}, sb[3] = {B->c, B->h, B->w};
+    int so[3];
+    for (int k = 0; k < 3; k++) {
+        if (sa[k] != sb[k] && sa[k] != 1 && sb[k] != 1)
+            return FAIL("inputs '%s' %dx%dx%d and '%s' %dx%dx%d do not broadcast (each size "
+                        "must be equal or 1)", A->name, sa[0], sa[1], sa[2], B->name, sb[0],
+                        sb[1], sb[2]);
+        so[k] = sa[k] > sb[k] ? sa[k] : sb[k];
+    }
+    *o = *A;
+    o->c = so[0], o->h = so[1], o->w = so[2];
+    return DTNN_OK;
+}
+
 static dtnn_status op_add(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
 {
     const int n = (int)nd->n_input;
     if (n < 1 || n > IMP_MAX_JOIN)
         return FAIL("%d inputs (dtnn takes 1 to %d)", n, IMP_MAX_JOIN);
     int ins[IMP_MAX_JOIN] = {0}, rank = 2;
-    for (int k = 0; k < n; k++) {
+    for (int k = 0; k < n; k++)
         if ((ins[k] = imp_in(p, nd, k, err)) < 0)
             return err->code;
+    for (int k = 0; k < n; k++) {
         if (n == 2 && p->v[ins[k]].kind == IMP_CONST && p->v[ins[1 - k]].kind == IMP_LAYER)
             return add_bias(p, nd, ins[1 - k], ins[k], err);
         if (imp_in_layer(p, nd, k, 0, err) < 0)
             return err->code;
         const imp_value *v = &p->v[ins[k]], *v0 = &p->v[ins[0]];
+        if (n == 2 && k == 1) {
+            /* dtnn's add broadcasts two inputs (Add, and Sum of two) */
+            imp_value o;
+            if (broadcast(p, nd, ins[0], ins[1], &o, err))
+                return err->code;
+            return imp_layer_new(p, nd, "add", NULL, ins, 2, o.rank, o.c, o.h, o.w, err) < 0
+                       ? err->code : DTNN_OK;
+        }
         if (v->c != v0->c || v->h != v0->h || v->w != v0->w)
             return FAIL("inputs '%s' %dx%dx%d and '%s' %dx%dx%d differ in shape; dtnn adds "
-                        "equal shapes (no broadcasting)", v0->name, v0->c, v0->h, v0->w,
-                        v->name, v->c, v->h, v->w);
+                        "more than two inputs only of one shape", v0->name, v0->c, v0->h,
+                        v0->w, v->name, v->c, v->h, v->w);
         if (v->rank > rank)
             rank = v->rank;
     }
     if (n == 1)
         return imp_out_alias(p, nd, ins[0], err) < 0 ? err->code : DTNN_OK;
     return join(p, nd, "add", ins, n, rank, err);
+}
+
+/* Mul and Sub of two computed values, broadcast: dtnn's mul and sub. A constant operand would
+ * need a scale or shift layer dtnn does not have. */
+static dtnn_status op_binary(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
+{
+    if (nd->n_input != 2)
+        return BAD("%zu inputs (it takes 2)", nd->n_input);
+    int ins[2];
+    for (int k = 0; k < 2; k++) {
+        if ((ins[k] = imp_in(p, nd, k, err)) < 0)
+            return err->code;
+        if (p->v[ins[k]].kind == IMP_CONST)
+            return FAIL("input %d '%s' is a constant; dtnn's %s takes two computed values", k,
+                        nd->input[k], nd->op_type[0] == 'M' ? "mul" : "sub");
+        if (imp_in_layer(p, nd, k, 0, err) < 0)
+            return err->code;
+    }
+    imp_value o;
+    if (broadcast(p, nd, ins[0], ins[1], &o, err))
+        return err->code;
+    return imp_layer_new(p, nd, nd->op_type[0] == 'M' ? "mul" : "sub", NULL, ins, 2, o.rank,
+                         o.c, o.h, o.w, err) < 0 ? err->code : DTNN_OK;
 }
 
 /* Concat of constants (shape vectors, axis 0) is folded; of layers it is a channel concat. */
@@ -531,6 +628,7 @@ static const char *const a_bn[] = {"epsilon", "momentum", "spatial", "training_m
                                    "is_test", NULL};
 static const char *const a_leaky[] = {"alpha", NULL};
 static const char *const a_clip[] = {"min", "max", NULL};
+static const char *const a_hsig[] = {"alpha", "beta", NULL};
 static const char *const a_axis[] = {"axis", NULL};
 static const char *const a_gemm[] = {"alpha", "beta", "transA", "transB", NULL};
 static const char *const a_reshape[] = {"allowzero", NULL};
@@ -553,18 +651,23 @@ static const struct {
     {"Conv", op_conv, a_conv},
     {"MaxPool", op_pool, a_maxpool},
     {"AveragePool", op_pool, a_avgpool},
-    {"GlobalAveragePool", op_global_avgpool, a_none},
+    {"GlobalAveragePool", op_global_pool, a_none},
+    {"GlobalMaxPool", op_global_pool, a_none},
     {"BatchNormalization", op_batchnorm, a_bn},
     {"Relu", op_unary, a_none},
     {"Sigmoid", op_unary, a_none},
     {"Tanh", op_unary, a_none},
     {"LeakyRelu", op_unary, a_leaky},
     {"Clip", op_clip, a_clip},
+    {"HardSigmoid", op_hardsigmoid, a_hsig},
+    {"HardSwish", op_hardswish, a_none},
     {"Softmax", op_softmax, a_axis},
     {"Gemm", op_gemm, a_gemm},
     {"MatMul", op_matmul, a_none},
     {"Add", op_add, a_none},
     {"Sum", op_add, a_none},
+    {"Mul", op_binary, a_none},
+    {"Sub", op_binary, a_none},
     {"Concat", op_concat, a_axis},
     {"Flatten", op_flatten, a_axis},
     {"Reshape", op_reshape, a_reshape},
