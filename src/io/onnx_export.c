@@ -113,7 +113,8 @@ static Onnx__TensorProto *new_tensor(onnx_writer *w, const char *name, int data_
     if (!t || !d || !raw || !n)
         return NULL;
     onnx__tensor_proto__init(t);
-    memcpy(d, dims, sizeof(int64_t) * ndim);
+    if (ndim > 0)   /* a scalar's dims may be NULL */
+        memcpy(d, dims, sizeof(int64_t) * ndim);
     t->n_dims = (size_t)ndim;
     t->dims = d;
     t->has_data_type = 1;
