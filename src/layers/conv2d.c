@@ -44,12 +44,9 @@ static dtnn_status conv2d_set(void *cfg, const char *key, const char *value, dtn
         return layer_opt_pair(key, value, 1, &c->stride_h, &c->stride_w, err);
     if (!strcmp(key, "padding"))
         return layer_opt_pair(key, value, 0, &c->pad_h, &c->pad_w, err);
-    const int side = !strcmp(key, "pad_top") ? 0 : !strcmp(key, "pad_left") ? 1 :
-                     !strcmp(key, "pad_bottom") ? 2 : !strcmp(key, "pad_right") ? 3 : -1;
-    if (side >= 0)
-        return layer_opt_int(key, value, 0, 1 << 20, &c->side[side], err);
-    if (!strcmp(key, "pads"))
-        return layer_opt_ints(key, value, 0, 1 << 20, 4, c->side, err);
+    dtnn_status st;
+    if (layer_opt_pad_sides(key, value, c->side, &st, err))
+        return st;
     if (!strcmp(key, "dilation"))
         return layer_opt_pair(key, value, 1, &c->dil_h, &c->dil_w, err);
     if (!strcmp(key, "groups"))

@@ -106,6 +106,20 @@ dtnn_status layer_broadcast_geom(const layer *l, binary_geom *g, dtnn_error *err
     return DTNN_OK;
 }
 
+int layer_opt_pad_sides(const char *key, const char *value, int side[4], dtnn_status *st,
+                        dtnn_error *err)
+{
+    const int k = !strcmp(key, "pad_top") ? 0 : !strcmp(key, "pad_left") ? 1 :
+                  !strcmp(key, "pad_bottom") ? 2 : !strcmp(key, "pad_right") ? 3 : -1;
+    if (k >= 0)
+        *st = layer_opt_int(key, value, 0, 1 << 20, &side[k], err);
+    else if (!strcmp(key, "pads"))
+        *st = layer_opt_ints(key, value, 0, 1 << 20, 4, side, err);
+    else
+        return 0;
+    return 1;
+}
+
 dtnn_status layer_opt_ints(const char *key, const char *value, int min, int max, int count,
                            int *out, dtnn_error *err)
 {

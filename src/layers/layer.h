@@ -183,6 +183,11 @@ dtnn_status layer_opt_pair(const char *key, const char *value, int min, int *h, 
 /* "a,b,c,d": exactly count integers in [min, max] */
 dtnn_status layer_opt_ints(const char *key, const char *value, int min, int max, int count,
                            int *out, dtnn_error *err);
+/* The per-side padding options of convolutions and pools: pad_top, pad_left, pad_bottom,
+ * pad_right, and pads=t,l,b,r (ONNX's order), into side[4] as t, l, b, r. Returns 1 when key is
+ * one of them (the option's status in *st), 0 when it is not. */
+int layer_opt_pad_sides(const char *key, const char *value, int side[4], dtnn_status *st,
+                        dtnn_error *err);
 dtnn_status layer_unknown_key(const layer_ops *ops, const char *key, dtnn_error *err);
 
 /* The broadcast of a two-input layer's input shapes (NumPy's rule, per sample); a SHAPE error

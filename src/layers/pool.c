@@ -52,12 +52,9 @@ static dtnn_status pool_set(void *cfg, const char *key, const char *value, dtnn_
             return layer_opt_pair(key, value, 1, &c->stride_h, &c->stride_w, err);
         if (!strcmp(key, "padding"))
             return layer_opt_pair(key, value, 0, &c->pad_h, &c->pad_w, err);
-        const int side = !strcmp(key, "pad_top") ? 0 : !strcmp(key, "pad_left") ? 1 :
-                         !strcmp(key, "pad_bottom") ? 2 : !strcmp(key, "pad_right") ? 3 : -1;
-        if (side >= 0)
-            return layer_opt_int(key, value, 0, 1 << 20, &c->side[side], err);
-        if (!strcmp(key, "pads"))
-            return layer_opt_ints(key, value, 0, 1 << 20, 4, c->side, err);
+        dtnn_status st;
+        if (layer_opt_pad_sides(key, value, c->side, &st, err))
+            return st;
         if (!strcmp(key, "ceil_mode"))
             return layer_opt_bool(key, value, &c->ceil_mode, err);
         if (c->kind == POOL_MAX && !strcmp(key, "dilation"))
