@@ -41,10 +41,11 @@ demo: build
 # daemons and clients (slurm-wlm) and munge: installed here when missing. The test starts its
 # own daemons with its own configuration; the packages' services are not used. cli_onnx_export
 # needs python3-onnx (the checker) and python3-venv (it pip-installs onnxruntime into a venv);
-# plot_log and mpi_trace draw their pictures with gnuplot (gnuplot-nox).
+# plot_log and mpi_trace draw their pictures with gnuplot (gnuplot-nox); cli_onnx_node_tests
+# walks ONNX's backend node tests (libonnx-testdata).
 test-deps:
 	@bash scripts/install-deps.sh python3-numpy python3-torch python3-torchvision slurm-wlm munge \
-	    python3-onnx python3-venv gnuplot-nox
+	    python3-onnx python3-venv gnuplot-nox libonnx-testdata
 
 test: test-deps build
 	cd $(BUILD) && ctest --output-on-failure $(CTEST_ARGS)

@@ -12,7 +12,7 @@
 # efficientnet_b0 (SiLU is Sigmoid + Mul). (c) `dtnn train --model F.onnx` runs 2 steps from the
 # initializers. (d) Graphs written with onnx.helper: Conv with asymmetric pads and GlobalMaxPool
 # give NumPy's values within 1e-5; an unsupported operator (Erf), HardSigmoid with ONNX's
-# default alpha 0.2, Mul by a constant, Gemm alpha = 2, a weight that does not fit its input, a
+# default alpha 0.2, Mul by a constant, Gemm transA = 1, a weight that does not fit its input, a
 # corrupt and a truncated file each give one line and exit 1.
 # Skipped (exit 77) without numpy or in a build without ONNX support; part (b) and (c) need
 # Debian's python3-torch and python3-torchvision and say so when they are missing.
@@ -138,8 +138,8 @@ save("hsig", [helper.make_node("HardSigmoid", ["x"], ["y"], name="hs")], {}, [1,
 save("mulc", [helper.make_node("Mul", ["x", "s"], ["y"], name="scale")],
      {"s": np.full((1, 3, 1, 1), 2.0, np.float32)}, [1, 3, 8, 8])
 save("alpha", [helper.make_node("Flatten", ["x"], ["f"], name="flat"),
-               helper.make_node("Gemm", ["f", "g"], ["y"], name="fc", alpha=2.0, transB=1)],
-     {"g": np.ones((10, 192), np.float32)}, [1, 10])
+               helper.make_node("Gemm", ["g", "f"], ["y"], name="fc", transA=1)],
+     {"g": np.ones((192, 10), np.float32)}, [1, 10])
 save("wdims", [helper.make_node("Conv", ["x", "w"], ["y"], name="conv_w")],
      {"w": np.ones((4, 2, 3, 3), np.float32)}, [1, 4, 6, 6])
 P
@@ -159,7 +159,7 @@ np.save(sys.argv[1], a.reshape(b.shape) if a.size == b.size else a)" \
     expect "node 'hs' (HardSigmoid): attributes alpha=0.200000003 beta=0.5" \
         "$dtnn" info --model "$tmp/hsig.onnx"
     expect "node 'scale' (Mul): input 1 's' is a constant" "$dtnn" info --model "$tmp/mulc.onnx"
-    expect "node 'fc' (Gemm): attribute alpha=2" "$dtnn" info --model "$tmp/alpha.onnx"
+    expect "node 'fc' (Gemm): attribute transA=1" "$dtnn" info --model "$tmp/alpha.onnx"
     expect "node 'conv_w' (Conv): weight 'w' \[4, 2, ...\] does not fit 3 input channels" \
         "$dtnn" info --model "$tmp/wdims.onnx"
 else

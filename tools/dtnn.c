@@ -559,8 +559,8 @@ static cli_opt predict_opts[] = {
     {"model", OPT_STRING, NULL, "zoo model name, model file or .onnx file", 1, NULL, 0},
     {"load", OPT_STRING, NULL, "checkpoint with the weights (required but for an .onnx "
      "--model: its own weights)", 0, NULL, 0},
-    {"input", OPT_STRING, NULL, "float32 .npy [N, C, H, W] (or [N, H, W] for C = 1), in the "
-     "dataset's units; the checkpoint's normalisation is applied", 1, NULL, 0},
+    {"input", OPT_STRING, NULL, "float32 .npy [N, C, H, W] ([N, H, W] for C = 1, [N, F] for "
+     "Fx1x1), in the dataset's units; the checkpoint's normalisation is applied", 1, NULL, 0},
     {"output", OPT_STRING, NULL, "float32 .npy of logits [N, classes]", 1, NULL, 0},
     {"classes", OPT_INT, "0", "output classes of a zoo model (0: its own)", 0, NULL, 0},
     {"batch-size", OPT_INT, "256", "inference batch size", 0, NULL, 0},
@@ -594,13 +594,15 @@ static int cmd_predict(int argc, char **argv)
     int ndim = 0;
     if (dtnn_npy_load_f32(cli_str(o, n, "input"), &x, dims, &ndim, &err))
         goto out;
-    if (ndim != 4 && ndim != 3) {
-        dtnn_error_set(&err, DTNN_ERR_SHAPE, "%s: expected [N, C, H, W] or [N, H, W], got %d "
-                       "dimensions", cli_str(o, n, "input"), ndim);
+    if (ndim < 2 || ndim > 4) {
+        dtnn_error_set(&err, DTNN_ERR_SHAPE, "%s: expected [N, C, H, W], [N, H, W] or "
+                       "[N, features], got %d dimensions", cli_str(o, n, "input"), ndim);
         goto out;
     }
     int64_t count = dims[0];
-    int c = ndim == 4 ? (int)dims[1] : 1, h = (int)dims[ndim - 2], w = (int)dims[ndim - 1];
+    /* [N, features] is the Fx1x1 input of a model on feature vectors (an imported MLP). */
+    int c = ndim == 4 ? (int)dims[1] : ndim == 2 ? (int)dims[1] : 1;
+    int h = ndim == 2 ? 1 : (int)dims[ndim - 2], w = ndim == 2 ? 1 : (int)dims[ndim - 1];
     m = dtnn_model_from_spec(cli_str(o, n, "model"), (int)cli_int(o, n, "classes"), c, h, w,
                              &err);
     if (!m)

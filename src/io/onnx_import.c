@@ -260,17 +260,27 @@ static uint64_t get_le(const uint8_t *s, int bytes)
     return v;
 }
 
+const char *imp_type_name(int dt)
+{
+    const ProtobufCEnumValue *v =
+        protobuf_c_enum_descriptor_get_value(&onnx__tensor_proto__data_type__descriptor, dt);
+    return v ? v->name : "unknown";
+}
+
 dtnn_status imp_const_from_tensor(imp *p, int out, const Onnx__TensorProto *t,
                                   const char *what, dtnn_error *err)
 {
     const int dt = t->has_data_type ? t->data_type : 0;
     const int is_float = dt == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
+    /* A bool (Dropout's training_mode) is an integer 0 / 1: one byte raw, else int32_data. */
+    const int is_bool = dt == ONNX__TENSOR_PROTO__DATA_TYPE__BOOL;
     const int bytes = dt == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT ||
                               dt == ONNX__TENSOR_PROTO__DATA_TYPE__INT32 ? 4
-                      : dt == ONNX__TENSOR_PROTO__DATA_TYPE__INT64 ? 8 : 0;
+                      : dt == ONNX__TENSOR_PROTO__DATA_TYPE__INT64 ? 8 : is_bool ? 1 : 0;
     if (!bytes)
-        return imp_fail(p, NULL, DTNN_ERR_UNSUPPORTED, err, "%s '%s' has data type %d; dtnn "
-                        "reads float32, int32 and int64 tensors", what, p->v[out].name, dt);
+        return imp_fail(p, NULL, DTNN_ERR_UNSUPPORTED, err, "%s '%s' has data type %s; dtnn "
+                        "reads float32, int32, int64 and bool tensors", what, p->v[out].name,
+                        imp_type_name(dt));
     if (t->has_data_location && t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL)
         return imp_fail(p, NULL, DTNN_ERR_UNSUPPORTED, err, "%s '%s' keeps its data in an "
                         "external file, which dtnn does not read", what, p->v[out].name);
@@ -291,8 +301,8 @@ dtnn_status imp_const_from_tensor(imp *p, int out, const Onnx__TensorProto *t,
     }
     size_t have = t->has_raw_data ? t->raw_data.len / (size_t)bytes
                   : dt == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT ? t->n_float_data
-                  : dt == ONNX__TENSOR_PROTO__DATA_TYPE__INT32 ? t->n_int32_data
-                                                               : t->n_int64_data;
+                  : dt == ONNX__TENSOR_PROTO__DATA_TYPE__INT64 ? t->n_int64_data
+                                                               : t->n_int32_data;
     if (have != n || (t->has_raw_data && t->raw_data.len != n * (size_t)bytes))
         return imp_fail(p, NULL, DTNN_ERR_FORMAT, err, "%s '%s' holds %zu values, its "
                         "dimensions say %zu", what, p->v[out].name, have, n);
@@ -307,13 +317,14 @@ dtnn_status imp_const_from_tensor(imp *p, int out, const Onnx__TensorProto *t,
                 uint32_t u = (uint32_t)b;
                 memcpy(&v->f[k], &u, 4);
             } else {
-                v->i[k] = bytes == 4 ? (int64_t)(int32_t)(uint32_t)b : (int64_t)b;
+                v->i[k] = bytes == 4 ? (int64_t)(int32_t)(uint32_t)b
+                          : is_bool ? (int64_t)(b != 0) : (int64_t)b;
             }
         } else if (is_float) {
             v->f[k] = t->float_data[k];
         } else {
-            v->i[k] = dt == ONNX__TENSOR_PROTO__DATA_TYPE__INT32 ? t->int32_data[k]
-                                                                 : t->int64_data[k];
+            v->i[k] = dt == ONNX__TENSOR_PROTO__DATA_TYPE__INT64 ? t->int64_data[k]
+                      : is_bool ? (int64_t)(t->int32_data[k] != 0) : t->int32_data[k];
         }
     }
     return DTNN_OK;
@@ -517,9 +528,11 @@ static dtnn_status graph_start(imp *p, dtnn_error *err)
         if (!o->domain || !o->domain[0] || !strcmp(o->domain, "ai.onnx"))
             p->opset = o->has_version ? (int)o->version : -1;
     }
-    if (p->opset < 9 || p->opset > 17)
+    /* Below 9, imp_node checks each operator against its definition at opset 9. */
+    if (p->opset < 1 || p->opset > 17)
         return imp_fail(p, NULL, DTNN_ERR_UNSUPPORTED, err, "operator set %d of the default "
-                        "domain; dtnn imports opsets 9 to 17", p->opset);
+                        "domain; dtnn imports opsets 9 to 17 (and older ones where an "
+                        "operator is as in opset 9)", p->opset);
     const Onnx__GraphProto *g = mp->graph;
     if (!g)
         return imp_fail(p, NULL, DTNN_ERR_FORMAT, err, "the model has no graph");
@@ -546,12 +559,22 @@ static dtnn_status graph_start(imp *p, dtnn_error *err)
     const Onnx__TensorShapeProto *sh =
         tp && tp->value_case == ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE && tp->tensor_type
             ? tp->tensor_type->shape : NULL;
-    if (!sh || !tp->tensor_type->has_elem_type ||
-        tp->tensor_type->elem_type != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT || sh->n_dim != 4)
-        return imp_fail(p, NULL, DTNN_ERR_UNSUPPORTED, err, "graph input '%s' is not a float32 "
-                        "tensor [N, C, H, W] with a known shape", in->name);
-    int64_t d[4];
-    for (int k = 0; k < 4; k++) {
+    if (!sh || !tp->tensor_type->has_elem_type)
+        return imp_fail(p, NULL, DTNN_ERR_UNSUPPORTED, err, "graph input '%s' is not a tensor "
+                        "of known type and shape", in->name);
+    if (tp->tensor_type->elem_type != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT)
+        return imp_fail(p, NULL, DTNN_ERR_UNSUPPORTED, err, "graph input '%s' has data type "
+                        "%s; dtnn's models take float32", in->name,
+                        imp_type_name((int)tp->tensor_type->elem_type));
+    if (sh->n_dim < 2 || sh->n_dim > 4)
+        return imp_fail(p, NULL, DTNN_ERR_UNSUPPORTED, err, "graph input '%s' has %zu "
+                        "dimensions; dtnn's models take images [N, C, H, W], sequences "
+                        "[N, C, L] or features [N, F]", in->name, sh->n_dim);
+    /* [N, features] is dtnn's [N, features, 1, 1] and [N, C, L] its [N, C, L, 1]: the same
+     * memory, on which element-wise layers, batch norm (per channel), channel concat and
+     * flatten act as ONNX's operators do; convolutions and pools refuse rank 3. */
+    int64_t d[4] = {0, 0, 1, 1};
+    for (int k = 0; k < (int)sh->n_dim; k++) {
         const Onnx__TensorShapeProto__Dimension *dm = sh->dim[k];
         d[k] = dm->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE
                    ? dm->dim_value : -1;
@@ -565,7 +588,7 @@ static dtnn_status graph_start(imp *p, dtnn_error *err)
         return err->code;
     p->v[v].kind = IMP_LAYER;
     p->v[v].layer = -1;
-    p->v[v].rank = 4;
+    p->v[v].rank = (int)sh->n_dim;
     p->v[v].c = (int)d[1];
     p->v[v].h = (int)d[2];
     p->v[v].w = (int)d[3];

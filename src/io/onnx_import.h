@@ -20,7 +20,8 @@ enum { IMP_MAX_DIMS = 8, IMP_MAX_IN = 16, IMP_MAX_BIND = 4, IMP_MAX_JOIN = 256 }
 typedef struct {
     const char *name;           /* points into the unpacked proto */
     int kind;                   /* IMP_LAYER or IMP_CONST */
-    /* IMP_LAYER: dtnn values are [N, c, h, w]; rank 2 means [N, c] with h = w = 1 */
+    /* IMP_LAYER: dtnn values are [N, c, h, w]; rank 2 means [N, c] with h = w = 1, rank 3
+     * [N, c, h] with w = 1 */
     int layer;                  /* index into imp.l, -1: the graph input */
     int rank;
     int c, h, w;
@@ -70,6 +71,8 @@ typedef struct {
 dtnn_status imp_fail(imp *p, const Onnx__NodeProto *nd, dtnn_status code, dtnn_error *err,
                      const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
+/* ONNX's name of a TensorProto data type ("UINT8"). */
+const char *imp_type_name(int dt);
 const Onnx__AttributeProto *imp_attr(const Onnx__NodeProto *nd, const char *name);
 int64_t imp_attr_int(const Onnx__NodeProto *nd, const char *name, int64_t dflt);
 float imp_attr_float(const Onnx__NodeProto *nd, const char *name, float dflt);

@@ -145,6 +145,9 @@ static dtnn_status op_conv(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
     if (bi == -2)
         return err->code;
     const imp_value X = p->v[x], *W = &p->v[wi];
+    if (X.rank != 4)
+        return FAIL("input '%s' has rank %d; dtnn's convolutions are 2-D, over [N, C, H, W]",
+                    X.name, X.rank);
     if (!W->is_float || W->ndim != 4)
         return FAIL("weight '%s' is not a float32 [K, C/groups, R, S] tensor (2-D "
                     "convolutions only)", W->name);
@@ -188,12 +191,16 @@ static dtnn_status op_pool(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
     if (x < 0)
         return err->code;
     const imp_value X = p->v[x];
+    if (X.rank != 4)
+        return FAIL("input '%s' has rank %d; dtnn's pools are 2-D, over [N, C, H, W]", X.name,
+                    X.rank);
     int64_t ks[2] = {0, 0};
     if (imp_attr_ints(nd, "kernel_shape", ks, 2) != 2 || ks[0] < 1 || ks[1] < 1 ||
         ks[0] > 1 << 16 || ks[1] > 1 << 16)
         return BAD("attribute kernel_shape must be two positive sizes");
-    if (is_max && imp_attr_int(nd, "storage_order", 0) != 0)
-        return FAIL("attribute storage_order=1 is not supported");
+    /* storage_order only orders the Indices output, which dtnn's MaxPool does not have. */
+    if (is_max && imp_attr_int(nd, "storage_order", 0) != 0 && nd->n_output > 1)
+        return FAIL("attribute storage_order=1 with the Indices output is not supported");
     const int ceil_mode = imp_attr_int(nd, "ceil_mode", 0) != 0;
     window win = {.kh = (int)ks[0], .kw = (int)ks[1]};
     dtnn_status st = window_read(p, nd, X.h, X.w, ceil_mode, &win, err);
@@ -248,6 +255,9 @@ static dtnn_status op_batchnorm(imp *p, const Onnx__NodeProto *nd, dtnn_error *e
         return FAIL("attribute training_mode=1 is not supported (inference graphs only)");
     if (imp_attr_int(nd, "spatial", 1) != 1)
         return FAIL("attribute spatial=0 is not supported");
+    if (p->opset < 7 && imp_attr_int(nd, "is_test", 0) == 0)
+        return FAIL("attribute is_test=0: before opset 7 that is training mode (inference "
+                    "graphs only)");
     int t[4];
     for (int k = 0; k < 4; k++)
         if ((t[k] = const_floats(p, nd, k + 1, (size_t)X.c, err)) < 0)
@@ -389,8 +399,9 @@ static dtnn_status linear_new(imp *p, const Onnx__NodeProto *nd, int x, int wi, 
     const int outs = (int)W->dims[transposed ? 1 : 0];
     if (outs < 1)
         return BAD("weight '%s' has no outputs", W->name);
-    if (bi >= 0 && const_floats(p, nd, 2, (size_t)outs, err) < 0)
-        return err->code;
+    if (bi >= 0 && (!p->v[bi].is_float || p->v[bi].count != (size_t)outs))
+        return FAIL("bias '%s' must be %d float32 values, it has %zu (%s)", p->v[bi].name, outs,
+                    p->v[bi].count, p->v[bi].is_float ? "float32" : "integers");
     int o = imp_layer_new(p, nd, "linear", W->name, &x, 1, 2, outs, 1, 1, err);
     if (o < 0)
         return err->code;
@@ -403,22 +414,51 @@ static dtnn_status linear_new(imp *p, const Onnx__NodeProto *nd, int x, int wi, 
     return DTNN_OK;
 }
 
+/* Gemm: alpha * A B' + beta * C with A the computed [N, in] value and B, C constants. alpha
+ * and beta are folded into copies of B and C (rounding of the product, not of the sum, moves),
+ * and a C of one value, [1] or [1, 1], is spread over the outputs; a C with a row per sample
+ * has no linear layer to become. */
 static dtnn_status op_gemm(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
 {
-    if (imp_attr_float(nd, "alpha", 1.0f) != 1.0f || imp_attr_float(nd, "beta", 1.0f) != 1.0f)
-        return FAIL("attribute %s=%g: dtnn's linear needs alpha = beta = 1",
-                    imp_attr_float(nd, "alpha", 1.0f) != 1.0f ? "alpha" : "beta",
-                    imp_attr_float(nd, "alpha", 1.0f) != 1.0f ? imp_attr_float(nd, "alpha", 1)
-                                                              : imp_attr_float(nd, "beta", 1));
+    const float alpha = imp_attr_float(nd, "alpha", 1.0f), beta = imp_attr_float(nd, "beta", 1.0f);
     if (imp_attr_int(nd, "transA", 0) != 0)
-        return FAIL("attribute transA=1 is not supported");
+        return FAIL("attribute transA=1 is not supported: the batch is A's first dimension");
+    /* Gemm before opset 7: broadcast=1 is the later versions' broadcasting of C. */
+    if (imp_attr(nd, "broadcast") && (p->opset >= 7 || imp_attr_int(nd, "broadcast", 0) != 1))
+        return FAIL("attribute broadcast=%lld is not supported",
+                    (long long)imp_attr_int(nd, "broadcast", 0));
     int x = imp_in_layer(p, nd, 0, 0, err), wi = x < 0 ? -1 : imp_in_const(p, nd, 1, err);
     if (wi < 0)
         return err->code;
     int bi = imp_in_opt(p, nd, 2, err);
     if (bi == -2)
         return err->code;
-    return linear_new(p, nd, x, wi, imp_attr_int(nd, "transB", 0) == 0, bi, err);
+    const int transposed = imp_attr_int(nd, "transB", 0) == 0;
+    const imp_value *W = &p->v[wi];
+    if (!W->is_float || W->ndim != 2)
+        return BAD("weight '%s' is not a float32 matrix", W->name);
+    if (alpha != 1.0f) {
+        int s = imp_value_inner(p, err);
+        if (s < 0 || imp_const_alloc(p, s, 1, p->v[wi].dims, 2, err))
+            return err->code;
+        for (size_t k = 0; k < p->v[s].count; k++)
+            p->v[s].f[k] = alpha * p->v[wi].f[k];
+        wi = s;
+    }
+    const int64_t outs = p->v[wi].dims[transposed ? 1 : 0];
+    if (bi >= 0 && p->v[bi].is_float && (p->v[bi].count == 1 || beta != 1.0f)) {
+        const imp_value *C = &p->v[bi];
+        if (C->count != 1 && C->count != (size_t)outs)
+            return FAIL("bias '%s' has %zu values for %lld outputs: a bias per sample is not "
+                        "supported", C->name, C->count, (long long)outs);
+        int s = imp_value_inner(p, err);
+        if (s < 0 || imp_const_alloc(p, s, 1, &outs, 1, err))
+            return err->code;
+        for (int64_t k = 0; k < outs; k++)
+            p->v[s].f[k] = beta * p->v[bi].f[p->v[bi].count == 1 ? 0 : k];
+        bi = s;
+    }
+    return linear_new(p, nd, x, wi, transposed, bi, err);
 }
 
 static dtnn_status op_matmul(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
@@ -630,7 +670,7 @@ static const char *const a_leaky[] = {"alpha", NULL};
 static const char *const a_clip[] = {"min", "max", NULL};
 static const char *const a_hsig[] = {"alpha", "beta", NULL};
 static const char *const a_axis[] = {"axis", NULL};
-static const char *const a_gemm[] = {"alpha", "beta", "transA", "transB", NULL};
+static const char *const a_gemm[] = {"alpha", "beta", "transA", "transB", "broadcast", NULL};
 static const char *const a_reshape[] = {"allowzero", NULL};
 static const char *const a_axes[] = {"axes", NULL};
 static const char *const a_dropout[] = {"ratio", "seed", "is_test", NULL};
@@ -643,46 +683,55 @@ static const char *const a_slice[] = {"starts", "ends", "axes", NULL};
 static const char *const a_value[] = {"value", NULL};
 static const char *const a_perm[] = {"perm", NULL};
 
+/* since9: the oldest version of the operator that computes what its opset-9 version computes
+ * for every attribute this importer accepts (from ONNX's operator changelog). A model of an
+ * older opset imports where every operator it uses is at least that version: ONNX's node
+ * tests declare the opset an operator last changed in (1 for GlobalAveragePool), PyTorch's
+ * converted tests opset 6. MaxPool 8 added only the Indices' storage_order, AveragePool 7
+ * count_include_pad with the old behaviour as its default; BatchNormalization 6's is_test and
+ * Gemm 6's broadcast are checked where they are read. Element-wise operators before 7
+ * broadcast by their own rule, Dropout before 7 trained by default: those stay at 7. */
 static const struct {
     const char *op;
     op_fn fn;
     const char *const *attrs;
+    int since9;
 } ops[] = {
-    {"Conv", op_conv, a_conv},
-    {"MaxPool", op_pool, a_maxpool},
-    {"AveragePool", op_pool, a_avgpool},
-    {"GlobalAveragePool", op_global_pool, a_none},
-    {"GlobalMaxPool", op_global_pool, a_none},
-    {"BatchNormalization", op_batchnorm, a_bn},
-    {"Relu", op_unary, a_none},
-    {"Sigmoid", op_unary, a_none},
-    {"Tanh", op_unary, a_none},
-    {"LeakyRelu", op_unary, a_leaky},
-    {"Clip", op_clip, a_clip},
-    {"HardSigmoid", op_hardsigmoid, a_hsig},
-    {"HardSwish", op_hardswish, a_none},
-    {"Softmax", op_softmax, a_axis},
-    {"Gemm", op_gemm, a_gemm},
-    {"MatMul", op_matmul, a_none},
-    {"Add", op_add, a_none},
-    {"Sum", op_add, a_none},
-    {"Mul", op_binary, a_none},
-    {"Sub", op_binary, a_none},
-    {"Concat", op_concat, a_axis},
-    {"Flatten", op_flatten, a_axis},
-    {"Reshape", op_reshape, a_reshape},
-    {"Squeeze", op_squeeze, a_axes},
-    {"Unsqueeze", op_squeeze, a_axes},
-    {"Dropout", op_identity, a_dropout},
-    {"Identity", op_identity, a_none},
-    {"Constant", op_constant, a_constant},
-    {"Shape", op_shape, a_shape},
-    {"Gather", op_gather, a_axis},
-    {"Cast", op_cast, a_cast},
-    {"Pad", op_pad, a_pad},
-    {"Slice", op_slice, a_slice},
-    {"ConstantOfShape", op_constant_of_shape, a_value},
-    {"Transpose", op_transpose, a_perm},
+    {"Conv", op_conv, a_conv, 1},
+    {"MaxPool", op_pool, a_maxpool, 1},
+    {"AveragePool", op_pool, a_avgpool, 1},
+    {"GlobalAveragePool", op_global_pool, a_none, 1},
+    {"GlobalMaxPool", op_global_pool, a_none, 1},
+    {"BatchNormalization", op_batchnorm, a_bn, 6},
+    {"Relu", op_unary, a_none, 6},
+    {"Sigmoid", op_unary, a_none, 6},
+    {"Tanh", op_unary, a_none, 6},
+    {"LeakyRelu", op_unary, a_leaky, 6},
+    {"Clip", op_clip, a_clip, 6},
+    {"HardSigmoid", op_hardsigmoid, a_hsig, 6},
+    {"HardSwish", op_hardswish, a_none, 14},
+    {"Softmax", op_softmax, a_axis, 1},
+    {"Gemm", op_gemm, a_gemm, 6},
+    {"MatMul", op_matmul, a_none, 9},
+    {"Add", op_add, a_none, 7},
+    {"Sum", op_add, a_none, 8},
+    {"Mul", op_binary, a_none, 7},
+    {"Sub", op_binary, a_none, 7},
+    {"Concat", op_concat, a_axis, 4},
+    {"Flatten", op_flatten, a_axis, 1},
+    {"Reshape", op_reshape, a_reshape, 5},
+    {"Squeeze", op_squeeze, a_axes, 1},
+    {"Unsqueeze", op_squeeze, a_axes, 1},
+    {"Dropout", op_identity, a_dropout, 7},
+    {"Identity", op_identity, a_none, 1},
+    {"Constant", op_constant, a_constant, 9},
+    {"Shape", op_shape, a_shape, 1},
+    {"Gather", op_gather, a_axis, 1},
+    {"Cast", op_cast, a_cast, 9},
+    {"Pad", op_pad, a_pad, 2},
+    {"Slice", op_slice, a_slice, 1},
+    {"ConstantOfShape", op_constant_of_shape, a_value, 9},
+    {"Transpose", op_transpose, a_perm, 1},
 };
 
 dtnn_status imp_node(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
@@ -690,6 +739,10 @@ dtnn_status imp_node(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
     for (size_t k = 0; k < sizeof ops / sizeof ops[0]; k++) {
         if (strcmp(nd->op_type, ops[k].op))
             continue;
+        if (p->opset < ops[k].since9)
+            return FAIL("the model's operator set %d has %s as it was before opset %d; dtnn "
+                        "imports opsets 9 to 17, older ones where an operator is as in opset 9",
+                        p->opset, nd->op_type, ops[k].since9);
         const char *bad = imp_attr_unknown(nd, ops[k].attrs);
         if (bad)
             return FAIL("attribute '%s' is not supported", bad);
