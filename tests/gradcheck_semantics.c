@@ -36,6 +36,16 @@ static void check_activations(void)
     layer(m, "clamp", "max=0.25");
     layer(m, "conv2d", "filters=3 kernel=1");
     gradcheck(m, 2, "clamp max only", KINK_EPS, KINK_TOL);
+
+    /* hardsigmoid with ONNX's default constants (the formula as written, not PyTorch's): a
+     * steep alpha puts the saturated sides inside the input's range. */
+    m = model_new(3, 4, 5);
+    layer(m, "conv2d", "filters=4 kernel=3 padding=1");
+    layer(m, "hardsigmoid", "alpha=0.2 beta=0.5");
+    layer(m, "conv2d", "filters=3 kernel=1");
+    layer(m, "hardsigmoid", "alpha=1.7 beta=0.4");
+    gradcheck(m, 2, "conv2d -> hardsigmoid(0.2, 0.5) -> conv2d -> hardsigmoid(1.7, 0.4)",
+              KINK_EPS, KINK_TOL);
 }
 
 /* Two inputs of different shapes (mul, sub, add broadcast as NumPy): the gradient of the

@@ -452,8 +452,8 @@ static dtnn_status emit_layer(onnx_writer *w, int i, dtnn_error *err)
         nd = add_node(w, "Clip", l->name, ins, *hi ? 3 : *lo ? 2 : 1, out);
         rank = l->in_ids[0] == DTNN_INPUT ? 4 : w->rank[l->in_ids[0]];
     } else if (!strcmp(type, "hardsigmoid") || !strcmp(type, "hardswish")) {
-        /* relu6(x + 3) / 6 is HardSigmoid with alpha 1/6, beta 1/2; HardSwish (opset 14) is
-         * x times it, written as that product for older opsets. */
+        /* relu6(x + 3) / 6 is HardSigmoid with alpha 1/6, beta 1/2 (hardsigmoid's defaults);
+         * HardSwish (opset 14) is x times it, written as that product for older opsets. */
         x = IN(0, 0);
         rank = l->in_ids[0] == DTNN_INPUT ? 4 : w->rank[l->in_ids[0]];
         if (!strcmp(type, "hardswish") && w->opset >= 14) {
@@ -467,8 +467,8 @@ static dtnn_status emit_layer(onnx_writer *w, int i, dtnn_error *err)
             nd = add_node(w, "HardSigmoid", gname, &x, 1, gate);
             if (!nd)
                 goto nomem;
-            attr_float(w, nd, "alpha", 1.0f / 6.0f);
-            attr_float(w, nd, "beta", 0.5f);
+            attr_float(w, nd, "alpha", swish ? 1.0f / 6.0f : a.alpha);
+            attr_float(w, nd, "beta", swish ? 0.5f : a.beta);
             if (swish) {
                 const char *ins[2] = {x, gate};
                 nd = add_node(w, "Mul", l->name, ins, 2, out);

@@ -7,10 +7,9 @@
  *
  * Windows keep ONNX's four pads (conv2d's and the pools' pads=), ceil_mode and MaxPool's
  * dilations; Add, Mul and Sub of two computed values broadcast as NumPy over one sample
- * (dtnn's add, mul, sub); Clip is relu, relu6 or clamp; HardSigmoid (PyTorch's alpha 1/6,
- * beta 1/2) and HardSwish are dtnn's own. What dtnn cannot express exactly is refused with the
- * node, its operator and the first unsupported attribute or value: HardSigmoid's other
- * constants, Mul / Sub by a constant and Add of one other than a MatMul's bias, AveragePool's
+ * (dtnn's add, mul, sub); Clip is relu, relu6 or clamp; HardSigmoid (any alpha and beta)
+ * and HardSwish are dtnn's own. What dtnn cannot express exactly is refused with the
+ * node, its operator and the first unsupported attribute or value: Mul / Sub by a constant and Add of one other than a MatMul's bias, AveragePool's
  * dilations, reshapes other than a flatten to [N, features]. Nothing is approximated.
  */
 #include <float.h>
@@ -356,15 +355,21 @@ static dtnn_status op_clip(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
     return st;
 }
 
-/* HardSigmoid max(0, min(1, alpha x + beta)) is dtnn's hardsigmoid relu6(x + 3) / 6 only for
- * alpha 1/6 and beta 1/2, what PyTorch writes for nn.Hardsigmoid and nn.Hardswish. */
+/* HardSigmoid max(0, min(1, alpha x + beta)): dtnn's hardsigmoid, which computes PyTorch's
+ * relu6(x + 3) / 6 for alpha 1/6 and beta 1/2 (what torch.onnx writes) and the formula as
+ * written for other constants (ONNX's defaults 0.2 and 0.5, Keras'). */
 static dtnn_status op_hardsigmoid(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
 {
     const float alpha = imp_attr_float(nd, "alpha", 0.2f), beta = imp_attr_float(nd, "beta", 0.5f);
-    if (alpha != 1.0f / 6.0f || beta != 0.5f)
-        return FAIL("attributes alpha=%.9g beta=%.9g: dtnn's hardsigmoid is alpha = 1/6, "
-                    "beta = 0.5 (nn.Hardsigmoid)", alpha, beta);
-    return activation(p, nd, "hardsigmoid", NULL, err);
+    if (!isfinite(alpha) || !isfinite(beta) || fabsf(alpha) > 1e6f || fabsf(beta) > 1e6f)
+        return FAIL("attributes alpha=%.9g beta=%.9g must be finite, at most 1e6", alpha, beta);
+    imp_layer *l = NULL;
+    dtnn_status st = activation(p, nd, "hardsigmoid", &l, err);
+    if (!st && !(alpha == 1.0f / 6.0f && beta == 0.5f)) {
+        imp_opt(l, "alpha", "%.9g", alpha);
+        imp_opt(l, "beta", "%.9g", beta);
+    }
+    return st;
 }
 
 static dtnn_status op_hardswish(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)

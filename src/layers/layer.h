@@ -80,7 +80,8 @@ typedef struct {
     int outputs;                /* conv2d filters, linear outputs, shortcut_a filters */
     int output_size[2];         /* adaptive_avgpool */
     int offset;                 /* shortcut_a: the output channel of input channel 0 */
-    float alpha;                /* leaky_relu slope */
+    float alpha;                /* leaky_relu slope, hardsigmoid's alpha */
+    float beta;                 /* hardsigmoid's beta */
     float bounds[2];            /* clamp, hardtanh: min, max (infinite where clamp has none) */
     float eps;                  /* batchnorm */
 } layer_attrs;
