@@ -397,8 +397,10 @@ static dtnn_status linear_new(imp *p, const Onnx__NodeProto *nd, int x, int wi, 
                               int bi, dtnn_error *err)
 {
     const imp_value X = p->v[x], *W = &p->v[wi];
-    if (!is_flat(&X))
-        return FAIL("input '%s' is %dx%dx%d, not [N, features]", X.name, X.c, X.h, X.w);
+    /* [N, C, 1] is flat in memory but a batch of C rows to ONNX's MatMul */
+    if (!is_flat(&X) || X.rank == 3)
+        return FAIL("input '%s' is %dx%dx%d (rank %d), not [N, features]", X.name, X.c, X.h,
+                    X.w, X.rank);
     if (!W->is_float || W->ndim != 2 || W->dims[transposed ? 0 : 1] != X.c)
         return BAD("weight '%s' is not a float32 matrix with %d inputs", W->name, X.c);
     const int outs = (int)W->dims[transposed ? 1 : 0];
