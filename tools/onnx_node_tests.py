@@ -86,8 +86,13 @@ def cause_of(message):
 
 
 def run(cmd):
+    """(exit code, output); a sanitizer's report counts as a crash whatever the exit code
+    (AddressSanitizer exits 1, as a refusal does)."""
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    return p.returncode, p.stdout + p.stderr
+    out = p.stdout + p.stderr
+    if "Sanitizer" in out or "runtime error:" in out:
+        return 134, out
+    return p.returncode, out
 
 
 def walk_case(dtnn, work, case_dir, name, verbose):
