@@ -14,7 +14,10 @@
 #    difference by about 20 a step (measured: 1.6e-5, 3.4e-4, 2e-2 over 3 steps of 4), which
 #    says nothing about the freeze; the images are chosen to keep ReLU inputs and max-pool
 #    winners at least 3e-6 from their kinks (torch_freeze.py images);
-#  - three steps of 4: frozen tensors still bitwise their start, every other one moved;
+#  - on 2 MPI ranks (--sync-bn, 6 images each; where the build has MPI), the same step against
+#    the same PyTorch reference: frozen tensors are not all-reduced and stay bitwise;
+#  - three steps of 4: frozen tensors still bitwise their start, every other one moved; a run
+#    stopped after 2 and resumed with the same --freeze ends bitwise where they end;
 #  - the same --freeze 'layer[12].*' on resnet18 imported from ONNX (torch.onnx.export with
 #    --keep-bn, tools/torch_onnx_export.py): dtnn's tensor names are PyTorch's state_dict names,
 #    and the frozen ones stay bitwise over 2 steps. A default export folds the batch norms into
@@ -22,13 +25,16 @@
 #    nodes (layer1_layer1.0_conv1_Conv): 'layer[12].*' matches nothing there (refused, saying
 #    so), 'layer[12]_*' freezes the same blocks.
 # Skipped (exit 77) without Debian's python3-torch, python3-torchvision or python3-pil.
-# Usage: finetune_resnet18.sh DTNN TMPDIR
+# Usage: finetune_resnet18.sh DTNN CKDIFF TMPDIR [MPIRUN]
 set -u
 dtnn=$1
-tmp=$2
+ckdiff=$2
+tmp=$3
+mpirun=${4:-}
 root=$(cd "$(dirname "$0")/.." && pwd)
 tf="$root/tools/torch_freeze.py"
 py=/usr/bin/python3
+export PYTHONDONTWRITEBYTECODE=1  # the tools import each other: no __pycache__ in the tree
 rm -rf "$tmp" && mkdir -p "$tmp"
 if ! [[ -x $py ]] || ! $py -c "import torch, torchvision, numpy, PIL" 2>/dev/null; then
     echo "skipped: Debian's python3-torch, python3-torchvision or python3-pil is not installed"
@@ -40,14 +46,16 @@ fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 img="$tmp/img"
 ck="$tmp/ck1000.safetensors"
 common=(--model resnet18 --classes 3 --dataset imagefolder --data-dir "$img" --image-size 32
-        --augment none --no-shuffle --epochs 1 --optimizer sgd --momentum 0.9 --threads 2 --quiet)
+        --augment none --no-shuffle --epochs 1 --optimizer sgd --momentum 0.9 --quiet)
+one=("${common[@]}" --threads 2)
+ranks2=("${common[@]}" --threads 1)  # a core each on a 2-core machine
 ft=(--init "$ck" --init-exclude 'fc.*' --freeze 'layer[12].*')
 $py "$tf" checkpoint resnet18 1000 "$ck" || { echo "FAIL: writing the checkpoint"; exit 1; }
 $py "$tf" images resnet18 none "$img" 32 3 4 12 0.01 0.9 'layer[12].*' 0 >/dev/null ||
     { echo "FAIL: writing the image folder"; exit 1; }
 
 # The head of a 1000-class checkpoint does not fit 3 classes: the message says what to do.
-"$dtnn" train "${common[@]}" --batch-size 12 --init "$ck" --lr 0.01 >"$tmp/head.out" 2>&1
+"$dtnn" train "${one[@]}" --batch-size 12 --init "$ck" --lr 0.01 >"$tmp/head.out" 2>&1
 rc=$?
 if [[ $rc -eq 1 ]] && grep -q -- "--init-exclude 'fc.\*'" "$tmp/head.out"; then
     echo "ok: without --init-exclude: $(grep -m1 "init-exclude" "$tmp/head.out")"
@@ -62,27 +70,40 @@ for fbn in 0 1; do
     set_=(12 0.01 0.9 'layer[12].*' "$fbn")
     init="$tmp/init-$fbn.safetensors"
     unset msg
-    if "$dtnn" train "${common[@]}" --batch-size 12 "${ft[@]}" "${extra[@]}" --lr 1e-30 \
+    if "$dtnn" train "${one[@]}" --batch-size 12 "${ft[@]}" "${extra[@]}" --lr 1e-30 \
             --steps 1 --save "$tmp/fresh-$fbn.safetensors" >/dev/null 2>&1 &&
         msg=$($py "$tf" init "$init" "$ck" "$tmp/fresh-$fbn.safetensors" 'fc.*') &&
         echo "ok: $msg" &&
         $py "$tf" images resnet18 "$init" "$img" 32 3 4 "${set_[@]}" &&
-        "$dtnn" train "${common[@]}" --batch-size 12 "${ft[@]}" "${extra[@]}" --lr 0.01 \
+        "$dtnn" train "${one[@]}" --batch-size 12 "${ft[@]}" "${extra[@]}" --lr 0.01 \
             --save "$tmp/one-$fbn.safetensors" >"$tmp/one-$fbn.out" 2>&1 &&
         msg=$($py "$tf" compare resnet18 "$init" "$img" "${set_[@]}" "$tmp/one-$fbn.safetensors" \
               32); then
         echo "ok: freeze-bn $fbn: $msg"
     else
         fail "PyTorch, freeze-bn $fbn: ${msg:-$(tail -2 "$tmp/one-$fbn.out" 2>/dev/null)}"
+        continue
+    fi
+    [[ -n $mpirun ]] || continue
+    unset msg
+    if timeout 300 "$mpirun" -np 2 "$dtnn" train "${ranks2[@]}" --batch-size 12 "${ft[@]}" \
+            "${extra[@]}" --sync-bn --lr 0.01 --save "$tmp/two-$fbn.safetensors" \
+            >"$tmp/two-$fbn.out" 2>&1 &&
+        msg=$($py "$tf" compare resnet18 "$init" "$img" "${set_[@]}" "$tmp/two-$fbn.safetensors" \
+              32); then
+        echo "ok: 2 ranks, freeze-bn $fbn: $msg"
+    else
+        fail "2 ranks, freeze-bn $fbn: ${msg:-$(tail -3 "$tmp/two-$fbn.out")}"
     fi
 done
+[[ -n $mpirun ]] || echo "note: this build has no MPI: the 2-rank run is skipped"
 
 # Three steps of 4: frozen stays frozen; init-1 is the checkpoint with dtnn's fresh head.
 for fbn in 0 1; do
     extra=()
     [[ $fbn == 1 ]] && extra=(--freeze-bn)
     unset msg
-    if "$dtnn" train "${common[@]}" --batch-size 4 "${ft[@]}" "${extra[@]}" --lr 0.01 \
+    if "$dtnn" train "${one[@]}" --batch-size 4 "${ft[@]}" "${extra[@]}" --lr 0.01 \
             --save "$tmp/three-$fbn.safetensors" >"$tmp/three-$fbn.out" 2>&1 &&
         msg=$($py "$tf" frozen "$tmp/init-1.safetensors" "$tmp/three-$fbn.safetensors" \
               'layer[12].*' "$fbn"); then
@@ -91,6 +112,17 @@ for fbn in 0 1; do
         fail "3 steps, freeze-bn $fbn: ${msg:-$(tail -2 "$tmp/three-$fbn.out")}"
     fi
 done
+unset diff
+if "$dtnn" train "${one[@]}" --batch-size 4 "${ft[@]}" --lr 0.01 --steps 2 \
+        --save "$tmp/half.safetensors" >/dev/null 2>&1 &&
+    "$dtnn" train "${one[@]}" --batch-size 4 --freeze 'layer[12].*' --lr 0.01 --steps 3 \
+        --resume "$tmp/half.safetensors" --save "$tmp/resumed.safetensors" \
+        >"$tmp/resumed.out" 2>&1 &&
+    diff=$("$ckdiff" "$tmp/three-0.safetensors" "$tmp/resumed.safetensors" 0); then
+    echo "ok: stopped after 2 steps, resumed with the same --freeze: bitwise the 3-step run: $diff"
+else
+    fail "resume: ${diff:-$(tail -2 "$tmp/resumed.out")}"
+fi
 
 # ONNX: the names, and the same freeze.
 onnx_case() {  # onnx_case NAME PATTERN EXPORT_FLAGS...
