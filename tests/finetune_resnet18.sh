@@ -5,7 +5,8 @@
 #  - the 1000-class state_dict (random weights and batch-norm statistics: no download) is
 #    refused without --init-exclude, with a message that suggests it;
 #  - --init loads every other parameter bitwise, and the fresh head is dtnn's own (taken from
-#    a run of the same flags at lr 1e-30, which moves no weight) in PyTorch too;
+#    runs of the same flags at lr 1e-30, which move no weight; the same with --freeze-bn) in
+#    PyTorch too;
 #  - one step over the whole folder (PNG, each image exactly the Resize side, so the centre
 #    crop is the only transform; --augment none, --no-shuffle), batch norms in training and,
 #    with --freeze-bn, the frozen ones in eval mode: frozen tensors bitwise their start, the
@@ -14,9 +15,10 @@
 #    difference by about 20 a step (measured: 1.6e-5, 3.4e-4, 2e-2 over 3 steps of 4), which
 #    says nothing about the freeze; the images are chosen to keep ReLU inputs and max-pool
 #    winners at least 3e-6 from their kinks (torch_freeze.py images);
-#  - on 2 MPI ranks (--sync-bn, 6 images each; where the build has MPI), the same step against
-#    the same PyTorch reference: frozen tensors are not all-reduced and stay bitwise;
-#  - three steps of 4: frozen tensors still bitwise their start, every other one moved; a run
+#  - on 2 MPI ranks (--sync-bn, 6 images each; where the build has MPI), the same step (batch
+#    norms in training mode) against the same PyTorch reference: frozen tensors stay bitwise;
+#  - three steps of 4: frozen tensors still bitwise their start, every other one moved
+#    (tools/frozen_check.py, as tests/mpi_freeze.sh); a run
 #    stopped after 2 and resumed with the same --freeze ends bitwise where they end;
 #  - the same --freeze 'layer[12].*' on resnet18 imported from ONNX (torch.onnx.export with
 #    --keep-bn, tools/torch_onnx_export.py): dtnn's tensor names are PyTorch's state_dict names,
@@ -33,29 +35,37 @@ tmp=$3
 mpirun=${4:-}
 root=$(cd "$(dirname "$0")/.." && pwd)
 tf="$root/tools/torch_freeze.py"
+fc="$root/tools/frozen_check.py"
 py=/usr/bin/python3
 export PYTHONDONTWRITEBYTECODE=1  # the tools import each other: no __pycache__ in the tree
 rm -rf "$tmp" && mkdir -p "$tmp"
-if ! [[ -x $py ]] || ! $py -c "import torch, torchvision, numpy, PIL" 2>/dev/null; then
-    echo "skipped: Debian's python3-torch, python3-torchvision or python3-pil is not installed"
-    exit 77
-fi
+[[ -x $py ]] || { echo "skipped: /usr/bin/python3 is not installed"; exit 77; }
 failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 
 img="$tmp/img"
+jpg="$tmp/jpg"
 ck="$tmp/ck1000.safetensors"
-common=(--model resnet18 --classes 3 --dataset imagefolder --data-dir "$img" --image-size 32
+common=(--model resnet18 --classes 3 --dataset imagefolder --image-size 32
         --augment none --no-shuffle --epochs 1 --optimizer sgd --momentum 0.9 --quiet)
-one=("${common[@]}" --threads 2)
-ranks2=("${common[@]}" --threads 1)  # a core each on a 2-core machine
+one=("${common[@]}" --data-dir "$img" --threads 2)
+any=("${common[@]}" --data-dir "$jpg" --threads 2)
+ranks2=("${common[@]}" --data-dir "$img" --threads 1)  # a core each on a 2-core machine
 ft=(--init "$ck" --init-exclude 'fc.*' --freeze 'layer[12].*')
-$py "$tf" checkpoint resnet18 1000 "$ck" || { echo "FAIL: writing the checkpoint"; exit 1; }
-$py "$tf" images resnet18 none "$img" 32 3 4 12 0.01 0.9 'layer[12].*' 0 >/dev/null ||
-    { echo "FAIL: writing the image folder"; exit 1; }
+# The first use of torch says whether it (and torchvision) is there: exit 77 if not.
+out=$($py "$tf" checkpoint resnet18 1000 "$ck" 2>&1)
+rc=$?
+out=${out#torch_freeze: }
+[[ $rc -eq 77 ]] && { echo "skipped: ${out%; skipping}"; exit 77; }
+echo "$out"
+[[ $rc -eq 0 ]] || { echo "FAIL: writing the checkpoint: $out"; exit 1; }
+# Any 3-class folder serves the runs that do not compare (make-imagefolder's JPEGs); the
+# comparisons write theirs (torch_freeze.py images).
+"$(dirname "$dtnn")/make-imagefolder" "$jpg" --classes 3 --train 4 --val 0 --width 37 \
+    --height 37 >/dev/null && rm -r "$jpg/val" || { echo "FAIL: make-imagefolder"; exit 1; }
 
 # The head of a 1000-class checkpoint does not fit 3 classes: the message says what to do.
-"$dtnn" train "${one[@]}" --batch-size 12 --init "$ck" --lr 0.01 >"$tmp/head.out" 2>&1
+"$dtnn" train "${any[@]}" --batch-size 12 --init "$ck" --lr 0.01 >"$tmp/head.out" 2>&1
 rc=$?
 if [[ $rc -eq 1 ]] && grep -q -- "--init-exclude 'fc.\*'" "$tmp/head.out"; then
     echo "ok: without --init-exclude: $(grep -m1 "init-exclude" "$tmp/head.out")"
@@ -63,18 +73,27 @@ else
     fail "without --init-exclude: exit $rc: $(tail -1 "$tmp/head.out")"
 fi
 
+# The start: the checkpoint with dtnn's fresh head, from runs of the same flags at lr 1e-30.
+init="$tmp/init.safetensors"
+unset msg
+if "$dtnn" train "${any[@]}" --batch-size 12 "${ft[@]}" --lr 1e-30 --steps 1 \
+        --save "$tmp/fresh-0.safetensors" >/dev/null 2>&1 &&
+    "$dtnn" train "${any[@]}" --batch-size 12 "${ft[@]}" --freeze-bn --lr 1e-30 --steps 1 \
+        --save "$tmp/fresh-1.safetensors" >/dev/null 2>&1 &&
+    msg=$($py "$tf" init "$init" "$ck" 'fc.*' "$tmp"/fresh-[01].safetensors); then
+    echo "ok: $msg"
+else
+    echo "FAIL: the start: ${msg:-a run at lr 1e-30 failed}"
+    exit 1
+fi
+
 # One step over the 12 images, against PyTorch.
 for fbn in 0 1; do
     extra=()
     [[ $fbn == 1 ]] && extra=(--freeze-bn)
     set_=(12 0.01 0.9 'layer[12].*' "$fbn")
-    init="$tmp/init-$fbn.safetensors"
     unset msg
-    if "$dtnn" train "${one[@]}" --batch-size 12 "${ft[@]}" "${extra[@]}" --lr 1e-30 \
-            --steps 1 --save "$tmp/fresh-$fbn.safetensors" >/dev/null 2>&1 &&
-        msg=$($py "$tf" init "$init" "$ck" "$tmp/fresh-$fbn.safetensors" 'fc.*') &&
-        echo "ok: $msg" &&
-        $py "$tf" images resnet18 "$init" "$img" 32 3 4 "${set_[@]}" &&
+    if $py "$tf" images resnet18 "$init" "$img" 32 3 4 "${set_[@]}" &&
         "$dtnn" train "${one[@]}" --batch-size 12 "${ft[@]}" "${extra[@]}" --lr 0.01 \
             --save "$tmp/one-$fbn.safetensors" >"$tmp/one-$fbn.out" 2>&1 &&
         msg=$($py "$tf" compare resnet18 "$init" "$img" "${set_[@]}" "$tmp/one-$fbn.safetensors" \
@@ -84,7 +103,8 @@ for fbn in 0 1; do
         fail "PyTorch, freeze-bn $fbn: ${msg:-$(tail -2 "$tmp/one-$fbn.out" 2>/dev/null)}"
         continue
     fi
-    [[ -n $mpirun ]] || continue
+    # 2 ranks where frozen batch norms normalise with the batch: --sync-bn over frozen layers.
+    [[ -n $mpirun && $fbn == 0 ]] || continue
     unset msg
     if timeout 300 "$mpirun" -np 2 "$dtnn" train "${ranks2[@]}" --batch-size 12 "${ft[@]}" \
             "${extra[@]}" --sync-bn --lr 0.01 --save "$tmp/two-$fbn.safetensors" \
@@ -98,15 +118,15 @@ for fbn in 0 1; do
 done
 [[ -n $mpirun ]] || echo "note: this build has no MPI: the 2-rank run is skipped"
 
-# Three steps of 4: frozen stays frozen; init-1 is the checkpoint with dtnn's fresh head.
+# Three steps of 4: frozen stays frozen (from the start: the checkpoint and dtnn's fresh head).
 for fbn in 0 1; do
     extra=()
     [[ $fbn == 1 ]] && extra=(--freeze-bn)
     unset msg
     if "$dtnn" train "${one[@]}" --batch-size 4 "${ft[@]}" "${extra[@]}" --lr 0.01 \
             --save "$tmp/three-$fbn.safetensors" >"$tmp/three-$fbn.out" 2>&1 &&
-        msg=$($py "$tf" frozen "$tmp/init-1.safetensors" "$tmp/three-$fbn.safetensors" \
-              'layer[12].*' "$fbn"); then
+        msg=$($py "$fc" "$init" "$tmp/three-$fbn.safetensors" 'layer[12].*' \
+              ${extra[@]:+eval}); then
         echo "ok: 3 steps, freeze-bn $fbn: $msg"
     else
         fail "3 steps, freeze-bn $fbn: ${msg:-$(tail -2 "$tmp/three-$fbn.out")}"
@@ -152,7 +172,7 @@ EOF
             --image-size 32 --augment none --no-shuffle --batch-size 4 --steps 2 \
             --optimizer sgd --momentum 0.9 --lr 0.01 --threads 2 --quiet --freeze "$pat" \
             --save "$d/trained.safetensors" >"$d/train.out" 2>&1 &&
-        msg=$($py "$tf" frozen "$d/init.safetensors" "$d/trained.safetensors" "$pat" 0); then
+        msg=$($py "$fc" "$d/init.safetensors" "$d/trained.safetensors" "$pat"); then
         echo "ok: ONNX ($name), --freeze '$pat', 2 steps: $msg"
     else
         fail "ONNX ($name) --freeze '$pat': ${msg:-$(tail -2 "$d/train.out")}"

@@ -6,8 +6,7 @@
     /usr/bin/python3 tools/torch_freeze.py checkpoint MODEL CLASSES OUT
     /usr/bin/python3 tools/torch_freeze.py images MODEL INIT DATA_DIR SIZE CLASSES PER_CLASS \
         SETTINGS
-    /usr/bin/python3 tools/torch_freeze.py init OUT CHECKPOINT FRESH EXCLUDE
-    /usr/bin/python3 tools/torch_freeze.py frozen INIT RESULT PATTERNS FREEZE_BN
+    /usr/bin/python3 tools/torch_freeze.py init OUT CHECKPOINT EXCLUDE FRESH...
 
 SETTINGS is BATCH LR MOMENTUM PATTERNS FREEZE_BN. The training: INIT loaded into the zoo model
 (gen_reference's LeNet5 / ResNet20), requires_grad=False on the parameters whose names match
@@ -42,13 +41,9 @@ The fine-tuning case (tests/finetune_resnet18.sh), for a torchvision model:
     and PyTorch see the same pixels), from the first seed that keeps the kink margin above
     with INIT (INIT "none": seed 0, unchecked, for the run that makes INIT);
   - `init` writes OUT: CHECKPOINT's tensors except those matching EXCLUDE (comma-separated
-    globs, as --init-exclude), which come from FRESH (a dtnn checkpoint of the run's start:
-    its fresh head), after checking that every other parameter of FRESH is CHECKPOINT's
-    bitwise (that --init loaded them).
-`frozen` checks a longer run without a reference (where the trajectory is chaotic, see
-tests/finetune_resnet18.sh): the parameters matching PATTERNS (and with FREEZE_BN 1 the
-frozen batch norms' running statistics) are bitwise INIT's in RESULT, every other parameter
-moved, and no optimizer state was saved for a frozen one.
+    globs, as --init-exclude), which come from FRESH (dtnn checkpoints of runs' starts: their
+    fresh head), after checking that every other parameter of each FRESH is CHECKPOINT's
+    bitwise (that --init loaded them) and that the fresh tensors are the same in each.
 Exits 0 on success, 1 on a mismatch, 77 when Debian's python3-torch is missing.
 """
 import fnmatch
@@ -236,6 +231,12 @@ def compare(model_name, init_path, data_dir, args, result_path, size=0):
 
 
 def write_checkpoint(model_name, classes, out):
+    try:
+        import torchvision  # noqa: F401  (what the image-folder commands need besides torch)
+        import PIL  # noqa: F401
+    except ImportError:
+        print("torch_freeze: python3-torchvision or python3-pil is not installed; skipping")
+        return 77
     torch.manual_seed(0)
     model = make_model(model_name, int(classes))
     with torch.no_grad():
@@ -280,60 +281,32 @@ def make_images(model_name, init_path, data_dir, size, classes, per_class, args)
     return 1
 
 
-def make_init(out, ck_path, fresh_path, exclude):
+def make_init(out, ck_path, exclude, fresh_paths):
     pats = [p for p in exclude.split(",") if p]
-    ck, fresh = load_init(ck_path), load_init(fresh_path)
-    bad, merged, taken = [], {}, 0
-    for name, t in ck.items():
-        if any(fnmatch.fnmatchcase(name, p) for p in pats):
-            merged[name] = fresh[name]
-            taken += 1
-            continue
-        merged[name] = t
-        if not name.endswith(STATS) and not torch.equal(fresh[name], t):
-            bad.append(name)
-    if bad or not taken:
-        print(f"torch_freeze: FAIL: {fresh_path}: {len(bad)} parameters are not the "
-              f"checkpoint's (first: {bad[:1]}), {taken} excluded")
+    ck = load_init(ck_path)
+    fresh = [load_init(f) for f in fresh_paths]
+    names = [n for n in ck if any(fnmatch.fnmatchcase(n, p) for p in pats)]
+    bad = [f"{path}: {name} is not the checkpoint's" for path, f in zip(fresh_paths, fresh)
+           for name, t in ck.items()
+           if name not in names and not name.endswith(STATS) and not torch.equal(f[name], t)]
+    bad += [f"{path}: fresh {name} differs from {fresh_paths[0]}'s"
+            for path, f in zip(fresh_paths[1:], fresh[1:]) for name in names
+            if not torch.equal(f[name], fresh[0][name])]
+    if bad or not names:
+        print(f"torch_freeze: FAIL: {len(bad)} mismatches (first: {bad[:1]}), "
+              f"{len(names)} tensors excluded")
         return 1
     w = SafetensorsWriter()
-    for k, v in merged.items():
-        w.add(k, v)
+    for k, v in ck.items():
+        w.add(k, fresh[0][k] if k in names else v)
     w.write(out)
-    fresh_names = [n for n in ck if any(fnmatch.fnmatchcase(n, p) for p in pats)]
-    print(f"torch_freeze: --init loaded {len(ck) - taken} tensors (every parameter bitwise), "
-          f"{taken} fresh: {', '.join(fresh_names)}")
+    print(f"torch_freeze: --init loaded {len(ck) - len(names)} tensors (every parameter bitwise, "
+          f"in {len(fresh)} runs), {len(names)} fresh: {', '.join(names)} (the same in each)")
     return 0
-
-
-def check_frozen(init_path, result_path, patterns, freeze_bn):
-    pats = [p for p in patterns.split(",") if p]
-    init, got = load_init(init_path), read_safetensors(result_path)
-    params = [k for k in init if not k.endswith(STATS)]
-    frozen = [k for k in params if any(fnmatch.fnmatchcase(k, p) for p in pats)]
-    fixed = list(frozen)
-    if freeze_bn == "1":
-        layers = {k.rsplit(".", 1)[0] for k in frozen}
-        fixed += [f"{m}.{s}" for m in sorted(layers) for s in STATS if f"{m}.{s}" in init]
-    bad = [f"{k} changed" for k in fixed if not torch.equal(got[k], init[k])]
-    still = [k for k in params if k not in frozen and torch.equal(got[k], init[k])]
-    if still:
-        bad.append(f"{len(still)} trainable tensors did not move (first: {still[0]})")
-    bad += [f"optimizer state for {k}" for k in got
-            if k.startswith("optimizer.") and k.split(".", 2)[2] in frozen]
-    if not frozen:
-        bad.append(f"no tensor matches {patterns}")
-    print(f"torch_freeze: {len(fixed)} frozen tensors ({len(frozen)} parameters"
-          f"{', and running statistics' if len(fixed) > len(frozen) else ''}) bitwise "
-          f"unchanged, {len(params) - len(frozen) - len(still)} trained tensors moved"
-          + "".join(f"\ntorch_freeze: FAIL: {b}" for b in bad[:5]))
-    return 1 if bad else 0
 
 
 def main():
     a = sys.argv
-    if len(a) == 6 and a[1] == "frozen":
-        return check_frozen(*a[2:6])
     if len(a) == 12 and a[1] == "data":
         return make_data(*a[2:7], a[7:12])
     if len(a) in (11, 12) and a[1] == "compare":
@@ -342,8 +315,8 @@ def main():
         return write_checkpoint(*a[2:5])
     if len(a) == 13 and a[1] == "images":
         return make_images(*a[2:8], a[8:13])
-    if len(a) == 6 and a[1] == "init":
-        return make_init(*a[2:6])
+    if len(a) >= 6 and a[1] == "init":
+        return make_init(*a[2:5], a[5:])
     print(__doc__)
     return 2
 
