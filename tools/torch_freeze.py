@@ -29,8 +29,8 @@ element of a 2x2 feature map moves a weight's update by a percent).
   - dtnn saved no optimizer state for frozen parameters.
 With SIZE, DATA_DIR is an image folder (DATA_DIR/train/<class>/<image>, as
 --dataset imagefolder --image-size SIZE --augment none reads it), read with torchvision's
-ImageFolder, Resize(SIZE * 256 / 224) and CenterCrop(SIZE) and ImageNet's normalisation; the
-model then has as many classes as the folder.
+ImageFolder, Resize(SIZE * 256 / 224) and CenterCrop(SIZE) and ImageNet's normalisation. A
+torchvision model has as many classes as INIT's fc.weight has rows.
 
 The fine-tuning case (tests/finetune_resnet18.sh), for a torchvision model:
   - `checkpoint` writes a CLASSES-class state_dict (random weights: no download) as safetensors,
