@@ -477,19 +477,17 @@ static dtnn_status emit_layer(onnx_writer *w, int i, dtnn_error *err)
             }
         }
     } else if (a.constant) {
-        /* add, mul, sub of x and the constant (c - x with reverse): the constant is an
-         * initializer of its own shape, [C, H, W] against [N, C, H, W], or [F] against a flat
-         * [N, F], which NumPy's broadcast aligns on the right as the layer does. */
-        const layer_tensor *t = &l->t[0];
-        const int flat_in = l->in_ids[0] != DTNN_INPUT && w->rank[l->in_ids[0]] == 2;
-        rank = flat_in && t->dims[1] == 1 && t->dims[2] == 1 ? 2 : 4;
-        const char *ins[2] = {input_as(w, l, 0, rank), tensor_init(w, l, "constant", err)};
+        /* add, mul, sub of x and the constant (c - x with reverse): the constant is the
+         * initializer <layer>.constant [C, H, W], as in the checkpoint, against a 4-D
+         * [N, C, H, W] x, which NumPy's broadcast aligns on the right as the layer does. A flat
+         * [N, F] x is reshaped to [N, F, 1, 1] for it, since a [C, H, W] constant would
+         * broadcast wrongly against [N, F]. */
+        rank = 4;
+        const char *ins[2] = {input_as(w, l, 0, 4), tensor_init(w, l, "constant", err)};
         if (!ins[1])
             return err->code;
         if (!ins[0])
             goto nomem;
-        if (rank == 2)
-            w->inits[w->n_inits - 1]->n_dims = 1;
         if (a.reverse) {
             const char *x0 = ins[0];
             ins[0] = ins[1];

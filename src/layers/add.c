@@ -39,7 +39,7 @@ static dtnn_status add_infer(layer *l, dtnn_error *err)
     add_cfg *c = l->cfg;
     dtnn_shape a = l->in[0];
     c->broadcast = 0;
-    if (l->n_in == 1 || c->k.c) {
+    if (l->n_in == 1 || c->k.given) {
         dtnn_status st = layer_constant_infer(l, &c->k, &c->g, err);
         if (st)
             return st;

@@ -137,6 +137,7 @@ int layer_opt_constant(const char *key, const char *value, int reversible, layer
     } else {
         return 0;
     }
+    k->given = 1;
     return 1;
 }
 
@@ -146,10 +147,10 @@ dtnn_status layer_constant_infer(layer *l, const layer_constant *k, binary_geom 
     if (l->n_in == 1 && !k->c)
         return dtnn_error_set(err, DTNN_ERR_ARG, "%s of one input needs the shape of its "
                               "constant operand: const_shape = C or CxHxW", l->ops->type);
-    if (l->n_in != 1 && (k->c || k->reverse))
-        return dtnn_error_set(err, DTNN_ERR_ARG, "%s: const_shape and reverse are for the "
-                              "one-input form (x op constant); this one has %d inputs",
-                              l->ops->type, l->n_in);
+    if (l->n_in != 1 && k->given)
+        return dtnn_error_set(err, DTNN_ERR_ARG, "%s: const_shape, const_value and reverse "
+                              "are for the one-input form (x op constant); this one has %d "
+                              "inputs", l->ops->type, l->n_in);
     if (l->n_in != 1)
         return layer_broadcast_geom(l, g, err);
     const dtnn_shape c = {k->c, k->h, k->w};

@@ -209,6 +209,7 @@ typedef struct {
     int c, h, w;        /* 0: no constant (the two-input form) */
     float value;
     int reverse;
+    int given;          /* one of its options was set */
 } layer_constant;
 
 /* Returns 1 when key is one of those options (its status in *st), 0 when it is not. */
