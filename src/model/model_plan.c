@@ -60,12 +60,12 @@ static int reads_between(const dtnn_model *m, int id, int lo, int hi)
     return reads;
 }
 
-/* Whether a layer's inputs differ in shape (an add that broadcasts), or it has one input (an
- * add of a constant): its kernels then are the binary ones, which have no epilogue, and its
+/* Whether a layer's inputs differ in shape (an add that broadcasts), or it is an add of one
+ * input and a constant: its kernels then are the binary ones, which have no epilogue, and its
  * output need not be any input's shape. */
 static int broadcasts(const layer *l)
 {
-    if (l->n_in == 1)
+    if (l->ops == &layer_add && l->n_in == 1)
         return 1;
     for (int k = 1; k < l->n_in; k++)
         if (l->in[k].c != l->in[0].c || l->in[k].h != l->in[0].h || l->in[k].w != l->in[0].w)
