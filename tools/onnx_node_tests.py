@@ -80,7 +80,7 @@ def cause_of(message):
     line = re.sub(r"node '[^']*' \(([A-Za-z]+)\): ", r"\1: ", line)
     line = re.sub(r"'[^']*'", "'…'", line)
     # Numbers vary from case to case, but for the rank of an input and the opset of a model.
-    line = re.sub(r"(?<![\w.])(?<!opset )(?<!set )-?\d+(\.\d+)?(e-?\d+)?(?! dimensions)(?!\d)",
+    line = re.sub(r"(?<![\w.])(?<!opset )(?<!set )-?\d+(\.\d+)?(e-?\d+)?(?! dimensions)(?!-D)(?!\d)",
                   "N", line)
     return line
 
