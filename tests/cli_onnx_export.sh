@@ -16,17 +16,8 @@
 set -eu
 dtnn=$1
 tmp=$2
-rm -rf "$tmp" && mkdir -p "$tmp"
-py=/usr/bin/python3
-if ! [[ -x $py ]] || ! $py -c "import onnx, numpy" 2>/dev/null; then
-    echo "skipped: Debian's python3-onnx (and python3-numpy) is not installed"
-    exit 77
-fi
-if "$dtnn" export --model lenet5 --load /nonexistent --output "$tmp/x.onnx" 2>&1 |
-        grep -q "without ONNX support"; then
-    echo "skipped: this dtnn was built without ONNX support (DTNN_ONNX)"
-    exit 77
-fi
+. "$(dirname "$0")/onnx_common.sh"
+onnx_test_start "$dtnn" "$tmp" onnx numpy
 
 # onnxruntime: a venv that sees Debian's numpy, made once and shared by the cpu and guarded
 # runs (the lock: they may run at the same time).

@@ -23,17 +23,8 @@
 set -eu
 dtnn=$1
 tmp=$2
-rm -rf "$tmp" && mkdir -p "$tmp"
-py=/usr/bin/python3
-if ! [[ -x $py ]] || ! $py -c "import numpy" 2>/dev/null; then
-    echo "skipped: Debian's python3-numpy is not installed"
-    exit 77
-fi
-if "$dtnn" import /nonexistent.onnx --output-model "$tmp/m" --output-weights "$tmp/w" 2>&1 |
-        grep -q "without ONNX support"; then
-    echo "skipped: this dtnn was built without ONNX support (DTNN_ONNX)"
-    exit 77
-fi
+. "$(dirname "$0")/onnx_common.sh"
+onnx_test_start "$dtnn" "$tmp" numpy
 fail=0
 
 # compare A B TOL NAME: max |a - b| / max |b| <= TOL

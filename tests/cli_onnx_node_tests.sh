@@ -11,15 +11,6 @@
 set -eu
 dtnn=$1
 tmp=$2
-rm -rf "$tmp" && mkdir -p "$tmp"
-py=/usr/bin/python3
-if ! [[ -x $py ]] || ! $py -c "import numpy, onnx" 2>/dev/null; then
-    echo "skipped: Debian's python3-numpy and python3-onnx are not installed"
-    exit 77
-fi
-if "$dtnn" import /nonexistent.onnx --output-model "$tmp/m" --output-weights "$tmp/w" 2>&1 |
-        grep -q "without ONNX support"; then
-    echo "skipped: this dtnn was built without ONNX support (DTNN_ONNX)"
-    exit 77
-fi
+. "$(dirname "$0")/onnx_common.sh"
+onnx_test_start "$dtnn" "$tmp" numpy onnx
 exec $py "$(dirname "$0")/../tools/onnx_node_tests.py" "$dtnn" "$tmp"

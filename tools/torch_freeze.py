@@ -60,7 +60,7 @@ except ImportError:
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gen_reference import Kinks  # noqa: E402
 from gen_reference import SafetensorsWriter  # noqa: E402
-from torch_interop import make_model, read_safetensors  # noqa: E402
+from torch_interop import make_model, randomise_batch_norms, read_safetensors  # noqa: E402
 
 MIN_MARGIN = 3e-6
 SEED_TRIES = 50
@@ -239,13 +239,7 @@ def write_checkpoint(model_name, classes, out):
         return 77
     torch.manual_seed(0)
     model = make_model(model_name, int(classes))
-    with torch.no_grad():
-        for m in model.modules():
-            if isinstance(m, torch.nn.BatchNorm2d):
-                m.running_mean.uniform_(-0.5, 0.5)
-                m.running_var.uniform_(0.5, 2.0)
-                m.weight.uniform_(0.5, 1.5)
-                m.bias.uniform_(-0.5, 0.5)
+    randomise_batch_norms(model)
     w = SafetensorsWriter()
     for k, v in model.state_dict().items():
         w.add(k, v)

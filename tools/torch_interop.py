@@ -46,6 +46,18 @@ def read_safetensors(path):
     return out
 
 
+def randomise_batch_norms(model):
+    """Random running statistics and affine parameters in every BatchNorm2d, so that a test
+    sees each batch-norm tensor imported or loaded (the defaults 0 and 1 hide a swap)."""
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, torch.nn.BatchNorm2d):
+                m.running_mean.uniform_(-0.5, 0.5)
+                m.running_var.uniform_(0.5, 2.0)
+                m.weight.uniform_(0.5, 1.5)
+                m.bias.uniform_(-0.5, 0.5)
+
+
 def make_model(name, classes=10):
     if name in ("lenet5", "resnet20"):
         return {"lenet5": LeNet5, "resnet20": ResNet20}[name](classes)

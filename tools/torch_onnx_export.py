@@ -18,11 +18,15 @@ folded weights are named onnx::Conv_NNN, not after the module. --keep-bn skips t
 state_dict names (layer1.0.conv1.weight, layer1.0.bn1.running_mean, ...), as fine-tuning with
 --freeze PATTERN over those names needs (tests/finetune_resnet18.sh).
 """
+import os
 import sys
 
 import numpy as np
 import torch
 import torchvision
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from torch_interop import randomise_batch_norms  # noqa: E402
 
 args = sys.argv[1:]
 classes = 10
@@ -68,13 +72,7 @@ if name == "ops":
     model = Ops()
 else:
     model = getattr(torchvision.models, name)(weights=None, num_classes=classes)
-with torch.no_grad():
-    for m in model.modules():
-        if isinstance(m, torch.nn.BatchNorm2d):
-            m.running_mean.uniform_(-0.5, 0.5)
-            m.running_var.uniform_(0.5, 2.0)
-            m.weight.uniform_(0.5, 1.5)
-            m.bias.uniform_(-0.5, 0.5)
+randomise_batch_norms(model)
 model.eval()
 x = torch.randn(2, 3, size, size)
 with torch.no_grad():
