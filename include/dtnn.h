@@ -47,7 +47,8 @@ extern "C" {
     X(DTNN_ERR_NONFINITE, "non-finite value")                                                 \
     X(DTNN_ERR_UNSUPPORTED, "unsupported")                                                    \
     X(DTNN_ERR_COMM, "communication error")                                                   \
-    X(DTNN_ERR_INTERRUPTED, "interrupted")
+    X(DTNN_ERR_INTERRUPTED, "interrupted")                                                    \
+    X(DTNN_ERR_DEVICE, "device error")
 
 typedef enum {
 #define DTNN_X_ENUM(name, text) name,

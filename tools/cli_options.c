@@ -291,7 +291,7 @@ const char *cli_device(const char *command, const cli_opt *opts, int n_opts, int
         if (strcmp(d, name))
             continue;
         if (!usable) {
-            fprintf(stderr, "dtnn %s: %s\n", command, why);
+            fprintf(stderr, "dtnn %s: device '%s': %s\n", command, name, why);
             *rc = 1;
             return NULL;
         }

@@ -600,9 +600,10 @@ dtnn_status dtnn_model_forward(dtnn_model *m, const float *x, int n, int trainin
     for (int i = 0; i < m->n_layers; i++)
         layer_time(m, m->layers[i], 0);
     trace_span(m->trace, TRACE_FORWARD, training ? "forward" : "forward (eval)", t0, -1);
-    m->forward_done = 1;
+    dtnn_status st = be_check(m->be, err);     /* a device's failed operation, if any */
+    m->forward_done = st == DTNN_OK;
     m->loss_done = 0;
-    return DTNN_OK;
+    return st;
 }
 
 void dtnn_model_output_shape(const dtnn_model *m, int *n, int *classes)
@@ -637,7 +638,7 @@ dtnn_status dtnn_model_backward(dtnn_model *m, dtnn_error *err)
     }
     trace_span(m->trace, TRACE_BACKWARD, "backward", t0, -1);
     m->step++;
-    return DTNN_OK;
+    return be_check(m->be, err);
 }
 
 size_t dtnn_model_params_padded(const dtnn_model *m) { return m->n_params_padded; }
