@@ -65,6 +65,8 @@ const char *dtnn_device_name(int i, int *usable, char *why, size_t len)
     if (i < 0 || i >= dtnn_device_count())
         return NULL;
     const char *name = backend_names[i];
+    if (!usable && (!why || !len))
+        return name;    /* only the name: no backend is made (a GPU's takes seconds) */
     if (!strcmp(name, "cuda")) {
         /* The short forms `dtnn devices` prints; --device cuda gives the long ones. */
         char reason[200] = "";

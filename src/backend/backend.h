@@ -353,6 +353,14 @@ static inline void be_leave(dtnn_backend *be)
         be_leave(be_run_);                                                                     \
     } while (0)
 
+/* Waits for the backend's queued operations (a GPU's stream), bracketed. */
+static inline void be_sync(dtnn_backend *be)
+{
+    be_enter(be);
+    be->op->sync(be);
+    be_leave(be);
+}
+
 /* Host <-> backend copies, bracketed like every operation. */
 void be_upload(dtnn_backend *be, void *dst, const void *src, size_t bytes);
 void be_download(dtnn_backend *be, void *dst, const void *src, size_t bytes);

@@ -556,11 +556,14 @@ static void layer_time(dtnn_model *m, layer *l, int backward)
             l->ops->forward(l, &ctx);
         return;
     }
+    /* a device queues its work: waiting before and after makes the span the layer's own */
+    be_sync(m->be);
     double t0 = dtnn_now();
     if (backward)
         l->ops->backward(l, &ctx);
     else
         l->ops->forward(l, &ctx);
+    be_sync(m->be);
     trace_span(m->trace, backward ? TRACE_LAYER_BWD : TRACE_LAYER_FWD, l->name, t0, -1);
     if (!m->profiling)
         return;
@@ -651,6 +654,12 @@ void dtnn_model_set_backward_hook(dtnn_model *m, dtnn_backward_hook fn, void *us
     m->hook_user = user;
 }
 int64_t dtnn_model_step(const dtnn_model *m) { return m->step; }
+
+void dtnn_model_sync(dtnn_model *m)
+{
+    if (m->be)
+        be_sync(m->be);
+}
 void dtnn_model_set_step(dtnn_model *m, int64_t step) { m->step = step; }
 
 void dtnn_model_zero_grad(dtnn_model *m)

@@ -411,6 +411,7 @@ dtnn_backend *cuda_backend_create(int threads, dtnn_error *err)
         call = "cudaSetDevice";
     else if ((e = cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking)) != cudaSuccess)
         call = "cudaStreamCreateWithFlags";
+    /* the backend's own counter, not counted in allocations (those are the engine's) */
     else if ((e = cudaMalloc((void **)&s->count, sizeof *s->count)) != cudaSuccess)
         call = "cudaMalloc (a counter)";
     if (call)
@@ -435,6 +436,5 @@ dtnn_backend *cuda_backend_create(int threads, dtnn_error *err)
         op_destroy(be);
         return NULL;
     }
-    s->allocations = 0;     /* the counter above is the backend's own, not the engine's */
     return be;
 }

@@ -98,8 +98,10 @@ static int choose(const measured *m, int count, size_t limit)
 {
     int any = -1;
     for (int i = 0; i < count; i++) {
+        /* the descriptor asks for FMA math; a tensor-core result would not be fp32 */
         if (m[i].status != CUDNN_STATUS_SUCCESS || m[i].memory > limit ||
-            m[i].math != CUDNN_FMA_MATH)
+            m[i].math == CUDNN_TENSOR_OP_MATH ||
+            m[i].math == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION)
             continue;
         if (m[i].determinism == CUDNN_DETERMINISTIC)
             return i;
