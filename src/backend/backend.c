@@ -69,29 +69,29 @@ const char *dtnn_device_name(int i, int *usable, char *why, size_t len)
         return name;    /* only the name: no backend is made (a GPU's takes seconds) */
     if (!strcmp(name, "cuda")) {
         /* The short forms `dtnn devices` prints; --device cuda gives the long ones. */
-        char reason[200] = "";
-        int count = 0;
 #ifdef DTNN_HAVE_CUDA
-        count = cuda_backend_device_count(reason, sizeof reason);
-#endif
+        char reason[200] = "";
+        const int count = cuda_backend_device_count(reason, sizeof reason);
         dtnn_error err;
         dtnn_backend *be = count > 0 ? dtnn_backend_create(name, 0, &err) : NULL;
         if (usable)
             *usable = be != NULL;
         if (why && len) {
-#ifdef DTNN_HAVE_CUDA
             if (be)
                 snprintf(why, len, "usable (%d device%s)", count, count == 1 ? "" : "s");
             else if (count > 0)
                 snprintf(why, len, "built, but not usable: %s", err.message);
             else
                 snprintf(why, len, "built, no device found (%s)", reason);
+        }
+        dtnn_backend_free(be);
 #else
+        if (usable)
+            *usable = 0;
+        if (why && len)
             snprintf(why, len, "not built into this dtnn (no CUDA toolkit, cuDNN or cuBLAS "
                      "found at configure time, or -DDTNN_CUDA=OFF)");
 #endif
-        }
-        dtnn_backend_free(be);
         return name;
     }
     dtnn_error err;

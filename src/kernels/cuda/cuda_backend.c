@@ -283,30 +283,68 @@ static const dtnn_backend_ops cuda_table = {
     .check = op_check,
 };
 
-/* The operations the table leaves out, listed in msg: none, as long as every entry above is
- * set; kept so that a later edit that drops one fails at creation, not as a NULL call. */
+/* The operations the table leaves out, listed in msg: none while every entry above is set;
+ * kept so that an operation not (or no longer) written fails backend creation with its name,
+ * not as a NULL call in a step. (enter and destroy are this file's own; leave is not needed.) */
 static int missing_ops(const dtnn_backend_ops *t, char *msg, size_t len)
 {
+#define OP(name) {#name, t->name != NULL}
     const struct {
         const char *name;
         int present;
     } need[] = {
-        {"conv_forward", t->conv_forward != NULL},   {"conv_backward", t->conv_backward != NULL},
-        {"linear_forward", t->linear_forward != NULL},
-        {"maxpool_forward", t->maxpool_forward != NULL},
-        {"avgpool_forward", t->avgpool_forward != NULL},
-        {"act_forward", t->act_forward != NULL},     {"softmax_forward", t->softmax_forward != NULL},
-        {"bn_train_forward", t->bn_train_forward != NULL},
-        {"bn_train_backward", t->bn_train_backward != NULL},
-        {"bn_forward_eval", t->bn_forward_eval != NULL},
-        {"add_forward", t->add_forward != NULL},     {"copy_rows", t->copy_rows != NULL},
-        {"binary_forward", t->binary_forward != NULL},
-        {"dropout_forward", t->dropout_forward != NULL},
-        {"shortcut_forward", t->shortcut_forward != NULL}, {"loss", t->loss != NULL},
-        {"sgd_step", t->sgd_step != NULL},           {"adam_step", t->adam_step != NULL},
-        {"rmsprop_step", t->rmsprop_step != NULL},
-        {"count_nonfinite", t->count_nonfinite != NULL},
+        OP(alloc),
+        OP(free),
+        OP(zero),
+        OP(upload),
+        OP(download),
+        OP(copy),
+        OP(sync),
+        OP(host_alloc),
+        OP(host_free),
+        OP(conv_plan_create),
+        OP(conv_plan_free),
+        OP(conv_workspace),
+        OP(conv_method),
+        OP(conv_forward),
+        OP(conv_backward),
+        OP(linear_forward),
+        OP(linear_backward),
+        OP(maxpool_forward),
+        OP(maxpool_backward),
+        OP(avgpool_forward),
+        OP(avgpool_backward),
+        OP(act_forward),
+        OP(act_backward),
+        OP(softmax_forward),
+        OP(softmax_backward),
+        OP(bn_moments),
+        OP(bn_apply_train),
+        OP(bn_backward_sums),
+        OP(bn_backward_apply),
+        OP(bn_train_forward),
+        OP(bn_train_backward),
+        OP(bn_forward_eval),
+        OP(bn_backward_eval),
+        OP(bn_param_grads),
+        OP(add_forward),
+        OP(add_backward),
+        OP(copy_rows),
+        OP(binary_forward),
+        OP(binary_backward),
+        OP(fill),
+        OP(add_i64),
+        OP(dropout_forward),
+        OP(dropout_backward),
+        OP(shortcut_forward),
+        OP(shortcut_backward),
+        OP(loss),
+        OP(sgd_step),
+        OP(adam_step),
+        OP(rmsprop_step),
+        OP(count_nonfinite),
     };
+#undef OP
     int missing = 0;
     size_t at = 0;
     msg[0] = '\0';
