@@ -149,7 +149,7 @@ export LD_LIBRARY_PATH=${libpath}${LD_LIBRARY_PATH:-}
 # ---- 3. build, 4. gpu tests ------------------------------------------------------------------
 built=0
 if phase configure 60 cmake -S "$root" -B "$build" "${flags[@]}" &&
-    phase build 200 cmake --build "$build" -j "$(nproc)" --target dtnn_cli test_gpu_ops test_gpu_train; then
+    phase build 200 cmake --build "$build" -j "$(nproc)" --target dtnn_cli test_gpu_ops test_gpu_train test_e2e test_fusion test_checkpoint; then
     built=1
     grep -E 'dtnn (CUDA|BLAS|images|zlib)' "$out/configure.log" | sed 's/^-- /    /' | tee -a "$summary"
     "$build/dtnn" devices 2>&1 | sed 's/^/    /' | tee -a "$summary"
@@ -178,6 +178,13 @@ if [ $gpu -eq 1 ] && [ $built -eq 1 ]; then
         --batch-size 256 --steps 10 --warmup 3 --workspace-mb 2048 || failed=1
     phase dtnn-resnet20-fp32 45 "$build/dtnn" bench --device cuda --model resnet20 \
         --batch-size 512 --steps 20 --warmup 3 --workspace-mb 2048 || failed=1
+fi
+
+# Last, with what time is left: model-running tests of the suite on the cuda backend, as the
+# guarded pass runs them on cpu-guarded (DTNN_DEVICE; the tests' own tolerances).
+if [ $gpu -eq 1 ] && [ $built -eq 1 ]; then
+    (cd "$build" && export DTNN_DEVICE=cuda && phase suite-on-cuda 150 ctest -R \
+        '^(test_e2e|test_fusion|test_checkpoint)$' --output-on-failure) || failed=1
 fi
 
 # ---- 6. the table ----------------------------------------------------------------------------
