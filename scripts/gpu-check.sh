@@ -12,7 +12,8 @@
 # (OpenBLAS: DTNN_BLAS=none; libjpeg / libpng: DTNN_IMAGES=OFF; zlib: DTNN_ZLIB=OFF; ONNX and
 # MPI always off). Also usable on any CUDA machine. Each phase runs under its own time limit,
 # so a failure or a hang in one still lets the others report, and no phase may run past the
-# whole run's budget (GPU_CHECK_BUDGET, 530 s: under 9 minutes). The table, the summary and every log go to $OUT when set, else build-gpu/check/.
+# whole run's budget (GPU_CHECK_BUDGET, 530 s: under 9 minutes). The table, the summary and
+# every log go to $OUT when set, else build-gpu/check/.
 # Without a GPU it says so, still builds and runs the (then skipped) gpu tests, and exits 2.
 #
 # Usage: scripts/gpu-check.sh            exit 0: all phases ran and passed; 1: one failed
@@ -119,7 +120,8 @@ if [ -n "$nvcc" ] && [ ! -f "$(dirname "$(dirname "$nvcc")")/include/cublas_v2.h
     h=$(find_in_wheels cublas_v2.h)
     if [ -n "$h" ]; then cublas_root=$(dirname "$(dirname "$h")"); fi
 fi
-say "nvcc: ${nvcc:-not found}; cuDNN: ${cudnn_root:-from the toolkit}; cuBLAS: ${cublas_root:-from the toolkit}; NCCL: ${nccl_root:-none} (not used yet); arch sm_$arch"
+say "nvcc: ${nvcc:-not found}; cuDNN: ${cudnn_root:-from the toolkit};" \
+    "cuBLAS: ${cublas_root:-from the toolkit}; NCCL: ${nccl_root:-none} (not used yet); arch sm_$arch"
 
 flags=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DDTNN_CUDA=ON "-DDTNN_CUDA_ARCH=$arch"
     -DDTNN_ONNX=OFF -DDTNN_MPI=OFF)
@@ -135,21 +137,28 @@ if ! compgen -G '/usr/include/*/openblas-pthread/cblas.h' >/dev/null &&
     [ ! -f /usr/include/openblas/cblas.h ]; then
     flags+=(-DDTNN_BLAS=none)
     say "no OpenBLAS: DTNN_BLAS=none (the CPU reference of the tests runs on plain C loops)"
+else
+    flags+=(-DDTNN_BLAS=openblas)  # said every time: the build folder's cache may hold another
 fi
 if ! have_header jpeglib.h || ! have_header png.h; then
     flags+=(-DDTNN_IMAGES=OFF)
     say "no libjpeg / libpng headers: DTNN_IMAGES=OFF"
+else
+    flags+=(-DDTNN_IMAGES=ON)
 fi
 if ! have_header zlib.h; then
     flags+=(-DDTNN_ZLIB=OFF)
     say "no zlib header: DTNN_ZLIB=OFF"
+else
+    flags+=(-DDTNN_ZLIB=ON)
 fi
 export LD_LIBRARY_PATH=${libpath}${LD_LIBRARY_PATH:-}
 
 # ---- 3. build, 4. gpu tests ------------------------------------------------------------------
 built=0
 if phase configure 60 cmake -S "$root" -B "$build" "${flags[@]}" &&
-    phase build 200 cmake --build "$build" -j "$(nproc)" --target dtnn_cli test_gpu_ops test_gpu_train test_e2e test_fusion test_checkpoint; then
+    phase build 200 cmake --build "$build" -j "$(nproc)" --target dtnn_cli test_gpu_ops \
+        test_gpu_train test_e2e test_fusion test_checkpoint; then
     built=1
     grep -E 'dtnn (CUDA|BLAS|images|zlib)' "$out/configure.log" | sed 's/^-- /    /' | tee -a "$summary"
     "$build/dtnn" devices 2>&1 | sed 's/^/    /' | tee -a "$summary"

@@ -222,6 +222,7 @@ static void op_destroy(dtnn_backend *be)
             cublasDestroy(s->cublas);
         if (s->stream)
             cudaStreamDestroy(s->stream);
+        free(s->choices);
         free(s);
     }
     free(be);

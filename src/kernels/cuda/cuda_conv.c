@@ -119,6 +119,13 @@ static const char *fwd_name(int a)
     return a >= 0 && a < (int)(sizeof names / sizeof names[0]) ? names[a] : "?";
 }
 
+/* For --profile: the forward algorithm by name, the backward ones by cuDNN's number. */
+static void name_method(conv_plan *p)
+{
+    snprintf(p->method, sizeof p->method, "cudnn %s/bwd-data %d/bwd-filter %d", fwd_name(p->fwd),
+             (int)p->bwd_data, (int)p->bwd_filter);
+}
+
 static dtnn_status step(cudnnStatus_t st, const char *call, const conv_geom *g, dtnn_error *err)
 {
     if (st == CUDNN_STATUS_SUCCESS)
@@ -184,14 +191,42 @@ static dtnn_status measure(cudnnHandle_t h, conv_plan *p, size_t limit, dtnn_err
         p->bwd_filter = (cudnnConvolutionBwdFilterAlgo_t)m[c].algo;
         p->workspace = DTNN_MAX(p->workspace, m[c].memory);
     }
-    snprintf(p->method, sizeof p->method, "cudnn %s/bwd-data %d/bwd-filter %d", fwd_name(p->fwd),
-             (int)p->bwd_data, (int)p->bwd_filter);
+    name_method(p);
     return DTNN_OK;
 none:
     return dtnn_error_set(err, DTNN_ERR_UNSUPPORTED, "cuda conv plan (%dx%d, %d -> %d channels, "
                           "%dx%d input, batch %d): cuDNN has no fp32 algorithm for a pass within "
                           "the workspace limit of %zu bytes (raise the workspace limit)", g->R,
                           g->S, g->C, g->K, g->H, g->W, p->max_batch, limit);
+}
+
+/* The choice measured before for this geometry, batch and limit, or NULL. */
+static const cuda_conv_choice *cached(const cuda_state *s, const conv_desc *d, size_t limit)
+{
+    for (int i = 0; i < s->n_choices; i++) {
+        const cuda_conv_choice *c = &s->choices[i];
+        if (c->max_batch == d->max_batch && c->limit == limit &&
+            !memcmp(&c->g, &d->g, sizeof c->g))
+            return c;
+    }
+    return NULL;
+}
+
+/* Keeps p's choice for the next layer of its geometry (not kept when out of memory: that layer
+ * measures again). */
+static void remember(cuda_state *s, const conv_plan *p, size_t limit)
+{
+    if (s->n_choices == s->cap_choices) {
+        const int cap = s->cap_choices ? 2 * s->cap_choices : 16;
+        cuda_conv_choice *c = realloc(s->choices, sizeof *c * (size_t)cap);
+        if (!c)
+            return;
+        s->choices = c;
+        s->cap_choices = cap;
+    }
+    s->choices[s->n_choices++] = (cuda_conv_choice){p->g, p->max_batch, limit, (int)p->fwd,
+                                                    (int)p->bwd_data, (int)p->bwd_filter,
+                                                    p->workspace};
 }
 
 conv_plan *cuda_conv_plan_create(dtnn_backend *be, const conv_desc *d, dtnn_error *err)
@@ -257,10 +292,20 @@ conv_plan *cuda_conv_plan_create(dtnn_backend *be, const conv_desc *d, dtnn_erro
         cuda_conv_plan_free(be, p);
         return NULL;
     }
+    const cuda_conv_choice *known = cached(cuda_of(be), d, limit);
+    if (known) {
+        p->fwd = (cudnnConvolutionFwdAlgo_t)known->fwd;
+        p->bwd_data = (cudnnConvolutionBwdDataAlgo_t)known->bwd_data;
+        p->bwd_filter = (cudnnConvolutionBwdFilterAlgo_t)known->bwd_filter;
+        p->workspace = known->workspace;
+        name_method(p);
+        return p;
+    }
     if (measure(h, p, limit, err) != DTNN_OK) {
         cuda_conv_plan_free(be, p);
         return NULL;
     }
+    remember(cuda_of(be), p, limit);
     return p;
 }
 

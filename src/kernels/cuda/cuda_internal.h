@@ -24,6 +24,16 @@
 extern "C" {
 #endif
 
+/* A convolution geometry's measured choice (cuda_conv.c): layers of the same geometry (ResNet-50
+ * repeats most of its 53) take it instead of measuring again. */
+typedef struct {
+    conv_geom g;
+    int max_batch;
+    size_t limit;
+    int fwd, bwd_data, bwd_filter;
+    size_t workspace;
+} cuda_conv_choice;
+
 typedef struct {
     int device;
     cudaStream_t stream;        /* every operation runs on it, in the engine's order */
@@ -31,6 +41,8 @@ typedef struct {
     void *cudnn;                /* cudnnHandle_t, bound to stream */
     unsigned long long *count;  /* device scratch: count_nonfinite's counter */
     size_t allocations;         /* cudaMalloc + cudaMallocHost calls so far */
+    cuda_conv_choice *choices;  /* measured so far, n_choices of cap_choices */
+    int n_choices, cap_choices;
     int failed;
     char error[448];
 } cuda_state;
