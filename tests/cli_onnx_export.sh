@@ -2,10 +2,11 @@
 # `dtnn export` (label onnx): lenet5, resnet20 (option-A shortcuts), mobilenet_v2 (depthwise,
 # relu6, dropout), densenet121 (concat, average pools), models/onnx_all_layers.model (every
 # other layer type and setting the exporter writes) and models/mobile_blocks.model (hardswish,
-# hardsigmoid, broadcast mul / add, sub, clamp, hardtanh, ceil-mode, asymmetric and dilated
-# pools, global max pooling), each trained 2 steps so weights and
-# batch-norm statistics are not the defaults, exported to ONNX, checked by onnx.checker with
-# full_check (Debian's python3-onnx) and by tools/onnx_check.py (initializer and node names),
+# hardsigmoid, broadcast mul / add, sub and their constant operands, constant padding, clamp,
+# hardtanh, ceil-mode, asymmetric and dilated pools, global max pooling), each trained 2 steps
+# so weights and batch-norm statistics are not the defaults, exported to ONNX, checked by
+# onnx.checker with full_check (Debian's python3-onnx) and by tools/onnx_check.py (initializer
+# and node names),
 # then run in onnxruntime against dtnn predict's logits: max |a - b| / max |b| <= 1e-5, for a
 # batch and for one sample (the dynamic batch N). onnxruntime comes from PyPI into a venv kept
 # beside the test's folder; where pip cannot get it, that part is skipped with a message.

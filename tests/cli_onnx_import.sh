@@ -1,19 +1,22 @@
 #!/usr/bin/env bash
 # ONNX import (label onnx). (a) Round trip: lenet5, resnet20, models/onnx_all_layers.model
 # (every layer type the exporter writes) and models/mobile_blocks.model (hardswish,
-# hardsigmoid, broadcasting mul / add / sub, clamp, hardtanh, ceil-mode pools with asymmetric
-# pads, dilated max pooling, global max pooling) trained 2 steps, written by
-# `dtnn export`, run back with `dtnn predict --model F.onnx` and through `dtnn import`'s model
-# file and weights: the original's logits within 1e-6 relative (max |a - b| / max |b|).
+# hardsigmoid, broadcasting mul / add / sub and their constant operands, constant padding,
+# clamp, hardtanh, ceil-mode pools with asymmetric pads, dilated max pooling, global max
+# pooling) trained 2 steps, written by `dtnn export`, run back with `dtnn predict --model
+# F.onnx` and through `dtnn import`'s model file and weights: the original's logits within
+# 1e-6 relative (max |a - b| / max |b|).
 # (b) torchvision models written by torch.onnx.export (tools/torch_onnx_export.py: opset 13,
 # eval mode, random weights and batch-norm statistics): `dtnn predict` on the file gives
 # torchvision's logits within 1e-4 relative, among them mobilenet_v3_small (Hardswish is
 # HardSigmoid + Mul at opset 13, HardSwish at 14; squeeze-and-excitation is a broadcast Mul) and
 # efficientnet_b0 (SiLU is Sigmoid + Mul). (c) `dtnn train --model F.onnx` runs 2 steps from the
-# initializers. (d) Graphs written with onnx.helper: Conv with asymmetric pads and GlobalMaxPool
-# give NumPy's values within 1e-5; an unsupported operator (Erf), HardSigmoid with ONNX's
-# default alpha 0.2, Mul by a constant, Gemm transA = 1, a weight that does not fit its input, a
-# corrupt and a truncated file each give one line and exit 1.
+# initializers. (d) Graphs written with onnx.helper: Conv with asymmetric pads, GlobalMaxPool,
+# HardSigmoid with ONNX's default alpha 0.2, Mul by a per-channel constant, Sub c - x, Add of a
+# scalar, Mul of a flat value by a [features] vector, Pad by 1.5 with asymmetric pads, Pad in
+# opset 9's attribute form with channels, and a zero Pad before a Relu give NumPy's values
+# within 1e-5; an unsupported operator (Erf), Pad mode=reflect, Gemm transA = 1, a weight that
+# does not fit its input, a corrupt and a truncated file each give one line and exit 1.
 # Skipped (exit 77) without numpy or in a build without ONNX support; part (b) and (c) need
 # Debian's python3-torch and python3-torchvision and say so when they are missing.
 # Usage: cli_onnx_import.sh DTNN TMPDIR
@@ -110,12 +113,12 @@ if $py -c "import onnx" 2>/dev/null; then
 import sys, numpy as np, onnx
 from onnx import helper, numpy_helper, TensorProto
 tmp = sys.argv[1]
-def save(name, nodes, inits, out_shape):
+def save(name, nodes, inits, out_shape, opset=13):
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])
     g = helper.make_graph(nodes, name, [x],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, out_shape)],
                           [numpy_helper.from_array(v, k) for k, v in inits.items()])
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
     onnx.save(m, f"{tmp}/{name}.onnx")
 rng = np.random.default_rng(1)
 x = rng.standard_normal((1, 3, 8, 8)).astype(np.float32)
@@ -135,15 +138,50 @@ np.save(f"{tmp}/ref_gmax.npy", x.max(axis=(2, 3), keepdims=True))
 save("gmax", [helper.make_node("GlobalMaxPool", ["x"], ["y"], name="gmp")], {}, [1, 3, 1, 1])
 save("erf", [helper.make_node("Erf", ["x"], ["y"], name="erf")], {}, [1, 3, 8, 8])
 save("hsig", [helper.make_node("HardSigmoid", ["x"], ["y"], name="hs")], {}, [1, 3, 8, 8])
-save("mulc", [helper.make_node("Mul", ["x", "s"], ["y"], name="scale")],
-     {"s": np.full((1, 3, 1, 1), 2.0, np.float32)}, [1, 3, 8, 8])
+np.save(f"{tmp}/ref_hsig.npy", np.clip(0.2 * x.astype(np.float64) + 0.5, 0, 1))
+# Constant operands: x * s per channel, c - x over C x H x W, x + a 0-d scalar, and a [192]
+# vector times the flat [N, 192]; each is dtnn's one-input mul, sub or add.
+s = rng.standard_normal((1, 3, 1, 1)).astype(np.float32)
+save("mulc", [helper.make_node("Mul", ["x", "s"], ["y"], name="scale")], {"s": s},
+     [1, 3, 8, 8])
+np.save(f"{tmp}/ref_mulc.npy", x * s)
+c = rng.standard_normal((3, 8, 8)).astype(np.float32)
+save("rsub", [helper.make_node("Sub", ["c", "x"], ["y"], name="rsub")], {"c": c},
+     [1, 3, 8, 8])
+np.save(f"{tmp}/ref_rsub.npy", c - x)
+save("adds", [helper.make_node("Add", ["x", "b"], ["y"], name="shift")],
+     {"b": np.array(0.75, np.float32)}, [1, 3, 8, 8])
+np.save(f"{tmp}/ref_adds.npy", x + np.float32(0.75))
+v = rng.standard_normal(192).astype(np.float32)
+save("featc", [helper.make_node("Flatten", ["x"], ["f"], name="flat"),
+               helper.make_node("Mul", ["f", "v"], ["y"], name="feat_scale")], {"v": v},
+     [1, 192])
+np.save(f"{tmp}/ref_featc.npy", x.reshape(1, 192) * v)
+# Pad by 1.5 with pads [top 1, left 0, bottom 2, right 3] (opset 13: pads and value are
+# inputs), by -2 on channels and sides in opset 9's attribute form, and zeros before a Relu
+# (no Conv to fold them into): dtnn's pad layer.
+save("pad15", [helper.make_node("Pad", ["x", "p", "v"], ["y"], name="pad15", mode="constant")],
+     {"p": np.array([0, 0, 1, 0, 0, 0, 2, 3], np.int64), "v": np.array(1.5, np.float32)},
+     [1, 3, 11, 11])
+np.save(f"{tmp}/ref_pad15.npy", np.pad(x, ((0, 0), (0, 0), (1, 2), (0, 3)),
+                                       constant_values=1.5))
+save("pad9", [helper.make_node("Pad", ["x"], ["y"], name="pad9", pads=[0, 1, 0, 2, 0, 0, 1, 1],
+                               value=-2.0)], {}, [1, 4, 9, 11], opset=9)
+np.save(f"{tmp}/ref_pad9.npy", np.pad(x, ((0, 0), (1, 0), (0, 1), (2, 1)),
+                                      constant_values=-2.0))
+save("padrelu", [helper.make_node("Pad", ["x", "p"], ["z"], name="padz"),
+                 helper.make_node("Relu", ["z"], ["y"], name="relu")],
+     {"p": np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64)}, [1, 3, 10, 10])
+np.save(f"{tmp}/ref_padrelu.npy", np.maximum(np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1))), 0))
+save("reflect", [helper.make_node("Pad", ["x", "p"], ["y"], name="refl", mode="reflect")],
+     {"p": np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64)}, [1, 3, 10, 10])
 save("alpha", [helper.make_node("Flatten", ["x"], ["f"], name="flat"),
                helper.make_node("Gemm", ["g", "f"], ["y"], name="fc", transA=1)],
      {"g": np.ones((192, 10), np.float32)}, [1, 10])
 save("wdims", [helper.make_node("Conv", ["x", "w"], ["y"], name="conv_w")],
      {"w": np.ones((4, 2, 3, 3), np.float32)}, [1, 4, 6, 6])
 P
-    for g in asym gmax; do
+    for g in asym gmax hsig mulc rsub adds featc pad15 pad9 padrelu; do
         "$dtnn" predict --model "$tmp/$g.onnx" --input "$tmp/h_x.npy" --output "$tmp/o_$g.npy" \
             --threads 1 >/dev/null || { echo "FAIL: predict $g.onnx"; fail=1; continue; }
         # dtnn writes [N, features] where ONNX has [N, C, 1, 1]: compare the values
@@ -156,9 +194,7 @@ np.save(sys.argv[1], a.reshape(b.shape) if a.size == b.size else a)" \
         "$dtnn" predict --model "$tmp/erf.onnx" --input "$tmp/h_x.npy" --output "$tmp/o.npy"
     expect "node 'erf' (Erf): operator Erf is not supported" "$dtnn" import "$tmp/erf.onnx" \
         --output-model "$tmp/m" --output-weights "$tmp/w"
-    expect "node 'hs' (HardSigmoid): attributes alpha=0.200000003 beta=0.5" \
-        "$dtnn" info --model "$tmp/hsig.onnx"
-    expect "node 'scale' (Mul): input 1 's' is a constant" "$dtnn" info --model "$tmp/mulc.onnx"
+    expect "node 'refl' (Pad): attribute mode='reflect'" "$dtnn" info --model "$tmp/reflect.onnx"
     expect "node 'fc' (Gemm): attribute transA=1" "$dtnn" info --model "$tmp/alpha.onnx"
     expect "node 'conv_w' (Conv): weight 'w' \[4, 2, ...\] does not fit 3 input channels" \
         "$dtnn" info --model "$tmp/wdims.onnx"

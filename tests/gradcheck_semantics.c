@@ -2,12 +2,14 @@
  * gradcheck_semantics.c — finite-difference checks of the layers and options that ONNX models
  * bring (issue 20), part of test_gradcheck: hardsigmoid, hardswish, clamp, hardtanh; mul, sub
  * and add broadcast as NumPy; global max pooling; ceil-mode, dilated and asymmetrically padded
- * pooling; asymmetric convolution padding; their option and shape errors. Their PyTorch
+ * pooling; asymmetric convolution padding; add, mul and sub of a constant operand; constant
+ * padding (pad); their option and shape errors. Their PyTorch
  * reference cases are in tools/gen_reference.py (new_layer_cases). Tolerances as in
  * test_gradcheck.c: kinks (the hard activations' joins, clamp's bounds, max pooling) at eps
  * 1e-3 on small maps or straight on the input, where a perturbation moves few values.
  */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "gradcheck.h"
@@ -36,6 +38,16 @@ static void check_activations(void)
     layer(m, "clamp", "max=0.25");
     layer(m, "conv2d", "filters=3 kernel=1");
     gradcheck(m, 2, "clamp max only", KINK_EPS, KINK_TOL);
+
+    /* hardsigmoid with ONNX's default constants (the formula as written, not PyTorch's): a
+     * steep alpha puts the saturated sides inside the input's range. */
+    m = model_new(3, 4, 5);
+    layer(m, "conv2d", "filters=4 kernel=3 padding=1");
+    layer(m, "hardsigmoid", "alpha=0.2 beta=0.5");
+    layer(m, "conv2d", "filters=3 kernel=1");
+    layer(m, "hardsigmoid", "alpha=1.7 beta=0.4");
+    gradcheck(m, 2, "conv2d -> hardsigmoid(0.2, 0.5) -> conv2d -> hardsigmoid(1.7, 0.4)",
+              KINK_EPS, KINK_TOL);
 }
 
 /* Two inputs of different shapes (mul, sub, add broadcast as NumPy): the gradient of the
@@ -96,6 +108,94 @@ static void check_broadcast(void)
     layer(m, "relu", "");
     layer(m, "conv2d", "filters=3 kernel=1");
     gradcheck(m, 3, "batchnorm -> add(., per-channel) -> relu, unfused", BLOCK_EPS, BN_TOL);
+}
+
+/* Writes varied values (seed) into layer name's constant operand, so a broadcast that
+ * repeats the wrong value shows. */
+static void set_constant(dtnn_model *m, const char *name, unsigned seed)
+{
+    char t_name[128];
+    snprintf(t_name, sizeof t_name, "%s.constant", name);
+    const dtnn_tensor_info *t = dtnn_model_tensor_by_name(m, t_name);
+    CHECK(t != NULL && t->kind == DTNN_TENSOR_BUFFER);
+    if (!t)
+        return;
+    float *v = malloc(sizeof(float) * t->count);
+    test_fill(v, t->count, seed);
+    dtnn_error err;
+    CHECK_OK(dtnn_model_tensor_write(m, t, v, &err), &err);
+    free(v);
+}
+
+/* Builds, sets the constants of the layers named, and checks as gradcheck() does. */
+static void gradcheck_constants(dtnn_model *m, const char *const *names, int n_names, int n,
+                                const char *label)
+{
+    if (build(m, n)) {
+        for (int k = 0; k < n_names; k++)
+            set_constant(m, names[k], 50u + (unsigned)k);
+        test_gradcheck(m, n, label, SMOOTH_EPS, TOL);
+        check_repeatable(m, n, label);
+    }
+    dtnn_model_free(m);
+}
+
+/* x op c with a constant operand (the one-input add, mul and sub, ONNX's Mul / Add / Sub of
+ * an initializer) and constant padding: only x has a gradient, the constant none. */
+static void check_constants(void)
+{
+    dtnn_model *m = model_new(3, 4, 5);
+    layer(m, "conv2d", "filters=4 kernel=3 padding=1");
+    add_layer(m, "mul", "scale", "const_shape=4x1x1", NULL, 0);
+    add_layer(m, "sub", "rsub", "const_shape=1x4x5 reverse=true", NULL, 0);
+    add_layer(m, "add", "shift", "const_shape=1", NULL, 0);
+    layer(m, "conv2d", "filters=3 kernel=1");
+    const char *const spatial[] = {"scale", "rsub", "shift"};
+    gradcheck_constants(m, spatial, 3, 3, "conv -> mul(x, [4,1,1]) -> sub([1,4,5], x) -> add "
+                        "scalar");
+
+    m = model_new(3, 4, 5);
+    layer(m, "conv2d", "filters=4 kernel=3 padding=1");
+    add_layer(m, "sub", "minus", "const_shape=4x4x5", NULL, 0);
+    add_layer(m, "mul", "by_map", "const_shape=4x4x5", NULL, 0);
+    add_layer(m, "add", "plus", "const_shape=4x1x5", NULL, 0);
+    const char *const full[] = {"minus", "by_map", "plus"};
+    gradcheck_constants(m, full, 3, 2, "sub(x, [4,4,5]) -> mul by [4,4,5] -> add [4,1,5]");
+
+    m = model_new(6, 1, 1);
+    layer(m, "linear", "outputs=5");
+    add_layer(m, "mul", "f_scale", "const_shape=5", NULL, 0);
+    add_layer(m, "add", "f_shift", "const_shape=5", NULL, 0);
+    add_layer(m, "sub", "f_rsub", "const_shape=1 reverse=true", NULL, 0);
+    layer(m, "linear", "outputs=3");
+    const char *const flat[] = {"f_scale", "f_shift", "f_rsub"};
+    gradcheck_constants(m, flat, 3, 3, "linear -> mul [5] -> add [5] -> sub(scalar, x)");
+
+    /* Padding by 1.5 on every side, channels too, then a conv that reads the filled border. */
+    m = model_new(2, 4, 3);
+    layer(m, "conv2d", "filters=3 kernel=1");
+    layer(m, "pad", "pad_top=1 pad_bottom=2 pad_right=3 pad_front=1 pad_back=2 value=1.5");
+    layer(m, "conv2d", "filters=3 kernel=3");
+    gradcheck(m, 3, "conv -> pad t1 b2 l0 r3 channels 1,2 value 1.5 -> conv", SMOOTH_EPS, TOL);
+
+    check_accumulate("mul", "const_shape=3x1x1 const_value=0.7", 3, 4, 3, TOL);
+    check_accumulate("sub", "const_shape=1x4x3 reverse=true const_value=0.5", 3, 4, 3, TOL);
+    check_accumulate("add", "const_shape=1 const_value=-2", 3, 4, 3, TOL);
+    check_accumulate("pad", "pads=1,0,2,1 value=-1", 3, 4, 3, TOL);
+
+    m = model_new(4, 6, 6);
+    layer(m, "mul", "");
+    expect_build_error(m, DTNN_ERR_ARG, "mul of one input", "const_shape");
+    m = model_new(4, 6, 6);
+    layer(m, "sub", "const_shape=3x1x1");
+    expect_build_error(m, DTNN_ERR_SHAPE, "sub", "do not broadcast");
+    m = model_new(4, 6, 6);
+    int xx[2] = {DTNN_INPUT, DTNN_INPUT};
+    add_layer(m, "mul", "two_and_const", "const_shape=4", xx, 2);
+    expect_build_error(m, DTNN_ERR_ARG, "one-input form", "2 inputs");
+    expect_add_error("mul", "const_shape=4x2", NULL, 0, DTNN_ERR_ARG, "C or CxHxW");
+    expect_add_error("add", "const_shape=4 reverse=true", NULL, 0, DTNN_ERR_ARG, "reverse");
+    expect_add_error("pad", "pad_top=-1", NULL, 0, DTNN_ERR_ARG, "pad_top");
 }
 
 static void check_pools(void)
@@ -217,6 +317,7 @@ void check_semantics(void)
 {
     check_activations();
     check_broadcast();
+    check_constants();
     check_pools();
     check_conv();
     check_accumulates();

@@ -24,46 +24,6 @@ py=$(command -v /usr/bin/python3 python3 | head -n1)
 failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 
-# frozen.py INIT RESULT PATTERNS [EVAL_BN]: frozen parameters (and with EVAL_BN the frozen batch
-# norms' running statistics) bitwise equal in both files, every other parameter different,
-# no optimizer state for a frozen one.
-cat >"$tmp/frozen.py" <<'EOF'
-import fnmatch, json, struct, sys
-def load(path):
-    blob = open(path, "rb").read()
-    n = struct.unpack("<Q", blob[:8])[0]
-    header = json.loads(blob[8:8 + n])
-    meta = header.pop("__metadata__", {})
-    return {k: blob[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]]
-            for k, v in header.items()}, meta
-a, _ = load(sys.argv[1])
-b, meta = load(sys.argv[2])
-pats = sys.argv[3].split(",")
-eval_bn = len(sys.argv) > 4
-bad = []
-params = [k for k in a if not k.startswith("optimizer.") and not k.endswith(("running_mean", "running_var", "num_batches_tracked"))]
-frozen = [k for k in params if any(fnmatch.fnmatchcase(k, p) for p in pats)]
-for k in frozen:
-    if a[k] != b[k]:
-        bad.append(k + " changed")
-    layer = k.rsplit(".", 1)[0]
-    if eval_bn and layer + ".running_mean" in a:
-        for s in ("running_mean", "running_var", "num_batches_tracked"):
-            if a[layer + "." + s] != b[layer + "." + s]:
-                bad.append(layer + "." + s + " changed")
-moved = [k for k in params if k not in frozen and a[k] != b[k]]
-if len(moved) != len(params) - len(frozen):
-    bad.append("%d of %d trainable tensors did not move" % (len(params) - len(frozen) - len(moved), len(params) - len(frozen)))
-stray = [k for k in b if k.startswith("optimizer.") and k.split(".", 2)[2] in frozen]
-if stray:
-    bad.append("optimizer state for " + stray[0])
-if "frozen" not in meta:
-    bad.append("no 'frozen' metadata")
-print("; ".join(sorted(set(bad))[:5]) if bad else
-      "%d frozen tensors bitwise unchanged, %d trained, no optimizer state for frozen ones" % (len(frozen), len(moved)))
-sys.exit(1 if bad else 0)
-EOF
-
 pats="conv1.*,bn1.*,layer1.*"
 fr=(--freeze 'conv1.*' --freeze 'bn1.*' --freeze 'layer1.*')
 data=(--model resnet20 --dataset synthetic --synthetic-shape 3x16x16 --synthetic-samples 128
@@ -81,7 +41,7 @@ for bn in train eval; do
         fail "1 rank, batch norm $bn: $(tail -2 "$tmp/one-$bn.out")"
         continue
     fi
-    if msg=$("$py" "$tmp/frozen.py" "$tmp/init.safetensors" "$out" "$pats" ${extra[@]:+eval}); then
+    if msg=$("$py" "$root/tools/frozen_check.py" "$tmp/init.safetensors" "$out" "$pats" ${extra[@]:+eval}); then
         echo "ok: 1 rank, frozen batch norms in $bn mode: $msg"
     else
         fail "1 rank, batch norm $bn: $msg"

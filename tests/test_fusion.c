@@ -8,7 +8,8 @@
  * slower to plan or bigger. Also checks which ReLUs are fused: not one whose producer feeds
  * another layer too, nor a second ReLU in a row, and a batch norm on flat features is; and
  * which adds: with the model input as the residual, with and without a ReLU after, not after
- * a batch norm that already does a ReLU, not when the residual comes after the batch norm.
+ * a batch norm that already does a ReLU, not when the residual comes after the batch norm, not
+ * an add of a constant.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -41,7 +42,8 @@ static const char *const MIXED_MODEL =
 
 /* Adds after batch norms: bn1 + the model input (no ReLU after; conv c1 also reads the input,
  * so its gradient there adds to the fused one), bn3 + r2 + ReLU (bn2 does r2, so it cannot do
- * the add too), bn4 + c5 (c5 comes after bn4: the add stays on its own). */
+ * the add too), bn4 + c5 (c5 comes after bn4: the add stays on its own), bn5 + a constant and a
+ * ReLU (an add of a constant has the binary kernels, which fuse nothing). */
 static const char *const RESIDUAL_MODEL =
     "[input]\nshape = 4x8x8\n"
     "[conv2d]\nname = c1\nfilters = 4\nkernel = 3\npadding = 1\n"
@@ -59,6 +61,9 @@ static const char *const RESIDUAL_MODEL =
     "[conv2d]\nname = c5\nfilters = 4\nkernel = 1\ninputs = r3\n"
     "[add]\nname = s3\ninputs = bn4, c5\n"
     "[relu]\nname = r4\n"
+    "[batchnorm]\nname = bn5\n"
+    "[add]\nname = shift\nconst_shape = 4x1x1\nconst_value = -0.2\n"
+    "[relu]\nname = r6\n"
     "[flatten]\n"
     "[linear]\nname = fc\nout_features = 3\n";
 
@@ -223,7 +228,7 @@ static void check_residual_plan(const char *path)
     static const expected_method fused[] = {
         {"bn1", "+add"},      {"s1", "fused"}, {"bn2", "+relu"}, {"bn3", "+add+relu"},
         {"s2", "fused"},      {"r3", "fused"}, {"bn4", ""},      {"s3", "+relu"},
-        {"r4", "fused"},
+        {"r4", "fused"},      {"bn5", ""},     {"shift", ""},    {"r6", ""},
     };
     /* every block, the downsampling ones too (their shortcut comes before bn2) */
     static const expected_method resnet20[] = {

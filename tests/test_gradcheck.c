@@ -843,8 +843,11 @@ static void check_errors(void)
     int seventeen[17];
     for (int i = 0; i < 17; i++)
         seventeen[i] = DTNN_INPUT;
-    expect_add_error("add", "", one, 1, DTNN_ERR_ARG, "2 to 8 inputs");
-    expect_add_error("add", "", nine, 9, DTNN_ERR_ARG, "2 to 8 inputs");
+    expect_add_error("add", "", nine, 9, DTNN_ERR_ARG, "1 to 8 inputs");
+    /* One input is the constant form, which needs the constant's shape. */
+    dtnn_model *one_add = model_new(4, 6, 6);
+    add_layer(one_add, "add", "add_one", "", one, 1);
+    expect_build_error(one_add, DTNN_ERR_ARG, "add of one input", "const_shape");
     expect_add_error("concat", "", seventeen, 17, DTNN_ERR_ARG, "2 to 16 inputs");
 
     /* Shape errors at build time. */
@@ -885,6 +888,7 @@ static void check_registry_covered(void)
         "softmax", "add", "concat", "shortcut_a",
         /* gradcheck_semantics.c */
         "hardsigmoid", "hardswish", "clamp", "hardtanh", "mul", "sub", "global_maxpool",
+        "pad",
     };
     const char *t;
     for (int i = 0; (t = dtnn_layer_type_name(i)) != NULL; i++) {

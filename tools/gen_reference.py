@@ -360,6 +360,7 @@ def layer_cases():
                 lambda z, y: F.mse_loss(z, onehot))
 
     new_layer_cases(w, cases, sel)
+    constant_cases(w, cases)
     w.meta["cases"] = " ".join(cases)
     w.meta["generator"] = f"tools/gen_reference.py, torch {torch.__version__}"
     return w
@@ -490,6 +491,48 @@ def new_layer_cases(w, cases, sel):
     record(w, cases, "avgpool_pad_k1_excl",
            ["type=avgpool kernel=3 stride=1 padding=2 count_include_pad=0"],
            padded_avg((2, 2, 2, 2), 3, 1, False), torch.randn(2, 2, 5, 6))
+
+
+
+class ByConstant(nn.Module):
+    """fn(x, c) with c a buffer "constant" (dtnn's one-input mul, sub, add: a constant operand,
+    saved like running statistics, no gradient), of the given per-sample shape."""
+
+    def __init__(self, shape, fn):
+        super().__init__()
+        self.register_buffer("constant", torch.randn(shape))
+        self.fn = fn
+
+    def forward(self, x):
+        return self.fn(x, self.constant)
+
+
+def constant_cases(w, cases):
+    """Constant operands of mul, sub and add (ONNX's Mul / Sub / Add by an initializer) and
+    constant padding (the pad layer, F.pad mode "constant"). Their own seed, after all older
+    cases, so those keep their bytes."""
+    torch.manual_seed(2026)
+    record(w, cases, "mul_const_channel", ["type=mul const_shape=4x1x1"],
+           ByConstant((4, 1, 1), lambda x, c: x * c), torch.randn(2, 4, 5, 3))
+    record(w, cases, "mul_const_map", ["type=mul const_shape=3x4x5"],
+           ByConstant((3, 4, 5), lambda x, c: x * c), torch.randn(2, 3, 4, 5))
+    record(w, cases, "sub_const_plane", ["type=sub const_shape=1x4x5"],
+           ByConstant((1, 4, 5), lambda x, c: x - c), torch.randn(2, 3, 4, 5))
+    record(w, cases, "sub_const_reverse", ["type=sub const_shape=3x1x1 reverse=true"],
+           ByConstant((3, 1, 1), lambda x, c: c - x), torch.randn(2, 3, 4, 5))
+    record(w, cases, "add_const_scalar", ["type=add const_shape=1"],
+           ByConstant((1, 1, 1), lambda x, c: x + c), torch.randn(2, 3, 4, 5))
+    # Flat [N, features]: a [features] vector, as ONNX broadcasts it against [N, F].
+    record(w, cases, "mul_const_features", ["type=mul const_shape=6"],
+           ByConstant((6,), lambda x, c: x * c), torch.randn(3, 6))
+    record(w, cases, "sub_const_features_reverse", ["type=sub const_shape=6 reverse=true"],
+           ByConstant((6,), lambda x, c: c - x), torch.randn(3, 6))
+    record(w, cases, "pad_sides", ["type=pad pad_top=1 pad_bottom=2 pad_left=0 pad_right=3 "
+                                   "value=1.5"],
+           Lambda(lambda x: F.pad(x, (0, 3, 1, 2), value=1.5)), torch.randn(2, 3, 4, 5))
+    record(w, cases, "pad_channels",
+           ["type=pad pads=2,1,0,1 pad_front=1 pad_back=2 value=-0.5"],
+           Lambda(lambda x: F.pad(x, (1, 1, 2, 0, 1, 2), value=-0.5)), torch.randn(2, 3, 4, 3))
 
 
 # ---- zoo models and optimizers -----------------------------------------------------------------

@@ -80,14 +80,19 @@ def cause_of(message):
     line = re.sub(r"node '[^']*' \(([A-Za-z]+)\): ", r"\1: ", line)
     line = re.sub(r"'[^']*'", "'…'", line)
     # Numbers vary from case to case, but for the rank of an input and the opset of a model.
-    line = re.sub(r"(?<![\w.])(?<!opset )(?<!set )-?\d+(\.\d+)?(e-?\d+)?(?! dimensions)(?!\d)",
+    line = re.sub(r"(?<![\w.])(?<!opset )(?<!set )-?\d+(\.\d+)?(e-?\d+)?(?! dimensions)(?!-D)(?!\d)",
                   "N", line)
     return line
 
 
 def run(cmd):
+    """(exit code, output); a sanitizer's report counts as a crash whatever the exit code
+    (AddressSanitizer exits 1, as a refusal does)."""
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    return p.returncode, p.stdout + p.stderr
+    out = p.stdout + p.stderr
+    if "Sanitizer" in out or "runtime error:" in out:
+        return 134, out
+    return p.returncode, out
 
 
 def walk_case(dtnn, work, case_dir, name, verbose):

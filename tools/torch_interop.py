@@ -46,11 +46,11 @@ def read_safetensors(path):
     return out
 
 
-def make_model(name):
+def make_model(name, classes=10):
     if name in ("lenet5", "resnet20"):
-        return {"lenet5": LeNet5, "resnet20": ResNet20}[name]()
+        return {"lenet5": LeNet5, "resnet20": ResNet20}[name](classes)
     import torchvision  # only the torchvision models need it (python3-torchvision)
-    return getattr(torchvision.models, name)(num_classes=10)
+    return getattr(torchvision.models, name)(num_classes=classes)
 
 
 def main():

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes a torchvision model as ONNX with torch.onnx.export, for tests/cli_onnx_import.sh.
 
-Usage: torch_onnx_export.py MODEL OUTDIR [SIZE [OPSET]]
+Usage: torch_onnx_export.py MODEL OUTDIR [SIZE [OPSET]] [--classes N] [--keep-bn]
 MODEL "ops" is a small net of the operators torchvision's models do not use (F.pad before a
 convolution, a dynamic x.view(x.size(0), -1), x @ W + b, clamp(0, 6), sigmoid, tanh, leaky
 ReLU, average pooling without padded counts, ceil_mode pooling where it changes nothing,
@@ -10,7 +10,13 @@ Writes OUTDIR/model.onnx (opset OPSET, default 13, eval mode, batch 2, 3 x SIZE 
 OUTDIR/x.npy (the input) and OUTDIR/torch.npy (PyTorch's float32 logits, which the test
 compares with dtnn's at 1e-4). The weights are random (no download),
 and the batch-norm running statistics and affine parameters are randomised too, so that the
-import of every tensor matters.
+import of every tensor matters. --classes sets the torchvision model's outputs (default 10).
+
+torch.onnx.export in eval mode folds each batch norm into the convolution before it, and the
+folded weights are named onnx::Conv_NNN, not after the module. --keep-bn skips that fold
+(torch 1.13's eval peephole pass, the only step that does it), so the file keeps PyTorch's
+state_dict names (layer1.0.conv1.weight, layer1.0.bn1.running_mean, ...), as fine-tuning with
+--freeze PATTERN over those names needs (tests/finetune_resnet18.sh).
 """
 import sys
 
@@ -18,9 +24,19 @@ import numpy as np
 import torch
 import torchvision
 
-name, out = sys.argv[1], sys.argv[2]
-size = int(sys.argv[3]) if len(sys.argv) > 3 else 64
-opset = int(sys.argv[4]) if len(sys.argv) > 4 else 13
+args = sys.argv[1:]
+classes = 10
+if "--classes" in args:
+    i = args.index("--classes")
+    classes = int(args[i + 1])
+    del args[i:i + 2]
+keep_bn = "--keep-bn" in args
+if keep_bn:
+    args.remove("--keep-bn")
+    torch._C._jit_pass_onnx_eval_peephole = lambda graph, params: params
+name, out = args[0], args[1]
+size = int(args[2]) if len(args) > 2 else 64
+opset = int(args[3]) if len(args) > 3 else 13
 F = torch.nn.functional
 
 
@@ -51,7 +67,7 @@ torch.manual_seed(0)
 if name == "ops":
     model = Ops()
 else:
-    model = getattr(torchvision.models, name)(weights=None, num_classes=10)
+    model = getattr(torchvision.models, name)(weights=None, num_classes=classes)
 with torch.no_grad():
     for m in model.modules():
         if isinstance(m, torch.nn.BatchNorm2d):

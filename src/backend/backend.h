@@ -67,13 +67,24 @@ typedef struct {
 
 /* Two-input element-wise operations with NumPy broadcasting over one sample (kernels/
  * broadcast.c): the output is C x H x W per sample, input a is a[0] x a[1] x a[2] and b
- * b[0] x b[1] x b[2], each size equal to the output's or 1 (repeated along that dimension). */
+ * b[0] x b[1] x b[2], each size equal to the output's or 1 (repeated along that dimension).
+ * An input marked shared has one sample for the whole batch (a layer's constant operand); no
+ * gradient is ever asked for it. */
 typedef enum { BIN_ADD = 0, BIN_SUB, BIN_MUL } binary_kind;
 
 typedef struct {
     int C, H, W;
     int a[3], b[3];
+    int a_shared, b_shared;
 } binary_geom;
+
+/* Constant padding of one sample (kernels/pad.c): C x H x W in, (front + C + back) x
+ * (top + H + bottom) x (left + W + right) out, the new positions set to value. */
+typedef struct {
+    int C, H, W;
+    int top, bottom, left, right, front, back;
+    float value;
+} pad_geom;
 
 /* The activations of kernels/activation.c, with their formulas there. */
 typedef enum {
@@ -273,6 +284,10 @@ typedef struct {
     void (*binary_backward)(dtnn_backend *be, binary_kind kind, const binary_geom *g, int n,
                             const float *a, const float *b, const float *dy, float *da,
                             int da_accumulate, float *db, int db_accumulate);
+    /* y [n, pad output] = x padded (pad_geom); backward crops dy into dx (accumulate: adds). */
+    void (*pad_forward)(dtnn_backend *be, const pad_geom *g, int n, const float *x, float *y);
+    void (*pad_backward)(dtnn_backend *be, const pad_geom *g, int n, const float *dy,
+                         float *dx, int accumulate);
     void (*fill)(dtnn_backend *be, float *y, size_t count, float value);
     void (*add_i64)(dtnn_backend *be, int64_t *p, int64_t value);
 

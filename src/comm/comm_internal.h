@@ -69,6 +69,8 @@ struct dtnn_comm {
 };
 
 void comm_set_purpose(dtnn_comm *c, const char *what, int index, int count);
+/* The training step under way, for stall reports and traces (-1: none). */
+void comm_set_step(dtnn_comm *c, int64_t step);
 dtnn_status comm_gather(dtnn_comm *c, const void *send, size_t bytes, void *recv,
                         const uint64_t *counts, dtnn_error *err);
 

@@ -40,6 +40,11 @@ int dtnn_parse_float(const char *s, double *out);
 /* Monotonic seconds. */
 double dtnn_now(void);
 
+/* 64-bit FNV-1a of n bytes, continuing from h (DTNN_FNV1A_INIT to start): a cheap hash for
+ * agreement checks and signatures, not for integrity (that is CRC-32C's). */
+#define DTNN_FNV1A_INIT 0xcbf29ce484222325ull
+uint64_t dtnn_fnv1a(uint64_t h, const void *data, size_t n);
+
 /* CRC-32C of n bytes, continuing from crc (0 to start). */
 uint32_t dtnn_crc32c(uint32_t crc, const void *data, size_t n);
 /* The same without the CPU's crc32 instruction, what dtnn_crc32c does without SSE4.2 (tests). */

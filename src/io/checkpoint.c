@@ -130,20 +130,18 @@ static void meta_add(meta_list *ml, const char *key, const char *fmt, ...)
  * "N HASH"; and the --freeze patterns, for the message when it does not. */
 static void freeze_signature(const dtnn_model *m, char *sig, size_t len)
 {
-    uint64_t h = 0xcbf29ce484222325ull;
+    uint64_t h = DTNN_FNV1A_INIT;
     int n = 0;
     for (int i = 0; i < m->n_tensors; i++) {
         if (!m->tensors[i].frozen)
             continue;
         n++;
-        for (const char *c = m->tensors[i].name; ; c++) {
-            h = (h ^ (unsigned char)*c) * 0x100000001b3ull;
-            if (!*c)
-                break;
-        }
+        /* the name with its terminating NUL, so "a" "bc" and "ab" "c" differ */
+        h = dtnn_fnv1a(h, m->tensors[i].name, strlen(m->tensors[i].name) + 1);
     }
+    const unsigned char freeze_bn_mark = 0xb5;
     if (n && m->bp.freeze_bn)
-        h = (h ^ 0xb5u) * 0x100000001b3ull;
+        h = dtnn_fnv1a(h, &freeze_bn_mark, 1);
     snprintf(sig, len, "%d %016llx", n, (unsigned long long)h);
 }
 

@@ -9,7 +9,9 @@
  * The graph is the model in evaluation form: batch norm is BatchNormalization with the running
  * statistics, dropout is dropped (the identity at inference), a ReLU that the build fused into
  * the batch norm or add before it is its own Relu node, relu6 is Clip(0, 6), and the option-A
- * shortcut is Slice (every stride-th row and column) then Pad (zero channels on both sides).
+ * shortcut is Slice (every stride-th row and column) then Pad (zero channels on both sides),
+ * a constant operand of add, mul or sub is an initializer input of Add, Mul or Sub, and pad is
+ * Pad with its fill as constant_value.
  * Values are 4-D [N, C, H, W] up to a flatten and 2-D [N, F] after it; a layer that needs the
  * other rank (linear after a global pool, a pool after a linear) gets a Flatten or Reshape node.
  * Operator semantics follow the ONNX operator documents (onnx/docs/Operators.md) for opsets 11
@@ -452,8 +454,8 @@ static dtnn_status emit_layer(onnx_writer *w, int i, dtnn_error *err)
         nd = add_node(w, "Clip", l->name, ins, *hi ? 3 : *lo ? 2 : 1, out);
         rank = l->in_ids[0] == DTNN_INPUT ? 4 : w->rank[l->in_ids[0]];
     } else if (!strcmp(type, "hardsigmoid") || !strcmp(type, "hardswish")) {
-        /* relu6(x + 3) / 6 is HardSigmoid with alpha 1/6, beta 1/2; HardSwish (opset 14) is
-         * x times it, written as that product for older opsets. */
+        /* relu6(x + 3) / 6 is HardSigmoid with alpha 1/6, beta 1/2 (hardsigmoid's defaults);
+         * HardSwish (opset 14) is x times it, written as that product for older opsets. */
         x = IN(0, 0);
         rank = l->in_ids[0] == DTNN_INPUT ? 4 : w->rank[l->in_ids[0]];
         if (!strcmp(type, "hardswish") && w->opset >= 14) {
@@ -467,13 +469,44 @@ static dtnn_status emit_layer(onnx_writer *w, int i, dtnn_error *err)
             nd = add_node(w, "HardSigmoid", gname, &x, 1, gate);
             if (!nd)
                 goto nomem;
-            attr_float(w, nd, "alpha", 1.0f / 6.0f);
-            attr_float(w, nd, "beta", 0.5f);
+            attr_float(w, nd, "alpha", swish ? 1.0f / 6.0f : a.alpha);
+            attr_float(w, nd, "beta", swish ? 0.5f : a.beta);
             if (swish) {
                 const char *ins[2] = {x, gate};
                 nd = add_node(w, "Mul", l->name, ins, 2, out);
             }
         }
+    } else if (a.constant) {
+        /* add, mul, sub of x and the constant (c - x with reverse): the constant is the
+         * initializer <layer>.constant [C, H, W], as in the checkpoint, against a 4-D
+         * [N, C, H, W] x, which NumPy's broadcast aligns on the right as the layer does. A flat
+         * [N, F] x is reshaped to [N, F, 1, 1] for it, since a [C, H, W] constant would
+         * broadcast wrongly against [N, F]. */
+        rank = 4;
+        const char *ins[2] = {input_as(w, l, 0, 4), tensor_init(w, l, "constant", err)};
+        if (!ins[1])
+            return err->code;
+        if (!ins[0])
+            goto nomem;
+        if (a.reverse) {
+            const char *x0 = ins[0];
+            ins[0] = ins[1];
+            ins[1] = x0;
+        }
+        nd = add_node(w, type[0] == 'm' ? "Mul" : type[0] == 's' ? "Sub" : "Add", l->name, ins,
+                      2, out);
+    } else if (!strcmp(type, "pad")) {
+        /* pads: [begin of N, C, H, W, end of N, C, H, W]; the fill is constant_value */
+        const int *sd = a.pad_sides;
+        const int64_t pads[8] = {0, sd[4], sd[0], sd[1], 0, sd[5], sd[2], sd[3]};
+        const char *pname = ar_printf(w, "%s.%s", l->name, "pads");
+        const char *vname = ar_printf(w, "%s.%s", l->name, "value");
+        if (!pname || !vname || const_i64(w, pname, pads, 8) ||
+            const_f32_scalar(w, vname, a.pad_value))
+            goto nomem;
+        const char *ins[3] = {IN(0, 4), pname, vname};
+        nd = add_node(w, "Pad", l->name, ins, 3, out);
+        attr_string(w, nd, "mode", "constant");
     } else if (!strcmp(type, "mul") || !strcmp(type, "sub")) {
         /* ONNX's broadcasting is NumPy's, as the layers' */
         rank = common_rank(w, l);

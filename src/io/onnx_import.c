@@ -8,7 +8,9 @@
  * Weights are found by the graph's wiring, not by name: each layer records which initializer
  * feeds which of its tensors, so folded batch norms ("onnx::Conv_123") load as well as PyTorch's
  * state_dict names. Layers are named after their weight ("conv1.weight" -> layer "conv1") where
- * that name is a valid, unused layer name, so dtnn's tensor names are the initializer names.
+ * that name is a valid, unused layer name, so dtnn's tensor names are the initializer names;
+ * a weight torch.onnx renamed (a batch norm folded into its conv) takes the module's name from
+ * the node's scope ("/layer1/layer1.0/conv1/Conv" -> "layer1.0.conv1").
  *
  * Not done: external data (models over 2 GiB), more than one graph input or output, operators
  * outside the list in onnx_import_ops.c (those fail naming the node, never approximated).
@@ -357,18 +359,70 @@ static void sanitise(char *dst, size_t cap, const char *src)
     dst[n] = '\0';
 }
 
+/* The PyTorch module a node was exported from, by torch.onnx's scoped node names: in
+ * "/layer2/layer2.0/downsample/downsample.0/Conv" each part is a module's name within its
+ * parent, where a Sequential's child is written "parent.index", and the last part is the
+ * operator. That gives "layer2.0.downsample.0", the state_dict prefix, so a folded weight
+ * (onnx::Conv_214) still gets PyTorch's name and --freeze 'layer2.*' finds it. 0 where the
+ * name is not of that form. */
+static int torch_scope(const char *node, char *out, size_t cap)
+{
+    if (!node || node[0] != '/' || !strchr(node + 1, '/'))
+        return 0;
+    size_t n = 0, prev_len = 0;
+    const char *prev = NULL;
+    out[0] = '\0';
+    for (const char *c = node + 1;;) {
+        const char *end = strchr(c, '/');
+        if (!end)
+            break;  /* the operator */
+        const size_t len = (size_t)(end - c);
+        if (!len)
+            return 0;
+        const char *add = c;
+        size_t add_len = len;
+        /* "layer2.0" after "layer2": the child ".0" */
+        if (prev && len > prev_len + 1 && !strncmp(c, prev, prev_len) && c[prev_len] == '.') {
+            add = c + prev_len;
+            add_len = len - prev_len;
+        }
+        const int dot = n > 0 && add[0] != '.';
+        if (n + add_len + (size_t)dot + 1 > cap)
+            return 0;
+        if (dot)
+            out[n++] = '.';
+        memcpy(out + n, add, add_len);
+        n += add_len;
+        out[n] = '\0';
+        prev = c;
+        prev_len = len;
+        c = end + 1;
+    }
+    return n > 0;
+}
+
+static int name_fits(const imp *p, const char *name)
+{
+    char s[80];
+    sanitise(s, sizeof s, name);
+    return !strcmp(s, name) && s[0] && !name_used(p, s);
+}
+
 static void pick_name(imp *p, imp_layer *l, const Onnx__NodeProto *nd, const char *weight)
 {
     char buf[80];
     size_t wl = weight ? strlen(weight) : 0;
     if (wl > 7 && wl < 80 && !strcmp(weight + wl - 7, ".weight")) {
         snprintf(buf, sizeof buf, "%.*s", (int)(wl - 7), weight);
-        char s[80];
-        sanitise(s, sizeof s, buf);
-        if (!strcmp(s, buf) && s[0] && !name_used(p, s)) {
-            snprintf(l->name, sizeof l->name, "%s", s);
+        if (name_fits(p, buf)) {
+            snprintf(l->name, sizeof l->name, "%s", buf);
             return;
         }
+    }
+    /* A weighted layer whose weight has no module name: its module's, from the node. */
+    if (weight && torch_scope(nd->name, buf, sizeof buf) && name_fits(p, buf)) {
+        snprintf(l->name, sizeof l->name, "%s", buf);
+        return;
     }
     sanitise(buf, sizeof buf, nd->name ? nd->name : "");
     if (!buf[0])

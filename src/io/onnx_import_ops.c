@@ -7,10 +7,11 @@
  *
  * Windows keep ONNX's four pads (conv2d's and the pools' pads=), ceil_mode and MaxPool's
  * dilations; Add, Mul and Sub of two computed values broadcast as NumPy over one sample
- * (dtnn's add, mul, sub); Clip is relu, relu6 or clamp; HardSigmoid (PyTorch's alpha 1/6,
- * beta 1/2) and HardSwish are dtnn's own. What dtnn cannot express exactly is refused with the
- * node, its operator and the first unsupported attribute or value: HardSigmoid's other
- * constants, Mul / Sub by a constant and Add of one other than a MatMul's bias, AveragePool's
+ * (dtnn's add, mul, sub), and of a computed value and a constant are the one-input form of
+ * those (the constant a buffer of the layer), except a MatMul's bias, which is linear's; Clip
+ * is relu, relu6 or clamp; HardSigmoid (any alpha and beta) and HardSwish are dtnn's own.
+ * What dtnn cannot express exactly is refused with the node, its operator and the first
+ * unsupported attribute or value: a constant with more than one sample, AveragePool's
  * dilations, reshapes other than a flatten to [N, features]. Nothing is approximated.
  */
 #include <float.h>
@@ -356,15 +357,21 @@ static dtnn_status op_clip(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
     return st;
 }
 
-/* HardSigmoid max(0, min(1, alpha x + beta)) is dtnn's hardsigmoid relu6(x + 3) / 6 only for
- * alpha 1/6 and beta 1/2, what PyTorch writes for nn.Hardsigmoid and nn.Hardswish. */
+/* HardSigmoid max(0, min(1, alpha x + beta)): dtnn's hardsigmoid, which computes PyTorch's
+ * relu6(x + 3) / 6 for alpha 1/6 and beta 1/2 (what torch.onnx writes) and the formula as
+ * written for other constants (ONNX's defaults 0.2 and 0.5, Keras'). */
 static dtnn_status op_hardsigmoid(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
 {
     const float alpha = imp_attr_float(nd, "alpha", 0.2f), beta = imp_attr_float(nd, "beta", 0.5f);
-    if (alpha != 1.0f / 6.0f || beta != 0.5f)
-        return FAIL("attributes alpha=%.9g beta=%.9g: dtnn's hardsigmoid is alpha = 1/6, "
-                    "beta = 0.5 (nn.Hardsigmoid)", alpha, beta);
-    return activation(p, nd, "hardsigmoid", NULL, err);
+    if (!isfinite(alpha) || !isfinite(beta) || fabsf(alpha) > 1e6f || fabsf(beta) > 1e6f)
+        return FAIL("attributes alpha=%.9g beta=%.9g must be finite, at most 1e6", alpha, beta);
+    imp_layer *l = NULL;
+    dtnn_status st = activation(p, nd, "hardsigmoid", &l, err);
+    if (!st && !(alpha == 1.0f / 6.0f && beta == 0.5f)) {
+        imp_opt(l, "alpha", "%.9g", alpha);
+        imp_opt(l, "beta", "%.9g", beta);
+    }
+    return st;
 }
 
 static dtnn_status op_hardswish(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
@@ -392,8 +399,10 @@ static dtnn_status linear_new(imp *p, const Onnx__NodeProto *nd, int x, int wi, 
                               int bi, dtnn_error *err)
 {
     const imp_value X = p->v[x], *W = &p->v[wi];
-    if (!is_flat(&X))
-        return FAIL("input '%s' is %dx%dx%d, not [N, features]", X.name, X.c, X.h, X.w);
+    /* [N, C, 1] is flat in memory but a batch of C rows to ONNX's MatMul */
+    if (!is_flat(&X) || X.rank == 3)
+        return FAIL("input '%s' is %dx%dx%d (rank %d), not [N, features]", X.name, X.c, X.h,
+                    X.w, X.rank);
     if (!W->is_float || W->ndim != 2 || W->dims[transposed ? 0 : 1] != X.c)
         return BAD("weight '%s' is not a float32 matrix with %d inputs", W->name, X.c);
     const int outs = (int)W->dims[transposed ? 1 : 0];
@@ -515,16 +524,62 @@ static dtnn_status join(imp *p, const Onnx__NodeProto *nd, const char *type, int
                                                                                 : DTNN_OK;
 }
 
-/* Add of a linear layer's only consumer and a bias vector: MatMul + Add is linear with bias. */
-static dtnn_status add_bias(imp *p, const Onnx__NodeProto *nd, int x, int b, dtnn_error *err)
+/* x op c for layer value x and constant c, as the one-input form of dtnn's add, mul or sub
+ * (c - x with reverse): c's dims align on the right with x's [N, C, H, W] or [N, F], as
+ * NumPy's; its batch dimension, if it has one, must be 1. The constant becomes the layer's
+ * tensor "constant" [C, H, W]. */
+static dtnn_status const_operand(imp *p, const Onnx__NodeProto *nd, const char *type, int x,
+                                 int k, int reverse, dtnn_error *err)
+{
+    const imp_value X = p->v[x], *K = &p->v[k];
+    if (!K->is_float)
+        return FAIL("constant '%s' holds integers; dtnn's %s takes a float32 constant",
+                    K->name, type);
+    if (K->ndim > X.rank)
+        return FAIL("constant '%s' has rank %d, above its other operand's %d", K->name,
+                    K->ndim, X.rank);
+    /* the constant's dims as [N, C, H, W] (x of rank 2: [N, F, 1, 1]) */
+    int64_t kd[4] = {1, 1, 1, 1};
+    for (int d = 0; d < K->ndim; d++)
+        kd[X.rank - K->ndim + d] = K->dims[d];
+    if (kd[0] != 1)
+        return FAIL("constant '%s' has %lld samples; dtnn broadcasts a constant of one sample "
+                    "over the batch", K->name, (long long)kd[0]);
+    const int xs[3] = {X.c, X.h, X.w};
+    int ks[3], os[3];
+    for (int d = 0; d < 3; d++) {
+        if (kd[d + 1] > 1 << 24)
+            return FAIL("constant '%s' is too large", K->name);
+        ks[d] = (int)kd[d + 1];
+        if (ks[d] != xs[d] && ks[d] != 1 && xs[d] != 1)
+            return FAIL("constant '%s' %dx%dx%d and input '%s' %dx%dx%d do not broadcast "
+                        "(each size must be equal or 1)", K->name, ks[0], ks[1], ks[2], X.name,
+                        xs[0], xs[1], xs[2]);
+        os[d] = ks[d] > xs[d] ? ks[d] : xs[d];
+    }
+    if (X.rank == 2 && (os[1] != 1 || os[2] != 1))
+        return FAIL("constant '%s' would make the flat value '%s' 4-D", K->name, X.name);
+    int o = imp_layer_new(p, nd, type, NULL, &x, 1, X.rank, os[0], os[1], os[2], err);
+    if (o < 0)
+        return err->code;
+    imp_layer *l = &p->l[p->v[o].layer];
+    imp_opt(l, "const_shape", "%dx%dx%d", ks[0], ks[1], ks[2]);
+    if (reverse)
+        imp_opt(l, "reverse", "true");
+    imp_bind_add(l, "constant", k, 0);
+    return DTNN_OK;
+}
+
+/* x + b for a constant b: a MatMul's bias when x is that MatMul's only use and b fits it,
+ * else dtnn's add of a constant. */
+static dtnn_status add_constant(imp *p, const Onnx__NodeProto *nd, int x, int b, dtnn_error *err)
 {
     const imp_value *X = &p->v[x], *B = &p->v[b];
     imp_layer *l = X->layer >= 0 ? &p->l[X->layer] : NULL;
     if (!l || strcmp(l->type, "linear") || l->bias || l->out != x || imp_uses(p, X->name) != 1 ||
         !B->is_float || B->count != (size_t)l->outputs ||
         !(B->ndim == 1 || (B->ndim == 2 && B->dims[0] == 1)))
-        return FAIL("adding constant '%s' (broadcasting) is supported only as the bias of a "
-                    "MatMul", B->name);
+        return const_operand(p, nd, "add", x, b, 0, err);
     l->bias = 1;
     imp_bind_add(l, "bias", b, 0);
     return imp_out_alias(p, nd, x, err) < 0 ? err->code : DTNN_OK;
@@ -563,8 +618,11 @@ static dtnn_status op_add(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
         if ((ins[k] = imp_in(p, nd, k, err)) < 0)
             return err->code;
     for (int k = 0; k < n; k++) {
-        if (n == 2 && p->v[ins[k]].kind == IMP_CONST && p->v[ins[1 - k]].kind == IMP_LAYER)
-            return add_bias(p, nd, ins[1 - k], ins[k], err);
+        if (n == 2 && p->v[ins[k]].kind == IMP_CONST && p->v[ins[1 - k]].kind == IMP_LAYER) {
+            if (imp_in_layer(p, nd, 1 - k, 0, err) < 0)
+                return err->code;
+            return add_constant(p, nd, ins[1 - k], ins[k], err);
+        }
         if (imp_in_layer(p, nd, k, 0, err) < 0)
             return err->code;
         const imp_value *v = &p->v[ins[k]], *v0 = &p->v[ins[0]];
@@ -588,22 +646,27 @@ static dtnn_status op_add(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
     return join(p, nd, "add", ins, n, rank, err);
 }
 
-/* Mul and Sub of two computed values, broadcast: dtnn's mul and sub. A constant operand would
- * need a scale or shift layer dtnn does not have. */
+/* Mul and Sub of two computed values, broadcast: dtnn's mul and sub; of a computed value and
+ * a constant (either order): their one-input form. */
 static dtnn_status op_binary(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
 {
     if (nd->n_input != 2)
         return BAD("%zu inputs (it takes 2)", nd->n_input);
+    const char *type = nd->op_type[0] == 'M' ? "mul" : "sub";
     int ins[2];
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < 2; k++)
         if ((ins[k] = imp_in(p, nd, k, err)) < 0)
             return err->code;
-        if (p->v[ins[k]].kind == IMP_CONST)
-            return FAIL("input %d '%s' is a constant; dtnn's %s takes two computed values", k,
-                        nd->input[k], nd->op_type[0] == 'M' ? "mul" : "sub");
-        if (imp_in_layer(p, nd, k, 0, err) < 0)
+    const int c0 = p->v[ins[0]].kind == IMP_CONST, c1 = p->v[ins[1]].kind == IMP_CONST;
+    if (c0 && c1)
+        return FAIL("both inputs are constants; dtnn's %s takes at least one computed value",
+                    type);
+    for (int k = 0; k < 2; k++)
+        if (p->v[ins[k]].kind != IMP_CONST && imp_in_layer(p, nd, k, 0, err) < 0)
             return err->code;
-    }
+    if (c0 || c1)   /* Mul commutes: x * c either way; Sub with the constant first is c - x */
+        return const_operand(p, nd, type, ins[c0 ? 1 : 0], ins[c0 ? 0 : 1], c0 && type[0] == 's',
+                             err);
     imp_value o;
     if (broadcast(p, nd, ins[0], ins[1], &o, err))
         return err->code;

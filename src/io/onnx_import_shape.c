@@ -2,11 +2,13 @@
  * onnx_import_shape.c — the ONNX operators that only move or rename data: Flatten, Reshape,
  * Squeeze and Unsqueeze where they flatten to [N, features] (dtnn stores [N, F] and
  * [N, F, 1, 1] the same way, so most become no layer at all), Dropout and Identity (the identity
- * at inference), Pad (zeros: spatial pads go into the next Conv's padding, channel pads make the
- * option-A shortcut), Slice (the shortcut's x[:, :, ::s, ::s]), and the constant folding of
- * Constant, Shape, Gather, Cast, Squeeze, Unsqueeze and Concat that PyTorch writes for Reshape
- * targets. Semantics: onnx/docs/Operators.md.
+ * at inference), Pad (mode constant: zero rows and columns that only Convs read go into their
+ * padding, zero channels alone make the option-A shortcut, any other the pad layer), Slice (the
+ * shortcut's x[:, :, ::s, ::s]), and the constant folding of Constant, Shape, Gather, Cast,
+ * Squeeze, Unsqueeze and Concat that PyTorch writes for Reshape targets. Semantics:
+ * onnx/docs/Operators.md.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -314,6 +316,26 @@ dtnn_status op_cast(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
     return DTNN_OK;
 }
 
+/* Whether every reader of value `name` is a Conv reading it as its input (and no graph output
+ * is it): then zero padding can be that Conv's own. */
+static int only_convs_read(const imp *p, const char *name)
+{
+    const Onnx__GraphProto *g = p->mp->graph;
+    for (size_t k = 0; k < g->n_node; k++)
+        for (size_t q = 0; q < g->node[k]->n_input; q++)
+            if (g->node[k]->input[q] && !strcmp(g->node[k]->input[q], name) &&
+                (q != 0 || !g->node[k]->op_type || strcmp(g->node[k]->op_type, "Conv")))
+                return 0;
+    for (size_t k = 0; k < g->n_output; k++)
+        if (g->output[k]->name && !strcmp(g->output[k]->name, name))
+            return 0;
+    return 1;
+}
+
+/* Pad with mode constant: zero rows and columns, the same on both sides, before Convs only are
+ * those Convs' padding; zero channels alone are the option-A shortcut's (widening a Slice's
+ * before it); any other (another value, asymmetric sides, before another operator) is dtnn's
+ * pad layer. */
 dtnn_status op_pad(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
 {
     int x = imp_in_layer(p, nd, 0, 1, err);
@@ -321,8 +343,8 @@ dtnn_status op_pad(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
         return err->code;
     const Onnx__AttributeProto *ma = imp_attr(nd, "mode");
     if (ma && ma->has_s && (ma->s.len != 8 || memcmp(ma->s.data, "constant", 8)))
-        return FAIL("attribute mode='%.*s': dtnn pads with zeros only", (int)ma->s.len,
-                    (const char *)ma->s.data);
+        return FAIL("attribute mode='%.*s': dtnn pads with a constant only (mode constant)",
+                    (int)ma->s.len, (const char *)ma->s.data);
     int64_t pd[8];
     float value = 0.0f;
     int n;
@@ -357,14 +379,35 @@ dtnn_status op_pad(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
     const imp_value X = p->v[x];
     if (n != 8 || X.rank != 4)
         return FAIL("pads: only 4-D [N, C, H, W] values are padded");
-    if (value != 0.0f)
-        return FAIL("constant value %g: dtnn pads with zeros only", value);
+    if (!isfinite(value) || fabsf(value) > 1e30f)
+        return FAIL("constant value %g: dtnn pads with a finite value", value);
     for (int k = 0; k < 8; k++)
         if (pd[k] < 0 || pd[k] > 1 << 16)
             return FAIL("pads: negative (cropping) or huge pads are not supported");
     if (pd[0] || pd[4])
         return FAIL("pads: the batch dimension cannot be padded");
-    if ((pd[1] || pd[5]) && (pd[2] || pd[3] || pd[6] || pd[7] || X.pad_h || X.pad_w))
+    const int chans = pd[1] || pd[5], spatial = pd[2] || pd[3] || pd[6] || pd[7];
+    const int fold_conv = value == 0.0f && !chans && pd[2] == pd[6] && pd[3] == pd[7] &&
+                          only_convs_read(p, nd->output[0]);
+    if (!fold_conv && !(value == 0.0f && chans && !spatial)) {
+        if (X.pad_h || X.pad_w)
+            return FAIL("pads: a Pad after a Pad that waits for a Conv is not supported");
+        const int K = X.c + (int)(pd[1] + pd[5]), P = X.h + (int)(pd[2] + pd[6]),
+                  Q = X.w + (int)(pd[3] + pd[7]);
+        int o = imp_layer_new(p, nd, "pad", NULL, &x, 1, 4, K, P, Q, err);
+        if (o < 0)
+            return err->code;
+        imp_layer *l = &p->l[p->v[o].layer];
+        imp_opt(l, "pads", "%d,%d,%d,%d", (int)pd[2], (int)pd[3], (int)pd[6], (int)pd[7]);
+        if (chans) {
+            imp_opt(l, "pad_front", "%d", (int)pd[1]);
+            imp_opt(l, "pad_back", "%d", (int)pd[5]);
+        }
+        if (value != 0.0f)
+            imp_opt(l, "value", "%.9g", value);
+        return DTNN_OK;
+    }
+    if ((pd[1] || pd[5]) && (X.pad_h || X.pad_w))
         return FAIL("pads: channels and rows or columns at once are not supported");
     if (pd[1] || pd[5]) {
         /* Zero channels: the option-A shortcut, widening the Slice's shortcut before it. */
@@ -389,10 +432,6 @@ dtnn_status op_pad(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
         l->offset = (int)pd[1];
         return DTNN_OK;
     }
-    if (pd[2] != pd[6] || pd[3] != pd[7])
-        return FAIL("pads [%lld, %lld, %lld, %lld] on rows and columns are asymmetric; dtnn "
-                    "pads both sides the same", (long long)pd[2], (long long)pd[3],
-                    (long long)pd[6], (long long)pd[7]);
     int o = imp_out_alias(p, nd, x, err);
     if (o < 0)
         return err->code;

@@ -7,12 +7,20 @@
  * relu6(x + 3) / 6 and Hardswish(x) = x * relu6(x + 3) / 6 (MobileNetV3, Howard et al. 2019),
  * computed in PyTorch's order of operations; their derivatives at the joins are PyTorch's:
  * hardsigmoid's is 1/6 strictly inside (-3, 3), hardswish's is x / 3 + 1/2 on [-3, 3] and 1
- * above. A NaN input gives a NaN output, as in PyTorch (so a diverging run is seen, not hidden
+ * above. Hardsigmoid with other constants (a = alpha, b = beta: ONNX's max(0, min(1, alpha x +
+ * beta)), Keras' 0.2 and 0.5 among them) is computed as written there, with derivative alpha
+ * strictly inside (0, 1); PyTorch's 1/6 and 1/2 keep PyTorch's order. A NaN input gives a NaN output, as in PyTorch (so a diverging run is seen, not hidden
  * as zeros): the forward tests are written as x < 0, which is false for NaN.
  */
 #include <math.h>
 
 #include "cpu_kernels.h"
+
+/* Hardsigmoid's constants are PyTorch's: relu6(x + 3) / 6, in its order of operations. */
+static inline int hardsigmoid_is_torch(float alpha, float beta)
+{
+    return alpha == 1.0f / 6.0f && beta == 0.5f;
+}
 
 /* relu6(v + 3), NaN kept. */
 static inline float hard_unit(float v)
@@ -51,9 +59,17 @@ void cpu_act_forward(act_kind kind, float a, float b, size_t count, const float 
             y[i] = x[i] < 0.0f ? 0.0f : (x[i] > 6.0f ? 6.0f : x[i]);
         break;
     case ACT_HARDSIGMOID:
+        if (hardsigmoid_is_torch(a, b)) {
 #pragma omp parallel for schedule(static) if (n > 65536)
-        for (long long i = 0; i < n; i++)
-            y[i] = hard_unit(x[i]) / 6.0f;
+            for (long long i = 0; i < n; i++)
+                y[i] = hard_unit(x[i]) / 6.0f;
+        } else {
+#pragma omp parallel for schedule(static) if (n > 65536)
+            for (long long i = 0; i < n; i++) {
+                const float t = a * x[i] + b;
+                y[i] = t < 0.0f ? 0.0f : (t > 1.0f ? 1.0f : t);
+            }
+        }
         break;
     case ACT_HARDSWISH:
 #pragma omp parallel for schedule(static) if (n > 65536)
@@ -104,7 +120,10 @@ void cpu_act_backward(act_kind kind, float a, float b, size_t count, const float
         ACT_STORE(x[i] > 0.0f && x[i] < 6.0f ? dy[i] : 0.0f);
         break;
     case ACT_HARDSIGMOID:
-        ACT_STORE(x[i] > -3.0f && x[i] < 3.0f ? dy[i] * (1.0f / 6.0f) : 0.0f);
+        if (hardsigmoid_is_torch(a, b))
+            ACT_STORE(x[i] > -3.0f && x[i] < 3.0f ? dy[i] * (1.0f / 6.0f) : 0.0f);
+        else
+            ACT_STORE(a * x[i] + b > 0.0f && a * x[i] + b < 1.0f ? dy[i] * a : 0.0f);
         break;
     case ACT_HARDSWISH:
         ACT_STORE(x[i] < -3.0f ? 0.0f : (x[i] <= 3.0f ? dy[i] * (x[i] / 3.0f + 0.5f) : dy[i]));

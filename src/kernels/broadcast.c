@@ -3,7 +3,7 @@
  * one sample's (C, H, W), and their backward, which sums the output gradient over the
  * positions a broadcast input was repeated to (the reduction NumPy's and PyTorch's autograd
  * do). Both inputs have the batch n: per-sample scalars are (1, 1, 1), squeeze-and-excitation
- * scales (C, 1, 1).
+ * scales (C, 1, 1). A shared input (a layer's constant operand) is one sample for all.
  *
  * Forward is one fixed expression per output, a op b, as PyTorch computes it. Backward gathers:
  * each input-gradient value sums its own output positions in a fixed order, in double, so no
@@ -21,7 +21,8 @@ void cpu_binary_forward(binary_kind kind, const binary_geom *g, int n, const flo
 {
     const int C = g->C, H = g->H, W = g->W;
     const size_t a_hw = (size_t)g->a[1] * g->a[2], b_hw = (size_t)g->b[1] * g->b[2];
-    const size_t a_sample = (size_t)g->a[0] * a_hw, b_sample = (size_t)g->b[0] * b_hw;
+    const size_t a_sample = g->a_shared ? 0 : (size_t)g->a[0] * a_hw,
+                 b_sample = g->b_shared ? 0 : (size_t)g->b[0] * b_hw;
     const size_t ac = bstride(g->a[0], a_hw), ah = bstride(g->a[1], (size_t)g->a[2]),
                  aw = bstride(g->a[2], 1);
     const size_t bc = bstride(g->b[0], b_hw), bh = bstride(g->b[1], (size_t)g->b[2]),
@@ -57,10 +58,11 @@ void cpu_binary_forward(binary_kind kind, const binary_geom *g, int n, const flo
  * repeated to, of dy times (for a product) the other input o (shape os) there; written, or
  * added with accumulate. */
 static void reduce_grad(const binary_geom *g, int n, const int *xs, const float *o,
-                        const int *os, float sign, const float *dy, float *dx, int accumulate)
+                        const int *os, int o_shared, float sign, const float *dy, float *dx,
+                        int accumulate)
 {
     const int C = g->C, H = g->H, W = g->W;
-    const size_t o_hw = (size_t)os[1] * os[2], o_sample = (size_t)os[0] * o_hw;
+    const size_t o_hw = (size_t)os[1] * os[2], o_sample = o_shared ? 0 : (size_t)os[0] * o_hw;
     const size_t oc = bstride(os[0], o_hw), oh = bstride(os[1], (size_t)os[2]),
                  ow = bstride(os[2], 1);
     const size_t x_plane = (size_t)xs[1] * xs[2];
@@ -94,9 +96,11 @@ void cpu_binary_backward(binary_kind kind, const binary_geom *g, int n, const fl
                          float *db, int db_accumulate)
 {
     const int mul = kind == BIN_MUL;
+    DTNN_ASSERT(!(da && g->a_shared) && !(db && g->b_shared));
     if (da)
-        reduce_grad(g, n, g->a, mul ? b : NULL, g->b, 1.0f, dy, da, da_accumulate);
+        reduce_grad(g, n, g->a, mul ? b : NULL, g->b, g->b_shared, 1.0f, dy, da,
+                    da_accumulate);
     if (db)
-        reduce_grad(g, n, g->b, mul ? a : NULL, g->a, kind == BIN_SUB ? -1.0f : 1.0f, dy, db,
-                    db_accumulate);
+        reduce_grad(g, n, g->b, mul ? a : NULL, g->a, g->a_shared,
+                    kind == BIN_SUB ? -1.0f : 1.0f, dy, db, db_accumulate);
 }

@@ -249,6 +249,20 @@ static void op_binary_backward(dtnn_backend *be, binary_kind kind, const binary_
     cpu_binary_backward(kind, g, n, a, b, dy, da, da_accumulate, db, db_accumulate);
 }
 
+static void op_pad_forward(dtnn_backend *be, const pad_geom *g, int n, const float *x,
+                           float *y)
+{
+    (void)be;
+    cpu_pad_forward(g, n, x, y);
+}
+
+static void op_pad_backward(dtnn_backend *be, const pad_geom *g, int n, const float *dy,
+                            float *dx, int accumulate)
+{
+    (void)be;
+    cpu_pad_backward(g, n, dy, dx, accumulate);
+}
+
 static void op_fill(dtnn_backend *be, float *y, size_t count, float value)
 {
     (void)be;
@@ -368,6 +382,8 @@ const dtnn_backend_ops cpu_backend_table = {
     .fill = op_fill,
     .binary_forward = op_binary_forward,
     .binary_backward = op_binary_backward,
+    .pad_forward = op_pad_forward,
+    .pad_backward = op_pad_backward,
     .add_i64 = op_add_i64,
     .dropout_forward = op_dropout_forward,
     .dropout_backward = op_dropout_backward,

@@ -38,6 +38,8 @@
 #define cpu_fill CPU_ISA_NAME(cpu_fill)
 #define cpu_binary_forward CPU_ISA_NAME(cpu_binary_forward)
 #define cpu_binary_backward CPU_ISA_NAME(cpu_binary_backward)
+#define cpu_pad_forward CPU_ISA_NAME(cpu_pad_forward)
+#define cpu_pad_backward CPU_ISA_NAME(cpu_pad_backward)
 #define cpu_dropout_forward CPU_ISA_NAME(cpu_dropout_forward)
 #define cpu_dropout_backward CPU_ISA_NAME(cpu_dropout_backward)
 #define cpu_count_nonfinite CPU_ISA_NAME(cpu_count_nonfinite)

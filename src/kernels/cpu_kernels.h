@@ -114,7 +114,8 @@ void cpu_linear_forward(int n, int out, int in, const float *x, const float *w, 
 void cpu_linear_backward(int n, int out, int in, const float *x, const float *dy,
                          const float *w, float *dw, float *db, float *dx, int accumulate);
 
-/* Element-wise families (elementwise.c, shortcut.c, loss.c, optim.c): the contracts are
+/* Element-wise families (elementwise.c, broadcast.c, pad.c, shortcut.c, loss.c,
+ * optim.c): the contracts are
  * the backend table's (backend/backend.h). */
 void cpu_add_forward(size_t count, int n_in, const float *const *x, int relu, float *y);
 void cpu_add_backward(size_t count, const float *y, const float *dy, int n_out,
@@ -127,6 +128,8 @@ void cpu_binary_forward(binary_kind kind, const binary_geom *g, int n, const flo
 void cpu_binary_backward(binary_kind kind, const binary_geom *g, int n, const float *a,
                          const float *b, const float *dy, float *da, int da_accumulate,
                          float *db, int db_accumulate);
+void cpu_pad_forward(const pad_geom *g, int n, const float *x, float *y);
+void cpu_pad_backward(const pad_geom *g, int n, const float *dy, float *dx, int accumulate);
 void cpu_dropout_forward(size_t count, float p, float scale, uint64_t seed, uint64_t stream,
                          uint64_t base, const float *x, float *y, uint8_t *mask);
 void cpu_dropout_backward(size_t count, float scale, const uint8_t *mask, const float *dy,

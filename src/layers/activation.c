@@ -1,7 +1,9 @@
 /*
  * activation.c — the element-wise activation layers: relu, leaky_relu (slope, default 0.01 as
  * PyTorch), sigmoid, tanh, relu6 (MobileNetV2's min(max(x, 0), 6)), hardsigmoid and hardswish
- * (MobileNetV3's relu6(x + 3) / 6 and x relu6(x + 3) / 6, as nn.Hardsigmoid / nn.Hardswish),
+ * (MobileNetV3's relu6(x + 3) / 6 and x relu6(x + 3) / 6, as nn.Hardsigmoid / nn.Hardswish;
+ * hardsigmoid also takes alpha= and beta=, ONNX's max(0, min(1, alpha x + beta)), for models
+ * from other frameworks: Keras writes 0.2 and 0.5),
  * clamp (min=, max=: torch.clamp, and ONNX Clip; a bound left out is infinite) and hardtanh
  * (min=, max=, default -1 and 1, also min_val= / max_val= as nn.Hardtanh). clamp and hardtanh
  * compute the same values and differ only at the bounds in backward, as in PyTorch: clamp
@@ -18,6 +20,7 @@ typedef struct {
     act_kind kind;
     float slope;
     float lo, hi;   /* clamp, hardtanh */
+    float alpha, beta;  /* hardsigmoid */
 } act_cfg;
 
 static dtnn_status act_set(void *cfg, const char *key, const char *value, dtnn_error *err)
@@ -25,6 +28,10 @@ static dtnn_status act_set(void *cfg, const char *key, const char *value, dtnn_e
     act_cfg *c = cfg;
     if (c->kind == ACT_LEAKY_RELU && (!strcmp(key, "slope") || !strcmp(key, "negative_slope")))
         return layer_opt_float(key, value, -1e6, 1e6, &c->slope, err);
+    if (c->kind == ACT_HARDSIGMOID && !strcmp(key, "alpha"))
+        return layer_opt_float(key, value, -1e6, 1e6, &c->alpha, err);
+    if (c->kind == ACT_HARDSIGMOID && !strcmp(key, "beta"))
+        return layer_opt_float(key, value, -1e6, 1e6, &c->beta, err);
     if (c->kind == ACT_CLAMP || c->kind == ACT_HARDTANH) {
         /* Finite bounds only: an infinite one is the default of clamp, and a NaN would make
          * every comparison false. */
@@ -36,6 +43,7 @@ static dtnn_status act_set(void *cfg, const char *key, const char *value, dtnn_e
     return dtnn_error_set(err, DTNN_ERR_ARG, "unknown option '%s' for this activation%s", key,
                           c->kind == ACT_LEAKY_RELU ? " (slope)" :
                           c->kind == ACT_CLAMP || c->kind == ACT_HARDTANH ? " (min, max)" :
+                          c->kind == ACT_HARDSIGMOID ? " (alpha, beta)" :
                           " (it has none)");
 }
 
@@ -49,28 +57,34 @@ static dtnn_status act_infer(layer *l, dtnn_error *err)
     return DTNN_OK;
 }
 
-/* The kernel's two scalars: the slope, or the bounds. */
-static float act_a(const act_cfg *c) { return c->kind == ACT_LEAKY_RELU ? c->slope : c->lo; }
+/* The kernel's two scalars: the slope, hardsigmoid's alpha and beta, or the bounds. */
+static float act_a(const act_cfg *c)
+{
+    return c->kind == ACT_LEAKY_RELU ? c->slope : c->kind == ACT_HARDSIGMOID ? c->alpha : c->lo;
+}
+
+static float act_b(const act_cfg *c) { return c->kind == ACT_HARDSIGMOID ? c->beta : c->hi; }
 
 static void act_forward(layer *l, const layer_ctx *ctx)
 {
     act_cfg *c = l->cfg;
-    be_run(ctx->be, act_forward, c->kind, act_a(c), c->hi, shape_size(l->out) * l->n, l->x[0],
-           l->y);
+    be_run(ctx->be, act_forward, c->kind, act_a(c), act_b(c), shape_size(l->out) * l->n,
+           l->x[0], l->y);
 }
 
 static void act_backward(layer *l, const layer_ctx *ctx)
 {
     act_cfg *c = l->cfg;
     if (l->dx[0])
-        be_run(ctx->be, act_backward, c->kind, act_a(c), c->hi, shape_size(l->out) * l->n,
+        be_run(ctx->be, act_backward, c->kind, act_a(c), act_b(c), shape_size(l->out) * l->n,
                l->x[0], l->y, l->dy, l->dx[0], l->dx_accumulate[0]);
 }
 
 static void act_describe(const layer *l, layer_attrs *a)
 {
     const act_cfg *c = l->cfg;
-    *a = (layer_attrs){.alpha = c->slope, .bounds = {c->lo, c->hi}};
+    *a = (layer_attrs){.alpha = c->kind == ACT_HARDSIGMOID ? c->alpha : c->slope,
+                       .beta = c->beta, .bounds = {c->lo, c->hi}};
 }
 
 #define ACT_LAYER(ident, type_name, kind_value, text, in_place, reads_output, lo_, hi_)      \
@@ -79,6 +93,8 @@ static void act_describe(const layer *l, layer_attrs *a)
         act_cfg *c = cfg;                                                                     \
         c->kind = kind_value;                                                                 \
         c->slope = 0.01f;                                                                     \
+        c->alpha = 1.0f / 6.0f;                                                               \
+        c->beta = 0.5f;                                                                       \
         c->lo = lo_;                                                                          \
         c->hi = hi_;                                                                          \
     }                                                                                         \
@@ -107,7 +123,9 @@ ACT_LAYER(leaky_relu, "leaky_relu", ACT_LEAKY_RELU, "x > 0 ? x : slope * x (slop
 ACT_LAYER(sigmoid, "sigmoid", ACT_SIGMOID, "1 / (1 + exp(-x))", 0, 1, 0.0f, 0.0f)
 ACT_LAYER(tanh, "tanh", ACT_TANH, "tanh(x)", 0, 1, 0.0f, 0.0f)
 ACT_LAYER(relu6, "relu6", ACT_RELU6, "min(max(x, 0), 6)", LAYER_INPLACE, 0, 0.0f, 6.0f)
-ACT_LAYER(hardsigmoid, "hardsigmoid", ACT_HARDSIGMOID, "relu6(x + 3) / 6", 0, 0, 0.0f, 0.0f)
+ACT_LAYER(hardsigmoid, "hardsigmoid", ACT_HARDSIGMOID,
+          "relu6(x + 3) / 6, or max(0, min(1, alpha x + beta)) (alpha=1/6, beta=0.5)", 0, 0, 0.0f,
+          0.0f)
 ACT_LAYER(hardswish, "hardswish", ACT_HARDSWISH, "x * relu6(x + 3) / 6", 0, 0, 0.0f, 0.0f)
 ACT_LAYER(clamp, "clamp", ACT_CLAMP, "min(max(x, min), max) (min=-inf, max=inf; torch.clamp)",
           0, 0, -INFINITY, INFINITY)

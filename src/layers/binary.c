@@ -7,46 +7,85 @@
  * Backward sums the gradient over the positions a broadcast input was repeated to (the
  * backend's binary_backward). The broadcasting add is add.c's, whose same-shape add keeps its
  * fusions.
+ *
+ * With one input, the second operand is a constant the layer holds (layer.h, layer_constant:
+ * const_shape, const_value, and for sub reverse = true for c - x): ONNX's Mul / Sub by an
+ * initializer, torch's x * c. It is a buffer, not a parameter, as batch norm's running
+ * statistics: checkpoints, export and import carry it, training leaves it alone, and only x
+ * gets a gradient. One layer with an optional operand rather than a separate scale layer, so
+ * that the model file, the exporter and the importer each have one mul and one sub.
  */
 #include "layer.h"
 
 typedef struct {
     binary_kind kind;
+    layer_constant k;
     binary_geom g;
 } binary_cfg;
 
 static dtnn_status binary_set(void *cfg, const char *key, const char *value, dtnn_error *err)
 {
-    (void)cfg;
-    (void)value;
-    return dtnn_error_set(err, DTNN_ERR_ARG, "unknown option '%s' for this layer (it has none)",
-                          key);
+    binary_cfg *c = cfg;
+    dtnn_status st;
+    if (layer_opt_constant(key, value, c->kind == BIN_SUB, &c->k, &st, err))
+        return st;
+    return dtnn_error_set(err, DTNN_ERR_ARG, "unknown option '%s' for this layer (const_shape, "
+                          "const_value%s)", key, c->kind == BIN_SUB ? ", reverse" : "");
 }
 
 static dtnn_status binary_infer(layer *l, dtnn_error *err)
 {
     binary_cfg *c = l->cfg;
-    dtnn_status st = layer_broadcast_geom(l, &c->g, err);
+    dtnn_status st = layer_constant_infer(l, &c->k, &c->g, err);
     if (st)
         return st;
     l->out = (dtnn_shape){c->g.C, c->g.H, c->g.W};
     return DTNN_OK;
 }
 
+/* The operands a and b: the two inputs, or the input and the constant in their order. */
+static void operands(const layer *l, const float **a, const float **b)
+{
+    const binary_cfg *c = l->cfg;
+    *a = l->x[0];
+    *b = l->n_in == 2 ? l->x[1] : l->p[0];
+    if (l->n_in == 1 && c->k.reverse) {
+        *a = l->p[0];
+        *b = l->x[0];
+    }
+}
+
 static void binary_forward(layer *l, const layer_ctx *ctx)
 {
     binary_cfg *c = l->cfg;
-    be_run(ctx->be, binary_forward, c->kind, &c->g, l->n, l->x[0], l->x[1], l->y);
+    const float *a, *b;
+    operands(l, &a, &b);
+    be_run(ctx->be, binary_forward, c->kind, &c->g, l->n, a, b, l->y);
 }
 
 /* When both inputs are one producer, the model has the second add to the first
- * (dx_accumulate), which the backend does after writing the first in full. */
+ * (dx_accumulate), which the backend does after writing the first in full. The constant
+ * has no gradient. */
 static void binary_backward(layer *l, const layer_ctx *ctx)
 {
     binary_cfg *c = l->cfg;
-    if (l->dx[0] || l->dx[1])
-        be_run(ctx->be, binary_backward, c->kind, &c->g, l->n, l->x[0], l->x[1], l->dy,
-               l->dx[0], l->dx_accumulate[0], l->dx[1], l->dx_accumulate[1]);
+    const float *a, *b;
+    operands(l, &a, &b);
+    if (l->n_in == 1) {
+        if (l->dx[0])
+            be_run(ctx->be, binary_backward, c->kind, &c->g, l->n, a, b, l->dy,
+                   c->k.reverse ? NULL : l->dx[0], l->dx_accumulate[0],
+                   c->k.reverse ? l->dx[0] : NULL, l->dx_accumulate[0]);
+    } else if (l->dx[0] || l->dx[1]) {
+        be_run(ctx->be, binary_backward, c->kind, &c->g, l->n, a, b, l->dy, l->dx[0],
+               l->dx_accumulate[0], l->dx[1], l->dx_accumulate[1]);
+    }
+}
+
+static void binary_describe(const layer *l, layer_attrs *a)
+{
+    const binary_cfg *c = l->cfg;
+    *a = (layer_attrs){.constant = l->n_in == 1, .reverse = c->k.reverse};
 }
 
 static double binary_flops(const layer *l) { return (double)shape_size(l->out); }
@@ -56,12 +95,13 @@ static double binary_flops(const layer *l) { return (double)shape_size(l->out); 
     {                                                                                         \
         binary_cfg *c = cfg;                                                                  \
         c->kind = kind_value;                                                                 \
+        c->k.value = kind_value == BIN_MUL ? 1.0f : 0.0f;                                     \
     }                                                                                         \
     const layer_ops layer_##ident = {                                                         \
         .type = type_name,                                                                    \
         .summary = text,                                                                      \
         .cfg_size = sizeof(binary_cfg),                                                       \
-        .min_inputs = 2,                                                                      \
+        .min_inputs = 1,                                                                      \
         .max_inputs = 2,                                                                      \
         .defaults = ident##_defaults,                                                         \
         .set = binary_set,                                                                    \
@@ -69,8 +109,12 @@ static double binary_flops(const layer *l) { return (double)shape_size(l->out); 
         .forward = binary_forward,                                                            \
         .backward = binary_backward,                                                          \
         .flops = binary_flops,                                                                \
+        .describe = binary_describe,                                                          \
     };
 
 BINARY_LAYER(mul, "mul", BIN_MUL,
-             "a * b of 2 inputs, broadcast as NumPy (per-channel or per-sample scales)")
-BINARY_LAYER(sub, "sub", BIN_SUB, "a - b of 2 inputs, broadcast as NumPy")
+             "a * b of 2 inputs, broadcast as NumPy (per-channel or per-sample scales), or x * "
+             "a constant (const_shape, const_value)")
+BINARY_LAYER(sub, "sub", BIN_SUB,
+             "a - b of 2 inputs, broadcast as NumPy, or x - a constant (const_shape, "
+             "const_value; reverse: constant - x)")

@@ -86,9 +86,9 @@ dtnn_status layer_unknown_key(const layer_ops *ops, const char *key, dtnn_error 
 
 /* NumPy's rule on one sample's (C, H, W): each output size is the larger of the two, and an
  * input whose size differs from it must have size 1 there. */
-dtnn_status layer_broadcast_geom(const layer *l, binary_geom *g, dtnn_error *err)
+static dtnn_status broadcast_shapes(const layer *l, dtnn_shape a, dtnn_shape b, binary_geom *g,
+                                    dtnn_error *err)
 {
-    const dtnn_shape a = l->in[0], b = l->in[1];
     const int as[3] = {a.c, a.h, a.w}, bs[3] = {b.c, b.h, b.w};
     int out[3];
     for (int d = 0; d < 3; d++) {
@@ -103,6 +103,67 @@ dtnn_status layer_broadcast_geom(const layer *l, binary_geom *g, dtnn_error *err
         g->a[d] = as[d];
         g->b[d] = bs[d];
     }
+    return DTNN_OK;
+}
+
+dtnn_status layer_broadcast_geom(const layer *l, binary_geom *g, dtnn_error *err)
+{
+    return broadcast_shapes(l, l->in[0], l->in[1], g, err);
+}
+
+int layer_opt_constant(const char *key, const char *value, int reversible, layer_constant *k,
+                       dtnn_status *st, dtnn_error *err)
+{
+    if (!strcmp(key, "const_shape")) {
+        /* C, or CxHxW read as the list C,H,W */
+        char buf[64];
+        int d[3] = {1, 1, 1}, xs = 0;
+        snprintf(buf, sizeof buf, "%s", value);
+        for (char *q = buf; *q; q++)
+            if (*q == 'x') {
+                *q = ',';
+                xs++;
+            }
+        if (xs != 0 && xs != 2)
+            *st = dtnn_error_set(err, DTNN_ERR_ARG, "option 'const_shape': '%s' is not C or "
+                                 "CxHxW", value);
+        else
+            *st = layer_opt_ints(key, buf, 1, 1 << 24, xs ? 3 : 1, d, err);
+        k->c = d[0], k->h = d[1], k->w = d[2];
+    } else if (!strcmp(key, "const_value")) {
+        *st = layer_opt_float(key, value, -1e30, 1e30, &k->value, err);
+    } else if (reversible && !strcmp(key, "reverse")) {
+        *st = layer_opt_bool(key, value, &k->reverse, err);
+    } else {
+        return 0;
+    }
+    k->given = 1;
+    return 1;
+}
+
+dtnn_status layer_constant_infer(layer *l, const layer_constant *k, binary_geom *g,
+                                 dtnn_error *err)
+{
+    if (l->n_in == 1 && !k->c)
+        return dtnn_error_set(err, DTNN_ERR_ARG, "%s of one input needs the shape of its "
+                              "constant operand: const_shape = C or CxHxW", l->ops->type);
+    if (l->n_in != 1 && k->given)
+        return dtnn_error_set(err, DTNN_ERR_ARG, "%s: const_shape, const_value and reverse "
+                              "are for the one-input form (x op constant); this one has %d "
+                              "inputs", l->ops->type, l->n_in);
+    if (l->n_in != 1)
+        return layer_broadcast_geom(l, g, err);
+    const dtnn_shape c = {k->c, k->h, k->w};
+    dtnn_status st = k->reverse ? broadcast_shapes(l, c, l->in[0], g, err)
+                                : broadcast_shapes(l, l->in[0], c, g, err);
+    if (st)
+        return st;
+    g->a_shared = k->reverse;
+    g->b_shared = !k->reverse;
+    const int64_t dims[3] = {k->c, k->h, k->w};
+    const int t = layer_declare(l, "constant", DTNN_TENSOR_BUFFER, DTNN_F32, 3, dims, INIT_FILL,
+                                0, 0);
+    l->t[t].fill = k->value;
     return DTNN_OK;
 }
 

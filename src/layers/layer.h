@@ -34,6 +34,7 @@ typedef enum {
     INIT_BIAS,      /* U(-1/sqrt(fan_in), 1/sqrt(fan_in)) as PyTorch; zero for He/Xavier */
     INIT_ONES,
     INIT_ZEROS,
+    INIT_FILL,      /* every value the tensor's fill (a constant operand's const_value) */
 } layer_init;
 
 #define LAYER_MAX_TENSORS 6
@@ -48,6 +49,7 @@ typedef struct {
     int64_t dims[4];
     layer_init init;
     double fan_in, fan_out;
+    float fill;             /* INIT_FILL's value */
     int model_index;        /* index into the model's tensor table (set by the model) */
 } layer_tensor;
 
@@ -80,9 +82,14 @@ typedef struct {
     int outputs;                /* conv2d filters, linear outputs, shortcut_a filters */
     int output_size[2];         /* adaptive_avgpool */
     int offset;                 /* shortcut_a: the output channel of input channel 0 */
-    float alpha;                /* leaky_relu slope */
+    float alpha;                /* leaky_relu slope, hardsigmoid's alpha */
+    float beta;                 /* hardsigmoid's beta */
     float bounds[2];            /* clamp, hardtanh: min, max (infinite where clamp has none) */
     float eps;                  /* batchnorm */
+    int constant;               /* add, mul, sub: the second operand is the tensor "constant" */
+    int reverse;                /* sub: constant - x */
+    int pad_sides[6];           /* pad: top, left, bottom, right, front, back (channels) */
+    float pad_value;            /* pad: the fill */
 } layer_attrs;
 
 typedef struct {
@@ -193,6 +200,26 @@ dtnn_status layer_unknown_key(const layer_ops *ops, const char *key, dtnn_error 
 /* The broadcast of a two-input layer's input shapes (NumPy's rule, per sample); a SHAPE error
  * naming both when they do not broadcast. */
 dtnn_status layer_broadcast_geom(const layer *l, binary_geom *g, dtnn_error *err);
+
+/* The constant operand of the one-input forms of add, mul and sub (x op c; for sub also
+ * c - x): options const_shape (its per-sample shape, C or CxHxW, broadcast against x as NumPy),
+ * const_value (the value it starts with, before a checkpoint or an import loads its values)
+ * and, where reversible, reverse (the constant is the first operand). It is the buffer
+ * "constant" [C, H, W]: saved, loaded and exported with the model, never trained. */
+typedef struct {
+    int c, h, w;        /* 0: no constant (the two-input form) */
+    float value;
+    int reverse;
+    int given;          /* one of its options was set */
+} layer_constant;
+
+/* Returns 1 when key is one of those options (its status in *st), 0 when it is not. */
+int layer_opt_constant(const char *key, const char *value, int reversible, layer_constant *k,
+                       dtnn_status *st, dtnn_error *err);
+/* The geometry of the layer: of its two inputs, or of x and its constant, which it declares
+ * (the constant is input b, shared by every sample, or input a with reverse). */
+dtnn_status layer_constant_infer(layer *l, const layer_constant *k, binary_geom *g,
+                                 dtnn_error *err);
 
 /* The registry. */
 const layer_ops *layer_ops_find(const char *type);

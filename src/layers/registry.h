@@ -28,4 +28,5 @@
     X(mul)                 \
     X(sub)                 \
     X(concat)              \
+    X(pad)                 \
     X(shortcut_a)

@@ -232,6 +232,8 @@ static float init_value(dtnn_rng *rng, const layer_tensor *t, dtnn_init_scheme s
         if (scheme != DTNN_INIT_DEFAULT)
             return 0.0f;
         return (float)((2.0 * dtnn_rng_uniform(rng) - 1.0) / sqrt(t->fan_in));
+    case INIT_FILL:
+        return t->fill;
     case INIT_ZEROS:
     case INIT_NONE:
         break;

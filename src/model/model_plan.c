@@ -60,10 +60,13 @@ static int reads_between(const dtnn_model *m, int id, int lo, int hi)
     return reads;
 }
 
-/* Whether a layer's inputs differ in shape (an add that broadcasts): its kernels then are the
- * binary ones, which have no epilogue, and its output is not any input's shape. */
+/* Whether a layer's inputs differ in shape (an add that broadcasts), or it is an add of one
+ * input and a constant: its kernels then are the binary ones, which have no epilogue, and its
+ * output need not be any input's shape. */
 static int broadcasts(const layer *l)
 {
+    if (l->ops == &layer_add && l->n_in == 1)
+        return 1;
     for (int k = 1; k < l->n_in; k++)
         if (l->in[k].c != l->in[0].c || l->in[k].h != l->in[0].h || l->in[k].w != l->in[0].w)
             return 1;

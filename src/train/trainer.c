@@ -74,14 +74,6 @@ static dtnn_loader *split_loader(const dtnn_split *s, const char *name, dtnn_dat
     return dtnn_loader_create(view, 1, &lp, err);
 }
 
-static uint64_t fnv(uint64_t h, const void *data, size_t n)
-{
-    const unsigned char *p = data;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ p[i]) * 0x100000001b3ull;
-    return h;
-}
-
 /* Ranks must agree on the model, the settings and the data, or training silently diverges (or
  * hangs in a collective of another size). Each rank hashes the three; rank 0's are compared. */
 static dtnn_status check_agreement(dtnn_model *m, dtnn_optimizer *opt, dtnn_loader *train,
@@ -89,12 +81,12 @@ static dtnn_status check_agreement(dtnn_model *m, dtnn_optimizer *opt, dtnn_load
                                    dtnn_comm *comm, const dtnn_train_params *p,
                                    const dtnn_train_state *ts, dtnn_error *err)
 {
-    uint64_t h[3] = {0xcbf29ce484222325ull, 0xcbf29ce484222325ull, 0xcbf29ce484222325ull};
+    uint64_t h[3] = {DTNN_FNV1A_INIT, DTNN_FNV1A_INIT, DTNN_FNV1A_INIT};
     for (int i = 0; i < dtnn_model_tensor_count(m); i++) {
         const dtnn_tensor_info *t = dtnn_model_tensor(m, i);
-        h[0] = fnv(h[0], t->name, strlen(t->name));
-        h[0] = fnv(h[0], t->dims, sizeof(int64_t) * t->ndim);
-        h[0] = fnv(h[0], &t->frozen, sizeof t->frozen);
+        h[0] = dtnn_fnv1a(h[0], t->name, strlen(t->name));
+        h[0] = dtnn_fnv1a(h[0], t->dims, sizeof(int64_t) * t->ndim);
+        h[0] = dtnn_fnv1a(h[0], &t->frozen, sizeof t->frozen);
     }
     struct {
         int64_t epochs, steps, batch, accumulate, shuffle, loss, allreduce, dtype, sync_bn;
@@ -104,9 +96,9 @@ static dtnn_status check_agreement(dtnn_model *m, dtnn_optimizer *opt, dtnn_load
     } f = {p->epochs, p->steps, p->batch_size, p->accumulate, p->shuffle, p->loss.kind,
            p->allreduce, p->comm_dtype, p->sync_bn, p->seed, p->loss.label_smoothing,
            p->sched.base_lr, p->bucket_mb, ts->step, ts->epoch, ts->step_in_epoch};
-    h[1] = fnv(h[1], &f, sizeof f);
-    h[1] = fnv(h[1], &p->sched, sizeof p->sched);
-    h[1] = fnv(h[1], dtnn_optimizer_params(opt), sizeof(dtnn_opt_params));
+    h[1] = dtnn_fnv1a(h[1], &f, sizeof f);
+    h[1] = dtnn_fnv1a(h[1], &p->sched, sizeof p->sched);
+    h[1] = dtnn_fnv1a(h[1], dtnn_optimizer_params(opt), sizeof(dtnn_opt_params));
     dtnn_loader_info info[2];
     memset(info, 0, sizeof info);
     dtnn_loader_get_info(train, &info[0]);
@@ -114,9 +106,9 @@ static dtnn_status check_agreement(dtnn_model *m, dtnn_optimizer *opt, dtnn_load
         dtnn_loader_get_info(test, &info[1]);
     for (int k = 0; k < 2; k++) {
         int64_t shape[5] = {info[k].n, info[k].c, info[k].h, info[k].w, info[k].classes};
-        h[2] = fnv(h[2], shape, sizeof shape);
+        h[2] = dtnn_fnv1a(h[2], shape, sizeof shape);
         if (info[k].labels)
-            h[2] = fnv(h[2], info[k].labels, sizeof(int32_t) * (size_t)info[k].n);
+            h[2] = dtnn_fnv1a(h[2], info[k].labels, sizeof(int32_t) * (size_t)info[k].n);
     }
     int size = dtnn_comm_size(comm);
     uint64_t *all = malloc(sizeof h * (size_t)size);
@@ -165,8 +157,8 @@ static dtnn_status check_replicas(dtnn_model *m, dtnn_comm *comm, int64_t epoch,
         free(params);
         return err->code;
     }
-    h[0] = fnv(h[0], params, pbytes);
-    h[1] = fnv(h[1], buffers, bbytes);
+    h[0] = dtnn_fnv1a(h[0], params, pbytes);
+    h[1] = dtnn_fnv1a(h[1], buffers, bbytes);
     free(params);
     free(buffers);
     int size = dtnn_comm_size(comm);
@@ -471,7 +463,7 @@ static dtnn_status run_step(train_run_state *r, int64_t epoch, int64_t s, epoch_
     int64_t len;
     dtnn_status st;
     double t_step = trace_clock(p->trace);
-    r->comm->step = ts->step + 1;
+    comm_set_step(r->comm, ts->step + 1);
     if ((st = dtnn_loader_next(r->train, &xb, &yb, &n, &len, err)))
         return st;
     trace_span(p->trace, TRACE_DATA, "waiting for data", t_step, ts->step + 1);
