@@ -1,7 +1,8 @@
 /*
  * test_gpu_ops.c — every operation of the cuda backend's table against the cpu backend's, on
  * odd shapes (batch 1, channels not a multiple of 8, stride 2, padding 0 to 3, kernels 1x1 to
- * 7x7, dilation, groups, broadcasts, accumulate and "not wanted" outputs), with the same
+ * 7x7, dilation, groups, broadcasts and shared constants, padding, accumulate and "not
+ * wanted" outputs), with the same
  * inputs. Skipped (exit 77, one line why) without CUDA in the build or a device.
  *
  * Tolerances, as a fraction of the largest magnitude of the CPU's result:
@@ -500,10 +501,12 @@ static void test_elementwise(void)
     drop(&a), drop(&b), drop(&c), drop(&y), drop(&dy), drop(&d01), drop(&dst), drop(&src);
 }
 
-static void test_binary_case(const int as[3], const int bs[3], int n)
+/* b_shared: b is one sample for the whole batch (a layer's constant), with no gradient */
+static void test_binary_case(const int as[3], const int bs[3], int n, int b_shared)
 {
-    binary_geom g = {4, 3, 5, {as[0], as[1], as[2]}, {bs[0], bs[1], bs[2]}};
-    const size_t na = (size_t)n * as[0] * as[1] * as[2], nb = (size_t)n * bs[0] * bs[1] * bs[2];
+    binary_geom g = {4, 3, 5, {as[0], as[1], as[2]}, {bs[0], bs[1], bs[2]}, 0, b_shared};
+    const size_t na = (size_t)n * as[0] * as[1] * as[2];
+    const size_t nb = (size_t)(b_shared ? 1 : n) * bs[0] * bs[1] * bs[2];
     const size_t ny = (size_t)n * g.C * g.H * g.W;
     buf a = make(na, 81, 1.0f), b = make(nb, 82, 1.0f), y = make(ny, 83, 1.0f);
     buf dy = make(ny, 84, 1.0f), da = make(na, 85, 1.0f), db = make(nb, 86, 1.0f);
@@ -512,9 +515,15 @@ static void test_binary_case(const int as[3], const int bs[3], int n)
         char label[96];
         be_run(cpu, binary_forward, (binary_kind)k, &g, n, a.h, b.h, y.h);
         be_run(gpu, binary_forward, (binary_kind)k, &g, n, a.d, b.d, y.d);
-        snprintf(label, sizeof label, "%s (%d,%d,%d) (%d,%d,%d) n%d forward", kinds[k], as[0],
-                 as[1], as[2], bs[0], bs[1], bs[2], n);
+        snprintf(label, sizeof label, "%s (%d,%d,%d) (%d,%d,%d)%s n%d forward", kinds[k],
+                 as[0], as[1], as[2], bs[0], bs[1], bs[2], b_shared ? " shared" : "", n);
         check(label, &y, 0.0);
+        if (b_shared) {
+            be_run(cpu, binary_backward, (binary_kind)k, &g, n, a.h, b.h, dy.h, da.h, 1, NULL, 0);
+            be_run(gpu, binary_backward, (binary_kind)k, &g, n, a.d, b.d, dy.d, da.d, 1, NULL, 0);
+            check("  da (+=), b shared", &da, 1e-6);
+            continue;
+        }
         be_run(cpu, binary_backward, (binary_kind)k, &g, n, a.h, b.h, dy.h, da.h, 0, db.h, 1);
         be_run(gpu, binary_backward, (binary_kind)k, &g, n, a.d, b.d, dy.d, da.d, 0, db.d, 1);
         check("  da (=)", &da, 0.0);
@@ -526,14 +535,40 @@ static void test_binary_case(const int as[3], const int bs[3], int n)
     drop(&a), drop(&b), drop(&y), drop(&dy), drop(&da), drop(&db);
 }
 
-static void test_broadcast_and_shortcut(void)
+static void test_broadcast_pad_shortcut(void)
 {
     const int full[3] = {4, 3, 5}, chan[3] = {4, 1, 1}, one[3] = {1, 1, 1};
     const int rowv[3] = {1, 3, 1}, cw[3] = {4, 1, 5};
-    test_binary_case(full, full, 2);
-    test_binary_case(full, chan, 3);
-    test_binary_case(one, full, 1);
-    test_binary_case(rowv, cw, 2);
+    test_binary_case(full, full, 2, 0);
+    test_binary_case(full, chan, 3, 0);
+    test_binary_case(one, full, 1, 0);
+    test_binary_case(rowv, cw, 2, 0);
+    test_binary_case(full, chan, 3, 1);
+    test_binary_case(full, full, 2, 1);
+
+    /* constant padding: channels, rows and columns, unequal sides */
+    const pad_geom pads[] = {{3, 5, 7, 1, 2, 0, 3, 0, 0, 0.0f}, {2, 4, 4, 0, 0, 0, 0, 1, 2, -1.5f},
+                             {5, 3, 6, 2, 0, 1, 1, 1, 0, 0.25f}};
+    for (size_t i = 0; i < sizeof pads / sizeof pads[0]; i++) {
+        const pad_geom *g = &pads[i];
+        const int n = 2, K = g->front + g->C + g->back, P = g->top + g->H + g->bottom;
+        const int Q = g->left + g->W + g->right;
+        const size_t nx = (size_t)n * g->C * g->H * g->W, ny = (size_t)n * K * P * Q;
+        buf x = make(nx, 95, 1.0f), y = make(ny, 96, 1.0f), dy = make(ny, 97, 1.0f);
+        buf dx = make(nx, 98, 1.0f);
+        char label[96];
+        snprintf(label, sizeof label, "pad %dx%dx%d -> %dx%dx%d value %g", g->C, g->H, g->W, K,
+                 P, Q, (double)g->value);
+        be_run(cpu, pad_forward, g, n, x.h, y.h);
+        be_run(gpu, pad_forward, g, n, x.d, y.d);
+        check(label, &y, 0.0);
+        for (int acc = 1; acc >= 0; acc--) {
+            be_run(cpu, pad_backward, g, n, dy.h, dx.h, acc);
+            be_run(gpu, pad_backward, g, n, dy.d, dx.d, acc);
+            check(acc ? "  backward (+=)" : "  backward (=)", &dx, 0.0);
+        }
+        drop(&x), drop(&y), drop(&dy), drop(&dx);
+    }
 
     const shortcut_geom cases[] = {{3, 9, 9, 8, 5, 5, 2, 2}, {5, 8, 6, 5, 8, 6, 1, 0},
                                    {4, 7, 8, 12, 4, 4, 2, 4}};
@@ -654,7 +689,7 @@ int main(void)
     test_activations();
     test_batchnorm();
     test_elementwise();
-    test_broadcast_and_shortcut();
+    test_broadcast_pad_shortcut();
     test_losses();
     test_optimizers();
     if (be_check(gpu, &err) != DTNN_OK) {

@@ -270,6 +270,8 @@ static const dtnn_backend_ops cuda_table = {
     .copy_rows = cuda_copy_rows,
     .binary_forward = cuda_binary_forward,
     .binary_backward = cuda_binary_backward,
+    .pad_forward = cuda_pad_forward,
+    .pad_backward = cuda_pad_backward,
     .fill = cuda_fill,
     .add_i64 = cuda_add_i64,
     .dropout_forward = cuda_dropout_forward,
@@ -283,6 +285,11 @@ static const dtnn_backend_ops cuda_table = {
     .count_nonfinite = cuda_count_nonfinite,
     .check = op_check,
 };
+
+/* A new operation in backend.h must be written here too: this stops the build until it is
+ * (56 = every entry of dtnn_backend_ops, all function pointers). */
+_Static_assert(sizeof(dtnn_backend_ops) == 56 * sizeof(void (*)(void)),
+               "dtnn_backend_ops changed: add the new operations to cuda_table and missing_ops");
 
 /* The operations the table leaves out, listed in msg: none while every entry above is set;
  * kept so that an operation not (or no longer) written fails backend creation with its name,
@@ -333,6 +340,8 @@ static int missing_ops(const dtnn_backend_ops *t, char *msg, size_t len)
         OP(copy_rows),
         OP(binary_forward),
         OP(binary_backward),
+        OP(pad_forward),
+        OP(pad_backward),
         OP(fill),
         OP(add_i64),
         OP(dropout_forward),

@@ -156,6 +156,11 @@ void cuda_binary_backward(dtnn_backend *be, binary_kind kind, const binary_geom 
                           const float *a, const float *b, const float *dy, float *da,
                           int da_accumulate, float *db, int db_accumulate);
 
+/* pad.cu */
+void cuda_pad_forward(dtnn_backend *be, const pad_geom *g, int n, const float *x, float *y);
+void cuda_pad_backward(dtnn_backend *be, const pad_geom *g, int n, const float *dy, float *dx,
+                       int accumulate);
+
 /* shortcut.cu */
 void cuda_shortcut_forward(dtnn_backend *be, const shortcut_geom *g, int n, const float *x,
                            float *y);
