@@ -47,7 +47,8 @@ extern "C" {
     X(DTNN_ERR_NONFINITE, "non-finite value")                                                 \
     X(DTNN_ERR_UNSUPPORTED, "unsupported")                                                    \
     X(DTNN_ERR_COMM, "communication error")                                                   \
-    X(DTNN_ERR_INTERRUPTED, "interrupted")
+    X(DTNN_ERR_INTERRUPTED, "interrupted")                                                    \
+    X(DTNN_ERR_DEVICE, "device error")
 
 typedef enum {
 #define DTNN_X_ENUM(name, text) name,
@@ -274,9 +275,13 @@ dtnn_status dtnn_model_tensor_write(dtnn_model *m, const dtnn_tensor_info *t, co
                                     dtnn_error *err);
 /* The backend a built model runs on ("cpu", ...; "" before the build). */
 const char *dtnn_model_device(const dtnn_model *m);
+/* Waits until the device has done every operation queued for the model (a GPU runs them
+ * asynchronously; on the CPU nothing to wait for): for timing. */
+void dtnn_model_sync(dtnn_model *m);
 
 /* The backends this build knows, i = 0 .. dtnn_device_count() - 1: the name, whether it can
- * run here (*usable), and in `why` "usable" or the reason it cannot. NULL past the end. */
+ * run here (*usable), and in `why` "usable" or the reason it cannot. NULL past the end. With
+ * usable and why both NULL only the name is returned, without trying the device. */
 int dtnn_device_count(void);
 const char *dtnn_device_name(int i, int *usable, char *why, size_t len);
 

@@ -3,11 +3,13 @@
 # checkpoint (load), eval, predict. Any invalid access, use of uninitialised memory or
 # definite leak fails (exit 1). Built separately into build-vg/ as a Debug build. No dtnn build
 # uses -march=native, which valgrind could not follow where it meant AVX-512: dtnn picks its
-# CPU kernel set, and OpenBLAS its kernel, from what valgrind reports. Usage: scripts/valgrind.sh
+# CPU kernel set, and OpenBLAS its kernel, from what valgrind reports. Without the cuda backend
+# (DTNN_CUDA=OFF): valgrind cannot follow GPU code, and the CUDA libraries' loading code alone
+# trips memcheck (reads in ld.so's dlopen at start-up). Usage: scripts/valgrind.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh valgrind
-cmake -S . -B build-vg -DCMAKE_BUILD_TYPE=Debug -DDTNN_MPI=OFF >build-vg.cmake.log 2>&1 ||
+cmake -S . -B build-vg -DCMAKE_BUILD_TYPE=Debug -DDTNN_MPI=OFF -DDTNN_CUDA=OFF >build-vg.cmake.log 2>&1 ||
     { cat build-vg.cmake.log; exit 1; }
 cmake --build build-vg -j "$(nproc)" >/dev/null
 tmp=$(mktemp -d)

@@ -262,6 +262,7 @@ static int run_bench(const cli_opt *o, int n, dtnn_comm *comm, int threads)
     for (int64_t i = 0; i < warmup + steps; i++) {
         if (i == warmup) {
             dtnn_model_set_profiling(m, cli_flag(o, n, "profile") || cli_given(o, n, "project"));
+            dtnn_model_sync(m);     /* the warm-up's queued work is not the timed steps' */
             t0 = progress_now();
             wait0 = gs ? dtnn_grad_sync_wait_seconds(gs) : 0.0;
             dtnn_model_set_trace(m, trace);
@@ -278,6 +279,7 @@ static int run_bench(const cli_opt *o, int n, dtnn_comm *comm, int threads)
             goto out;
         dtnn_trace_span(trace, "step", step0, dtnn_trace_clock(trace));
     }
+    dtnn_model_sync(m);
     double seconds = progress_now() - t0;
     dtnn_model_set_trace(m, NULL);
     dtnn_comm_set_trace(comm, NULL);

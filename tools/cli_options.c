@@ -287,11 +287,13 @@ const char *cli_device(const char *command, const cli_opt *opts, int n_opts, int
     for (int i = 0; i < dtnn_device_count(); i++) {
         int usable;
         char why[256];
-        const char *d = dtnn_device_name(i, &usable, why, sizeof why);
-        if (strcmp(d, name))
+        /* only the device asked for is made and checked: probing the others would start a
+         * GPU for a cpu run */
+        if (strcmp(dtnn_device_name(i, NULL, NULL, 0), name))
             continue;
+        dtnn_device_name(i, &usable, why, sizeof why);
         if (!usable) {
-            fprintf(stderr, "dtnn %s: %s\n", command, why);
+            fprintf(stderr, "dtnn %s: device '%s': %s\n", command, name, why);
             *rc = 1;
             return NULL;
         }

@@ -34,9 +34,14 @@ dtnn_backend *dtnn_backend_create(const char *name, int threads, dtnn_error *err
     if (!strcmp(name, "cpu-guarded"))
         return guarded_backend_create(threads, err);
     if (!strcmp(name, "cuda")) {
-        dtnn_error_set(err, DTNN_ERR_ARG, "device 'cuda': not built into this dtnn (dtnn "
-                       "devices lists what is)");
+#ifdef DTNN_HAVE_CUDA
+        return cuda_backend_create(threads, err);
+#else
+        dtnn_error_set(err, DTNN_ERR_ARG, "device 'cuda': not built into this dtnn (configure "
+                       "with the CUDA toolkit, cuDNN and cuBLAS installed: -DDTNN_CUDA=ON; "
+                       "dtnn devices lists what is built)");
         return NULL;
+#endif
     }
     dtnn_error_set(err, DTNN_ERR_ARG, "unknown device '%s' (cpu, cpu-guarded, cuda; dtnn "
                    "devices says which are usable here)", name);
@@ -60,6 +65,35 @@ const char *dtnn_device_name(int i, int *usable, char *why, size_t len)
     if (i < 0 || i >= dtnn_device_count())
         return NULL;
     const char *name = backend_names[i];
+    if (!usable && (!why || !len))
+        return name;    /* only the name: no backend is made (a GPU's takes seconds) */
+    if (!strcmp(name, "cuda")) {
+        /* The short forms `dtnn devices` prints; --device cuda gives the long ones. */
+#ifdef DTNN_HAVE_CUDA
+        char reason[200] = "";
+        const int count = cuda_backend_device_count(reason, sizeof reason);
+        dtnn_error err;
+        dtnn_backend *be = count > 0 ? dtnn_backend_create(name, 0, &err) : NULL;
+        if (usable)
+            *usable = be != NULL;
+        if (why && len) {
+            if (be)
+                snprintf(why, len, "usable (%d device%s)", count, count == 1 ? "" : "s");
+            else if (count > 0)
+                snprintf(why, len, "built, but not usable: %s", err.message);
+            else
+                snprintf(why, len, "built, no device found (%s)", reason);
+        }
+        dtnn_backend_free(be);
+#else
+        if (usable)
+            *usable = 0;
+        if (why && len)
+            snprintf(why, len, "not built into this dtnn (no CUDA toolkit, cuDNN or cuBLAS "
+                     "found at configure time, or -DDTNN_CUDA=OFF)");
+#endif
+        return name;
+    }
     dtnn_error err;
     dtnn_backend *be = dtnn_backend_create(name, 0, &err);
     if (usable)

@@ -321,6 +321,13 @@ typedef struct {
 
     /* How many of x [n] are NaN or infinite. */
     size_t (*count_nonfinite)(dtnn_backend *be, const float *x, size_t n);
+
+    /* The operations return nothing; a backend whose calls can fail (a GPU's: a launch, a
+     * library call) keeps its first failure and reports it here as an error naming the call,
+     * every time from then on (its later operations are skipped: the device state is no
+     * longer trustworthy). NULL: the operations cannot fail. The engine checks after each
+     * forward, loss, backward and optimizer step (be_check). */
+    dtnn_status (*check)(dtnn_backend *be, dtnn_error *err);
 } dtnn_backend_ops;
 
 struct dtnn_backend {
@@ -361,6 +368,14 @@ static inline void be_leave(dtnn_backend *be)
         be_leave(be_run_);                                                                     \
     } while (0)
 
+/* Waits for the backend's queued operations (a GPU's stream), bracketed. */
+static inline void be_sync(dtnn_backend *be)
+{
+    be_enter(be);
+    be->op->sync(be);
+    be_leave(be);
+}
+
 /* Host <-> backend copies, bracketed like every operation. */
 void be_upload(dtnn_backend *be, void *dst, const void *src, size_t bytes);
 void be_download(dtnn_backend *be, void *dst, const void *src, size_t bytes);
@@ -375,5 +390,22 @@ const dtnn_backend_ops *cpu_backend_ops(void);
 
 /* The guarded backend wrapped around the CPU operations (guarded.c). */
 dtnn_backend *guarded_backend_create(int threads, dtnn_error *err);
+
+/* The first failure of a backend's operations, if any (dtnn_backend_ops.check). */
+static inline dtnn_status be_check(dtnn_backend *be, dtnn_error *err)
+{
+    return be->op->check ? be->op->check(be, err) : DTNN_OK;
+}
+
+#ifdef DTNN_HAVE_CUDA
+/* The CUDA backend (kernels/cuda/cuda_backend.c), on the device that cuda_backend_device picks
+ * (see there). NULL with a message when no device is found or one cannot be set up. */
+dtnn_backend *cuda_backend_create(int threads, dtnn_error *err);
+/* The CUDA devices visible: >= 0, or -1 with the runtime's reason in why. */
+int cuda_backend_device_count(char *why, size_t len);
+/* cudaMalloc and cudaMallocHost calls this backend has made so far (tests: a training step
+ * must make none). */
+size_t cuda_backend_allocations(const dtnn_backend *be);
+#endif
 
 #endif

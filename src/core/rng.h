@@ -5,11 +5,19 @@
  *    dropout masks, so a value depends only on (seed, layer, step, index) and never on the
  *    thread count or on how work is split.
  * Never rand(): results must be bit-identical for the same seed on every machine.
+ * The hash is header-inline and compiles as device code too (kernels/cuda/elementwise.cu), so
+ * the CUDA backend's dropout masks are this very function's, not a copy that could drift.
  */
 #ifndef DTNN_RNG_H
 #define DTNN_RNG_H
 
 #include <stdint.h>
+
+#ifdef __CUDACC__
+#define DTNN_HOST_DEVICE __host__ __device__
+#else
+#define DTNN_HOST_DEVICE
+#endif
 
 typedef struct {
     uint64_t s[4];
@@ -26,7 +34,7 @@ uint64_t dtnn_rng_below(dtnn_rng *r, uint64_t n);
 
 uint64_t dtnn_mix64(uint64_t x);
 /* Counter-based uniform in [0, 1): a pure function of its arguments. */
-static inline float dtnn_hash_uniform(uint64_t seed, uint64_t stream, uint64_t counter)
+static inline DTNN_HOST_DEVICE float dtnn_hash_uniform(uint64_t seed, uint64_t stream, uint64_t counter)
 {
     uint64_t z = seed ^ (stream * 0x9E3779B97F4A7C15ull) ^ (counter * 0xD1B54A32D192ED03ull);
     z += 0x9E3779B97F4A7C15ull;

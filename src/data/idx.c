@@ -11,7 +11,28 @@
  */
 #include <errno.h>
 #include <string.h>
+
+#ifdef DTNN_NO_ZLIB
+/* Built without zlib (DTNN_ZLIB=OFF): the same calls on stdio, uncompressed files only. */
+#include <stdio.h>
+typedef FILE *gzFile;
+enum { Z_OK = 0, Z_ERRNO = -1, Z_MEM_ERROR = -4, Z_BUF_ERROR = -5 };
+static gzFile gzopen(const char *path, const char *mode) { return fopen(path, mode); }
+static int gzbuffer(gzFile f, unsigned size) { return setvbuf(f, NULL, _IOFBF, size); }
+static int gzread(gzFile f, void *buf, unsigned len)
+{
+    const size_t r = fread(buf, 1, len, f);
+    return ferror(f) ? -1 : (int)r;
+}
+static const char *gzerror(gzFile f, int *code)
+{
+    *code = ferror(f) ? Z_ERRNO : Z_OK;
+    return "";
+}
+static int gzclose_r(gzFile f) { return fclose(f); }
+#else
 #include <zlib.h>
+#endif
 
 #include "core/internal.h"
 #include "data/data.h"
@@ -97,6 +118,13 @@ static dtnn_status idx_read(const char *path, uint32_t magic_want, int ndims, co
     unsigned char head[16];
     int64_t head_len = 4 + 4 * (int64_t)ndims;
     int64_t got = gz_read_full(f, head, head_len);
+#ifdef DTNN_NO_ZLIB
+    if (got >= 2 && head[0] == 0x1f && head[1] == 0x8b) {
+        st = dtnn_error_set(err, DTNN_ERR_UNSUPPORTED, "%s: gzip-compressed, but this dtnn was "
+                            "built without zlib (-DDTNN_ZLIB=OFF): gunzip it first", path);
+        goto done;
+    }
+#endif
     if (got < 0) {
         st = dtnn_error_set(err, DTNN_ERR_IO, "%s: read error: %s", path, gz_message(f));
         goto done;

@@ -12,16 +12,20 @@
  * and YCCK JPEGs (Adobe's inverted CMYK) become RGB as (255 - C)(255 - K) / 255, the naive
  * conversion without a colour profile.
  *
- * Not here: resizing and cropping (transform.c), listing folders (image_folder.c).
+ * Not here: resizing and cropping (transform.c), listing folders (image_folder.c). Built
+ * without the libraries (DTNN_IMAGES=OFF), decoding is refused with a message saying so.
  */
 #include <errno.h>
-#include <png.h>
 #include <setjmp.h>
 #include <string.h>
 #include <sys/stat.h>
 
+#ifndef DTNN_NO_IMAGES
+#include <png.h>
+
 #include <jpeglib.h>
 #include <jerror.h>
+#endif
 
 #include "core/internal.h"
 
@@ -50,6 +54,7 @@ static int reserve(unsigned char **buf, size_t *capacity, size_t bytes)
     return 0;
 }
 
+#ifndef DTNN_NO_IMAGES
 static dtnn_status check_size(const char *origin, const char *kind, long long w, long long h,
                               dtnn_error *err)
 {
@@ -227,6 +232,8 @@ static dtnn_status decode_png(const unsigned char *data, size_t len, const char 
     return DTNN_OK;
 }
 
+#endif
+
 /* ---- entry points ------------------------------------------------------------------------- */
 
 dtnn_status dtnn_image_decode(const void *data, size_t len, const char *origin, dtnn_image *img,
@@ -234,12 +241,18 @@ dtnn_status dtnn_image_decode(const void *data, size_t len, const char *origin, 
 {
     const unsigned char *b = data;
     img->w = img->h = 0;
+#ifdef DTNN_NO_IMAGES
+    (void)b;
+    return dtnn_error_set(err, DTNN_ERR_UNSUPPORTED, "%s: cannot decode (%zu bytes): this dtnn "
+                          "was built without libjpeg and libpng (-DDTNN_IMAGES=OFF)", origin, len);
+#else
     if (len >= 3 && b[0] == 0xff && b[1] == 0xd8 && b[2] == 0xff)
         return decode_jpeg(b, len, origin, img, err);
     if (len >= 8 && !png_sig_cmp(b, 0, 8))
         return decode_png(b, len, origin, img, err);
     return dtnn_error_set(err, DTNN_ERR_FORMAT, "%s: not a JPEG or PNG image (%zu bytes%s)",
                           origin, len, len ? ", unknown signature" : "");
+#endif
 }
 
 dtnn_status dtnn_image_read(const char *path, dtnn_image *img, dtnn_error *err)

@@ -1,6 +1,7 @@
 /*
  * gemm_blas.c — GEMM through the CBLAS of the BLAS this build links (OpenBLAS or BLIS, chosen
- * by CMake; never the reference libblas), and the thread setting.
+ * by CMake; never the reference libblas) or, built with DTNN_BLAS=none, plain C loops, and the
+ * thread setting.
  *
  * Threading: there is exactly one thread pool, OpenMP's. The BLAS always runs single-threaded
  * and cpu_gemm splits a large product into one block of rows or columns per OpenMP thread.
@@ -16,13 +17,36 @@
 
 #if defined(DTNN_BLAS_BLIS)
 #include <blis.h>
-#else
+#elif !defined(DTNN_BLAS_NONE)
 #include <cblas.h>
 #endif
 #ifdef _OPENMP
 #include <omp.h>
 #endif
 
+#if defined(DTNN_BLAS_NONE)
+/* Without a BLAS (DTNN_BLAS=none): row by row, each row of C a sum over k in order; beta 0
+ * overwrites, as a BLAS does (a NaN in C does not survive). */
+static void gemm_block(int trans_a, int trans_b, int m, int n, int k, float alpha,
+                       const float *a, int lda, const float *b, int ldb, float beta, float *c,
+                       int ldc)
+{
+    for (int i = 0; i < m; i++) {
+        float *ci = c + (size_t)i * ldc;
+        for (int j = 0; j < n; j++)
+            ci[j] = beta == 0.0f ? 0.0f : beta * ci[j];
+        for (int p = 0; p < k; p++) {
+            const float av = alpha * (trans_a ? a[(size_t)p * lda + i] : a[(size_t)i * lda + p]);
+            if (trans_b)
+                for (int j = 0; j < n; j++)
+                    ci[j] += av * b[(size_t)j * ldb + p];
+            else
+                for (int j = 0; j < n; j++)
+                    ci[j] += av * b[(size_t)p * ldb + j];
+        }
+    }
+}
+#else
 static void gemm_block(int trans_a, int trans_b, int m, int n, int k, float alpha,
                        const float *a, int lda, const float *b, int ldb, float beta, float *c,
                        int ldc)
@@ -31,6 +55,7 @@ static void gemm_block(int trans_a, int trans_b, int m, int n, int k, float alph
                 trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb, beta, c,
                 ldc);
 }
+#endif
 
 void cpu_gemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
               int lda, const float *b, int ldb, float beta, float *c, int ldc)
@@ -71,7 +96,7 @@ void dtnn_set_threads(int threads)
 {
 #if defined(DTNN_BLAS_BLIS)
     bli_thread_set_num_threads(1);
-#else
+#elif !defined(DTNN_BLAS_NONE)
     openblas_set_num_threads(1);
 #endif
 #ifdef _OPENMP
@@ -84,6 +109,8 @@ const char *dtnn_blas_name(char *buf, size_t len)
 {
 #if defined(DTNN_BLAS_BLIS)
     snprintf(buf, len, "blis %s", bli_info_get_version_str());
+#elif defined(DTNN_BLAS_NONE)
+    snprintf(buf, len, "none (plain C loops, DTNN_BLAS=none)");
 #else
     snprintf(buf, len, "%s (core %s)", openblas_get_config(), openblas_get_corename());
 #endif

@@ -62,6 +62,9 @@ dtnn_status dtnn_model_loss(dtnn_model *m, const int32_t *labels, int n,
     be_run(m->be, loss, &d, n, k, last->y, m->labels, dz, grad_scale, m->loss_out);
     be_download(m->be, sums, m->loss_out, sizeof sums);
     trace_span(m->trace, TRACE_LOSS, "loss", t0, -1);
+    dtnn_status st = be_check(m->be, err);
+    if (st != DTNN_OK)
+        return st;
     if (metrics) {
         metrics->loss_sum += sums[0];
         metrics->top1 += (int64_t)sums[1];

@@ -558,11 +558,14 @@ static void layer_time(dtnn_model *m, layer *l, int backward)
             l->ops->forward(l, &ctx);
         return;
     }
+    /* a device queues its work: waiting before and after makes the span the layer's own */
+    be_sync(m->be);
     double t0 = dtnn_now();
     if (backward)
         l->ops->backward(l, &ctx);
     else
         l->ops->forward(l, &ctx);
+    be_sync(m->be);
     trace_span(m->trace, backward ? TRACE_LAYER_BWD : TRACE_LAYER_FWD, l->name, t0, -1);
     if (!m->profiling)
         return;
@@ -602,9 +605,10 @@ dtnn_status dtnn_model_forward(dtnn_model *m, const float *x, int n, int trainin
     for (int i = 0; i < m->n_layers; i++)
         layer_time(m, m->layers[i], 0);
     trace_span(m->trace, TRACE_FORWARD, training ? "forward" : "forward (eval)", t0, -1);
-    m->forward_done = 1;
+    dtnn_status st = be_check(m->be, err);     /* a device's failed operation, if any */
+    m->forward_done = st == DTNN_OK;
     m->loss_done = 0;
-    return DTNN_OK;
+    return st;
 }
 
 void dtnn_model_output_shape(const dtnn_model *m, int *n, int *classes)
@@ -639,7 +643,7 @@ dtnn_status dtnn_model_backward(dtnn_model *m, dtnn_error *err)
     }
     trace_span(m->trace, TRACE_BACKWARD, "backward", t0, -1);
     m->step++;
-    return DTNN_OK;
+    return be_check(m->be, err);
 }
 
 size_t dtnn_model_params_padded(const dtnn_model *m) { return m->n_params_padded; }
@@ -652,6 +656,12 @@ void dtnn_model_set_backward_hook(dtnn_model *m, dtnn_backward_hook fn, void *us
     m->hook_user = user;
 }
 int64_t dtnn_model_step(const dtnn_model *m) { return m->step; }
+
+void dtnn_model_sync(dtnn_model *m)
+{
+    if (m->be)
+        be_sync(m->be);
+}
 void dtnn_model_set_step(dtnn_model *m, int64_t step) { m->step = step; }
 
 void dtnn_model_zero_grad(dtnn_model *m)

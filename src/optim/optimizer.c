@@ -287,7 +287,7 @@ dtnn_status dtnn_optimizer_step(dtnn_optimizer *o, float lr, dtnn_error *err)
         step_rmsprop(o, dlr);
         break;
     }
-    return DTNN_OK;
+    return be_check(o->model->be, err);
 }
 
 int dtnn_optimizer_state_slots(const dtnn_optimizer *o) { return o->n_slots; }

@@ -1,0 +1,488 @@
+/*
+ * cuda_backend.c — the "cuda" backend: one device, one stream, a cuBLAS and a cuDNN handle
+ * bound to it, and the operation table (backend/backend.h) made of this file's memory
+ * operations and fully connected layer (cuBLAS SGEMM), cuda_conv.c's convolutions (cuDNN) and
+ * the kernel files' element-wise, pooling, batch norm, loss and optimizer kernels.
+ *
+ * Memory: alloc is cudaMalloc, which the engine calls only while building a model and its
+ * optimizer (one allocation per arena: parameters, gradients, optimizer state, activations,
+ * workspace), never in a step; allocations counts the calls so a test can assert that.
+ * host_alloc is pinned memory (cudaMallocHost). Every operation is queued on the stream in the
+ * engine's order. upload and download wait for their copy: the engine reuses or reads the
+ * host buffer as soon as they return, and download is how it reads losses and counts. sync
+ * waits for the stream.
+ *
+ * Which device: DTNN_CUDA_DEVICE when set, else the local rank that the launcher exports
+ * (OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID, SLURM_LOCALID, LOCAL_RANK) modulo the devices
+ * found, else 0. The environment rather than the communicator: the device should be fixed
+ * before MPI starts (a CUDA-aware MPI binds to the device current at MPI_Init), and a model is
+ * built by code that may have no communicator at all; the comm layer's local rank
+ * (comm_mpi.c's MPI_Comm_split_type) is the same number.
+ *
+ * Not done here (later work, see README): bf16, NHWC layouts, NCCL, a copy stream overlapping
+ * batch uploads with compute.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cublas_v2.h>
+#include <cudnn.h>
+
+#include "../../core/internal.h"
+#include "cuda_internal.h"
+
+int cuda_ok(dtnn_backend *be, cudaError_t e, const char *what)
+{
+    if (e == cudaSuccess)
+        return 1;
+    cuda_fail(be, "%s: %s (%s)", what, cudaGetErrorName(e), cudaGetErrorString(e));
+    return 0;
+}
+
+void cuda_fail(dtnn_backend *be, const char *fmt, ...)
+{
+    cuda_state *s = cuda_of(be);
+    if (s->failed)
+        return;
+    s->failed = 1;
+    int at = snprintf(s->error, sizeof s->error, "cuda device %d: ", s->device);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(s->error + at, sizeof s->error - (size_t)at, fmt, ap);
+    va_end(ap);
+}
+
+static int cublas_ok(dtnn_backend *be, cublasStatus_t st, const char *what)
+{
+    if (st == CUBLAS_STATUS_SUCCESS)
+        return 1;
+    cuda_fail(be, "%s: cuBLAS status %d (%s)", what, (int)st, cublasGetStatusString(st));
+    return 0;
+}
+
+static dtnn_status op_check(dtnn_backend *be, dtnn_error *err)
+{
+    cuda_state *s = cuda_of(be);
+    if (!s->failed)
+        return DTNN_OK;
+    return dtnn_error_set(err, DTNN_ERR_DEVICE, "%s (operations after it were skipped; the "
+                          "model must be rebuilt)", s->error);
+}
+
+static void op_enter(dtnn_backend *be)
+{
+    cuda_state *s = cuda_of(be);
+    if (!s->failed)
+        cuda_ok(be, cudaSetDevice(s->device), "cudaSetDevice");
+}
+
+static void *op_alloc(dtnn_backend *be, size_t bytes)
+{
+    cuda_state *s = cuda_of(be);
+    void *p = NULL;
+    if (s->failed)
+        return NULL;
+    s->allocations++;
+    /* a failed cudaMalloc is an out-of-memory the engine reports (NULL), not a device fault */
+    if (cudaMalloc(&p, bytes ? bytes : 1) != cudaSuccess) {
+        cudaGetLastError();
+        return NULL;
+    }
+    if (!cuda_ok(be, cudaMemsetAsync(p, 0, bytes, s->stream), "cudaMemsetAsync (alloc)") ||
+        !cuda_ok(be, cudaStreamSynchronize(s->stream), "cudaStreamSynchronize (alloc)")) {
+        cudaFree(p);
+        return NULL;
+    }
+    return p;
+}
+
+static void op_free(dtnn_backend *be, void *p)
+{
+    /* cudaFree waits for the device; a failure here has nothing left to spoil */
+    (void)be;
+    cudaFree(p);
+}
+
+static void op_zero(dtnn_backend *be, void *p, size_t bytes)
+{
+    cuda_state *s = cuda_of(be);
+    if (!s->failed)
+        cuda_ok(be, cudaMemsetAsync(p, 0, bytes, s->stream), "cudaMemsetAsync (zero)");
+}
+
+static void copy_wait(dtnn_backend *be, void *dst, const void *src, size_t bytes,
+                      enum cudaMemcpyKind kind, const char *what)
+{
+    cuda_state *s = cuda_of(be);
+    if (s->failed || !bytes)
+        return;
+    if (cuda_ok(be, cudaMemcpyAsync(dst, src, bytes, kind, s->stream), what))
+        cuda_ok(be, cudaStreamSynchronize(s->stream), "cudaStreamSynchronize (after a copy)");
+}
+
+static void op_upload(dtnn_backend *be, void *dst, const void *src, size_t bytes)
+{
+    copy_wait(be, dst, src, bytes, cudaMemcpyHostToDevice, "cudaMemcpyAsync (upload)");
+}
+
+static void op_download(dtnn_backend *be, void *dst, const void *src, size_t bytes)
+{
+    cuda_state *s = cuda_of(be);
+    /* the engine reads what it downloads: after a failure it gets zeros, and the error at
+     * its next check */
+    if (s->failed)
+        memset(dst, 0, bytes);
+    copy_wait(be, dst, src, bytes, cudaMemcpyDeviceToHost, "cudaMemcpyAsync (download)");
+}
+
+static void op_copy(dtnn_backend *be, void *dst, const void *src, size_t bytes)
+{
+    cuda_state *s = cuda_of(be);
+    if (!s->failed && bytes && dst != src)
+        cuda_ok(be, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s->stream),
+                "cudaMemcpyAsync (device to device)");
+}
+
+static void op_sync(dtnn_backend *be)
+{
+    cuda_state *s = cuda_of(be);
+    if (!s->failed)
+        cuda_ok(be, cudaStreamSynchronize(s->stream), "cudaStreamSynchronize");
+}
+
+static void *op_host_alloc(dtnn_backend *be, size_t bytes)
+{
+    cuda_state *s = cuda_of(be);
+    void *p = NULL;
+    s->allocations++;
+    if (cudaMallocHost(&p, bytes ? bytes : 1) != cudaSuccess) {
+        cudaGetLastError();
+        return NULL;
+    }
+    return p;
+}
+
+static void op_host_free(dtnn_backend *be, void *p)
+{
+    (void)be;
+    if (p)
+        cudaFreeHost(p);
+}
+
+/* Row-major y [n, out] = x [n, in] W^T is column-major y^T = W x^T: W's row-major [out, in]
+ * is column-major W^T (ld in), so the product is op(A) = T on it, with x^T (ld in) as B. */
+static void op_linear_forward(dtnn_backend *be, int n, int out, int in, const float *x,
+                              const float *w, const float *b, float *y)
+{
+    cuda_state *s = cuda_of(be);
+    const float one = 1.0f, zero = 0.0f;
+    if (s->failed)
+        return;
+    if (!cublas_ok(be, cublasSgemm(s->cublas, CUBLAS_OP_T, CUBLAS_OP_N, out, n, in, &one, w, in,
+                                   x, in, &zero, y, out), "cublasSgemm (linear forward)"))
+        return;
+    if (b)
+        cuda_bias_rows(be, n, out, b, y);
+}
+
+/* dW^T (column-major [in, out]) += x^T dy; dx^T ([in, n]) = W^T dy^T, as in the forward. */
+static void op_linear_backward(dtnn_backend *be, int n, int out, int in, const float *x,
+                               const float *dy, const float *w, float *dw, float *db,
+                               float *dx, int accumulate)
+{
+    cuda_state *s = cuda_of(be);
+    const float one = 1.0f, beta = accumulate ? 1.0f : 0.0f;
+    if (s->failed)
+        return;
+    if (dw && !cublas_ok(be, cublasSgemm(s->cublas, CUBLAS_OP_N, CUBLAS_OP_T, in, out, n, &one,
+                                         x, in, dy, out, &one, dw, in),
+                         "cublasSgemm (linear weight gradient)"))
+        return;
+    if (db)
+        cuda_bias_rows_grad(be, n, out, dy, db);
+    if (dx)
+        cublas_ok(be, cublasSgemm(s->cublas, CUBLAS_OP_N, CUBLAS_OP_N, in, n, out, &one, w, in,
+                                  dy, out, &beta, dx, in), "cublasSgemm (linear input gradient)");
+}
+
+static void op_destroy(dtnn_backend *be)
+{
+    cuda_state *s = cuda_of(be);
+    if (s) {
+        cudaSetDevice(s->device);
+        if (s->stream)
+            cudaStreamSynchronize(s->stream);
+        if (s->count)
+            cudaFree(s->count);
+        if (s->cudnn)
+            cudnnDestroy(s->cudnn);
+        if (s->cublas)
+            cublasDestroy(s->cublas);
+        if (s->stream)
+            cudaStreamDestroy(s->stream);
+        free(s->choices);
+        free(s);
+    }
+    free(be);
+}
+
+static const dtnn_backend_ops cuda_table = {
+    .enter = op_enter,
+    .destroy = op_destroy,
+    .alloc = op_alloc,
+    .free = op_free,
+    .zero = op_zero,
+    .upload = op_upload,
+    .download = op_download,
+    .copy = op_copy,
+    .sync = op_sync,
+    .host_alloc = op_host_alloc,
+    .host_free = op_host_free,
+    .conv_plan_create = cuda_conv_plan_create,
+    .conv_plan_free = cuda_conv_plan_free,
+    .conv_workspace = cuda_conv_workspace,
+    .conv_method = cuda_conv_method,
+    .conv_forward = cuda_conv_forward,
+    .conv_backward = cuda_conv_backward,
+    .linear_forward = op_linear_forward,
+    .linear_backward = op_linear_backward,
+    .maxpool_forward = cuda_maxpool_forward,
+    .maxpool_backward = cuda_maxpool_backward,
+    .avgpool_forward = cuda_avgpool_forward,
+    .avgpool_backward = cuda_avgpool_backward,
+    .act_forward = cuda_act_forward,
+    .act_backward = cuda_act_backward,
+    .softmax_forward = cuda_softmax_forward,
+    .softmax_backward = cuda_softmax_backward,
+    .bn_moments = cuda_bn_moments,
+    .bn_apply_train = cuda_bn_apply_train,
+    .bn_backward_sums = cuda_bn_backward_sums,
+    .bn_backward_apply = cuda_bn_backward_apply,
+    .bn_train_forward = cuda_bn_train_forward,
+    .bn_train_backward = cuda_bn_train_backward,
+    .bn_forward_eval = cuda_bn_forward_eval,
+    .bn_backward_eval = cuda_bn_backward_eval,
+    .bn_param_grads = cuda_bn_param_grads,
+    .add_forward = cuda_add_forward,
+    .add_backward = cuda_add_backward,
+    .copy_rows = cuda_copy_rows,
+    .binary_forward = cuda_binary_forward,
+    .binary_backward = cuda_binary_backward,
+    .pad_forward = cuda_pad_forward,
+    .pad_backward = cuda_pad_backward,
+    .fill = cuda_fill,
+    .add_i64 = cuda_add_i64,
+    .dropout_forward = cuda_dropout_forward,
+    .dropout_backward = cuda_dropout_backward,
+    .shortcut_forward = cuda_shortcut_forward,
+    .shortcut_backward = cuda_shortcut_backward,
+    .loss = cuda_loss,
+    .sgd_step = cuda_sgd_step,
+    .adam_step = cuda_adam_step,
+    .rmsprop_step = cuda_rmsprop_step,
+    .count_nonfinite = cuda_count_nonfinite,
+    .check = op_check,
+};
+
+/* A new operation in backend.h must be written here too: this stops the build until it is
+ * (56 = every entry of dtnn_backend_ops, all function pointers). */
+_Static_assert(sizeof(dtnn_backend_ops) == 56 * sizeof(void (*)(void)),
+               "dtnn_backend_ops changed: add the new operations to cuda_table and missing_ops");
+
+/* The operations the table leaves out, listed in msg: none while every entry above is set;
+ * kept so that an operation not (or no longer) written fails backend creation with its name,
+ * not as a NULL call in a step. (enter and destroy are this file's own; leave is not needed.) */
+static int missing_ops(const dtnn_backend_ops *t, char *msg, size_t len)
+{
+#define OP(name) {#name, t->name != NULL}
+    const struct {
+        const char *name;
+        int present;
+    } need[] = {
+        OP(alloc),
+        OP(free),
+        OP(zero),
+        OP(upload),
+        OP(download),
+        OP(copy),
+        OP(sync),
+        OP(host_alloc),
+        OP(host_free),
+        OP(conv_plan_create),
+        OP(conv_plan_free),
+        OP(conv_workspace),
+        OP(conv_method),
+        OP(conv_forward),
+        OP(conv_backward),
+        OP(linear_forward),
+        OP(linear_backward),
+        OP(maxpool_forward),
+        OP(maxpool_backward),
+        OP(avgpool_forward),
+        OP(avgpool_backward),
+        OP(act_forward),
+        OP(act_backward),
+        OP(softmax_forward),
+        OP(softmax_backward),
+        OP(bn_moments),
+        OP(bn_apply_train),
+        OP(bn_backward_sums),
+        OP(bn_backward_apply),
+        OP(bn_train_forward),
+        OP(bn_train_backward),
+        OP(bn_forward_eval),
+        OP(bn_backward_eval),
+        OP(bn_param_grads),
+        OP(add_forward),
+        OP(add_backward),
+        OP(copy_rows),
+        OP(binary_forward),
+        OP(binary_backward),
+        OP(pad_forward),
+        OP(pad_backward),
+        OP(fill),
+        OP(add_i64),
+        OP(dropout_forward),
+        OP(dropout_backward),
+        OP(shortcut_forward),
+        OP(shortcut_backward),
+        OP(loss),
+        OP(sgd_step),
+        OP(adam_step),
+        OP(rmsprop_step),
+        OP(count_nonfinite),
+    };
+#undef OP
+    int missing = 0;
+    size_t at = 0;
+    msg[0] = '\0';
+    for (size_t i = 0; i < sizeof need / sizeof need[0]; i++) {
+        if (need[i].present)
+            continue;
+        int w = snprintf(msg + at, len - at, "%s%s", missing ? ", " : "", need[i].name);
+        if (w > 0 && (size_t)w < len - at)
+            at += (size_t)w;
+        missing++;
+    }
+    return missing;
+}
+
+int cuda_backend_device_count(char *why, size_t len)
+{
+    int count = 0;
+    cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        /* without a driver at all the runtime reports an insufficient one */
+        if (why && len)
+            snprintf(why, len, "cudaGetDeviceCount: %s%s", cudaGetErrorString(e),
+                     e == cudaErrorInsufficientDriver
+                         ? ": no NVIDIA driver, or one older than this CUDA runtime"
+                         : "");
+        return e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver ? 0 : -1;
+    }
+    if (why && len)
+        snprintf(why, len, "%d device%s", count, count == 1 ? "" : "s");
+    return count;
+}
+
+/* The device for this process (the top of this file says why from the environment). */
+static int pick_device(int count, dtnn_error *err, int *device)
+{
+    const char *names[] = {"DTNN_CUDA_DEVICE", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
+                           "SLURM_LOCALID", "LOCAL_RANK"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        const char *v = getenv(names[i]);
+        if (!v || !*v)
+            continue;
+        char *end;
+        long r = strtol(v, &end, 10);
+        if (*end || r < 0)
+            return dtnn_error_set(err, DTNN_ERR_ARG, "device 'cuda': %s='%s' is not a device "
+                                  "index or local rank (a number >= 0)", names[i], v);
+        if (i == 0 && r >= count)
+            return dtnn_error_set(err, DTNN_ERR_ARG, "device 'cuda': DTNN_CUDA_DEVICE=%ld but "
+                                  "only %d device%s found", r, count, count == 1 ? " is" : "s are");
+        *device = (int)(r % count);
+        return DTNN_OK;
+    }
+    *device = 0;
+    return DTNN_OK;
+}
+
+size_t cuda_backend_allocations(const dtnn_backend *be)
+{
+    return ((const cuda_state *)be->state)->allocations;
+}
+
+dtnn_backend *cuda_backend_create(int threads, dtnn_error *err)
+{
+    char why[200], missing[512];
+    if (missing_ops(&cuda_table, missing, sizeof missing)) {
+        dtnn_error_set(err, DTNN_ERR_UNSUPPORTED, "device 'cuda': this build lacks the "
+                       "operations %s", missing);
+        return NULL;
+    }
+    const int count = cuda_backend_device_count(why, sizeof why);
+    if (count <= 0) {
+        dtnn_error_set(err, DTNN_ERR_UNSUPPORTED, "device 'cuda': built, but no CUDA device "
+                       "was found (%s)", why);
+        return NULL;
+    }
+    int device;
+    if (pick_device(count, err, &device) != DTNN_OK)
+        return NULL;
+    dtnn_backend *be = calloc(1, sizeof *be);
+    cuda_state *s = calloc(1, sizeof *s);
+    if (!be || !s) {
+        free(be);
+        free(s);
+        dtnn_error_set(err, DTNN_ERR_NOMEM, "out of memory creating the cuda backend");
+        return NULL;
+    }
+    s->device = device;
+    be->op = &cuda_table;
+    be->name = "cuda";
+    be->host_memory = 0;
+    be->threads = threads;
+    be->state = s;
+    cublasHandle_t cublas = NULL;
+    cudnnHandle_t cudnn = NULL;
+    cudnnStatus_t cs;
+    cublasStatus_t bs;
+    cudaError_t e;
+    const char *call = NULL;
+    char reason[160] = "";
+    if ((e = cudaSetDevice(device)) != cudaSuccess)
+        call = "cudaSetDevice";
+    else if ((e = cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking)) != cudaSuccess)
+        call = "cudaStreamCreateWithFlags";
+    /* the backend's own counter, not counted in allocations (those are the engine's) */
+    else if ((e = cudaMalloc((void **)&s->count, sizeof *s->count)) != cudaSuccess)
+        call = "cudaMalloc (a counter)";
+    if (call)
+        snprintf(reason, sizeof reason, "%s (%s)", cudaGetErrorName(e), cudaGetErrorString(e));
+    else if ((bs = cublasCreate(&cublas)) != CUBLAS_STATUS_SUCCESS)
+        call = "cublasCreate", snprintf(reason, sizeof reason, "%s", cublasGetStatusString(bs));
+    else if ((s->cublas = cublas, bs = cublasSetStream(cublas, s->stream)) !=
+             CUBLAS_STATUS_SUCCESS)
+        call = "cublasSetStream", snprintf(reason, sizeof reason, "%s", cublasGetStatusString(bs));
+    /* plain FP32 products (the default mode allows no TF32), so results stay within fp32
+     * tolerance of the CPU's; bf16 will be a precision setting of its own */
+    else if ((bs = cublasSetMathMode(cublas, CUBLAS_DEFAULT_MATH)) != CUBLAS_STATUS_SUCCESS)
+        call = "cublasSetMathMode", snprintf(reason, sizeof reason, "%s",
+                                             cublasGetStatusString(bs));
+    else if ((cs = cudnnCreate(&cudnn)) != CUDNN_STATUS_SUCCESS)
+        call = "cudnnCreate", snprintf(reason, sizeof reason, "%s", cudnnGetErrorString(cs));
+    else if ((s->cudnn = cudnn, cs = cudnnSetStream(cudnn, s->stream)) != CUDNN_STATUS_SUCCESS)
+        call = "cudnnSetStream", snprintf(reason, sizeof reason, "%s", cudnnGetErrorString(cs));
+    if (call) {
+        dtnn_error_set(err, DTNN_ERR_DEVICE, "device 'cuda' (device %d of %d): %s failed: %s",
+                       device, count, call, reason);
+        op_destroy(be);
+        return NULL;
+    }
+    return be;
+}
