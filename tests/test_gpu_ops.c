@@ -301,6 +301,15 @@ static void test_activations(void)
         snprintf(label, sizeof label, "%s backward (%s)", names[k], k % 2 ? "+=" : "=");
         check(label, &dx, 1e-6);
     }
+    /* hardsigmoid above ran ONNX's formula (alpha -1.5, beta 2.25); PyTorch's constants take
+     * the other branch, relu6(x + 3) / 6 */
+    be_run(cpu, act_forward, ACT_HARDSIGMOID, 1.0f / 6.0f, 0.5f, n, x.h, y.h);
+    be_run(gpu, act_forward, ACT_HARDSIGMOID, 1.0f / 6.0f, 0.5f, n, x.d, y.d);
+    check("hardsigmoid (PyTorch's 1/6, 1/2) forward", &y, 1e-6);
+    be_upload(gpu, y.d, y.h, sizeof(float) * n);
+    be_run(cpu, act_backward, ACT_HARDSIGMOID, 1.0f / 6.0f, 0.5f, n, x.h, y.h, dy.h, dx.h, 0);
+    be_run(gpu, act_backward, ACT_HARDSIGMOID, 1.0f / 6.0f, 0.5f, n, x.d, y.d, dy.d, dx.d, 0);
+    check("hardsigmoid (PyTorch's 1/6, 1/2) backward", &dx, 1e-6);
     drop(&x), drop(&y), drop(&dy), drop(&dx);
 
     const int rows = 5, cols = 37;

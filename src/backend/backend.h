@@ -99,6 +99,13 @@ typedef enum {
     ACT_HARDTANH,   /* nn.Hardtanh: gradient passed where lo < x < hi */
 } act_kind;
 
+/* ACT_HARDSIGMOID's a and b are alpha and beta; PyTorch's 1/6 and 1/2 are computed as
+ * relu6(x + 3) / 6, in PyTorch's order, and every backend must take the same branch. */
+static inline int act_hardsigmoid_is_torch(float alpha, float beta)
+{
+    return alpha == 1.0f / 6.0f && beta == 0.5f;
+}
+
 /* What batch norm does besides normalising (model_plan.c, plan_fusion): y = relu(bn(x) +
  * res), each part optional. Backward with a residual reads the forward's output for the ReLU's
  * mask and writes the residual's gradient (the gradient the ReLU passes on) to dres, or adds it

@@ -16,12 +16,6 @@
 
 #include "cpu_kernels.h"
 
-/* Hardsigmoid's constants are PyTorch's: relu6(x + 3) / 6, in its order of operations. */
-static inline int hardsigmoid_is_torch(float alpha, float beta)
-{
-    return alpha == 1.0f / 6.0f && beta == 0.5f;
-}
-
 /* relu6(v + 3), NaN kept. */
 static inline float hard_unit(float v)
 {
@@ -59,7 +53,7 @@ void cpu_act_forward(act_kind kind, float a, float b, size_t count, const float 
             y[i] = x[i] < 0.0f ? 0.0f : (x[i] > 6.0f ? 6.0f : x[i]);
         break;
     case ACT_HARDSIGMOID:
-        if (hardsigmoid_is_torch(a, b)) {
+        if (act_hardsigmoid_is_torch(a, b)) {
 #pragma omp parallel for schedule(static) if (n > 65536)
             for (long long i = 0; i < n; i++)
                 y[i] = hard_unit(x[i]) / 6.0f;
@@ -120,7 +114,7 @@ void cpu_act_backward(act_kind kind, float a, float b, size_t count, const float
         ACT_STORE(x[i] > 0.0f && x[i] < 6.0f ? dy[i] : 0.0f);
         break;
     case ACT_HARDSIGMOID:
-        if (hardsigmoid_is_torch(a, b))
+        if (act_hardsigmoid_is_torch(a, b))
             ACT_STORE(x[i] > -3.0f && x[i] < 3.0f ? dy[i] * (1.0f / 6.0f) : 0.0f);
         else
             ACT_STORE(a * x[i] + b > 0.0f && a * x[i] + b < 1.0f ? dy[i] * a : 0.0f);

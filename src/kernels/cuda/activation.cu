@@ -13,8 +13,10 @@ static __device__ float hard_unit(float v)
     return t < 0.0f ? 0.0f : (t > 6.0f ? 6.0f : t);
 }
 
-static __global__ void act_forward_k(act_kind kind, float a, float b, size_t n, const float *x,
-                                     float *y)
+/* torch: hardsigmoid as PyTorch's relu6(x + 3) / 6 (act_hardsigmoid_is_torch, decided on the
+ * host), else ONNX's max(0, min(1, a x + b)). */
+static __global__ void act_forward_k(act_kind kind, float a, float b, int torch, size_t n,
+                                     const float *x, float *y)
 {
     CU_LOOP(i, n)
     {
@@ -37,7 +39,12 @@ static __global__ void act_forward_k(act_kind kind, float a, float b, size_t n, 
             r = v < 0.0f ? 0.0f : (v > 6.0f ? 6.0f : v);
             break;
         case ACT_HARDSIGMOID:
-            r = hard_unit(v) / 6.0f;
+            if (torch) {
+                r = hard_unit(v) / 6.0f;
+            } else {
+                const float t = a * v + b;
+                r = t < 0.0f ? 0.0f : (t > 1.0f ? 1.0f : t);
+            }
             break;
         case ACT_HARDSWISH:
             r = v * hard_unit(v) / 6.0f;
@@ -51,8 +58,9 @@ static __global__ void act_forward_k(act_kind kind, float a, float b, size_t n, 
     }
 }
 
-static __global__ void act_backward_k(act_kind kind, float a, float b, size_t n, const float *x,
-                                      const float *y, const float *dy, float *dx, int acc)
+static __global__ void act_backward_k(act_kind kind, float a, float b, int torch, size_t n,
+                                      const float *x, const float *y, const float *dy, float *dx,
+                                      int acc)
 {
     CU_LOOP(i, n)
     {
@@ -74,7 +82,10 @@ static __global__ void act_backward_k(act_kind kind, float a, float b, size_t n,
             g = x[i] > 0.0f && x[i] < 6.0f ? dy[i] : 0.0f;
             break;
         case ACT_HARDSIGMOID:
-            g = x[i] > -3.0f && x[i] < 3.0f ? dy[i] * (1.0f / 6.0f) : 0.0f;
+            if (torch)
+                g = x[i] > -3.0f && x[i] < 3.0f ? dy[i] * (1.0f / 6.0f) : 0.0f;
+            else
+                g = a * x[i] + b > 0.0f && a * x[i] + b < 1.0f ? dy[i] * a : 0.0f;
             break;
         case ACT_HARDSWISH:
             g = x[i] < -3.0f ? 0.0f : (x[i] <= 3.0f ? dy[i] * (x[i] / 3.0f + 0.5f) : dy[i]);
@@ -94,7 +105,8 @@ extern "C" void cuda_act_forward(dtnn_backend *be, act_kind kind, float a, float
                                  size_t count, const float *x, float *y)
 {
     CU_SKIP_IF_FAILED(be);
-    CU_LAUNCH(be, "activation forward kernel", act_forward_k, count, kind, a, b, count, x, y);
+    CU_LAUNCH(be, "activation forward kernel", act_forward_k, count, kind, a, b,
+              act_hardsigmoid_is_torch(a, b), count, x, y);
 }
 
 extern "C" void cuda_act_backward(dtnn_backend *be, act_kind kind, float a, float b,
@@ -102,6 +114,6 @@ extern "C" void cuda_act_backward(dtnn_backend *be, act_kind kind, float a, floa
                                   float *dx, int accumulate)
 {
     CU_SKIP_IF_FAILED(be);
-    CU_LAUNCH(be, "activation backward kernel", act_backward_k, count, kind, a, b, count, x, y,
-              dy, dx, accumulate);
+    CU_LAUNCH(be, "activation backward kernel", act_backward_k, count, kind, a, b,
+              act_hardsigmoid_is_torch(a, b), count, x, y, dy, dx, accumulate);
 }
