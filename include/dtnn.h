@@ -86,6 +86,22 @@ typedef enum {
     DTNN_CONV_DIRECT        /* as auto, without Winograd: the direct kernels for 3x3 too */
 } dtnn_conv_algo;
 
+/* What convolutions and fully connected layers compute in (every other layer, batch norm's
+ * statistics, losses, reductions and the optimizer stay fp32). BF16 is PyTorch's autocast to
+ * bfloat16 for these two layers: their inputs, weights and output gradients rounded to bf16
+ * (to nearest, ties to even), products summed in fp32; a convolution's outputs and gradients
+ * are rounded to bf16 too (cuDNN writes them in the inputs' type) before its bias is added in
+ * fp32, a fully connected layer's stay fp32 (cuBLAS accumulates into fp32), and every bias
+ * gradient is summed from the fp32 output gradient. The weights the optimizer updates stay
+ * fp32 (master weights); bf16's range is fp32's, so no loss scaling. On the GPU this runs on
+ * tensor cores; the CPU computes the same rounding around its fp32 kernels, the reference the
+ * GPU is tested against, no faster than fp32. */
+typedef enum { DTNN_PRECISION_FP32 = 0, DTNN_PRECISION_BF16 } dtnn_precision;
+/* "fp32", "bf16"; NULL for a value outside the enum. */
+const char *dtnn_precision_name(dtnn_precision p);
+/* The precision named `name` into *out; DTNN_ERR_ARG naming the choices otherwise. */
+dtnn_status dtnn_precision_parse(const char *name, dtnn_precision *out, dtnn_error *err);
+
 typedef struct {
     int max_batch;              /* largest batch forward() will be called with */
     int training;               /* 0: plan inference only (no gradient buffers) */
@@ -99,6 +115,7 @@ typedef struct {
     size_t workspace_limit;     /* bytes of scratch the convolutions may use (0 = 64 MiB) */
     int input_grad;             /* also compute d(loss)/d(input) (gradient checks, saliency) */
     dtnn_conv_algo conv_algo;   /* DTNN_CONV_AUTO unless comparing paths */
+    dtnn_precision precision;   /* convolutions and fully connected layers; FP32 = 0 */
     int unfused;                /* 1: every layer runs on its own, no ReLU fused into the batch
                                  * norm or add before it (the reference for the fused pairs) */
     /* The memory check: before allocating, the build adds up what the model will need
@@ -171,6 +188,13 @@ dtnn_model *dtnn_model_from_spec(const char *spec, int classes, int c, int h, in
 /* x: [n, C, H, W]; n <= max_batch. training selects batch statistics and dropout. */
 dtnn_status dtnn_model_forward(dtnn_model *m, const float *x, int n, int training,
                                dtnn_error *err);
+/* Starts moving the batch x (n samples) to the model's device ahead of the training-mode
+ * forwards that will take it (one, or the micro-batches that cover it once), while the device
+ * still computes: a GPU copies it on its copy stream. x is copied at once (into pinned
+ * staging) and may be reused when this returns. Nothing to do, and DTNN_OK, on a host backend
+ * (cpu) or a model built for inference; dtnn_model_prefetches says which. */
+dtnn_status dtnn_model_prefetch(dtnn_model *m, const float *x, int n, dtnn_error *err);
+int dtnn_model_prefetches(const dtnn_model *m);
 /* Shape of the last node's output after forward(): n samples of `classes` values. */
 void dtnn_model_output_shape(const dtnn_model *m, int *n, int *classes);
 /* Copies that output ([n, classes] logits) into dst. Model memory belongs to the backend (a

@@ -19,6 +19,10 @@
  *   1e-4       convolutions (cuDNN) and the linear layer (cuBLAS): float sums over up to
  *              C*R*S = 400 products in another order (the CPU's Winograd also rounds
  *              differently), an error that grows like sqrt(terms) * 6e-8.
+ * In bf16 (the CPU's emulation, kernels/cpu_conv.c and linear.c, against cuDNN's and
+ * cuBLAS's bf16 on the same rounded operands): 1e-5 where the results stay fp32 (the linear
+ * layer, every bias gradient), 8e-3 where a convolution's result is rounded to bf16 after fp32
+ * sums in another order, which can move it by one bf16 step (2^-8 to 2^-7 of its size).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -107,7 +111,7 @@ typedef struct {
     int C, H, W, K, R, S, stride, pad, dil, groups, n;
 } conv_case;
 
-static void test_conv(const conv_case *t, int max_batch, int accumulate)
+static void test_conv(const conv_case *t, int max_batch, int accumulate, dtnn_precision prec)
 {
     conv_geom g = {0};
     g.C = t->C, g.H = t->H, g.W = t->W, g.K = t->K, g.R = t->R, g.S = t->S;
@@ -115,13 +119,15 @@ static void test_conv(const conv_case *t, int max_batch, int accumulate)
     g.dil_h = g.dil_w = t->dil, g.groups = t->groups;
     g.P = (t->H + 2 * t->pad - t->dil * (t->R - 1) - 1) / t->stride + 1;
     g.Q = (t->W + 2 * t->pad - t->dil * (t->S - 1) - 1) / t->stride + 1;
-    const conv_desc d = {g, max_batch, (size_t)64 << 20, DTNN_CONV_AUTO};
+    const conv_desc d = {g, max_batch, (size_t)64 << 20, DTNN_CONV_AUTO, prec};
+    const double tol = prec == DTNN_PRECISION_BF16 ? 8e-3 : 1e-4;
     dtnn_error err;
     conv_plan *pc = cpu->op->conv_plan_create(cpu, &d, &err);
     conv_plan *pg = gpu->op->conv_plan_create(gpu, &d, &err);
     char label[128];
-    snprintf(label, sizeof label, "conv %dx%d s%d p%d d%d g%d %d->%d %dx%d n%d", t->R, t->S,
-             t->stride, t->pad, t->dil, t->groups, t->C, t->K, t->H, t->W, t->n);
+    snprintf(label, sizeof label, "conv %s %dx%d s%d p%d d%d g%d %d->%d %dx%d n%d",
+             dtnn_precision_name(prec), t->R, t->S, t->stride, t->pad, t->dil, t->groups, t->C,
+             t->K, t->H, t->W, t->n);
     if (!pc || !pg) {
         fprintf(stderr, "FAIL %s: plan: %s\n", label, err.message);
         test_failures++;
@@ -141,13 +147,13 @@ static void test_conv(const conv_case *t, int max_batch, int accumulate)
     be_run(gpu, conv_backward, pg, t->n, x.d, dy.d, w.d, dw.d, db.d, dx.d, accumulate, wg);
     char l2[160];
     snprintf(l2, sizeof l2, "%s forward", label);
-    check(l2, &y, 1e-4);
+    check(l2, &y, tol);
     snprintf(l2, sizeof l2, "%s dw (+=)", label);
-    check(l2, &dw, 1e-4);
+    check(l2, &dw, tol);
     snprintf(l2, sizeof l2, "%s db (+=)", label);
     check(l2, &db, 1e-4);
     snprintf(l2, sizeof l2, "%s dx (%s)", label, accumulate ? "+=" : "=");
-    check(l2, &dx, 1e-4);
+    check(l2, &dx, tol);
     cpu->op->free(cpu, wc);
     be_free(gpu, wg);
     cpu->op->conv_plan_free(cpu, pc);
@@ -164,17 +170,19 @@ static void test_convs(void)
         {7, 11, 11, 13, 3, 3, 2, 0, 1, 1, 2}, {16, 8, 8, 16, 3, 3, 1, 1, 1, 1, 4},
         {3, 7, 9, 10, 1, 1, 2, 0, 1, 1, 1},
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-        test_conv(&cases[i], cases[i].n, (int)(i % 2));
-    /* a batch smaller than the plan's: the per-call descriptors */
-    test_conv(&cases[0], 3, 1);
+    for (int prec = DTNN_PRECISION_FP32; prec <= DTNN_PRECISION_BF16; prec++) {
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+            test_conv(&cases[i], cases[i].n, (int)(i % 2), (dtnn_precision)prec);
+        /* a batch smaller than the plan's: the per-call descriptors */
+        test_conv(&cases[0], 3, 1, (dtnn_precision)prec);
+    }
 
     /* asymmetric padding is refused with a message */
     conv_geom g = {0};
     g.C = 3, g.H = g.W = 8, g.K = 4, g.R = g.S = 3, g.P = 9, g.Q = 8;
     g.stride_h = g.stride_w = g.pad_h = g.pad_w = g.dil_h = g.dil_w = g.groups = 1;
     g.pad_extra_h = 1;
-    const conv_desc d = {g, 2, (size_t)64 << 20, DTNN_CONV_AUTO};
+    const conv_desc d = {g, 2, (size_t)64 << 20, DTNN_CONV_AUTO, DTNN_PRECISION_FP32};
     dtnn_error err;
     conv_plan *p = gpu->op->conv_plan_create(gpu, &d, &err);
     CHECK(p == NULL && strstr(err.message, "asymmetric padding"));
@@ -182,26 +190,38 @@ static void test_convs(void)
         gpu->op->conv_plan_free(gpu, p);
 }
 
-static void test_linear(void)
+static void test_linear(dtnn_precision prec)
 {
     const int n = 3, out = 7, in = 13;
+    const linear_desc d = {out, in, prec};
+    const char *pn = dtnn_precision_name(prec);
+    char label[96];
     buf x = make((size_t)n * in, 11, 1.0f), w = make((size_t)out * in, 12, 1.0f);
     buf b = make((size_t)out, 13, 1.0f), y = make((size_t)n * out, 14, 1.0f);
     buf dy = make((size_t)n * out, 15, 1.0f), dw = make((size_t)out * in, 16, 1.0f);
     buf db = make((size_t)out, 17, 1.0f), dx = make((size_t)n * in, 18, 1.0f);
-    be_run(cpu, linear_forward, n, out, in, x.h, w.h, b.h, y.h);
-    be_run(gpu, linear_forward, n, out, in, x.d, w.d, b.d, y.d);
-    check("linear forward", &y, 1e-5);
+    void *wc = cpu->op->alloc(cpu, cpu->op->linear_workspace(cpu, &d, n) + 64);
+    void *wg = be_alloc(gpu, gpu->op->linear_workspace(gpu, &d, n) + 64);
+    be_run(cpu, linear_forward, &d, n, x.h, w.h, b.h, y.h, wc);
+    be_run(gpu, linear_forward, &d, n, x.d, w.d, b.d, y.d, wg);
+    snprintf(label, sizeof label, "linear %s forward", pn);
+    check(label, &y, 1e-5);
     for (int acc = 0; acc < 2; acc++) {
-        be_run(cpu, linear_backward, n, out, in, x.h, dy.h, w.h, dw.h, db.h, dx.h, acc);
-        be_run(gpu, linear_backward, n, out, in, x.d, dy.d, w.d, dw.d, db.d, dx.d, acc);
+        be_run(cpu, linear_backward, &d, n, x.h, dy.h, w.h, dw.h, db.h, dx.h, acc, wc);
+        be_run(gpu, linear_backward, &d, n, x.d, dy.d, w.d, dw.d, db.d, dx.d, acc, wg);
     }
-    check("linear dw (+= twice)", &dw, 1e-5);
-    check("linear db (+= twice)", &db, 1e-6);
-    check("linear dx (= then +=)", &dx, 1e-5);
-    be_run(cpu, linear_forward, n, out, in, x.h, w.h, NULL, y.h);
-    be_run(gpu, linear_forward, n, out, in, x.d, w.d, NULL, y.d);
-    check("linear forward, no bias", &y, 1e-5);
+    snprintf(label, sizeof label, "linear %s dw (+= twice)", pn);
+    check(label, &dw, 1e-5);
+    snprintf(label, sizeof label, "linear %s db (+= twice)", pn);
+    check(label, &db, 1e-6);
+    snprintf(label, sizeof label, "linear %s dx (= then +=)", pn);
+    check(label, &dx, 1e-5);
+    be_run(cpu, linear_forward, &d, n, x.h, w.h, NULL, y.h, wc);
+    be_run(gpu, linear_forward, &d, n, x.d, w.d, NULL, y.d, wg);
+    snprintf(label, sizeof label, "linear %s forward, no bias", pn);
+    check(label, &y, 1e-5);
+    cpu->op->free(cpu, wc);
+    be_free(gpu, wg);
     drop(&x), drop(&w), drop(&b), drop(&y), drop(&dy), drop(&dw), drop(&db), drop(&dx);
 }
 
@@ -693,7 +713,8 @@ int main(void)
         return 1;
     }
     test_convs();
-    test_linear();
+    test_linear(DTNN_PRECISION_FP32);
+    test_linear(DTNN_PRECISION_BF16);
     test_pools();
     test_activations();
     test_batchnorm();

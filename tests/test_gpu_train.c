@@ -9,7 +9,10 @@
  * 1e-3 of the largest weight. The operations agree to 1e-4 or better one by one
  * (test_gpu_ops); a training step feeds each difference through every later layer and the
  * next step, so they grow a little with each step. A checkpoint round trip must give the
- * weights bit for bit: it only copies.
+ * weights bit for bit: it only copies. In bf16 (both devices, the CPU emulating it) the losses
+ * within 1e-2 relative and the weights within 1e-2: a convolution's result may round to the
+ * neighbouring bf16 value on one device (2^-8 to 2^-7 of it, test_gpu_ops), and such steps
+ * propagate as the fp32 differences do, 100 times larger.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -37,7 +40,8 @@ typedef struct {
     int classes, c, h, w;
 } zoo_case;
 
-static dtnn_model *build(const zoo_case *z, const char *device, dtnn_optimizer **opt)
+static dtnn_model *build(const zoo_case *z, const char *device, dtnn_precision prec,
+                         dtnn_optimizer **opt)
 {
     dtnn_error err;
     dtnn_model *m = dtnn_zoo_create(z->name, z->classes, z->c, z->h, z->w, &err);
@@ -52,6 +56,7 @@ static dtnn_model *build(const zoo_case *z, const char *device, dtnn_optimizer *
     bp.training = 1;
     bp.seed = 7;
     bp.device = device;
+    bp.precision = prec;
     bp.optimizer_slots = 1;
     dtnn_opt_params op;
     dtnn_opt_params_default(&op, DTNN_OPT_SGD);
@@ -95,16 +100,18 @@ static double train_step(dtnn_model *m, dtnn_optimizer *o, const float *x, const
     return met.loss_sum;
 }
 
-static void test_training(const zoo_case *z, const char *ckpt)
+static void test_training(const zoo_case *z, const char *ckpt, dtnn_precision prec)
 {
+    const int bf16 = prec == DTNN_PRECISION_BF16;
+    const double loss_tol = bf16 ? 1e-2 : 1e-4, weight_tol = bf16 ? 1e-2 : 1e-3;
     dtnn_optimizer *oc = NULL, *og = NULL;
-    dtnn_model *mc = build(z, "cpu", &oc), *mg = build(z, "cuda", &og);
+    dtnn_model *mc = build(z, "cpu", prec, &oc), *mg = build(z, "cuda", prec, &og);
     if (!mc || !mg)
         goto done;
     const size_t np = dtnn_model_params_padded(mc);
     float *pc = params_of(mc), *pg = params_of(mg);
     char label[96];
-    snprintf(label, sizeof label, "%s initial weights", z->name);
+    snprintf(label, sizeof label, "%s %s initial weights", z->name, dtnn_precision_name(prec));
     test_compare(label, pg, pc, np, 0.0, 0.0);
     free(pc), free(pg);
 
@@ -117,9 +124,9 @@ static void test_training(const zoo_case *z, const char *ckpt)
         for (int i = 0; i < BATCH; i++)
             y[i] = (i * 3 + s) % z->classes;
         const double lc = train_step(mc, oc, x, y), lg = train_step(mg, og, x, y);
-        const int bad = !(fabs(lg - lc) <= 1e-4 * fabs(lc));
-        printf("%s step %d: loss cpu %.7g, cuda %.7g%s\n", z->name, s + 1, lc / BATCH,
-               lg / BATCH, bad ? "  FAIL" : "");
+        const int bad = !(fabs(lg - lc) <= loss_tol * fabs(lc));
+        printf("%s %s step %d: loss cpu %.7g, cuda %.7g%s\n", z->name,
+               dtnn_precision_name(prec), s + 1, lc / BATCH, lg / BATCH, bad ? "  FAIL" : "");
         test_failures += bad;
     }
     const size_t during = cuda_backend_allocations(mg->be) - allocations;
@@ -132,15 +139,18 @@ static void test_training(const zoo_case *z, const char *ckpt)
     double peak = 0.0;
     for (size_t i = 0; i < np; i++)
         peak = fmax(peak, fabs(pc[i]));
-    snprintf(label, sizeof label, "%s weights after %d steps", z->name, STEPS);
-    test_compare(label, pg, pc, np, 1e-3 * peak, 0.0);
+    snprintf(label, sizeof label, "%s %s weights after %d steps", z->name,
+             dtnn_precision_name(prec), STEPS);
+    test_compare(label, pg, pc, np, weight_tol * peak, 0.0);
     free(pc), free(pg);
+    if (bf16)   /* the checkpoints hold the fp32 master weights either way */
+        goto done;
 
     /* cuda -> cpu and cpu -> cuda, weights and optimizer state */
     dtnn_error err;
     dtnn_optimizer *o2 = NULL;
     CHECK_OK(dtnn_checkpoint_save(ckpt, mg, og, NULL, NULL, &err), &err);
-    dtnn_model *back = build(z, "cpu", &o2);
+    dtnn_model *back = build(z, "cpu", prec, &o2);
     if (back) {
         CHECK_OK(dtnn_checkpoint_load(ckpt, back, o2, NULL, NULL, &err), &err);
         pg = params_of(mg), pc = params_of(back);
@@ -151,7 +161,7 @@ static void test_training(const zoo_case *z, const char *ckpt)
         dtnn_model_free(back);
     }
     CHECK_OK(dtnn_checkpoint_save(ckpt, mc, oc, NULL, NULL, &err), &err);
-    back = build(z, "cuda", &o2);
+    back = build(z, "cuda", prec, &o2);
     if (back) {
         CHECK_OK(dtnn_checkpoint_load(ckpt, back, o2, NULL, NULL, &err), &err);
         pc = params_of(mc), pg = params_of(back);
@@ -181,8 +191,9 @@ int main(void)
     snprintf(ckpt, sizeof ckpt, "%s/dtnn_test_gpu_%ld.safetensors", tmp && *tmp ? tmp : "/tmp",
              (long)getpid());
     const zoo_case cases[] = {{"lenet5", 10, 1, 28, 28}, {"resnet20", 10, 3, 32, 32}};
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-        test_training(&cases[i], ckpt);
+    for (int prec = DTNN_PRECISION_FP32; prec <= DTNN_PRECISION_BF16; prec++)
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+            test_training(&cases[i], ckpt, (dtnn_precision)prec);
     return test_finish("test_gpu_train");
 }
 #endif

@@ -33,6 +33,7 @@ static cli_opt bench_opts[] = {
     {"classes", OPT_INT, "0", "output classes of a zoo model (0: its own)", 0, NULL, 0},
     {"threads", OPT_INT, "0", "kernel threads (0: the cores given to this process)", 0, NULL, 0},
     CLI_DEVICE_OPTION,
+    CLI_PRECISION_OPTION,
     {"workspace-mb", OPT_FLOAT, "0", "scratch the convolutions may use, MiB (0: the library's "
      "default)", 0, NULL, 0},
     {"conv-algo", OPT_STRING, "auto", "convolutions: auto (the fastest path that applies) | "
@@ -201,6 +202,9 @@ static int run_bench(const cli_opt *o, int n, dtnn_comm *comm, int threads)
     const char *device = cli_device(cmd, o, n, &device_rc);
     if (!device)
         return device_rc;
+    dtnn_precision precision = DTNN_PRECISION_FP32;
+    if (cli_precision(cmd, o, n, &precision))
+        return 2;
     dtnn_optimizer *opt = NULL;
     dtnn_grad_sync *gs = NULL;
     dtnn_trace *trace = NULL;
@@ -220,6 +224,7 @@ static int run_bench(const cli_opt *o, int n, dtnn_comm *comm, int threads)
     bp.max_batch = batch;
     bp.threads = threads;
     bp.device = device;
+    bp.precision = precision;
     bp.workspace_limit = (size_t)(cli_float(o, n, "workspace-mb") * 1048576.0);
     bp.conv_algo = !strcmp(conv_algo, "im2col")   ? DTNN_CONV_IM2COL
                    : !strcmp(conv_algo, "direct") ? DTNN_CONV_DIRECT
@@ -272,10 +277,14 @@ static int run_bench(const cli_opt *o, int n, dtnn_comm *comm, int threads)
         dtnn_model_zero_grad(m);
         if (gs)
             dtnn_grad_sync_begin(gs);
-        if (dtnn_model_forward(m, x, batch, 1, &err) ||
+        /* as training does on a device: the step's batch was uploaded during the previous
+         * step's backward (dtnn_model_prefetch; nothing on cpu) */
+        if ((i == 0 && dtnn_model_prefetch(m, x, batch, &err)) ||
+            dtnn_model_forward(m, x, batch, 1, &err) ||
             dtnn_model_loss(m, y, batch, &lp, 1.0f / (float)(batch * ranks), NULL, &err) ||
-            dtnn_model_backward(m, &err) || (gs && dtnn_grad_sync_finish(gs, &err)) ||
-            dtnn_optimizer_step(opt, 0.01f, &err))
+            dtnn_model_backward(m, &err) ||
+            (i + 1 < warmup + steps && dtnn_model_prefetch(m, x, batch, &err)) ||
+            (gs && dtnn_grad_sync_finish(gs, &err)) || dtnn_optimizer_step(opt, 0.01f, &err))
             goto out;
         dtnn_trace_span(trace, "step", step0, dtnn_trace_clock(trace));
     }

@@ -303,6 +303,14 @@ const char *cli_device(const char *command, const cli_opt *opts, int n_opts, int
     return NULL;
 }
 
+int cli_precision(const char *command, const cli_opt *opts, int n_opts, dtnn_precision *out)
+{
+    dtnn_error e = {0};
+    if (dtnn_precision_parse(cli_str(opts, n_opts, "precision"), out, &e))
+        return cli_usage_error(command, "--precision: %s", e.message);
+    return 0;
+}
+
 int cli_strs(const char *name, int argc, char **argv, int first,
              const char *values[CLI_MAX_VALUES])
 {

@@ -83,6 +83,12 @@ int cli_threads(const char *command, const cli_opt *opts, int n_opts, const dtnn
 /* The --device option (default: the environment's DTNN_DEVICE, else "cpu"): the backend's name,
  * or NULL with *rc 2 (unknown: a usage error, printed) or 1 (not usable here, printed). */
 const char *cli_device(const char *command, const cli_opt *opts, int n_opts, int *rc);
+/* The --precision option of every command that computes with a model (cli_precision). */
+#define CLI_PRECISION_OPTION                                                                    \
+    {"precision", OPT_STRING, "fp32", "convolutions and fully connected layers in fp32 | bf16 " \
+     "(bf16 inputs and weights, fp32 sums and master weights; tensor cores on cuda)", 0, NULL, 0}
+/* --precision into *out; 0, or 2 after printing a usage error. */
+int cli_precision(const char *command, const cli_opt *opts, int n_opts, dtnn_precision *out);
 /* Whether ok holds on every rank (a collective: all ranks call it), so a usage error seen by
  * some ranks only ends them all instead of leaving the others waiting. */
 int cli_all_ok(dtnn_comm *comm, int ok);

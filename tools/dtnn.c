@@ -108,6 +108,7 @@ static cli_opt train_opts[] = {
     {"no-shuffle", OPT_FLAG, NULL, "keep the file order", 0, NULL, 0},
     {"threads", OPT_INT, "0", "kernel threads (0: the cores given to this process)", 0, NULL, 0},
     CLI_DEVICE_OPTION,
+    CLI_PRECISION_OPTION,
     {"init", OPT_STRING, NULL, "checkpoint to take starting weights from (default for an .onnx "
      "--model: its own weights)", 0, NULL, 0},
     {"init-exclude", OPT_STRINGS, NULL, "--init: tensors (glob over names, e.g. 'fc.*') left at "
@@ -387,7 +388,9 @@ static int cmd_train(int argc, char **argv, dtnn_comm *comm)
     cli_data_opts dopts;
     int threads = cli_threads(cmd, o, n, comm), device_rc = 0;
     const char *device = threads > 0 ? cli_device(cmd, o, n, &device_rc) : NULL;
-    if (!cli_all_ok(comm, device && !cli_data_options(cmd, o, n, 1, &dopts)))
+    dtnn_precision precision = DTNN_PRECISION_FP32;
+    if (!cli_all_ok(comm, device && !cli_precision(cmd, o, n, &precision) &&
+                              !cli_data_options(cmd, o, n, 1, &dopts)))
         return device_rc ? device_rc : 2;
     dtnn_comm_set_stall_timeout(comm, cli_float(o, n, "stall-timeout"));
     dopts.lp.seed = tp.seed;
@@ -410,6 +413,7 @@ static int cmd_train(int argc, char **argv, dtnn_comm *comm)
     bp.seed = tp.seed;
     bp.threads = threads;
     bp.device = device;
+    bp.precision = precision;
     const char *freeze[CLI_MAX_VALUES];
     bp.n_freeze = cli_strs("freeze", argc, argv, 2, freeze);
     bp.freeze = freeze;
@@ -483,6 +487,7 @@ static cli_opt eval_opts[] = {
     {"classes", OPT_INT, "0", "output classes of a zoo model (0: the dataset's)", 0, NULL, 0},
     {"threads", OPT_INT, "0", "kernel threads (0: the cores given to this process)", 0, NULL, 0},
     CLI_DEVICE_OPTION,
+    CLI_PRECISION_OPTION,
     {"help", OPT_FLAG, NULL, "show this help", 0, NULL, 0},
 };
 
@@ -510,7 +515,8 @@ static int cmd_eval(int argc, char **argv)
     cli_data_opts dopts;
     int threads = cli_threads(cmd, o, n, NULL), device_rc = 2;
     const char *device = threads > 0 ? cli_device(cmd, o, n, &device_rc) : NULL;
-    if (!device || cli_data_options(cmd, o, n, 0, &dopts))
+    dtnn_precision precision = DTNN_PRECISION_FP32;
+    if (!device || cli_precision(cmd, o, n, &precision) || cli_data_options(cmd, o, n, 0, &dopts))
         return device ? 2 : device_rc;
     cli_data cd;
     memset(&cd, 0, sizeof cd);
@@ -534,6 +540,7 @@ static int cmd_eval(int argc, char **argv)
     bp.training = 0;
     bp.threads = threads;
     bp.device = device;
+    bp.precision = precision;
     if (dtnn_model_build(m, &bp, &err) || cli_load_weights(o, n, m, NULL, &err))
         goto out;
     dtnn_metrics met;
@@ -566,6 +573,7 @@ static cli_opt predict_opts[] = {
     {"batch-size", OPT_INT, "256", "inference batch size", 0, NULL, 0},
     {"threads", OPT_INT, "0", "kernel threads (0: the cores given to this process)", 0, NULL, 0},
     CLI_DEVICE_OPTION,
+    CLI_PRECISION_OPTION,
     {"help", OPT_FLAG, NULL, "show this help", 0, NULL, 0},
 };
 
@@ -586,6 +594,9 @@ static int cmd_predict(int argc, char **argv)
     const char *device = threads > 0 ? cli_device(cmd, o, n, &device_rc) : NULL;
     if (!device)
         return device_rc;
+    dtnn_precision precision = DTNN_PRECISION_FP32;
+    if (cli_precision(cmd, o, n, &precision))
+        return 2;
     dtnn_error err = {0};
     float *x = NULL, *logits = NULL;
     dtnn_model *m = NULL;
@@ -620,6 +631,7 @@ static int cmd_predict(int argc, char **argv)
     bp.training = 0;
     bp.threads = threads;
     bp.device = device;
+    bp.precision = precision;
     dtnn_dataset norm;
     memset(&norm, 0, sizeof norm);
     if (dtnn_model_build(m, &bp, &err) || cli_load_weights(o, n, m, &norm, &err))

@@ -119,14 +119,22 @@ typedef struct {
 } bn_epilogue;
 
 /* What a convolution plan is made from: the geometry, the largest batch, the scratch the
- * layer may take, and the user's wish (dtnn_conv_algo: auto, direct = all but Winograd,
- * im2col = the reference path). */
+ * layer may take, the user's wish (dtnn_conv_algo: auto, direct = all but Winograd, im2col =
+ * the reference path) and the precision (dtnn.h says what BF16 rounds; the bf16 copies of the
+ * operands are workspace beyond workspace_limit, which bounds the algorithms' own scratch). */
 typedef struct {
     conv_geom g;
     int max_batch;
     size_t workspace_limit;
     dtnn_conv_algo algo;
+    dtnn_precision precision;
 } conv_desc;
+
+/* A fully connected layer: y [n, out] = x [n, in] W^T + b, in `precision` (dtnn.h). */
+typedef struct {
+    int out, in;
+    dtnn_precision precision;
+} linear_desc;
 
 typedef struct conv_plan conv_plan;
 
@@ -155,6 +163,8 @@ typedef struct {
 
 typedef struct dtnn_backend dtnn_backend;
 
+enum { UPLOAD_SLOTS = 2 };
+
 typedef struct {
     /* Bracket every call that touches backend memory (NULL: nothing to do). */
     void (*enter)(dtnn_backend *be);
@@ -174,6 +184,18 @@ typedef struct {
     void *(*host_alloc)(dtnn_backend *be, size_t bytes);
     void (*host_free)(dtnn_backend *be, void *p);
 
+    /* Batch uploads that overlap compute (model/model_prefetch.c), in UPLOAD_SLOTS slots, each
+     * a destination the engine reuses: upload_start queues a copy of bytes from src (host_alloc
+     * memory) to dst on the backend's copy queue, to begin once the compute queue has passed
+     * the slot's latest upload_release (the data there is no longer read); upload_use makes
+     * the compute operations queued from then on wait for the slot's copy; upload_finish makes
+     * the host wait for it (before it writes src again). NULL on a backend without a copy
+     * queue (the host's): the engine then copies with upload. */
+    void (*upload_start)(dtnn_backend *be, int slot, void *dst, const void *src, size_t bytes);
+    void (*upload_use)(dtnn_backend *be, int slot);
+    void (*upload_release)(dtnn_backend *be, int slot);
+    void (*upload_finish)(dtnn_backend *be, int slot);
+
     /* Convolution. A plan is made at build from the geometry; it owns its workspace size and
      * names its method ("winograd/direct", ...) for --profile. backward adds into dw and db
      * (db may be NULL: no bias); dx may be NULL (not wanted), else written or, with
@@ -189,12 +211,14 @@ typedef struct {
                           int accumulate, void *workspace);
 
     /* Fully connected, y [n, out] = x [n, in] W^T + b (W [out, in], b [out] or NULL);
-     * backward adds into dw and db, dx as above. */
-    void (*linear_forward)(dtnn_backend *be, int n, int out, int in, const float *x,
-                           const float *w, const float *b, float *y);
-    void (*linear_backward)(dtnn_backend *be, int n, int out, int in, const float *x,
+     * backward adds into dw and db, dx as above. workspace: linear_workspace bytes for the
+     * largest batch (0 in fp32: the products need none). */
+    size_t (*linear_workspace)(dtnn_backend *be, const linear_desc *d, int max_batch);
+    void (*linear_forward)(dtnn_backend *be, const linear_desc *d, int n, const float *x,
+                           const float *w, const float *b, float *y, void *workspace);
+    void (*linear_backward)(dtnn_backend *be, const linear_desc *d, int n, const float *x,
                             const float *dy, const float *w, float *dw, float *db, float *dx,
-                            int accumulate);
+                            int accumulate, void *workspace);
 
     /* Max pooling over n images; argmax [n, C, P, Q] holds the flat h * W + w of each max. */
     void (*maxpool_forward)(dtnn_backend *be, const pool_geom *g, int n, const float *x,

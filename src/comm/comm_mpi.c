@@ -29,7 +29,7 @@ dtnn_comm *comm_mpi_create(int *argc, char ***argv, dtnn_error *err)
 #include <mpi.h>
 
 #include "../perf/trace.h"
-#include "half.h"
+#include "../core/half.h"
 
 /* What a rank answers a stall query: how many collectives it has started, the one it is
  * waiting in (-1: none, it is computing between progress calls), its training step, and what

@@ -35,7 +35,7 @@
 #include "comm_internal.h"
 #include "grad_sync.h"
 #include "../perf/trace.h"
-#include "half.h"
+#include "../core/half.h"
 
 typedef struct {
     size_t begin, end;          /* float range of the flat gradient */

@@ -58,19 +58,25 @@ static void op_copy(dtnn_backend *be, void *dst, const void *src, size_t bytes)
 
 static void op_sync(dtnn_backend *be) { (void)be; }
 
-static void op_linear_forward(dtnn_backend *be, int n, int out, int in, const float *x,
-                              const float *w, const float *b, float *y)
+static size_t op_linear_workspace(dtnn_backend *be, const linear_desc *d, int max_batch)
 {
     (void)be;
-    cpu_linear_forward(n, out, in, x, w, b, y);
+    return cpu_linear_workspace(d, max_batch);
 }
 
-static void op_linear_backward(dtnn_backend *be, int n, int out, int in, const float *x,
-                               const float *dy, const float *w, float *dw, float *db,
-                               float *dx, int accumulate)
+static void op_linear_forward(dtnn_backend *be, const linear_desc *d, int n, const float *x,
+                              const float *w, const float *b, float *y, void *workspace)
 {
     (void)be;
-    cpu_linear_backward(n, out, in, x, dy, w, dw, db, dx, accumulate);
+    cpu_linear_forward(d, n, x, w, b, y, workspace);
+}
+
+static void op_linear_backward(dtnn_backend *be, const linear_desc *d, int n, const float *x,
+                               const float *dy, const float *w, float *dw, float *db,
+                               float *dx, int accumulate, void *workspace)
+{
+    (void)be;
+    cpu_linear_backward(d, n, x, dy, w, dw, db, dx, accumulate, workspace);
 }
 
 static void op_maxpool_forward(dtnn_backend *be, const pool_geom *g, int n, const float *x,
@@ -357,6 +363,7 @@ const dtnn_backend_ops cpu_backend_table = {
     .conv_method = cpu_conv_method,
     .conv_forward = cpu_conv_forward,
     .conv_backward = cpu_conv_backward,
+    .linear_workspace = op_linear_workspace,
     .linear_forward = op_linear_forward,
     .linear_backward = op_linear_backward,
     .maxpool_forward = op_maxpool_forward,

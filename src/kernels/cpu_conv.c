@@ -64,6 +64,8 @@ struct conv_plan {
     int slots;                  /* threads (when planned) that run direct and Winograd chunks
                                  * of their own, each with its own scratch; 1 = none */
     size_t pack_floats;         /* im2col-tiles: scratch per group for the packed filters */
+    int bf16;                   /* --precision bf16: the fp32 path on rounded copies (below) */
+    size_t fp32_bytes;          /* the fp32 path's scratch; the bf16 copies follow it */
 };
 
 /* The most images (at least one) whose scratch per chunk (fixed: the part that does not grow
@@ -224,6 +226,15 @@ conv_plan *cpu_conv_plan_create(dtnn_backend *be, const conv_desc *d, dtnn_error
     c->max_batch = d->max_batch;
     c->workspace_limit = d->workspace_limit;
     plan(c, d->algo);
+    c->bf16 = d->precision == DTNN_PRECISION_BF16;
+    c->fp32_bytes = (c->workspace_bytes + 63) / 64 * 64;
+    if (c->bf16) {
+        const conv_geom *g = &c->g;
+        const size_t in = (size_t)c->max_batch * g->C * g->H * g->W;
+        const size_t out = (size_t)c->max_batch * g->K * g->P * g->Q;
+        const size_t weights = (size_t)g->K * (g->C / g->groups) * g->R * g->S;
+        c->workspace_bytes = c->fp32_bytes + sizeof(float) * (2 * in + 2 * weights + out);
+    }
     return c;
 }
 
@@ -245,10 +256,9 @@ static void filter_product(const conv_plan *c, int tiles, int trans,
                       out, ld);
 }
 
-void cpu_conv_forward(dtnn_backend *be, const conv_plan *c, int n, const float *x, const float *w,
-                      const float *b, float *y, void *workspace)
+static void forward_f32(const conv_plan *c, int n, const float *x, const float *w,
+                        const float *b, float *y, void *workspace)
 {
-    (void)be;
     const conv_geom *g = &c->g;
     const int PQ = g->P * g->Q, CRS = g->C * g->R * g->S, G = g->groups;
     const int Kg = g->K / G, CRSg = CRS / G;
@@ -303,11 +313,10 @@ void cpu_conv_forward(dtnn_backend *be, const conv_plan *c, int n, const float *
     }
 }
 
-void cpu_conv_backward(dtnn_backend *be, const conv_plan *c, int n, const float *x, const float *dy,
-                       const float *w, float *dw, float *db, float *dx, int accumulate,
-                       void *workspace)
+static void backward_f32(const conv_plan *c, int n, const float *x, const float *dy,
+                         const float *w, float *dw, float *db, float *dx, int accumulate,
+                         void *workspace)
 {
-    (void)be;
     const conv_geom *g = &c->g;
     const int PQ = g->P * g->Q, CRS = g->C * g->R * g->S, G = g->groups;
     const int Kg = g->K / G, CRSg = CRS / G;
@@ -394,6 +403,84 @@ void cpu_conv_backward(dtnn_backend *be, const conv_plan *c, int n, const float 
             memset(dxn, 0, sizeof(float) * in_size * nb);
         cpu_col2im(g, col, ld, nb, dxn);
     }
+}
+
+/* bf16 (dtnn.h): the fp32 path on copies of x, w and dy rounded to bf16, its outputs rounded
+ * before the bias (forward) or the sum into dw and dx (backward), as cuDNN's bf16 passes write
+ * them; the bias gradient from the unrounded dy. The copies, after the fp32 path's scratch:
+ * x [n, C, H, W], w, dy [n, K, P, Q], then the unrounded dw and dx. */
+typedef struct {
+    float *x, *w, *dy, *dw, *dx;
+} bf16_copies;
+
+static bf16_copies copies_at(const conv_plan *c, void *workspace)
+{
+    const conv_geom *g = &c->g;
+    const size_t in = (size_t)c->max_batch * g->C * g->H * g->W;
+    const size_t out = (size_t)c->max_batch * g->K * g->P * g->Q;
+    const size_t weights = (size_t)g->K * (g->C / g->groups) * g->R * g->S;
+    bf16_copies b;
+    b.x = (float *)((char *)workspace + c->fp32_bytes);
+    b.w = b.x + in;
+    b.dy = b.w + weights;
+    b.dw = b.dy + out;
+    b.dx = b.dw + weights;
+    return b;
+}
+
+void cpu_conv_forward(dtnn_backend *be, const conv_plan *c, int n, const float *x, const float *w,
+                      const float *b, float *y, void *workspace)
+{
+    (void)be;
+    if (!c->bf16) {
+        forward_f32(c, n, x, w, b, y, workspace);
+        return;
+    }
+    const conv_geom *g = &c->g;
+    const size_t PQ = (size_t)g->P * g->Q;
+    bf16_copies r = copies_at(c, workspace);
+    cpu_round_bf16((size_t)n * g->C * g->H * g->W, x, r.x);
+    cpu_round_bf16((size_t)g->K * (g->C / g->groups) * g->R * g->S, w, r.w);
+    forward_f32(c, n, r.x, r.w, NULL, y, workspace);
+    cpu_round_bf16((size_t)n * g->K * PQ, y, y);
+    for (int i = 0; b && i < n; i++)
+        for (int k = 0; k < g->K; k++) {
+            float *yk = y + ((size_t)i * g->K + k) * PQ;
+            for (size_t j = 0; j < PQ; j++)
+                yk[j] += b[k];
+        }
+}
+
+void cpu_conv_backward(dtnn_backend *be, const conv_plan *c, int n, const float *x, const float *dy,
+                       const float *w, float *dw, float *db, float *dx, int accumulate,
+                       void *workspace)
+{
+    (void)be;
+    if (!c->bf16) {
+        backward_f32(c, n, x, dy, w, dw, db, dx, accumulate, workspace);
+        return;
+    }
+    const conv_geom *g = &c->g;
+    const size_t in = (size_t)n * g->C * g->H * g->W, out = (size_t)n * g->K * g->P * g->Q;
+    const size_t weights = (size_t)g->K * (g->C / g->groups) * g->R * g->S;
+    if (db)
+        cpu_bias_grad(n, g->K, g->P * g->Q, dy, db);
+    if (!dw && !dx)
+        return;
+    bf16_copies r = copies_at(c, workspace);
+    cpu_round_bf16(out, dy, r.dy);
+    if (dw) {
+        cpu_round_bf16(in, x, r.x);
+        memset(r.dw, 0, sizeof(float) * weights);
+    }
+    if (dx)
+        cpu_round_bf16(weights, w, r.w);
+    backward_f32(c, n, dw ? r.x : x, r.dy, dx ? r.w : w, dw ? r.dw : NULL, NULL,
+                 dx ? r.dx : NULL, 0, workspace);
+    if (dw)
+        cpu_store_bf16(weights, r.dw, dw, 1);
+    if (dx)
+        cpu_store_bf16(in, r.dx, dx, accumulate);
 }
 
 const char *cpu_conv_method(const conv_plan *c)

@@ -108,11 +108,17 @@ void cpu_conv_backward(dtnn_backend *be, const conv_plan *p, int n, const float 
                        const float *dy, const float *w, float *dw, float *db, float *dx,
                        int accumulate, void *workspace);
 
-/* Fully connected (linear.c). */
-void cpu_linear_forward(int n, int out, int in, const float *x, const float *w, const float *b,
-                        float *y);
-void cpu_linear_backward(int n, int out, int in, const float *x, const float *dy,
-                         const float *w, float *dw, float *db, float *dx, int accumulate);
+/* Fully connected (linear.c), with the table's contracts. */
+size_t cpu_linear_workspace(const linear_desc *d, int max_batch);
+void cpu_linear_forward(const linear_desc *d, int n, const float *x, const float *w,
+                        const float *b, float *y, void *workspace);
+void cpu_linear_backward(const linear_desc *d, int n, const float *x, const float *dy,
+                         const float *w, float *dw, float *db, float *dx, int accumulate,
+                         void *workspace);
+
+/* bf16.c: y = x rounded to bfloat16 (y may be x); store: y = or += x rounded. */
+void cpu_round_bf16(size_t n, const float *x, float *y);
+void cpu_store_bf16(size_t n, const float *x, float *y, int accumulate);
 
 /* Element-wise families (elementwise.c, broadcast.c, pad.c, shortcut.c, loss.c,
  * optim.c): the contracts are

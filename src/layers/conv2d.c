@@ -118,7 +118,7 @@ static dtnn_status conv2d_infer(layer *l, dtnn_error *err)
         layer_declare(l, "bias", DTNN_TENSOR_PARAM, DTNN_F32, 1, bd, INIT_BIAS, fan_in, fan_out);
     }
     /* the build's setting narrows the layer's: im2col beats direct beats auto */
-    conv_desc d = {*g, l->max_batch, l->workspace_limit, c->algo_asked};
+    conv_desc d = {*g, l->max_batch, l->workspace_limit, c->algo_asked, l->precision};
     if (l->conv_algo == DTNN_CONV_IM2COL)
         d.algo = DTNN_CONV_IM2COL;
     else if (l->conv_algo == DTNN_CONV_DIRECT && d.algo == DTNN_CONV_AUTO)

@@ -147,6 +147,7 @@ struct layer {
     int max_batch;
     size_t workspace_limit;     /* scratch a layer should stay under (it may chunk the batch) */
     dtnn_conv_algo conv_algo;   /* dtnn_build_params.conv_algo */
+    dtnn_precision precision;   /* dtnn_build_params.precision */
     dtnn_backend *be;           /* the model's, for plans made in infer() */
     int relu_fused;             /* this layer also does the next one's ReLU (relu_epilogue) */
     int fused;                  /* this ReLU (or add) is done by the layer before it: forward and

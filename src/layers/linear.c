@@ -9,6 +9,7 @@
 
 typedef struct {
     int outputs, bias, in_features;
+    linear_desc d;              /* set in infer */
 } linear_cfg;
 
 static void linear_defaults(void *cfg)
@@ -46,21 +47,23 @@ static dtnn_status linear_infer(layer *l, dtnn_error *err)
         int64_t bd[1] = {c->outputs};
         layer_declare(l, "bias", DTNN_TENSOR_PARAM, DTNN_F32, 1, bd, INIT_BIAS, in.c, c->outputs);
     }
+    c->d = (linear_desc){c->outputs, in.c, l->precision};
+    l->workspace_bytes = l->be->op->linear_workspace(l->be, &c->d, l->max_batch);
     return DTNN_OK;
 }
 
 static void linear_forward(layer *l, const layer_ctx *ctx)
 {
     linear_cfg *c = l->cfg;
-    be_run(ctx->be, linear_forward, l->n, c->outputs, c->in_features, l->x[0], l->p[0],
-           c->bias ? l->p[1] : NULL, l->y);
+    be_run(ctx->be, linear_forward, &c->d, l->n, l->x[0], l->p[0], c->bias ? l->p[1] : NULL,
+           l->y, ctx->workspace);
 }
 
 static void linear_backward(layer *l, const layer_ctx *ctx)
 {
     linear_cfg *c = l->cfg;
-    be_run(ctx->be, linear_backward, l->n, c->outputs, c->in_features, l->x[0], l->dy, l->p[0],
-           l->g[0], c->bias ? l->g[1] : NULL, l->dx[0], l->dx_accumulate[0]);
+    be_run(ctx->be, linear_backward, &c->d, l->n, l->x[0], l->dy, l->p[0], l->g[0],
+           c->bias ? l->g[1] : NULL, l->dx[0], l->dx_accumulate[0], ctx->workspace);
 }
 
 static double linear_flops(const layer *l)

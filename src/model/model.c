@@ -30,6 +30,23 @@ void dtnn_build_params_default(dtnn_build_params *p)
     p->workspace_limit = (size_t)64 << 20;
 }
 
+const char *dtnn_precision_name(dtnn_precision p)
+{
+    return p == DTNN_PRECISION_FP32 ? "fp32" : p == DTNN_PRECISION_BF16 ? "bf16" : NULL;
+}
+
+dtnn_status dtnn_precision_parse(const char *name, dtnn_precision *out, dtnn_error *err)
+{
+    if (name && !strcmp(name, "fp32"))
+        *out = DTNN_PRECISION_FP32;
+    else if (name && !strcmp(name, "bf16"))
+        *out = DTNN_PRECISION_BF16;
+    else
+        return dtnn_error_set(err, DTNN_ERR_ARG, "precision '%s': choose fp32 or bf16",
+                              name ? name : "");
+    return DTNN_OK;
+}
+
 dtnn_model *dtnn_model_create(int c, int h, int w)
 {
     if (c <= 0 || h <= 0 || w <= 0)
@@ -67,6 +84,7 @@ void dtnn_model_free(dtnn_model *m)
         free((char *)m->tensors[i].name);
     free(m->tensors);
     if (m->be) {
+        model_prefetch_free(m);
         void *owned[] = {m->params, m->grads, m->buffers, m->activations, m->input_grad,
                          m->aux, m->workspace, m->input_buf, m->labels, m->loss_out};
         for (size_t i = 0; i < sizeof owned / sizeof owned[0]; i++)
@@ -386,6 +404,7 @@ static dtnn_status infer_shapes(dtnn_model *m, const dtnn_build_params *p, dtnn_
         l->max_batch = p->max_batch;
         l->workspace_limit = m->bp.workspace_limit;
         l->conv_algo = m->bp.conv_algo;
+        l->precision = m->bp.precision;
         l->be = m->be;
         l->n_tensors = 0;
         if (l->ops->infer(l, err) != DTNN_OK) {
@@ -495,6 +514,9 @@ dtnn_status dtnn_model_build(dtnn_model *m, const dtnn_build_params *p, dtnn_err
     }
     if (!m->bp.workspace_limit)
         m->bp.workspace_limit = (size_t)64 << 20;
+    if (!dtnn_precision_name(p->precision))
+        return dtnn_error_set(err, DTNN_ERR_ARG, "precision %d is neither DTNN_PRECISION_FP32 "
+                              "nor DTNN_PRECISION_BF16", (int)p->precision);
     if (!(m->be = dtnn_backend_create(p->device, p->threads, err)))
         return err->code;
     memory_plan mp;
@@ -509,6 +531,8 @@ dtnn_status dtnn_model_build(dtnn_model *m, const dtnn_build_params *p, dtnn_err
     }
     model_set_views(m, p, &mp);
     model_memory_plan_free(&mp);
+    if ((st = model_prefetch_alloc(m, err)))
+        return st;
     if ((st = set_gradient_order(m, err)) || (st = init_tensors(m, p, err)))
         return st;
     m->seed = p->seed;
@@ -589,10 +613,8 @@ dtnn_status dtnn_model_forward(dtnn_model *m, const float *x, int n, int trainin
     m->training = training;
     m->n = n;
     m->forward_done = 0;
-    if (!m->be->host_memory) {
-        be_upload(m->be, m->input_buf, x, sizeof(float) * shape_size(m->input) * (size_t)n);
-        x = m->input_buf;
-    }
+    if (!m->be->host_memory)
+        x = model_prefetch_input(m, x, n);
     /* every layer's batch and inputs first: a batch norm doing an add reads the add's */
     for (int i = 0; i < m->n_layers; i++) {
         layer *l = m->layers[i];
@@ -605,6 +627,8 @@ dtnn_status dtnn_model_forward(dtnn_model *m, const float *x, int n, int trainin
     for (int i = 0; i < m->n_layers; i++)
         layer_time(m, m->layers[i], 0);
     trace_span(m->trace, TRACE_FORWARD, training ? "forward" : "forward (eval)", t0, -1);
+    if (!training)
+        model_prefetch_release(m);  /* the input is read again only by a backward */
     dtnn_status st = be_check(m->be, err);     /* a device's failed operation, if any */
     m->forward_done = st == DTNN_OK;
     m->loss_done = 0;
@@ -642,6 +666,7 @@ dtnn_status dtnn_model_backward(dtnn_model *m, dtnn_error *err)
         m->hook(ready_from, m->hook_user);
     }
     trace_span(m->trace, TRACE_BACKWARD, "backward", t0, -1);
+    model_prefetch_release(m);
     m->step++;
     return be_check(m->be, err);
 }

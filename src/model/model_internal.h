@@ -7,6 +7,28 @@
 
 #include "../layers/layer.h"
 
+/* Batches uploaded ahead (dtnn_model_prefetch), on a device backend of a training model: two
+ * device inputs (dev[0] is input_buf) and their pinned host staging, used in turn. */
+typedef struct {
+    float *dev[UPLOAD_SLOTS];
+    float *stage[UPLOAD_SLOTS];
+    const float *x;             /* the caller's batch prefetched into slot `next`, or NULL */
+    int n, used;                /* its samples, and those forwards have taken so far */
+    int next;                   /* the slot of that batch */
+    int current;                /* the slot the last forward read */
+} model_prefetch;
+
+/* Allocates the second device input and the staging at build (nothing on a host backend or
+ * for inference); frees them. */
+dtnn_status model_prefetch_alloc(dtnn_model *m, dtnn_error *err);
+void model_prefetch_free(dtnn_model *m);
+/* The device copy of the caller's batch x of n samples for forward: the prefetched one where
+ * x lies in it, else uploaded now (into a slot no prefetch is filling). */
+const float *model_prefetch_input(dtnn_model *m, const float *x, int n);
+/* After the last read of the forward's input (forward in eval mode, backward): the slot may be
+ * refilled. */
+void model_prefetch_release(dtnn_model *m);
+
 struct dtnn_model {
     dtnn_shape input;
     layer **layers;             /* topological order; the last one is the output */
@@ -33,6 +55,7 @@ struct dtnn_model {
     size_t activation_bytes;
     float *input_buf;           /* [max_batch, input]: the batch uploaded to a device backend
                                  * (NULL on host backends, which read the caller's) */
+    model_prefetch prefetch;    /* model_prefetch.c */
     int32_t *labels;            /* [max_batch] the loss's labels, uploaded */
     double *loss_out;           /* [3] the loss's sums: loss, top-1, top-5 */
     double *reduce_stage;       /* host staging of synchronised batch norm's sums */

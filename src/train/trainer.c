@@ -295,6 +295,14 @@ typedef struct {
     dtnn_grad_sync *gs;
     unsigned char *saved_buffers;   /* --skip-nonfinite: the buffers before the step */
     int64_t skipped_images;         /* over all ranks, up to the last epoch end */
+    /* The next step's batch, taken from the loader and prefetched to the device during this
+     * step's backward (a device backend: dtnn_model_prefetches); valid while `ready`. */
+    struct {
+        const float *x;
+        const int32_t *y;
+        int n, ready;
+        int64_t len;
+    } ahead;
 } train_run_state;
 
 /* One epoch's running sums and progress record. */
@@ -464,8 +472,12 @@ static dtnn_status run_step(train_run_state *r, int64_t epoch, int64_t s, epoch_
     dtnn_status st;
     double t_step = trace_clock(p->trace);
     comm_set_step(r->comm, ts->step + 1);
-    if ((st = dtnn_loader_next(r->train, &xb, &yb, &n, &len, err)))
+    if (r->ahead.ready) {
+        xb = r->ahead.x, yb = r->ahead.y, n = r->ahead.n, len = r->ahead.len;
+        r->ahead.ready = 0;
+    } else if ((st = dtnn_loader_next(r->train, &xb, &yb, &n, &len, err))) {
         return st;
+    }
     trace_span(p->trace, TRACE_DATA, "waiting for data", t_step, ts->step + 1);
     dtnn_model_zero_grad(m);
     if (r->saved_buffers &&
@@ -475,6 +487,17 @@ static dtnn_status run_step(train_run_state *r, int64_t epoch, int64_t s, epoch_
     dtnn_metrics step_met = {0};
     if ((st = step_gradients(r, xb, yb, n, len, &step_met, err)))
         return st;
+    /* The next batch of this epoch goes to the device while backward still runs there. This
+     * batch's host copy is not read again: its labels and images are on the device. Not with
+     * accumulation: the model's input holds a micro-batch, not a step's batch. */
+    if (dtnn_model_prefetches(m) && r->K == 1 && s + 1 < r->steps_per_epoch &&
+        ts->step + 1 < r->total_steps) {
+        if ((st = dtnn_loader_next(r->train, &r->ahead.x, &r->ahead.y, &r->ahead.n,
+                                   &r->ahead.len, err)) ||
+            (st = dtnn_model_prefetch(m, r->ahead.x, r->ahead.n, err)))
+            return st;
+        r->ahead.ready = 1;
+    }
     int stop, bad;
     if ((st = step_agreement(p, r->comm, !isfinite(step_met.loss_sum) ||
                              !dtnn_model_grads_finite(m), &stop, &bad, err)))

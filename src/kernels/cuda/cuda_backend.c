@@ -19,8 +19,8 @@
  * built by code that may have no communicator at all; the comm layer's local rank
  * (comm_mpi.c's MPI_Comm_split_type) is the same number.
  *
- * Not done here (later work, see README): bf16, NHWC layouts, NCCL, a copy stream overlapping
- * batch uploads with compute.
+ * Not done here (later work, see README): NHWC layouts, NCCL, a copy stream overlapping batch
+ * uploads with compute.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -152,6 +152,55 @@ static void op_sync(dtnn_backend *be)
         cuda_ok(be, cudaStreamSynchronize(s->stream), "cudaStreamSynchronize");
 }
 
+/* The copy stream waits for the compute stream's release of the slot (an event never recorded
+ * is passed at once), copies, and marks the slot's copy done; compute waits for that mark on
+ * the device, the host only before it refills the pinned source. */
+static void op_upload_start(dtnn_backend *be, int slot, void *dst, const void *src,
+                            size_t bytes)
+{
+    cuda_state *s = cuda_of(be);
+    if (!s->failed && cuda_ok(be, cudaStreamWaitEvent(s->copy_stream, s->released[slot], 0),
+                              "cudaStreamWaitEvent (upload after release)") &&
+        cuda_ok(be, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, s->copy_stream),
+                "cudaMemcpyAsync (batch upload, copy stream)"))
+        cuda_ok(be, cudaEventRecord(s->uploaded[slot], s->copy_stream),
+                "cudaEventRecord (batch uploaded)");
+}
+
+static void op_upload_use(dtnn_backend *be, int slot)
+{
+    cuda_state *s = cuda_of(be);
+    if (!s->failed)
+        cuda_ok(be, cudaStreamWaitEvent(s->stream, s->uploaded[slot], 0),
+                "cudaStreamWaitEvent (compute after upload)");
+}
+
+static void op_upload_release(dtnn_backend *be, int slot)
+{
+    cuda_state *s = cuda_of(be);
+    if (!s->failed)
+        cuda_ok(be, cudaEventRecord(s->released[slot], s->stream),
+                "cudaEventRecord (batch released)");
+}
+
+static void op_upload_finish(dtnn_backend *be, int slot)
+{
+    cuda_state *s = cuda_of(be);
+    if (!s->failed)
+        cuda_ok(be, cudaEventSynchronize(s->uploaded[slot]), "cudaEventSynchronize (upload)");
+}
+
+/* The upload slots' events (no timing: they only order). */
+static cudaError_t create_upload_events(cuda_state *s)
+{
+    cudaError_t e = cudaSuccess;
+    for (int i = 0; i < UPLOAD_SLOTS && e == cudaSuccess; i++)
+        if ((e = cudaEventCreateWithFlags(&s->uploaded[i], cudaEventDisableTiming)) ==
+            cudaSuccess)
+            e = cudaEventCreateWithFlags(&s->released[i], cudaEventDisableTiming);
+    return e;
+}
+
 static void *op_host_alloc(dtnn_backend *be, size_t bytes)
 {
     cuda_state *s = cuda_of(be);
@@ -171,40 +220,102 @@ static void op_host_free(dtnn_backend *be, void *p)
         cudaFreeHost(p);
 }
 
-/* Row-major y [n, out] = x [n, in] W^T is column-major y^T = W x^T: W's row-major [out, in]
- * is column-major W^T (ld in), so the product is op(A) = T on it, with x^T (ld in) as B. */
-static void op_linear_forward(dtnn_backend *be, int n, int out, int in, const float *x,
-                              const float *w, const float *b, float *y)
+/* bf16 (dtnn.h): the products take bf16 copies of x, W and dy (in the workspace: x [n, in],
+ * W [out, in], dy [n, out]) on tensor cores, cublasGemmEx summing in fp32 into the fp32
+ * output, which stays unrounded; as the CPU's kernels/linear.c. */
+typedef struct {
+    uint16_t *x, *w, *dy;
+} linear_copies;
+
+static size_t align256(size_t count) { return (count + 255) / 256 * 256; }
+
+static linear_copies linear_copies_at(const linear_desc *d, int max_batch, void *workspace)
+{
+    linear_copies c;
+    c.x = workspace;
+    c.w = c.x + align256((size_t)max_batch * d->in);
+    c.dy = c.w + align256((size_t)d->out * d->in);
+    return c;
+}
+
+static size_t op_linear_workspace(dtnn_backend *be, const linear_desc *d, int max_batch)
+{
+    (void)be;
+    if (d->precision != DTNN_PRECISION_BF16)
+        return 0;
+    return sizeof(uint16_t) * (align256((size_t)max_batch * d->in) +
+                               align256((size_t)d->out * d->in) +
+                               align256((size_t)max_batch * d->out));
+}
+
+/* C (column-major, fp32) = alpha op(A) op(B) + beta C: SGEMM in fp32, GemmEx on bf16 A and B
+ * with fp32 sums in bf16. */
+static int gemm(dtnn_backend *be, int bf16, cublasOperation_t ta, cublasOperation_t tb, int m,
+                int n, int k, const void *a, int lda, const void *b, int ldb, float beta,
+                float *c, int ldc, const char *what)
 {
     cuda_state *s = cuda_of(be);
-    const float one = 1.0f, zero = 0.0f;
-    if (s->failed)
+    const float alpha = 1.0f;
+    if (!bf16)
+        return cublas_ok(be, cublasSgemm(s->cublas, ta, tb, m, n, k, &alpha, a, lda, b, ldb,
+                                         &beta, c, ldc), what);
+    return cublas_ok(be, cublasGemmEx(s->cublas, ta, tb, m, n, k, &alpha, a, CUDA_R_16BF, lda,
+                                      b, CUDA_R_16BF, ldb, &beta, c, CUDA_R_32F, ldc,
+                                      CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT), what);
+}
+
+/* Row-major y [n, out] = x [n, in] W^T is column-major y^T = W x^T: W's row-major [out, in]
+ * is column-major W^T (ld in), so the product is op(A) = T on it, with x^T (ld in) as B. The
+ * bf16 copies are packed for the call's batch n, which is at most the planned one. */
+static void op_linear_forward(dtnn_backend *be, const linear_desc *d, int n, const float *x,
+                              const float *w, const float *b, float *y, void *workspace)
+{
+    const int out = d->out, in = d->in, bf16 = d->precision == DTNN_PRECISION_BF16;
+    if (cuda_of(be)->failed)
         return;
-    if (!cublas_ok(be, cublasSgemm(s->cublas, CUBLAS_OP_T, CUBLAS_OP_N, out, n, in, &one, w, in,
-                                   x, in, &zero, y, out), "cublasSgemm (linear forward)"))
+    const void *xa = x, *wa = w;
+    if (bf16) {
+        linear_copies c = linear_copies_at(d, n, workspace);
+        cuda_to_bf16(be, (size_t)n * in, x, c.x);
+        cuda_to_bf16(be, (size_t)out * in, w, c.w);
+        xa = c.x, wa = c.w;
+    }
+    if (!gemm(be, bf16, CUBLAS_OP_T, CUBLAS_OP_N, out, n, in, wa, in, xa, in, 0.0f, y, out,
+              bf16 ? "cublasGemmEx (linear forward, bf16)" : "cublasSgemm (linear forward)"))
         return;
     if (b)
         cuda_bias_rows(be, n, out, b, y);
 }
 
 /* dW^T (column-major [in, out]) += x^T dy; dx^T ([in, n]) = W^T dy^T, as in the forward. */
-static void op_linear_backward(dtnn_backend *be, int n, int out, int in, const float *x,
+static void op_linear_backward(dtnn_backend *be, const linear_desc *d, int n, const float *x,
                                const float *dy, const float *w, float *dw, float *db,
-                               float *dx, int accumulate)
+                               float *dx, int accumulate, void *workspace)
 {
-    cuda_state *s = cuda_of(be);
-    const float one = 1.0f, beta = accumulate ? 1.0f : 0.0f;
-    if (s->failed)
+    const int out = d->out, in = d->in, bf16 = d->precision == DTNN_PRECISION_BF16;
+    if (cuda_of(be)->failed)
         return;
-    if (dw && !cublas_ok(be, cublasSgemm(s->cublas, CUBLAS_OP_N, CUBLAS_OP_T, in, out, n, &one,
-                                         x, in, dy, out, &one, dw, in),
-                         "cublasSgemm (linear weight gradient)"))
-        return;
-    if (db)
+    if (db)     /* from the fp32 dy in both precisions */
         cuda_bias_rows_grad(be, n, out, dy, db);
+    const void *xa = x, *wa = w, *dya = dy;
+    if (bf16) {
+        linear_copies c = linear_copies_at(d, n, workspace);
+        cuda_to_bf16(be, (size_t)n * out, dy, c.dy);
+        dya = c.dy;
+        if (dw)
+            cuda_to_bf16(be, (size_t)n * in, x, c.x), xa = c.x;
+        if (dx)
+            cuda_to_bf16(be, (size_t)out * in, w, c.w), wa = c.w;
+    }
+    if (dw && !gemm(be, bf16, CUBLAS_OP_N, CUBLAS_OP_T, in, out, n, xa, in, dya, out, 1.0f, dw,
+                    in, bf16 ? "cublasGemmEx (linear weight gradient, bf16)"
+                             : "cublasSgemm (linear weight gradient)"))
+        return;
     if (dx)
-        cublas_ok(be, cublasSgemm(s->cublas, CUBLAS_OP_N, CUBLAS_OP_N, in, n, out, &one, w, in,
-                                  dy, out, &beta, dx, in), "cublasSgemm (linear input gradient)");
+        gemm(be, bf16, CUBLAS_OP_N, CUBLAS_OP_N, in, n, out, wa, in, dya, out,
+             accumulate ? 1.0f : 0.0f, dx, in,
+             bf16 ? "cublasGemmEx (linear input gradient, bf16)"
+                  : "cublasSgemm (linear input gradient)");
 }
 
 static void op_destroy(dtnn_backend *be)
@@ -214,6 +325,14 @@ static void op_destroy(dtnn_backend *be)
         cudaSetDevice(s->device);
         if (s->stream)
             cudaStreamSynchronize(s->stream);
+        if (s->copy_stream)
+            cudaStreamSynchronize(s->copy_stream);
+        for (int i = 0; i < UPLOAD_SLOTS; i++) {
+            if (s->uploaded[i])
+                cudaEventDestroy(s->uploaded[i]);
+            if (s->released[i])
+                cudaEventDestroy(s->released[i]);
+        }
         if (s->count)
             cudaFree(s->count);
         if (s->cudnn)
@@ -222,6 +341,8 @@ static void op_destroy(dtnn_backend *be)
             cublasDestroy(s->cublas);
         if (s->stream)
             cudaStreamDestroy(s->stream);
+        if (s->copy_stream)
+            cudaStreamDestroy(s->copy_stream);
         free(s->choices);
         free(s);
     }
@@ -238,6 +359,10 @@ static const dtnn_backend_ops cuda_table = {
     .download = op_download,
     .copy = op_copy,
     .sync = op_sync,
+    .upload_start = op_upload_start,
+    .upload_use = op_upload_use,
+    .upload_release = op_upload_release,
+    .upload_finish = op_upload_finish,
     .host_alloc = op_host_alloc,
     .host_free = op_host_free,
     .conv_plan_create = cuda_conv_plan_create,
@@ -246,6 +371,7 @@ static const dtnn_backend_ops cuda_table = {
     .conv_method = cuda_conv_method,
     .conv_forward = cuda_conv_forward,
     .conv_backward = cuda_conv_backward,
+    .linear_workspace = op_linear_workspace,
     .linear_forward = op_linear_forward,
     .linear_backward = op_linear_backward,
     .maxpool_forward = cuda_maxpool_forward,
@@ -287,8 +413,8 @@ static const dtnn_backend_ops cuda_table = {
 };
 
 /* A new operation in backend.h must be written here too: this stops the build until it is
- * (56 = every entry of dtnn_backend_ops, all function pointers). */
-_Static_assert(sizeof(dtnn_backend_ops) == 56 * sizeof(void (*)(void)),
+ * (61 = every entry of dtnn_backend_ops, all function pointers). */
+_Static_assert(sizeof(dtnn_backend_ops) == 61 * sizeof(void (*)(void)),
                "dtnn_backend_ops changed: add the new operations to cuda_table and missing_ops");
 
 /* The operations the table leaves out, listed in msg: none while every entry above is set;
@@ -308,6 +434,10 @@ static int missing_ops(const dtnn_backend_ops *t, char *msg, size_t len)
         OP(download),
         OP(copy),
         OP(sync),
+        OP(upload_start),
+        OP(upload_use),
+        OP(upload_release),
+        OP(upload_finish),
         OP(host_alloc),
         OP(host_free),
         OP(conv_plan_create),
@@ -316,6 +446,7 @@ static int missing_ops(const dtnn_backend_ops *t, char *msg, size_t len)
         OP(conv_method),
         OP(conv_forward),
         OP(conv_backward),
+        OP(linear_workspace),
         OP(linear_forward),
         OP(linear_backward),
         OP(maxpool_forward),
@@ -459,6 +590,11 @@ dtnn_backend *cuda_backend_create(int threads, dtnn_error *err)
         call = "cudaSetDevice";
     else if ((e = cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking)) != cudaSuccess)
         call = "cudaStreamCreateWithFlags";
+    else if ((e = cudaStreamCreateWithFlags(&s->copy_stream, cudaStreamNonBlocking)) !=
+             cudaSuccess)
+        call = "cudaStreamCreateWithFlags (copy stream)";
+    else if ((e = create_upload_events(s)) != cudaSuccess)
+        call = "cudaEventCreateWithFlags";
     /* the backend's own counter, not counted in allocations (those are the engine's) */
     else if ((e = cudaMalloc((void **)&s->count, sizeof *s->count)) != cudaSuccess)
         call = "cudaMalloc (a counter)";
@@ -470,7 +606,7 @@ dtnn_backend *cuda_backend_create(int threads, dtnn_error *err)
              CUBLAS_STATUS_SUCCESS)
         call = "cublasSetStream", snprintf(reason, sizeof reason, "%s", cublasGetStatusString(bs));
     /* plain FP32 products (the default mode allows no TF32), so results stay within fp32
-     * tolerance of the CPU's; bf16 will be a precision setting of its own */
+     * tolerance of the CPU's; bf16 products are asked for per call (cublasGemmEx) */
     else if ((bs = cublasSetMathMode(cublas, CUBLAS_DEFAULT_MATH)) != CUBLAS_STATUS_SUCCESS)
         call = "cublasSetMathMode", snprintf(reason, sizeof reason, "%s",
                                              cublasGetStatusString(bs));

@@ -13,11 +13,18 @@
  * convenient form (cudnn-frontend) is C++. The graph API is worth its cost for what this file
  * does not do yet, fused conv + bias + ReLU and bf16 NHWC; it would replace this file only.
  *
- * Numbers: math type CUDNN_FMA_MATH, plain fp32 (cuDNN's default allows TF32 on tensor cores,
- * 10 mantissa bits, which would not pass an fp32 comparison with the CPU). Among the measured
- * algorithms that fit the workspace limit the fastest deterministic one is taken (the same
- * numbers on every run, as on the CPU), a nondeterministic one only when no deterministic one
- * fits.
+ * Numbers: in fp32, math type CUDNN_FMA_MATH, plain fp32 (cuDNN's default allows TF32 on
+ * tensor cores, 10 mantissa bits, which would not pass an fp32 comparison with the CPU). Among
+ * the measured algorithms that fit the workspace limit the fastest deterministic one is taken
+ * (the same numbers on every run, as on the CPU), a nondeterministic one only when no
+ * deterministic one fits.
+ *
+ * bf16 (dtnn.h): the three passes run on bf16 copies of their operands, which the plan's
+ * workspace holds after cuDNN's own (x, w, y or dy, and one output), in cuDNN's
+ * PSEUDO_BFLOAT16 configuration: bf16 tensors, fp32 compute, tensor-core math. Their bf16
+ * results are widened into the engine's fp32 tensors (bf16.cu), the bias added after, and the
+ * bias gradient is summed from the fp32 dy: the CPU's bf16 emulation step for step
+ * (kernels/cpu_conv.c), so the two differ only in the order of the fp32 sums.
  *
  * Asymmetric padding (ONNX models only: pad_extra_h / pad_extra_w) is refused when the plan is
  * made, with a message saying so: cuDNN pads symmetrically, and padding the input into a
@@ -35,15 +42,19 @@
 struct conv_plan {
     conv_geom g;
     int max_batch;
+    int bf16;
+    /* x, y, xn, yn and w are in the passes' data type (fp32, or bf16 for bf16 copies) */
     cudnnTensorDescriptor_t x, y;   /* [max_batch, C, H, W], [max_batch, K, P, Q] */
     cudnnTensorDescriptor_t xn, yn; /* the same for a smaller batch, set by the call */
-    cudnnTensorDescriptor_t bias;   /* [1, K, 1, 1] */
+    cudnnTensorDescriptor_t yf, yfn;    /* bf16: the fp32 output (bias gradient); else NULL */
+    cudnnTensorDescriptor_t bias;   /* [1, K, 1, 1], fp32 */
     cudnnFilterDescriptor_t w;      /* [K, C / groups, R, S] */
     cudnnConvolutionDescriptor_t conv;
     cudnnConvolutionFwdAlgo_t fwd;
     cudnnConvolutionBwdDataAlgo_t bwd_data;
     cudnnConvolutionBwdFilterAlgo_t bwd_filter;
-    size_t workspace;
+    size_t cudnn_workspace;         /* the algorithms' scratch, at the workspace's start */
+    size_t workspace;               /* that and, in bf16, the copies after it */
     char method[96];
 };
 
@@ -56,8 +67,8 @@ static int cudnn_ok(dtnn_backend *be, cudnnStatus_t st, const char *what, const 
 {
     if (st == CUDNN_STATUS_SUCCESS)
         return 1;
-    cuda_fail(be, "%s (conv %dx%d, %d -> %d channels, %dx%d input): %s", what, p->g.R, p->g.S,
-              p->g.C, p->g.K, p->g.H, p->g.W, cudnnGetErrorString(st));
+    cuda_fail(be, "%s (conv %dx%d, %d -> %d channels, %dx%d input%s): %s", what, p->g.R, p->g.S,
+              p->g.C, p->g.K, p->g.H, p->g.W, p->bf16 ? ", bf16" : "", cudnnGetErrorString(st));
     return 0;
 }
 
@@ -66,16 +77,11 @@ void cuda_conv_plan_free(dtnn_backend *be, conv_plan *p)
     (void)be;
     if (!p)
         return;
-    if (p->x)
-        cudnnDestroyTensorDescriptor(p->x);
-    if (p->y)
-        cudnnDestroyTensorDescriptor(p->y);
-    if (p->xn)
-        cudnnDestroyTensorDescriptor(p->xn);
-    if (p->yn)
-        cudnnDestroyTensorDescriptor(p->yn);
-    if (p->bias)
-        cudnnDestroyTensorDescriptor(p->bias);
+    cudnnTensorDescriptor_t *tensors[] = {&p->x, &p->y, &p->xn, &p->yn, &p->yf, &p->yfn,
+                                          &p->bias};
+    for (size_t i = 0; i < sizeof tensors / sizeof tensors[0]; i++)
+        if (*tensors[i])
+            cudnnDestroyTensorDescriptor(*tensors[i]);
     if (p->w)
         cudnnDestroyFilterDescriptor(p->w);
     if (p->conv)
@@ -93,15 +99,16 @@ typedef struct {
 } measured;
 
 /* The fastest (cuDNN returns them fastest first) usable result within the limit,
- * deterministic if any is; -1 if none. */
-static int choose(const measured *m, int count, size_t limit)
+ * deterministic if any is; -1 if none. Tensor-core results only in bf16: in fp32 they would
+ * be TF32. */
+static int choose(const measured *m, int count, size_t limit, int tensor_cores)
 {
     int any = -1;
     for (int i = 0; i < count; i++) {
-        /* the descriptor asks for FMA math; a tensor-core result would not be fp32 */
+        const int tensor = m[i].math == CUDNN_TENSOR_OP_MATH ||
+                           m[i].math == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
         if (m[i].status != CUDNN_STATUS_SUCCESS || m[i].memory > limit ||
-            m[i].math == CUDNN_TENSOR_OP_MATH ||
-            m[i].math == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION)
+            (tensor && !tensor_cores))
             continue;
         if (m[i].determinism == CUDNN_DETERMINISTIC)
             return i;
@@ -122,8 +129,8 @@ static const char *fwd_name(int a)
 /* For --profile: the forward algorithm by name, the backward ones by cuDNN's number. */
 static void name_method(conv_plan *p)
 {
-    snprintf(p->method, sizeof p->method, "cudnn %s/bwd-data %d/bwd-filter %d", fwd_name(p->fwd),
-             (int)p->bwd_data, (int)p->bwd_filter);
+    snprintf(p->method, sizeof p->method, "cudnn%s %s/bwd-data %d/bwd-filter %d",
+             p->bf16 ? " bf16" : "", fwd_name(p->fwd), (int)p->bwd_data, (int)p->bwd_filter);
 }
 
 static dtnn_status step(cudnnStatus_t st, const char *call, const conv_geom *g, dtnn_error *err)
@@ -136,77 +143,67 @@ static dtnn_status step(cudnnStatus_t st, const char *call, const conv_geom *g, 
                           cudnnGetErrorString(st));
 }
 
+/* One pass's measurement: runs `find` (a cudnnFind* call filling `perf`, an array of
+ * PERF_TYPE of length MAX), then keeps the chosen algorithm in `dst` and grows the workspace;
+ * jumps to `none` when no algorithm fits. The three passes' perf structs differ in type only. */
+#define MEASURE_PASS(PERF_TYPE, MAX, find, name, dst)                                          \
+    do {                                                                                       \
+        PERF_TYPE perf[MAX];                                                                   \
+        if ((st = step(find, name, g, err)))                                                   \
+            return st;                                                                         \
+        for (int i = 0; i < count; i++)                                                        \
+            m[i] = (measured){(int)perf[i].algo, perf[i].status, perf[i].memory,               \
+                              perf[i].determinism, perf[i].mathType};                          \
+        const int c = choose(m, count, limit, p->bf16);                                        \
+        if (c < 0)                                                                             \
+            goto none;                                                                         \
+        dst = m[c].algo;                                                                       \
+        p->cudnn_workspace = DTNN_MAX(p->cudnn_workspace, m[c].memory);                        \
+    } while (0)
+
 /* Measures the three passes and keeps the chosen algorithms and the largest workspace. */
 static dtnn_status measure(cudnnHandle_t h, conv_plan *p, size_t limit, dtnn_error *err)
 {
     const conv_geom *g = &p->g;
     measured m[16];
-    int count = 0;
+    int count = 0, algo = 0;
     dtnn_status st;
-    {
-        cudnnConvolutionFwdAlgoPerf_t r[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-        if ((st = step(cudnnFindConvolutionForwardAlgorithm(h, p->x, p->w, p->conv, p->y,
-                                                            CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
-                                                            &count, r),
-                       "cudnnFindConvolutionForwardAlgorithm", g, err)))
-            return st;
-        for (int i = 0; i < count; i++)
-            m[i] = (measured){(int)r[i].algo, r[i].status, r[i].memory, r[i].determinism,
-                              r[i].mathType};
-        const int c = choose(m, count, limit);
-        if (c < 0)
-            goto none;
-        p->fwd = (cudnnConvolutionFwdAlgo_t)m[c].algo;
-        p->workspace = DTNN_MAX(p->workspace, m[c].memory);
-    }
-    {
-        cudnnConvolutionBwdDataAlgoPerf_t r[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-        if ((st = step(cudnnFindConvolutionBackwardDataAlgorithm(
-                           h, p->w, p->y, p->conv, p->x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
-                           &count, r),
-                       "cudnnFindConvolutionBackwardDataAlgorithm", g, err)))
-            return st;
-        for (int i = 0; i < count; i++)
-            m[i] = (measured){(int)r[i].algo, r[i].status, r[i].memory, r[i].determinism,
-                              r[i].mathType};
-        const int c = choose(m, count, limit);
-        if (c < 0)
-            goto none;
-        p->bwd_data = (cudnnConvolutionBwdDataAlgo_t)m[c].algo;
-        p->workspace = DTNN_MAX(p->workspace, m[c].memory);
-    }
-    {
-        cudnnConvolutionBwdFilterAlgoPerf_t r[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-        if ((st = step(cudnnFindConvolutionBackwardFilterAlgorithm(
-                           h, p->x, p->y, p->conv, p->w,
-                           CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &count, r),
-                       "cudnnFindConvolutionBackwardFilterAlgorithm", g, err)))
-            return st;
-        for (int i = 0; i < count; i++)
-            m[i] = (measured){(int)r[i].algo, r[i].status, r[i].memory, r[i].determinism,
-                              r[i].mathType};
-        const int c = choose(m, count, limit);
-        if (c < 0)
-            goto none;
-        p->bwd_filter = (cudnnConvolutionBwdFilterAlgo_t)m[c].algo;
-        p->workspace = DTNN_MAX(p->workspace, m[c].memory);
-    }
+    MEASURE_PASS(cudnnConvolutionFwdAlgoPerf_t, CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
+                 cudnnFindConvolutionForwardAlgorithm(h, p->x, p->w, p->conv, p->y,
+                                                      CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &count,
+                                                      perf),
+                 "cudnnFindConvolutionForwardAlgorithm", algo);
+    p->fwd = (cudnnConvolutionFwdAlgo_t)algo;
+    MEASURE_PASS(cudnnConvolutionBwdDataAlgoPerf_t, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
+                 cudnnFindConvolutionBackwardDataAlgorithm(
+                     h, p->w, p->y, p->conv, p->x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
+                     &count, perf),
+                 "cudnnFindConvolutionBackwardDataAlgorithm", algo);
+    p->bwd_data = (cudnnConvolutionBwdDataAlgo_t)algo;
+    MEASURE_PASS(cudnnConvolutionBwdFilterAlgoPerf_t, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
+                 cudnnFindConvolutionBackwardFilterAlgorithm(
+                     h, p->x, p->y, p->conv, p->w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
+                     &count, perf),
+                 "cudnnFindConvolutionBackwardFilterAlgorithm", algo);
+    p->bwd_filter = (cudnnConvolutionBwdFilterAlgo_t)algo;
     name_method(p);
     return DTNN_OK;
 none:
     return dtnn_error_set(err, DTNN_ERR_UNSUPPORTED, "cuda conv plan (%dx%d, %d -> %d channels, "
-                          "%dx%d input, batch %d): cuDNN has no fp32 algorithm for a pass within "
+                          "%dx%d input, batch %d): cuDNN has no %s algorithm for a pass within "
                           "the workspace limit of %zu bytes (raise the workspace limit)", g->R,
-                          g->S, g->C, g->K, g->H, g->W, p->max_batch, limit);
+                          g->S, g->C, g->K, g->H, g->W, p->max_batch, p->bf16 ? "bf16" : "fp32",
+                          limit);
 }
+#undef MEASURE_PASS
 
-/* The choice measured before for this geometry, batch and limit, or NULL. */
+/* The choice measured before for this geometry, batch, limit and precision, or NULL. */
 static const cuda_conv_choice *cached(const cuda_state *s, const conv_desc *d, size_t limit)
 {
     for (int i = 0; i < s->n_choices; i++) {
         const cuda_conv_choice *c = &s->choices[i];
         if (c->max_batch == d->max_batch && c->limit == limit &&
-            !memcmp(&c->g, &d->g, sizeof c->g))
+            c->precision == d->precision && !memcmp(&c->g, &d->g, sizeof c->g))
             return c;
     }
     return NULL;
@@ -214,7 +211,7 @@ static const cuda_conv_choice *cached(const cuda_state *s, const conv_desc *d, s
 
 /* Keeps p's choice for the next layer of its geometry (not kept when out of memory: that layer
  * measures again). */
-static void remember(cuda_state *s, const conv_plan *p, size_t limit)
+static void remember(cuda_state *s, const conv_plan *p, size_t limit, dtnn_precision precision)
 {
     if (s->n_choices == s->cap_choices) {
         const int cap = s->cap_choices ? 2 * s->cap_choices : 16;
@@ -224,9 +221,108 @@ static void remember(cuda_state *s, const conv_plan *p, size_t limit)
         s->choices = c;
         s->cap_choices = cap;
     }
-    s->choices[s->n_choices++] = (cuda_conv_choice){p->g, p->max_batch, limit, (int)p->fwd,
-                                                    (int)p->bwd_data, (int)p->bwd_filter,
-                                                    p->workspace};
+    s->choices[s->n_choices++] = (cuda_conv_choice){p->g, p->max_batch, limit, precision,
+                                                    (int)p->fwd, (int)p->bwd_data,
+                                                    (int)p->bwd_filter, p->cudnn_workspace};
+}
+
+/* Element counts of the bf16 copies: an input batch, the weights, an output batch. */
+static size_t input_count(const conv_plan *p, int n)
+{
+    return (size_t)n * p->g.C * p->g.H * p->g.W;
+}
+
+static size_t weight_count(const conv_plan *p)
+{
+    return (size_t)p->g.K * (p->g.C / p->g.groups) * p->g.R * p->g.S;
+}
+
+static size_t output_count(const conv_plan *p, int n)
+{
+    return (size_t)n * p->g.K * p->g.P * p->g.Q;
+}
+
+/* The bf16 copies in the workspace, after cuDNN's scratch: x, w, y (forward) or dy
+ * (backward), then one output (dw, then dx). */
+typedef struct {
+    uint16_t *x, *w, *y, *out;
+} bf16_copies;
+
+static size_t align256(size_t bytes) { return (bytes + 255) / 256 * 256; }
+
+static bf16_copies copies_at(const conv_plan *p, void *workspace)
+{
+    bf16_copies c;
+    c.x = (uint16_t *)((char *)workspace + align256(p->cudnn_workspace));
+    c.w = c.x + align256(input_count(p, p->max_batch));
+    c.y = c.w + align256(weight_count(p));
+    c.out = c.y + align256(output_count(p, p->max_batch));
+    return c;
+}
+
+static void size_workspace(conv_plan *p)
+{
+    p->workspace = p->cudnn_workspace;
+    if (p->bf16) {
+        const size_t in = align256(input_count(p, p->max_batch)), w = align256(weight_count(p));
+        p->workspace = align256(p->cudnn_workspace) +
+                       sizeof(uint16_t) * (in + w + align256(output_count(p, p->max_batch)) +
+                                           DTNN_MAX(in, w));
+    }
+}
+
+/* Creates and sets the plan's descriptors for max_batch. */
+static dtnn_status describe(conv_plan *p, dtnn_error *err)
+{
+    const conv_geom *g = &p->g;
+    const cudnnDataType_t dt = p->bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
+    cudnnTensorDescriptor_t *tensors[] = {&p->x, &p->y, &p->xn, &p->yn, &p->bias, &p->yf,
+                                          &p->yfn};
+    dtnn_status st;
+    for (size_t i = 0; i < sizeof tensors / sizeof tensors[0] - (p->bf16 ? 0 : 2); i++)
+        if ((st = step(cudnnCreateTensorDescriptor(tensors[i]), "cudnnCreateTensorDescriptor",
+                       g, err)))
+            return st;
+    if ((st = step(cudnnCreateFilterDescriptor(&p->w), "cudnnCreateFilterDescriptor", g, err)) ||
+        (st = step(cudnnCreateConvolutionDescriptor(&p->conv),
+                   "cudnnCreateConvolutionDescriptor", g, err)) ||
+        (st = step(cudnnSetTensor4dDescriptor(p->x, CUDNN_TENSOR_NCHW, dt, p->max_batch, g->C,
+                                              g->H, g->W),
+                   "cudnnSetTensor4dDescriptor (input)", g, err)) ||
+        (st = step(cudnnSetTensor4dDescriptor(p->y, CUDNN_TENSOR_NCHW, dt, p->max_batch, g->K,
+                                              g->P, g->Q),
+                   "cudnnSetTensor4dDescriptor (output)", g, err)) ||
+        (p->yf && (st = step(cudnnSetTensor4dDescriptor(p->yf, CUDNN_TENSOR_NCHW,
+                                                        CUDNN_DATA_FLOAT, p->max_batch, g->K,
+                                                        g->P, g->Q),
+                             "cudnnSetTensor4dDescriptor (fp32 output)", g, err))) ||
+        (st = step(cudnnSetTensor4dDescriptor(p->bias, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1,
+                                              g->K, 1, 1),
+                   "cudnnSetTensor4dDescriptor (bias)", g, err)) ||
+        (st = step(cudnnSetFilter4dDescriptor(p->w, dt, CUDNN_TENSOR_NCHW, g->K,
+                                              g->C / g->groups, g->R, g->S),
+                   "cudnnSetFilter4dDescriptor", g, err)) ||
+        /* fp32 compute in both: PSEUDO_BFLOAT16 for bf16 tensors */
+        (st = step(cudnnSetConvolution2dDescriptor(p->conv, g->pad_h, g->pad_w, g->stride_h,
+                                                   g->stride_w, g->dil_h, g->dil_w,
+                                                   CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
+                   "cudnnSetConvolution2dDescriptor", g, err)) ||
+        (st = step(cudnnSetConvolutionGroupCount(p->conv, g->groups),
+                   "cudnnSetConvolutionGroupCount", g, err)) ||
+        (st = step(cudnnSetConvolutionMathType(p->conv, p->bf16 ? CUDNN_TENSOR_OP_MATH
+                                                                 : CUDNN_FMA_MATH),
+                   "cudnnSetConvolutionMathType", g, err)))
+        return st;
+    int n, c, hh, ww;
+    if ((st = step(cudnnGetConvolution2dForwardOutputDim(p->conv, p->x, p->w, &n, &c, &hh, &ww),
+                   "cudnnGetConvolution2dForwardOutputDim", g, err)))
+        return st;
+    if (n != p->max_batch || c != g->K || hh != g->P || ww != g->Q)
+        return dtnn_error_set(err, DTNN_ERR_SHAPE, "cuda conv plan: cuDNN's output %dx%dx%d "
+                              "differs from the layer's %dx%dx%d (conv %dx%d, stride %d, "
+                              "padding %d)", c, hh, ww, g->K, g->P, g->Q, g->R, g->S,
+                              g->stride_h, g->pad_h);
+    return DTNN_OK;
 }
 
 conv_plan *cuda_conv_plan_create(dtnn_backend *be, const conv_desc *d, dtnn_error *err)
@@ -247,48 +343,9 @@ conv_plan *cuda_conv_plan_create(dtnn_backend *be, const conv_desc *d, dtnn_erro
     }
     p->g = *g;
     p->max_batch = d->max_batch;
-    cudnnHandle_t h = handle_of(be);
+    p->bf16 = d->precision == DTNN_PRECISION_BF16;
     const size_t limit = d->workspace_limit ? d->workspace_limit : (size_t)-1;
-    int n, c, hh, ww;
-    dtnn_status st;
-    if ((st = step(cudnnCreateTensorDescriptor(&p->x), "cudnnCreateTensorDescriptor", g, err)) ||
-        (st = step(cudnnCreateTensorDescriptor(&p->y), "cudnnCreateTensorDescriptor", g, err)) ||
-        (st = step(cudnnCreateTensorDescriptor(&p->xn), "cudnnCreateTensorDescriptor", g, err)) ||
-        (st = step(cudnnCreateTensorDescriptor(&p->yn), "cudnnCreateTensorDescriptor", g, err)) ||
-        (st = step(cudnnCreateTensorDescriptor(&p->bias), "cudnnCreateTensorDescriptor", g,
-                   err)) ||
-        (st = step(cudnnCreateFilterDescriptor(&p->w), "cudnnCreateFilterDescriptor", g, err)) ||
-        (st = step(cudnnCreateConvolutionDescriptor(&p->conv),
-                   "cudnnCreateConvolutionDescriptor", g, err)) ||
-        (st = step(cudnnSetTensor4dDescriptor(p->x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT,
-                                              d->max_batch, g->C, g->H, g->W),
-                   "cudnnSetTensor4dDescriptor (input)", g, err)) ||
-        (st = step(cudnnSetTensor4dDescriptor(p->y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT,
-                                              d->max_batch, g->K, g->P, g->Q),
-                   "cudnnSetTensor4dDescriptor (output)", g, err)) ||
-        (st = step(cudnnSetTensor4dDescriptor(p->bias, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1,
-                                              g->K, 1, 1),
-                   "cudnnSetTensor4dDescriptor (bias)", g, err)) ||
-        (st = step(cudnnSetFilter4dDescriptor(p->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, g->K,
-                                              g->C / g->groups, g->R, g->S),
-                   "cudnnSetFilter4dDescriptor", g, err)) ||
-        (st = step(cudnnSetConvolution2dDescriptor(p->conv, g->pad_h, g->pad_w, g->stride_h,
-                                                   g->stride_w, g->dil_h, g->dil_w,
-                                                   CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
-                   "cudnnSetConvolution2dDescriptor", g, err)) ||
-        (st = step(cudnnSetConvolutionGroupCount(p->conv, g->groups),
-                   "cudnnSetConvolutionGroupCount", g, err)) ||
-        (st = step(cudnnSetConvolutionMathType(p->conv, CUDNN_FMA_MATH),
-                   "cudnnSetConvolutionMathType", g, err)) ||
-        (st = step(cudnnGetConvolution2dForwardOutputDim(p->conv, p->x, p->w, &n, &c, &hh, &ww),
-                   "cudnnGetConvolution2dForwardOutputDim", g, err))) {
-        cuda_conv_plan_free(be, p);
-        return NULL;
-    }
-    if (n != d->max_batch || c != g->K || hh != g->P || ww != g->Q) {
-        dtnn_error_set(err, DTNN_ERR_SHAPE, "cuda conv plan: cuDNN's output %dx%dx%d differs "
-                       "from the layer's %dx%dx%d (conv %dx%d, stride %d, padding %d)", c, hh,
-                       ww, g->K, g->P, g->Q, g->R, g->S, g->stride_h, g->pad_h);
+    if (describe(p, err) != DTNN_OK) {
         cuda_conv_plan_free(be, p);
         return NULL;
     }
@@ -297,15 +354,15 @@ conv_plan *cuda_conv_plan_create(dtnn_backend *be, const conv_desc *d, dtnn_erro
         p->fwd = (cudnnConvolutionFwdAlgo_t)known->fwd;
         p->bwd_data = (cudnnConvolutionBwdDataAlgo_t)known->bwd_data;
         p->bwd_filter = (cudnnConvolutionBwdFilterAlgo_t)known->bwd_filter;
-        p->workspace = known->workspace;
+        p->cudnn_workspace = known->workspace;
         name_method(p);
-        return p;
-    }
-    if (measure(h, p, limit, err) != DTNN_OK) {
+    } else if (measure(handle_of(be), p, limit, err) != DTNN_OK) {
         cuda_conv_plan_free(be, p);
         return NULL;
+    } else {
+        remember(cuda_of(be), p, limit, d->precision);
     }
-    remember(cuda_of(be), p, limit);
+    size_workspace(p);
     return p;
 }
 
@@ -313,44 +370,53 @@ size_t cuda_conv_workspace(const conv_plan *p) { return p->workspace; }
 
 const char *cuda_conv_method(const conv_plan *p) { return p->method; }
 
-/* The input and output descriptors for a batch of n: the plan's own at max_batch, else the
- * spare pair set to n, whose workspace must fit what was planned; 0 on failure (recorded). */
-static int descs_for(dtnn_backend *be, const conv_plan *p, int n, cudnnTensorDescriptor_t *x,
-                     cudnnTensorDescriptor_t *y)
+/* The descriptors for a batch of n: the input and output in the passes' type and the fp32
+ * output (bf16 plans; else the output again). The plan's own at max_batch, else the spares
+ * set to n, whose workspace must fit what was planned; 0 on failure (recorded). */
+typedef struct {
+    cudnnTensorDescriptor_t x, y, yf;
+} batch_descs;
+
+static int descs_for(dtnn_backend *be, const conv_plan *p, int n, batch_descs *d)
 {
     const conv_geom *g = &p->g;
     if (n == p->max_batch) {
-        *x = p->x, *y = p->y;
+        *d = (batch_descs){p->x, p->y, p->bf16 ? p->yf : p->y};
         return 1;
     }
     if (n <= 0 || n > p->max_batch) {
         cuda_fail(be, "conv: batch %d outside the plan's 1..%d", n, p->max_batch);
         return 0;
     }
-    if (!cudnn_ok(be, cudnnSetTensor4dDescriptor(p->xn, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, n,
-                                                 g->C, g->H, g->W),
+    const cudnnDataType_t dt = p->bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
+    if (!cudnn_ok(be, cudnnSetTensor4dDescriptor(p->xn, CUDNN_TENSOR_NCHW, dt, n, g->C, g->H,
+                                                 g->W),
                   "cudnnSetTensor4dDescriptor (input)", p) ||
-        !cudnn_ok(be, cudnnSetTensor4dDescriptor(p->yn, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, n,
-                                                 g->K, g->P, g->Q),
-                  "cudnnSetTensor4dDescriptor (output)", p))
+        !cudnn_ok(be, cudnnSetTensor4dDescriptor(p->yn, CUDNN_TENSOR_NCHW, dt, n, g->K, g->P,
+                                                 g->Q),
+                  "cudnnSetTensor4dDescriptor (output)", p) ||
+        (p->bf16 && !cudnn_ok(be, cudnnSetTensor4dDescriptor(p->yfn, CUDNN_TENSOR_NCHW,
+                                                             CUDNN_DATA_FLOAT, n, g->K, g->P,
+                                                             g->Q),
+                              "cudnnSetTensor4dDescriptor (fp32 output)", p)))
         return 0;
-    *x = p->xn, *y = p->yn;
+    *d = (batch_descs){p->xn, p->yn, p->bf16 ? p->yfn : p->yn};
     cudnnHandle_t h = handle_of(be);
     size_t f = 0, bd = 0, bf = 0;
-    if (!cudnn_ok(be, cudnnGetConvolutionForwardWorkspaceSize(h, *x, p->w, p->conv, *y, p->fwd,
-                                                              &f),
+    if (!cudnn_ok(be, cudnnGetConvolutionForwardWorkspaceSize(h, d->x, p->w, p->conv, d->y,
+                                                              p->fwd, &f),
                   "cudnnGetConvolutionForwardWorkspaceSize", p) ||
-        !cudnn_ok(be, cudnnGetConvolutionBackwardDataWorkspaceSize(h, p->w, *y, p->conv, *x,
+        !cudnn_ok(be, cudnnGetConvolutionBackwardDataWorkspaceSize(h, p->w, d->y, p->conv, d->x,
                                                                    p->bwd_data, &bd),
                   "cudnnGetConvolutionBackwardDataWorkspaceSize", p) ||
-        !cudnn_ok(be, cudnnGetConvolutionBackwardFilterWorkspaceSize(h, *x, *y, p->conv, p->w,
-                                                                     p->bwd_filter, &bf),
+        !cudnn_ok(be, cudnnGetConvolutionBackwardFilterWorkspaceSize(h, d->x, d->y, p->conv,
+                                                                     p->w, p->bwd_filter, &bf),
                   "cudnnGetConvolutionBackwardFilterWorkspaceSize", p))
         return 0;
     const size_t need = DTNN_MAX(f, DTNN_MAX(bd, bf));
-    if (need > p->workspace) {
+    if (need > p->cudnn_workspace) {
         cuda_fail(be, "conv %dx%d: batch %d needs %zu bytes of workspace, more than the %zu "
-                  "planned at batch %d", g->R, g->S, n, need, p->workspace, p->max_batch);
+                  "planned at batch %d", g->R, g->S, n, need, p->cudnn_workspace, p->max_batch);
         return 0;
     }
     return 1;
@@ -359,40 +425,76 @@ static int descs_for(dtnn_backend *be, const conv_plan *p, int n, cudnnTensorDes
 void cuda_conv_forward(dtnn_backend *be, const conv_plan *p, int n, const float *x,
                        const float *w, const float *bias, float *y, void *workspace)
 {
-    cudnnTensorDescriptor_t xd, yd;
-    if (cuda_of(be)->failed || !descs_for(be, p, n, &xd, &yd))
+    batch_descs d;
+    if (cuda_of(be)->failed || !descs_for(be, p, n, &d))
         return;
     cudnnHandle_t h = handle_of(be);
-    if (!cudnn_ok(be, cudnnConvolutionForward(h, &one, xd, x, p->w, w, p->conv, p->fwd,
-                                              workspace, p->workspace, &zero, yd, y),
-                  "cudnnConvolutionForward", p))
+    if (!p->bf16) {
+        if (cudnn_ok(be, cudnnConvolutionForward(h, &one, d.x, x, p->w, w, p->conv, p->fwd,
+                                                 workspace, p->cudnn_workspace, &zero, d.y, y),
+                     "cudnnConvolutionForward", p) && bias)
+            cudnn_ok(be, cudnnAddTensor(h, &one, p->bias, bias, &one, d.y, y),
+                     "cudnnAddTensor (conv bias)", p);
         return;
-    if (bias)
-        cudnn_ok(be, cudnnAddTensor(h, &one, p->bias, bias, &one, yd, y),
-                 "cudnnAddTensor (conv bias)", p);
+    }
+    bf16_copies c = copies_at(p, workspace);
+    cuda_to_bf16(be, input_count(p, n), x, c.x);
+    cuda_to_bf16(be, weight_count(p), w, c.w);
+    if (cudnn_ok(be, cudnnConvolutionForward(h, &one, d.x, c.x, p->w, c.w, p->conv, p->fwd,
+                                             workspace, p->cudnn_workspace, &zero, d.y, c.y),
+                 "cudnnConvolutionForward", p))
+        cuda_from_bf16_bias(be, n, p->g.K, (size_t)p->g.P * p->g.Q, c.y, bias, y);
 }
 
 void cuda_conv_backward(dtnn_backend *be, const conv_plan *p, int n, const float *x,
                         const float *dy, const float *w, float *dw, float *db, float *dx,
                         int accumulate, void *workspace)
 {
-    cudnnTensorDescriptor_t xd, yd;
-    if (cuda_of(be)->failed || !descs_for(be, p, n, &xd, &yd))
+    batch_descs d;
+    if (cuda_of(be)->failed || !descs_for(be, p, n, &d))
         return;
     cudnnHandle_t h = handle_of(be);
-    /* dw and db add (beta 1), as the table says; dx is written (beta 0: cuDNN then does not
-     * read it) or added to */
-    if (dw && !cudnn_ok(be, cudnnConvolutionBackwardFilter(h, &one, xd, x, yd, dy, p->conv,
-                                                           p->bwd_filter, workspace,
-                                                           p->workspace, &one, p->w, dw),
-                        "cudnnConvolutionBackwardFilter", p))
-        return;
-    if (db && !cudnn_ok(be, cudnnConvolutionBackwardBias(h, &one, yd, dy, &one, p->bias, db),
+    /* the bias gradient from the fp32 dy in both precisions */
+    if (db && !cudnn_ok(be, cudnnConvolutionBackwardBias(h, &one, d.yf, dy, &one, p->bias, db),
                         "cudnnConvolutionBackwardBias", p))
         return;
-    if (dx)
-        cudnn_ok(be, cudnnConvolutionBackwardData(h, &one, p->w, w, yd, dy, p->conv,
-                                                  p->bwd_data, workspace, p->workspace,
-                                                  accumulate ? &one : &zero, xd, dx),
-                 "cudnnConvolutionBackwardData", p);
+    if (!p->bf16) {
+        /* dw adds (beta 1), as the table says; dx is written (beta 0: cuDNN then does not read
+         * it) or added to */
+        if (dw && !cudnn_ok(be, cudnnConvolutionBackwardFilter(h, &one, d.x, x, d.y, dy, p->conv,
+                                                               p->bwd_filter, workspace,
+                                                               p->cudnn_workspace, &one, p->w,
+                                                               dw),
+                            "cudnnConvolutionBackwardFilter", p))
+            return;
+        if (dx)
+            cudnn_ok(be, cudnnConvolutionBackwardData(h, &one, p->w, w, d.y, dy, p->conv,
+                                                      p->bwd_data, workspace,
+                                                      p->cudnn_workspace,
+                                                      accumulate ? &one : &zero, d.x, dx),
+                     "cudnnConvolutionBackwardData", p);
+        return;
+    }
+    /* bf16: each pass writes its bf16 result into c.out (beta 0), widened into the fp32
+     * gradient, dw first, then dx */
+    bf16_copies c = copies_at(p, workspace);
+    cuda_to_bf16(be, output_count(p, n), dy, c.y);
+    if (dw) {
+        cuda_to_bf16(be, input_count(p, n), x, c.x);
+        if (!cudnn_ok(be, cudnnConvolutionBackwardFilter(h, &one, d.x, c.x, d.y, c.y, p->conv,
+                                                         p->bwd_filter, workspace,
+                                                         p->cudnn_workspace, &zero, p->w,
+                                                         c.out),
+                      "cudnnConvolutionBackwardFilter", p))
+            return;
+        cuda_from_bf16(be, weight_count(p), c.out, dw, 1);
+    }
+    if (dx) {
+        cuda_to_bf16(be, weight_count(p), w, c.w);
+        if (cudnn_ok(be, cudnnConvolutionBackwardData(h, &one, p->w, c.w, d.y, c.y, p->conv,
+                                                      p->bwd_data, workspace,
+                                                      p->cudnn_workspace, &zero, d.x, c.out),
+                     "cudnnConvolutionBackwardData", p))
+            cuda_from_bf16(be, input_count(p, n), c.out, dx, accumulate);
+    }
 }

@@ -30,6 +30,7 @@ typedef struct {
     conv_geom g;
     int max_batch;
     size_t limit;
+    dtnn_precision precision;
     int fwd, bwd_data, bwd_filter;
     size_t workspace;
 } cuda_conv_choice;
@@ -37,6 +38,9 @@ typedef struct {
 typedef struct {
     int device;
     cudaStream_t stream;        /* every operation runs on it, in the engine's order */
+    cudaStream_t copy_stream;   /* the batch uploads that overlap compute (upload_start) */
+    cudaEvent_t uploaded[UPLOAD_SLOTS]; /* per slot: its copy done (on copy_stream) */
+    cudaEvent_t released[UPLOAD_SLOTS]; /* per slot: compute done reading it (on stream) */
     void *cublas;               /* cublasHandle_t, bound to stream */
     void *cudnn;                /* cudnnHandle_t, bound to stream */
     unsigned long long *count;  /* device scratch: count_nonfinite's counter */
@@ -92,6 +96,12 @@ size_t cuda_count_nonfinite(dtnn_backend *be, const float *x, size_t n);
 void cuda_bias_rows(dtnn_backend *be, int n, int out, const float *b, float *y);
 void cuda_bias_rows_grad(dtnn_backend *be, int n, int out, const float *dy, float *db);
 
+/* bf16.cu: y = x rounded to bf16; y = (or +=) x widened; y [n, K, hw] = x widened + bias
+ * [K] (bias NULL: none) */
+void cuda_to_bf16(dtnn_backend *be, size_t n, const float *x, uint16_t *y);
+void cuda_from_bf16(dtnn_backend *be, size_t n, const uint16_t *x, float *y, int accumulate);
+void cuda_from_bf16_bias(dtnn_backend *be, int n, int K, size_t hw, const uint16_t *x,
+                         const float *bias, float *y);
 /* activation.cu */
 void cuda_act_forward(dtnn_backend *be, act_kind kind, float a, float b, size_t count,
                       const float *x, float *y);

@@ -1,6 +1,7 @@
 /*
  * half.h — float32 <-> IEEE binary16 and bfloat16, round to nearest even, for gradients that
- * travel in half precision. Pure bit manipulation, so every rank converts identically.
+ * travel in half precision and for the CPU's bf16 compute (--precision bf16). Pure bit
+ * manipulation, so every rank converts identically, and as CUDA's __float2bfloat16_rn does.
  */
 #ifndef DTNN_HALF_H
 #define DTNN_HALF_H
@@ -32,6 +33,9 @@ static inline uint16_t f32_to_bf16(float f)
 }
 
 static inline float bf16_to_f32(uint16_t h) { return half_float((uint32_t)h << 16); }
+
+/* f rounded to the nearest bfloat16, kept in a float. */
+static inline float bf16_round(float f) { return bf16_to_f32(f32_to_bf16(f)); }
 
 static inline uint16_t f32_to_f16(float f)
 {

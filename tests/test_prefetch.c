@@ -1,0 +1,120 @@
+/*
+ * test_prefetch.c — batches uploaded ahead (dtnn_model_prefetch, model/model_prefetch.c) on a
+ * backend whose memory the host cannot touch (cpu-guarded, whose uploads are synchronous, so
+ * the bookkeeping runs without a GPU): a prefetched batch gives the forward of that batch the
+ * same output as uploading it there; micro-batches covering it take their parts; a forward of
+ * another batch ignores the prefetched one; once used, a batch is forgotten, so new contents
+ * at the same address are uploaded, not the old ones; batches alternate between the two
+ * device inputs without one overwriting the other; a host backend (cpu) and an inference
+ * model do nothing. Training through the trainer with prefetching is compared with cpu bit for
+ * bit by the guarded pass of the suite (test_e2e_guarded, cli_*_guarded).
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testutil.h"
+
+enum { BATCH = 6, CLASSES = 5 };
+
+static dtnn_model *net(const char *device, int training)
+{
+    dtnn_error err;
+    dtnn_model *m = dtnn_model_create(2, 6, 6);
+    CHECK(dtnn_model_add(m, "conv2d", "conv", "filters=3 kernel=3", NULL, 0, &err) >= 0);
+    CHECK(dtnn_model_add(m, "relu", NULL, "", NULL, 0, &err) >= 0);
+    CHECK(dtnn_model_add(m, "flatten", NULL, "", NULL, 0, &err) >= 0);
+    CHECK(dtnn_model_add(m, "linear", "fc", "outputs=5", NULL, 0, &err) >= 0);
+    dtnn_build_params bp;
+    dtnn_build_params_default(&bp);
+    bp.max_batch = BATCH;
+    bp.training = training;
+    bp.device = device;
+    CHECK_OK(dtnn_model_build(m, &bp, &err), &err);
+    return m;
+}
+
+/* The logits of a forward of x (n samples), in training mode. */
+static void logits(dtnn_model *m, const float *x, int n, float *out)
+{
+    dtnn_error err;
+    CHECK_OK(dtnn_model_forward(m, x, n, 1, &err), &err);
+    dtnn_model_read_output(m, out);
+}
+
+static void same(const char *label, const float *a, const float *b, int n)
+{
+    const int bad = memcmp(a, b, sizeof(float) * (size_t)n) != 0;
+    printf("%-60s %s\n", label, bad ? "differ  FAIL" : "identical");
+    test_failures += bad;
+}
+
+int main(void)
+{
+    const int sample = 2 * 6 * 6;
+    float *x1 = malloc(sizeof(float) * BATCH * sample), *x2 = malloc(sizeof(float) * BATCH * sample);
+    float want1[BATCH * CLASSES], want2[BATCH * CLASSES], got[BATCH * CLASSES];
+    test_fill(x1, (size_t)BATCH * sample, 1);
+    test_fill(x2, (size_t)BATCH * sample, 2);
+    dtnn_error err;
+
+    dtnn_model *m = net("cpu-guarded", 1);
+    CHECK(dtnn_model_prefetches(m));
+    logits(m, x1, BATCH, want1);
+    logits(m, x2, BATCH, want2);
+
+    CHECK_OK(dtnn_model_prefetch(m, x1, BATCH, &err), &err);
+    logits(m, x1, BATCH, got);
+    same("prefetched batch", got, want1, BATCH * CLASSES);
+
+    /* the next two alternate slots: x2 prefetched while x1's slot is current */
+    CHECK_OK(dtnn_model_prefetch(m, x2, BATCH, &err), &err);
+    logits(m, x2, BATCH, got);
+    same("the next prefetched batch, in the other slot", got, want2, BATCH * CLASSES);
+    CHECK_OK(dtnn_model_prefetch(m, x1, BATCH, &err), &err);
+    logits(m, x1, BATCH, got);
+    same("and back in the first", got, want1, BATCH * CLASSES);
+
+    /* micro-batches covering the prefetched batch once */
+    CHECK_OK(dtnn_model_prefetch(m, x2, BATCH, &err), &err);
+    logits(m, x2, 2, got);
+    logits(m, x2 + 2 * sample, BATCH - 2, got + 2 * CLASSES);
+    same("micro-batches of a prefetched batch", got, want2, BATCH * CLASSES);
+
+    /* a forward of another batch: the prefetched one is not used for it */
+    CHECK_OK(dtnn_model_prefetch(m, x1, BATCH, &err), &err);
+    logits(m, x2, BATCH, got);
+    same("another batch than the prefetched one", got, want2, BATCH * CLASSES);
+
+    /* used once, then forgotten: new contents at the same address are uploaded */
+    CHECK_OK(dtnn_model_prefetch(m, x1, BATCH, &err), &err);
+    logits(m, x1, BATCH, got);
+    float *saved = malloc(sizeof(float) * BATCH * sample);
+    memcpy(saved, x1, sizeof(float) * BATCH * sample);
+    memcpy(x1, x2, sizeof(float) * BATCH * sample);
+    logits(m, x1, BATCH, got);
+    same("new contents at a prefetched address, after its use", got, want2, BATCH * CLASSES);
+    memcpy(x1, saved, sizeof(float) * BATCH * sample);
+
+    /* the caller's buffer may change as soon as prefetch returns */
+    CHECK_OK(dtnn_model_prefetch(m, x1, BATCH, &err), &err);
+    memcpy(saved, x1, sizeof(float) * BATCH * sample);
+    test_fill(x1, (size_t)BATCH * sample, 99);
+    logits(m, x1, BATCH, got);
+    same("caller's buffer overwritten after prefetch", got, want1, BATCH * CLASSES);
+    memcpy(x1, saved, sizeof(float) * BATCH * sample);
+
+    CHECK(dtnn_model_prefetch(m, x1, BATCH + 1, &err) == DTNN_ERR_ARG);
+    dtnn_model_free(m);
+
+    /* nothing to do on the host's memory, or for inference */
+    dtnn_model *c = net("cpu", 1), *inf = net("cpu-guarded", 0);
+    CHECK(!dtnn_model_prefetches(c) && !dtnn_model_prefetches(inf));
+    CHECK_OK(dtnn_model_prefetch(c, x1, BATCH, &err), &err);
+    logits(c, x1, BATCH, got);
+    same("cpu: prefetch is a no-op", got, want1, BATCH * CLASSES);
+    dtnn_model_free(c);
+    dtnn_model_free(inf);
+    free(x1), free(x2), free(saved);
+    return test_finish("test_prefetch");
+}
