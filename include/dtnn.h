@@ -565,6 +565,16 @@ dtnn_comm *dtnn_comm_create_single(void);
 dtnn_comm *dtnn_comm_create_auto(int *argc, char ***argv, dtnn_error *err);
 /* Finalises MPI (if it was initialised here) and frees. */
 void dtnn_comm_free(dtnn_comm *c);
+/* NCCL over `below` (the MPI communicator, or single): the same ranks, whose reductions of
+ * model m's device memory (m on --device cuda; one GPU per rank) run on the GPUs, ordered with
+ * the model's stream without host waits; host buffers go to `below`. Collective over below's
+ * ranks. NULL with a message in a build without NCCL or for a model on another device. Free
+ * it (dtnn_comm_free) before below, which it borrows. */
+dtnn_comm *dtnn_comm_nccl_create(dtnn_comm *below, dtnn_model *m, dtnn_error *err);
+
+/* Which library moves the gradients of data-parallel training (dtnn_train_params). */
+typedef enum { DTNN_COLLECTIVES_MPI = 0, DTNN_COLLECTIVES_NCCL } dtnn_collectives;
+dtnn_status dtnn_collectives_parse(const char *name, dtnn_collectives *out, dtnn_error *err);
 int dtnn_comm_rank(const dtnn_comm *c);
 int dtnn_comm_size(const dtnn_comm *c);
 /* Ranks on this rank's node, this rank's index among them, and the number of nodes. */
@@ -851,6 +861,8 @@ typedef struct {
     double bucket_mb;           /* overlap / hierarchical bucket size, MiB (0 =
                                  * DTNN_BUCKET_AUTO, the default: dtnn_bucket_auto) */
     dtnn_comm_dtype comm_dtype; /* gradients travel in this type; weights stay fp32 */
+    dtnn_collectives collectives;   /* MPI (host staging on a device), or NCCL on --device
+                                     * cuda (dtnn_comm_nccl_create; fp32 gradients only) */
     int accumulate;             /* micro-batches per optimizer step (>= 1) */
     int sync_bn;                /* all-reduce batch-norm statistics */
     /* progress is never lost */

@@ -122,7 +122,7 @@ if [ -n "$nvcc" ] && [ ! -f "$(dirname "$(dirname "$nvcc")")/include/cublas_v2.h
     if [ -n "$h" ]; then cublas_root=$(dirname "$(dirname "$h")"); fi
 fi
 say "nvcc: ${nvcc:-not found}; cuDNN: ${cudnn_root:-from the toolkit};" \
-    "cuBLAS: ${cublas_root:-from the toolkit}; NCCL: ${nccl_root:-none} (not used yet); arch sm_$arch"
+    "cuBLAS: ${cublas_root:-from the toolkit}; NCCL: ${nccl_root:-from the toolkit, or none}; arch sm_$arch"
 
 flags=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DDTNN_CUDA=ON "-DDTNN_CUDA_ARCH=$arch"
     -DDTNN_ONNX=OFF -DDTNN_MPI=OFF)
@@ -159,7 +159,7 @@ export LD_LIBRARY_PATH=${libpath}${LD_LIBRARY_PATH:-}
 built=0
 if phase configure 60 cmake -S "$root" -B "$build" "${flags[@]}" &&
     phase build 200 cmake --build "$build" -j "$(nproc)" --target dtnn_cli test_gpu_ops \
-        test_gpu_train test_e2e test_fusion test_checkpoint; then
+        test_gpu_train test_gpu_nccl test_bf16 test_prefetch test_e2e test_fusion test_checkpoint; then
     built=1
     grep -E 'dtnn (CUDA|BLAS|images|zlib)' "$out/configure.log" | sed 's/^-- /    /' | tee -a "$summary"
     "$build/dtnn" devices 2>&1 | sed 's/^/    /' | tee -a "$summary"
@@ -196,7 +196,8 @@ fi
 # guarded pass runs them on cpu-guarded (DTNN_DEVICE; the tests' own tolerances).
 if [ $gpu -eq 1 ] && [ $built -eq 1 ]; then
     (cd "$build" && export DTNN_DEVICE=cuda && phase suite-on-cuda 150 ctest -R \
-        '^(test_e2e|test_fusion|test_checkpoint)$' --output-on-failure) || failed=1
+        '^(test_e2e|test_fusion|test_checkpoint|test_bf16|test_prefetch)$' --output-on-failure) ||
+        failed=1
 fi
 
 # ---- 6. the table ----------------------------------------------------------------------------

@@ -36,6 +36,9 @@ expect_failure "one rank fails" "rank 1.*missing-dir|missing-dir" -- \
 # Rank 1 runs another seed: caught by the start-up agreement check.
 expect_failure "ranks disagree" "rank 1 disagrees with rank 0 on the training options" -- \
     -np 1 "$dtnn" "${args[@]}" --seed 1 : -np 1 "$dtnn" "${args[@]}" --seed 2
+# NCCL reduces a GPU's memory: asked for on the cpu, it says so (or that it is not built in).
+expect_failure "nccl on the cpu" "collectives nccl (needs a model on --device cuda|: this dtnn was built without NCCL)" -- \
+    -np 2 "$dtnn" "${args[@]}" --collectives nccl
 # A non-finite loss on every rank stops the job with the step.
 expect_failure "non-finite loss" "non-finite values at step [0-9]+ \(epoch 1\), first in" -- -np 2 "$dtnn" "${args[@]}" --lr 1e30
 # The global batch must divide by the ranks.

@@ -1,7 +1,8 @@
 /*
  * test_prefetch.c — batches uploaded ahead (dtnn_model_prefetch, model/model_prefetch.c) on a
- * backend whose memory the host cannot touch (cpu-guarded, whose uploads are synchronous, so
- * the bookkeeping runs without a GPU): a prefetched batch gives the forward of that batch the
+ * backend whose memory the host cannot touch: $DTNN_DEVICE where it is one (cuda: the copy
+ * stream), else cpu-guarded (whose uploads are synchronous, so the bookkeeping runs without a
+ * GPU). A prefetched batch gives the forward of that batch the
  * same output as uploading it there; micro-batches covering it take their parts; a forward of
  * another batch ignores the prefetched one; once used, a batch is forgotten, so new contents
  * at the same address are uploaded, not the old ones; batches alternate between the two
@@ -58,7 +59,9 @@ int main(void)
     test_fill(x2, (size_t)BATCH * sample, 2);
     dtnn_error err;
 
-    dtnn_model *m = net("cpu-guarded", 1);
+    const char *device = strcmp(tu_device(), "cpu") ? tu_device() : "cpu-guarded";
+    printf("device: %s\n", device);
+    dtnn_model *m = net(device, 1);
     CHECK(dtnn_model_prefetches(m));
     logits(m, x1, BATCH, want1);
     logits(m, x2, BATCH, want2);
@@ -108,11 +111,13 @@ int main(void)
     dtnn_model_free(m);
 
     /* nothing to do on the host's memory, or for inference */
-    dtnn_model *c = net("cpu", 1), *inf = net("cpu-guarded", 0);
+    dtnn_model *c = net("cpu", 1), *inf = net(device, 0);
     CHECK(!dtnn_model_prefetches(c) && !dtnn_model_prefetches(inf));
-    CHECK_OK(dtnn_model_prefetch(c, x1, BATCH, &err), &err);
+    float want_cpu[BATCH * CLASSES];
+    logits(c, x1, BATCH, want_cpu);
+    CHECK_OK(dtnn_model_prefetch(c, x2, BATCH, &err), &err);
     logits(c, x1, BATCH, got);
-    same("cpu: prefetch is a no-op", got, want1, BATCH * CLASSES);
+    same("cpu: prefetch is a no-op", got, want_cpu, BATCH * CLASSES);
     dtnn_model_free(c);
     dtnn_model_free(inf);
     free(x1), free(x2), free(saved);

@@ -48,6 +48,8 @@ static cli_opt bench_opts[] = {
      "(chosen for the gradient, the ranks and the link measured at start-up)", 0, NULL, 0},
     {"comm-dtype", OPT_STRING, "fp32", "under MPI: gradients travel as fp32 | fp16 | bf16", 0,
      NULL, 0},
+    {"collectives", OPT_STRING, "mpi", "under MPI: gradients all-reduced by mpi | nccl (on the "
+     "GPUs, --device cuda)", 0, NULL, 0},
     {"trace", OPT_STRING, NULL, "timeline of the timed steps of every rank (Chrome trace-event "
      "JSON, as train's --trace), to see where a step's time goes or what tracing costs", 0,
      NULL, 0},
@@ -195,8 +197,10 @@ static int run_bench(const cli_opt *o, int n, dtnn_comm *comm, int threads)
     dtnn_error err = {0};
     dtnn_allreduce_mode mode;
     dtnn_comm_dtype dtype;
+    dtnn_collectives collectives;
     if (dtnn_allreduce_parse(cli_str(o, n, "allreduce"), &mode, &err) ||
-        dtnn_comm_dtype_parse(cli_str(o, n, "comm-dtype"), &dtype, &err))
+        dtnn_comm_dtype_parse(cli_str(o, n, "comm-dtype"), &dtype, &err) ||
+        dtnn_collectives_parse(cli_str(o, n, "collectives"), &collectives, &err))
         return fprintf(stderr, "dtnn %s: %s\n", cmd, err.message), 2;
     int device_rc = 2;
     const char *device = cli_device(cmd, o, n, &device_rc);
@@ -207,6 +211,7 @@ static int run_bench(const cli_opt *o, int n, dtnn_comm *comm, int threads)
         return 2;
     dtnn_optimizer *opt = NULL;
     dtnn_grad_sync *gs = NULL;
+    dtnn_comm *nccl = NULL;     /* --collectives nccl: the gradients' communicator */
     dtnn_trace *trace = NULL;
     float *x = NULL;
     int32_t *y = NULL;
@@ -238,7 +243,11 @@ static int run_bench(const cli_opt *o, int n, dtnn_comm *comm, int threads)
         goto out;
     double bucket_mb = DTNN_BUCKET_AUTO;
     cli_bucket_mb(cli_str(o, n, "bucket-mb"), &bucket_mb);
-    if (ranks > 1 && !(gs = dtnn_grad_sync_create(comm, m, mode, bucket_mb, dtype, &err)))
+    if (ranks > 1 && collectives == DTNN_COLLECTIVES_NCCL &&
+        !(nccl = dtnn_comm_nccl_create(comm, m, &err)))
+        goto out;
+    if (ranks > 1 &&
+        !(gs = dtnn_grad_sync_create(nccl ? nccl : comm, m, mode, bucket_mb, dtype, &err)))
         goto out;
     if (cli_given(o, n, "project") && !strcmp(cli_str(o, n, "project-profile"), "flops")) {
         rc = project_run(o, n, m, 0.0, 1, batch);
@@ -357,6 +366,7 @@ out:
     free(x);
     free(y);
     dtnn_grad_sync_free(gs);
+    dtnn_comm_free(nccl);
     dtnn_optimizer_free(opt);
     dtnn_model_free(m);
     return rc;

@@ -133,6 +133,8 @@ static cli_opt train_opts[] = {
      "or auto: chosen from the gradient size, the ranks and the link measured at start-up", 0,
      NULL, 0},
     {"comm-dtype", OPT_STRING, "fp32", "gradients travel as fp32 | fp16 | bf16", 0, NULL, 0},
+    {"collectives", OPT_STRING, "mpi", "gradients all-reduced by mpi (through host memory on a "
+     "device) | nccl (on the GPUs, --device cuda)", 0, NULL, 0},
     {"accumulate", OPT_INT, "1", "micro-batches per step (gradient accumulation)", 0, NULL, 0},
     {"sync-bn", OPT_FLAG, NULL, "batch-norm statistics over all ranks' samples", 0, NULL, 0},
     {"stall-timeout", OPT_FLOAT, "0", "seconds a rank may wait in a collective before it "
@@ -211,7 +213,8 @@ static int run_options(const cli_opt *o, int n, const char *cmd, dtnn_train_para
     if (cli_given(o, n, "init-exclude") && !cli_given(o, n, "init"))
         return cli_usage_error(cmd, "%s", "--init-exclude needs --init CHECKPOINT");
     if (dtnn_allreduce_parse(cli_str(o, n, "allreduce"), &tp->allreduce, &err) ||
-        dtnn_comm_dtype_parse(cli_str(o, n, "comm-dtype"), &tp->comm_dtype, &err))
+        dtnn_comm_dtype_parse(cli_str(o, n, "comm-dtype"), &tp->comm_dtype, &err) ||
+        dtnn_collectives_parse(cli_str(o, n, "collectives"), &tp->collectives, &err))
         return fprintf(stderr, "dtnn %s: %s\n", cmd, err.message), 2;
     if (cli_bucket_mb(cli_str(o, n, "bucket-mb"), &tp->bucket_mb))
         return cli_usage_error(cmd, "--bucket-mb must be auto or a positive size in MiB, not "

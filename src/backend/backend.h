@@ -437,6 +437,9 @@ int cuda_backend_device_count(char *why, size_t len);
 /* cudaMalloc and cudaMallocHost calls this backend has made so far (tests: a training step
  * must make none). */
 size_t cuda_backend_allocations(const dtnn_backend *be);
+/* The backend's device and its compute stream (a cudaStream_t), for the NCCL communicator. */
+int cuda_backend_device(const dtnn_backend *be);
+void *cuda_backend_stream(const dtnn_backend *be);
 #endif
 
 #endif

@@ -190,10 +190,19 @@ dtnn_grad_sync *dtnn_grad_sync_create(dtnn_comm *comm, dtnn_model *m, dtnn_allre
         free(gs);
         return NULL;
     }
+    const int staged = !comm_reduces_backend_memory(comm, m->be);
+    if (!staged && !m->be->host_memory && dtype != DTNN_COMM_F32) {
+        /* the conversion to half precision is the host's (to_half), on a staging copy */
+        dtnn_error_set(err, DTNN_ERR_UNSUPPORTED, "--comm-dtype %s with %s: gradients reduced "
+                       "on the device travel in fp32 (use --comm-dtype fp32, or --collectives "
+                       "mpi for half-precision transport through the host)",
+                       dtype == DTNN_COMM_F16 ? "fp16" : "bf16", comm->ops->name);
+        free(gs);
+        return NULL;
+    }
     gs->buckets = calloc(gs->n_buckets ? gs->n_buckets : 1, sizeof *gs->buckets);
     if (dtype != DTNN_COMM_F32)
         gs->staging = malloc(sizeof(uint16_t) * (gs->n ? gs->n : 1));
-    const int staged = !comm_reduces_backend_memory(comm, m->be);
     if (staged)
         gs->host = m->be->op->host_alloc(m->be, sizeof(float) * (gs->n ? gs->n : 1));
     if (!gs->buckets || (dtype != DTNN_COMM_F32 && !gs->staging) || (staged && !gs->host)) {

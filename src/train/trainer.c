@@ -89,13 +89,14 @@ static dtnn_status check_agreement(dtnn_model *m, dtnn_optimizer *opt, dtnn_load
         h[0] = dtnn_fnv1a(h[0], &t->frozen, sizeof t->frozen);
     }
     struct {
-        int64_t epochs, steps, batch, accumulate, shuffle, loss, allreduce, dtype, sync_bn;
+        int64_t epochs, steps, batch, accumulate, shuffle, loss, allreduce, dtype, sync_bn,
+            collectives;
         uint64_t seed;
         double smoothing, lr, bucket;
         int64_t step, epoch, step_in_epoch;
     } f = {p->epochs, p->steps, p->batch_size, p->accumulate, p->shuffle, p->loss.kind,
-           p->allreduce, p->comm_dtype, p->sync_bn, p->seed, p->loss.label_smoothing,
-           p->sched.base_lr, p->bucket_mb, ts->step, ts->epoch, ts->step_in_epoch};
+           p->allreduce, p->comm_dtype, p->sync_bn, p->collectives, p->seed,
+           p->loss.label_smoothing, p->sched.base_lr, p->bucket_mb, ts->step, ts->epoch, ts->step_in_epoch};
     h[1] = dtnn_fnv1a(h[1], &f, sizeof f);
     h[1] = dtnn_fnv1a(h[1], &p->sched, sizeof p->sched);
     h[1] = dtnn_fnv1a(h[1], dtnn_optimizer_params(opt), sizeof(dtnn_opt_params));
@@ -293,6 +294,7 @@ typedef struct {
     dtnn_dataset norm;              /* what checkpoints record of the data */
     FILE *log;
     dtnn_grad_sync *gs;
+    dtnn_comm *nccl;                /* --collectives nccl: the gradients' communicator */
     unsigned char *saved_buffers;   /* --skip-nonfinite: the buffers before the step */
     int64_t skipped_images;         /* over all ranks, up to the last epoch end */
     /* The next step's batch, taken from the loader and prefetched to the device during this
@@ -402,8 +404,11 @@ static dtnn_status run_open(train_run_state *r, dtnn_error *err)
             (st = broadcast_region(m, r->comm, DTNN_REGION_PARAMS, err)) ||
             (st = broadcast_region(m, r->comm, DTNN_REGION_BUFFERS, err)))
             return st;
-        r->gs = dtnn_grad_sync_create(r->comm, m, p->allreduce, p->bucket_mb, p->comm_dtype,
-                                      err);
+        if (p->collectives == DTNN_COLLECTIVES_NCCL &&
+            !(r->nccl = dtnn_comm_nccl_create(r->comm, m, err)))
+            return err->code;
+        r->gs = dtnn_grad_sync_create(r->nccl ? r->nccl : r->comm, m, p->allreduce,
+                                      p->bucket_mb, p->comm_dtype, err);
         if (!r->gs)
             return err->code;
     }
@@ -420,6 +425,7 @@ static void run_close(train_run_state *r)
     }
     dtnn_model_set_sync_bn(r->m, NULL);
     dtnn_grad_sync_free(r->gs);
+    dtnn_comm_free(r->nccl);
     if (r->log)
         fclose(r->log);
     free(r->saved_buffers);

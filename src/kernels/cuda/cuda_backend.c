@@ -548,6 +548,13 @@ size_t cuda_backend_allocations(const dtnn_backend *be)
     return ((const cuda_state *)be->state)->allocations;
 }
 
+int cuda_backend_device(const dtnn_backend *be) { return ((const cuda_state *)be->state)->device; }
+
+void *cuda_backend_stream(const dtnn_backend *be)
+{
+    return ((const cuda_state *)be->state)->stream;
+}
+
 dtnn_backend *cuda_backend_create(int threads, dtnn_error *err)
 {
     char why[200], missing[512];
