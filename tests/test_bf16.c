@@ -20,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/backend.h"
+#include "conv_case.h"
 #include "core/half.h"
 #include "testutil.h"
 
@@ -94,9 +94,9 @@ static float *rounded_copy(const float *x, size_t n)
 /* ---- convolutions ------------------------------------------------------------------------ */
 
 typedef struct {
-    int C, H, W, K, R, S, stride, pad, dil, groups, n;
+    conv_case c;
     dtnn_conv_algo algo;
-} conv_case;
+} bf16_case;
 
 /* Exact sums of the three passes on operands xr, wr, dyr (already rounded as the case wants):
  * y [n, K, P, Q], dw like w, dx like x. */
@@ -138,15 +138,11 @@ static void fill(float *x, size_t n, unsigned seed, float scale)
 
 /* Runs the case's forward and backward (dw and db accumulate onto values already there, dx
  * accumulates on odd cases) in `prec` and compares with the bf16 definition. */
-static void conv_case_run(dtnn_backend *be, const conv_case *t, int index, dtnn_precision prec)
+static void conv_case_run(dtnn_backend *be, const bf16_case *bc, int index, dtnn_precision prec)
 {
-    conv_geom g = {0};
-    g.C = t->C, g.H = t->H, g.W = t->W, g.K = t->K, g.R = t->R, g.S = t->S;
-    g.stride_h = g.stride_w = t->stride, g.pad_h = g.pad_w = t->pad;
-    g.dil_h = g.dil_w = t->dil, g.groups = t->groups;
-    g.P = (t->H + 2 * t->pad - t->dil * (t->R - 1) - 1) / t->stride + 1;
-    g.Q = (t->W + 2 * t->pad - t->dil * (t->S - 1) - 1) / t->stride + 1;
-    const conv_desc d = {g, t->n, (size_t)64 << 20, t->algo, prec};
+    const conv_case *t = &bc->c;
+    const conv_geom g = conv_case_geom(t);
+    const conv_desc d = {g, t->n, (size_t)64 << 20, bc->algo, prec};
     dtnn_error err;
     conv_plan *plan = be->op->conv_plan_create(be, &d, &err);
     if (!plan) {
@@ -220,18 +216,18 @@ static void conv_case_run(dtnn_backend *be, const conv_case *t, int index, dtnn_
 
 static void check_convs(dtnn_backend *be)
 {
-    const conv_case cases[] = {
-        {3, 13, 11, 5, 3, 3, 1, 1, 1, 1, 2, DTNN_CONV_AUTO},
-        {16, 12, 12, 24, 3, 3, 1, 1, 1, 1, 3, DTNN_CONV_AUTO},     /* Winograd forward */
-        {32, 8, 8, 32, 3, 3, 1, 1, 1, 1, 2, DTNN_CONV_AUTO},       /* Winograd both ways */
-        {8, 12, 12, 16, 3, 3, 1, 1, 1, 1, 3, DTNN_CONV_DIRECT},
-        {3, 15, 15, 7, 5, 5, 2, 2, 1, 1, 1, DTNN_CONV_AUTO},
-        {6, 9, 9, 9, 1, 1, 1, 0, 1, 3, 3, DTNN_CONV_AUTO},         /* grouped 1x1 */
-        {16, 7, 7, 24, 1, 1, 1, 0, 1, 1, 2, DTNN_CONV_AUTO},       /* pointwise */
-        {6, 8, 8, 6, 3, 3, 1, 1, 1, 6, 2, DTNN_CONV_AUTO},         /* depthwise */
-        {4, 10, 12, 4, 3, 3, 1, 2, 2, 1, 2, DTNN_CONV_AUTO},       /* dilation */
-        {7, 11, 11, 13, 3, 3, 2, 0, 1, 1, 2, DTNN_CONV_IM2COL},
-        {5, 17, 17, 6, 7, 7, 2, 3, 1, 1, 1, DTNN_CONV_AUTO},
+    const bf16_case cases[] = {
+        {{3, 13, 11, 5, 3, 3, 1, 1, 1, 1, 2}, DTNN_CONV_AUTO},
+        {{16, 12, 12, 24, 3, 3, 1, 1, 1, 1, 3}, DTNN_CONV_AUTO},     /* Winograd forward */
+        {{32, 8, 8, 32, 3, 3, 1, 1, 1, 1, 2}, DTNN_CONV_AUTO},       /* Winograd both ways */
+        {{8, 12, 12, 16, 3, 3, 1, 1, 1, 1, 3}, DTNN_CONV_DIRECT},
+        {{3, 15, 15, 7, 5, 5, 2, 2, 1, 1, 1}, DTNN_CONV_AUTO},
+        {{6, 9, 9, 9, 1, 1, 1, 0, 1, 3, 3}, DTNN_CONV_AUTO},         /* grouped 1x1 */
+        {{16, 7, 7, 24, 1, 1, 1, 0, 1, 1, 2}, DTNN_CONV_AUTO},       /* pointwise */
+        {{6, 8, 8, 6, 3, 3, 1, 1, 1, 6, 2}, DTNN_CONV_AUTO},         /* depthwise */
+        {{4, 10, 12, 4, 3, 3, 1, 2, 2, 1, 2}, DTNN_CONV_AUTO},       /* dilation */
+        {{7, 11, 11, 13, 3, 3, 2, 0, 1, 1, 2}, DTNN_CONV_IM2COL},
+        {{5, 17, 17, 6, 7, 7, 2, 3, 1, 1, 1}, DTNN_CONV_AUTO},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         conv_case_run(be, &cases[i], (int)i, DTNN_PRECISION_BF16);

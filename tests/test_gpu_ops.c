@@ -40,6 +40,7 @@ int main(void)
 #else
 
 #include "backend/backend.h"
+#include "conv_case.h"
 
 static dtnn_backend *cpu, *gpu;
 
@@ -107,18 +108,9 @@ static double *dev_doubles(size_t n) { return be_alloc(gpu, sizeof(double) * n);
 
 /* ---- convolution and linear ---------------------------------------------------------------- */
 
-typedef struct {
-    int C, H, W, K, R, S, stride, pad, dil, groups, n;
-} conv_case;
-
 static void test_conv(const conv_case *t, int max_batch, int accumulate, dtnn_precision prec)
 {
-    conv_geom g = {0};
-    g.C = t->C, g.H = t->H, g.W = t->W, g.K = t->K, g.R = t->R, g.S = t->S;
-    g.stride_h = g.stride_w = t->stride, g.pad_h = g.pad_w = t->pad;
-    g.dil_h = g.dil_w = t->dil, g.groups = t->groups;
-    g.P = (t->H + 2 * t->pad - t->dil * (t->R - 1) - 1) / t->stride + 1;
-    g.Q = (t->W + 2 * t->pad - t->dil * (t->S - 1) - 1) / t->stride + 1;
+    const conv_geom g = conv_case_geom(t);
     const conv_desc d = {g, max_batch, (size_t)64 << 20, DTNN_CONV_AUTO, prec};
     const double tol = prec == DTNN_PRECISION_BF16 ? 8e-3 : 1e-4;
     dtnn_error err;
