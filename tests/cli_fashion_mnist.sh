@@ -2,7 +2,7 @@
 # End to end: LeNet-5 reaches >= 88% test accuracy on Fashion-MNIST after 2 epochs, then
 # eval of the saved checkpoint reports the same accuracy, and within half a point of it with
 # --precision bf16 (bf16 convolutions and GEMMs); 600 steps trained in bf16 reach >= 80%
-# (measured: 84-85%). Usage: cli_fashion_mnist.sh DTNN TMPDIR
+# (measured: 83.2%). Usage: cli_fashion_mnist.sh DTNN TMPDIR
 set -eu
 dtnn=$1
 tmp=$2
