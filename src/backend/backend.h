@@ -86,7 +86,8 @@ typedef struct {
     float value;
 } pad_geom;
 
-/* The activations of kernels/activation.c, with their formulas there. */
+/* The activations of kernels/activation.c, with their formulas in
+ * kernels/formulas/activation_formulas.h. */
 typedef enum {
     ACT_RELU = 0,
     ACT_LEAKY_RELU,

@@ -13,11 +13,7 @@
 
 #include <stdint.h>
 
-#ifdef __CUDACC__
-#define DTNN_HOST_DEVICE __host__ __device__
-#else
-#define DTNN_HOST_DEVICE
-#endif
+#include "host_device.h"
 
 typedef struct {
     uint64_t s[4];

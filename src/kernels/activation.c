@@ -1,80 +1,56 @@
 /*
- * activation.c — element-wise activations (ReLU, leaky ReLU, sigmoid, tanh, ReLU6, hard sigmoid,
- * hard swish, clamp, hardtanh) and their derivatives, as torch.nn: the derivative at exactly 0
- * is that of the negative side (ReLU'(0) = 0, leaky ReLU'(0) = slope), which is what PyTorch's
- * x > 0 test gives. ReLU6 is Hardtanh(0, 6), whose gradient PyTorch passes only strictly inside
- * (0, 6); torch.clamp's passes on the closed interval [lo, hi]. Hardsigmoid(x) =
- * relu6(x + 3) / 6 and Hardswish(x) = x * relu6(x + 3) / 6 (MobileNetV3, Howard et al. 2019),
- * computed in PyTorch's order of operations; their derivatives at the joins are PyTorch's:
- * hardsigmoid's is 1/6 strictly inside (-3, 3), hardswish's is x / 3 + 1/2 on [-3, 3] and 1
- * above. Hardsigmoid with other constants (a = alpha, b = beta: ONNX's max(0, min(1, alpha x +
- * beta)), Keras' 0.2 and 0.5 among them) is computed as written there, with derivative alpha
- * strictly inside (0, 1); PyTorch's 1/6 and 1/2 keep PyTorch's order. A NaN input gives a NaN output, as in PyTorch (so a diverging run is seen, not hidden
- * as zeros): the forward tests are written as x < 0, which is false for NaN.
+ * activation.c — the CPU's element-wise activations (ReLU, leaky ReLU, sigmoid, tanh, ReLU6,
+ * hard sigmoid, hard swish, clamp, hardtanh) and their derivatives: one loop per kind, so each
+ * vectorises on its own, around the per-element formulas of formulas/activation_formulas.h
+ * (shared with the CUDA backend, where their definitions and PyTorch's conventions at the
+ * joins are given).
  */
-#include <math.h>
-
 #include "cpu_kernels.h"
+#include "formulas/activation_formulas.h"
 
-/* relu6(v + 3), NaN kept. */
-static inline float hard_unit(float v)
-{
-    const float t = v + 3.0f;
-    return t < 0.0f ? 0.0f : (t > 6.0f ? 6.0f : t);
-}
+/* _Pragma takes one string: this makes it of a pragma with a macro argument inside. */
+#define ACT_PRAGMA(text) _Pragma(#text)
+
+/* y = expr for every i, split over the threads from more than `above` values on (below, a
+ * fork/join costs more than the pass; sigmoid and tanh, dearer per value, split sooner). */
+#define ACT_MAP(above, expr)                                                                  \
+    do {                                                                                      \
+        ACT_PRAGMA(omp parallel for schedule(static) if (n > above))                          \
+        for (long long i = 0; i < n; i++)                                                     \
+            y[i] = (expr);                                                                    \
+    } while (0)
 
 void cpu_act_forward(act_kind kind, float a, float b, size_t count, const float *x, float *y)
 {
     const long long n = (long long)count;
     switch (kind) {
     case ACT_RELU:
-#pragma omp parallel for schedule(static) if (n > 65536)
-        for (long long i = 0; i < n; i++)
-            y[i] = x[i] < 0.0f ? 0.0f : x[i];
+        ACT_MAP(65536, act_relu(x[i]));
         break;
     case ACT_LEAKY_RELU:
-#pragma omp parallel for schedule(static) if (n > 65536)
-        for (long long i = 0; i < n; i++)
-            y[i] = x[i] < 0.0f ? x[i] * a : x[i];
+        ACT_MAP(65536, act_leaky_relu(x[i], a));
         break;
     case ACT_SIGMOID:
-#pragma omp parallel for schedule(static) if (n > 16384)
-        for (long long i = 0; i < n; i++)
-            y[i] = 1.0f / (1.0f + expf(-x[i]));
+        ACT_MAP(16384, act_sigmoid(x[i]));
         break;
     case ACT_TANH:
-#pragma omp parallel for schedule(static) if (n > 16384)
-        for (long long i = 0; i < n; i++)
-            y[i] = tanhf(x[i]);
+        ACT_MAP(16384, act_tanh(x[i]));
         break;
     case ACT_RELU6:
-#pragma omp parallel for schedule(static) if (n > 65536)
-        for (long long i = 0; i < n; i++)
-            y[i] = x[i] < 0.0f ? 0.0f : (x[i] > 6.0f ? 6.0f : x[i]);
+        ACT_MAP(65536, act_relu6(x[i]));
         break;
     case ACT_HARDSIGMOID:
-        if (act_hardsigmoid_is_torch(a, b)) {
-#pragma omp parallel for schedule(static) if (n > 65536)
-            for (long long i = 0; i < n; i++)
-                y[i] = hard_unit(x[i]) / 6.0f;
-        } else {
-#pragma omp parallel for schedule(static) if (n > 65536)
-            for (long long i = 0; i < n; i++) {
-                const float t = a * x[i] + b;
-                y[i] = t < 0.0f ? 0.0f : (t > 1.0f ? 1.0f : t);
-            }
-        }
+        if (act_hardsigmoid_is_torch(a, b))
+            ACT_MAP(65536, act_hardsigmoid_torch(x[i]));
+        else
+            ACT_MAP(65536, act_hardsigmoid_affine(x[i], a, b));
         break;
     case ACT_HARDSWISH:
-#pragma omp parallel for schedule(static) if (n > 65536)
-        for (long long i = 0; i < n; i++)
-            y[i] = x[i] * hard_unit(x[i]) / 6.0f;
+        ACT_MAP(65536, act_hardswish(x[i]));
         break;
     case ACT_CLAMP:
     case ACT_HARDTANH:
-#pragma omp parallel for schedule(static) if (n > 65536)
-        for (long long i = 0; i < n; i++)
-            y[i] = x[i] < a ? a : (x[i] > b ? b : x[i]);
+        ACT_MAP(65536, act_clamp(x[i], a, b));
         break;
     }
 }
@@ -99,34 +75,34 @@ void cpu_act_backward(act_kind kind, float a, float b, size_t count, const float
     const long long n = (long long)count;
     switch (kind) {
     case ACT_RELU:
-        ACT_STORE(x[i] > 0.0f ? dy[i] : 0.0f);
+        ACT_STORE(act_relu_grad(x[i], dy[i]));
         break;
     case ACT_LEAKY_RELU:
-        ACT_STORE(x[i] > 0.0f ? dy[i] : dy[i] * a);
+        ACT_STORE(act_leaky_relu_grad(x[i], dy[i], a));
         break;
     case ACT_SIGMOID:
-        ACT_STORE(dy[i] * y[i] * (1.0f - y[i]));
+        ACT_STORE(act_sigmoid_grad(y[i], dy[i]));
         break;
     case ACT_TANH:
-        ACT_STORE(dy[i] * (1.0f - y[i] * y[i]));
+        ACT_STORE(act_tanh_grad(y[i], dy[i]));
         break;
     case ACT_RELU6:
-        ACT_STORE(x[i] > 0.0f && x[i] < 6.0f ? dy[i] : 0.0f);
+        ACT_STORE(act_relu6_grad(x[i], dy[i]));
         break;
     case ACT_HARDSIGMOID:
         if (act_hardsigmoid_is_torch(a, b))
-            ACT_STORE(x[i] > -3.0f && x[i] < 3.0f ? dy[i] * (1.0f / 6.0f) : 0.0f);
+            ACT_STORE(act_hardsigmoid_torch_grad(x[i], dy[i]));
         else
-            ACT_STORE(a * x[i] + b > 0.0f && a * x[i] + b < 1.0f ? dy[i] * a : 0.0f);
+            ACT_STORE(act_hardsigmoid_affine_grad(x[i], dy[i], a, b));
         break;
     case ACT_HARDSWISH:
-        ACT_STORE(x[i] < -3.0f ? 0.0f : (x[i] <= 3.0f ? dy[i] * (x[i] / 3.0f + 0.5f) : dy[i]));
+        ACT_STORE(act_hardswish_grad(x[i], dy[i]));
         break;
     case ACT_CLAMP:
-        ACT_STORE(x[i] >= a && x[i] <= b ? dy[i] : 0.0f);
+        ACT_STORE(act_clamp_grad(x[i], dy[i], a, b));
         break;
     case ACT_HARDTANH:
-        ACT_STORE(x[i] <= a || x[i] >= b ? 0.0f : dy[i]);
+        ACT_STORE(act_hardtanh_grad(x[i], dy[i], a, b));
         break;
     }
 }

@@ -5,13 +5,14 @@
  * parameter gradients.
  * All are memory-bound streams: OpenMP-static halves of the array from 64 Ki values on (below,
  * a fork/join costs more than the pass), each value computed by one fixed expression, so
- * results do not depend on the thread count.
+ * results do not depend on the thread count. The formulas that are more than a copy or a sum
+ * are formulas/elementwise_formulas.h's, shared with the CUDA backend.
  */
 #include <math.h>
 #include <string.h>
 
-#include "../core/rng.h"
 #include "cpu_kernels.h"
+#include "formulas/elementwise_formulas.h"
 
 /* One pass over all inputs (a copy then one pass per further input would read y again each
  * time), split over the threads. The sum is ((x_0 + x_1) + x_2) + ...; a fused ReLU clamps
@@ -24,7 +25,7 @@ void cpu_add_forward(size_t count, int n_in, const float *const *x, int relu, fl
 #pragma omp parallel for schedule(static) if (n > 65536)
     for (long long i = 0; i < n; i++) {
         const float v = a[i] + b[i];
-        y[i] = relu_now && v < 0.0f ? 0.0f : v;
+        y[i] = add_relu_if(v, relu_now);
     }
     for (int k = 2; k < n_in; k++) {
         const float *xk = x[k];
@@ -32,7 +33,7 @@ void cpu_add_forward(size_t count, int n_in, const float *const *x, int relu, fl
 #pragma omp parallel for schedule(static) if (n > 65536)
         for (long long i = 0; i < n; i++) {
             const float v = y[i] + xk[i];
-            y[i] = clamp && v < 0.0f ? 0.0f : v;
+            y[i] = add_relu_if(v, clamp);
         }
     }
 }
@@ -56,7 +57,7 @@ void cpu_add_backward(size_t count, const float *y, const float *dy, int n_out,
         if (y) {
             const float *yb = y + i0;
             for (int i = 0; i < len; i++)
-                masked[i] = yb[i] > 0.0f ? g[i] : 0.0f;
+                masked[i] = act_relu_grad(yb[i], g[i]);
             g = masked;
         }
         for (int k = 0; k < n_out; k++) {
@@ -104,9 +105,9 @@ void cpu_dropout_forward(size_t count, float p, float scale, uint64_t seed, uint
 {
 #pragma omp parallel for schedule(static) if (count > 65536)
     for (size_t i = 0; i < count; i++) {
-        uint8_t keep = dtnn_hash_uniform(seed, stream, base + i) >= p;
+        const uint8_t keep = dropout_keep(seed, stream, base + i, p);
         mask[i] = keep;
-        y[i] = keep ? x[i] * scale : 0.0f;
+        y[i] = dropout_apply(keep, x[i], scale);
     }
 }
 
@@ -114,7 +115,7 @@ void cpu_dropout_backward(size_t count, float scale, const uint8_t *mask, const 
                           float *dx, int accumulate)
 {
     for (size_t i = 0; i < count; i++) {
-        float g = mask[i] ? dy[i] * scale : 0.0f;
+        const float g = dropout_apply(mask[i], dy[i], scale);
         dx[i] = accumulate ? dx[i] + g : g;
     }
 }

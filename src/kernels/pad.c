@@ -6,20 +6,14 @@
  * pads) and the reflect / edge modes are not done here.
  */
 #include "cpu_kernels.h"
-
-static void pad_out_dims(const pad_geom *g, int *K, int *P, int *Q)
-{
-    *K = g->front + g->C + g->back;
-    *P = g->top + g->H + g->bottom;
-    *Q = g->left + g->W + g->right;
-}
+#include "formulas/pad_formulas.h"
 
 /* Plane by plane over the batch: an output plane is either all fill (a padding channel) or
  * the input plane framed by fill. */
 void cpu_pad_forward(const pad_geom *g, int n, const float *x, float *y)
 {
-    int K, P, Q;
-    pad_out_dims(g, &K, &P, &Q);
+    const pad_out_shape o = pad_out_of(g);
+    const int K = o.K, P = o.P, Q = o.Q;
     const size_t HW = (size_t)g->H * g->W, PQ = (size_t)P * Q;
     const long long planes = (long long)n * K;
 #pragma omp parallel for schedule(static) if (planes * (long long)PQ > 65536)
@@ -53,9 +47,9 @@ void cpu_pad_forward(const pad_geom *g, int n, const float *x, float *y)
 
 void cpu_pad_backward(const pad_geom *g, int n, const float *dy, float *dx, int accumulate)
 {
-    int K, P, Q;
-    pad_out_dims(g, &K, &P, &Q);
-    const size_t HW = (size_t)g->H * g->W, PQ = (size_t)P * Q;
+    const pad_out_shape o = pad_out_of(g);
+    const int K = o.K, Q = o.Q;
+    const size_t HW = (size_t)g->H * g->W, PQ = (size_t)o.P * Q;
     const long long planes = (long long)n * g->C;
 #pragma omp parallel for schedule(static) if (planes * (long long)HW > 65536)
     for (long long pl = 0; pl < planes; pl++) {

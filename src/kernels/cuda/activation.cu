@@ -1,17 +1,11 @@
 /*
- * activation.cu — the CUDA backend's activations and their derivatives: kernels/activation.c's
- * formulas, one thread per value, the same tests (x < 0 keeps a NaN, the derivative at the
- * joins as PyTorch's). Compiled without FMA contraction (CMakeLists.txt), so all but sigmoid
- * and tanh (whose expf and tanhf differ from the C library's by an ulp or so) give the CPU's
- * values exactly.
+ * activation.cu — the CUDA backend's activations and their derivatives, one thread per value,
+ * each calling the CPU's very formula (formulas/activation_formulas.h). Compiled without FMA
+ * contraction (CMakeLists.txt), so all but sigmoid and tanh (whose expf and tanhf differ from
+ * the C library's by an ulp or so) give the CPU's values exactly.
  */
+#include "../formulas/activation_formulas.h"
 #include "cuda_launch.cuh"
-
-static __device__ float hard_unit(float v)
-{
-    const float t = v + 3.0f;
-    return t < 0.0f ? 0.0f : (t > 6.0f ? 6.0f : t);
-}
 
 /* torch: hardsigmoid as PyTorch's relu6(x + 3) / 6 (act_hardsigmoid_is_torch, decided on the
  * host), else ONNX's max(0, min(1, a x + b)). */
@@ -24,34 +18,29 @@ static __global__ void act_forward_k(act_kind kind, float a, float b, int torch,
         float r = v;
         switch (kind) {
         case ACT_RELU:
-            r = v < 0.0f ? 0.0f : v;
+            r = act_relu(v);
             break;
         case ACT_LEAKY_RELU:
-            r = v < 0.0f ? v * a : v;
+            r = act_leaky_relu(v, a);
             break;
         case ACT_SIGMOID:
-            r = 1.0f / (1.0f + expf(-v));
+            r = act_sigmoid(v);
             break;
         case ACT_TANH:
-            r = tanhf(v);
+            r = act_tanh(v);
             break;
         case ACT_RELU6:
-            r = v < 0.0f ? 0.0f : (v > 6.0f ? 6.0f : v);
+            r = act_relu6(v);
             break;
         case ACT_HARDSIGMOID:
-            if (torch) {
-                r = hard_unit(v) / 6.0f;
-            } else {
-                const float t = a * v + b;
-                r = t < 0.0f ? 0.0f : (t > 1.0f ? 1.0f : t);
-            }
+            r = torch ? act_hardsigmoid_torch(v) : act_hardsigmoid_affine(v, a, b);
             break;
         case ACT_HARDSWISH:
-            r = v * hard_unit(v) / 6.0f;
+            r = act_hardswish(v);
             break;
         case ACT_CLAMP:
         case ACT_HARDTANH:
-            r = v < a ? a : (v > b ? b : v);
+            r = act_clamp(v, a, b);
             break;
         }
         y[i] = r;
@@ -67,34 +56,32 @@ static __global__ void act_backward_k(act_kind kind, float a, float b, int torch
         float g = 0.0f;
         switch (kind) {
         case ACT_RELU:
-            g = x[i] > 0.0f ? dy[i] : 0.0f;
+            g = act_relu_grad(x[i], dy[i]);
             break;
         case ACT_LEAKY_RELU:
-            g = x[i] > 0.0f ? dy[i] : dy[i] * a;
+            g = act_leaky_relu_grad(x[i], dy[i], a);
             break;
         case ACT_SIGMOID:
-            g = dy[i] * y[i] * (1.0f - y[i]);
+            g = act_sigmoid_grad(y[i], dy[i]);
             break;
         case ACT_TANH:
-            g = dy[i] * (1.0f - y[i] * y[i]);
+            g = act_tanh_grad(y[i], dy[i]);
             break;
         case ACT_RELU6:
-            g = x[i] > 0.0f && x[i] < 6.0f ? dy[i] : 0.0f;
+            g = act_relu6_grad(x[i], dy[i]);
             break;
         case ACT_HARDSIGMOID:
-            if (torch)
-                g = x[i] > -3.0f && x[i] < 3.0f ? dy[i] * (1.0f / 6.0f) : 0.0f;
-            else
-                g = a * x[i] + b > 0.0f && a * x[i] + b < 1.0f ? dy[i] * a : 0.0f;
+            g = torch ? act_hardsigmoid_torch_grad(x[i], dy[i])
+                      : act_hardsigmoid_affine_grad(x[i], dy[i], a, b);
             break;
         case ACT_HARDSWISH:
-            g = x[i] < -3.0f ? 0.0f : (x[i] <= 3.0f ? dy[i] * (x[i] / 3.0f + 0.5f) : dy[i]);
+            g = act_hardswish_grad(x[i], dy[i]);
             break;
         case ACT_CLAMP:
-            g = x[i] >= a && x[i] <= b ? dy[i] : 0.0f;
+            g = act_clamp_grad(x[i], dy[i], a, b);
             break;
         case ACT_HARDTANH:
-            g = x[i] <= a || x[i] >= b ? 0.0f : dy[i];
+            g = act_hardtanh_grad(x[i], dy[i], a, b);
             break;
         }
         dx[i] = acc ? dx[i] + g : g;

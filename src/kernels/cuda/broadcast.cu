@@ -1,62 +1,44 @@
 /*
  * broadcast.cu — two-input add, subtract and multiply with NumPy broadcasting over one
- * sample's (C, H, W), and their backward, as kernels/broadcast.c: forward one thread per
- * output; backward one thread per input-gradient value, summing its output positions in the
- * CPU's order in double, so the results are the CPU's bit for bit. A shared input (a layer's
- * constant operand) is one sample for the whole batch.
+ * sample's (C, H, W), and their backward, as kernels/broadcast.c and with its formulas
+ * (formulas/broadcast_formulas.h): forward one thread per output; backward one thread per
+ * input-gradient value, summing its output positions in the CPU's order in double, so the
+ * results are the CPU's bit for bit. A shared input (a layer's constant operand) is one sample
+ * for the whole batch.
  */
+#include "../formulas/broadcast_formulas.h"
 #include "cuda_launch.cuh"
 
-/* The kernels below read every field of binary_geom: a new one must be handled here. */
+/* These kernels and the formulas read every field of binary_geom: a new one must be handled
+ * here and there. */
 static_assert(sizeof(binary_geom) == 11 * sizeof(int), "binary_geom changed: see broadcast.cu");
-
-static __device__ size_t bstride(int size, size_t step) { return size == 1 ? 0 : step; }
 
 static __global__ void binary_k(binary_kind kind, binary_geom g, int n, const float *a,
                                 const float *b, float *y)
 {
-    const size_t a_hw = (size_t)g.a[1] * g.a[2], b_hw = (size_t)g.b[1] * g.b[2];
-    const size_t a_sample = g.a_shared ? 0 : (size_t)g.a[0] * a_hw,
-                 b_sample = g.b_shared ? 0 : (size_t)g.b[0] * b_hw;
-    const size_t ac = bstride(g.a[0], a_hw), ah = bstride(g.a[1], (size_t)g.a[2]),
-                 aw = bstride(g.a[2], 1);
-    const size_t bc = bstride(g.b[0], b_hw), bh = bstride(g.b[1], (size_t)g.b[2]),
-                 bw = bstride(g.b[2], 1);
+    const binary_strides sa = binary_strides_of(g.a, g.a_shared);
+    const binary_strides sb = binary_strides_of(g.b, g.b_shared);
     const size_t HW = (size_t)g.H * g.W, CHW = (size_t)g.C * HW;
     CU_LOOP(i, (size_t)n * CHW)
     {
         const size_t s = i / CHW, c = i % CHW / HW, h = i % HW / g.W, w = i % g.W;
-        const float va = a[s * a_sample + c * ac + h * ah + w * aw];
-        const float vb = b[s * b_sample + c * bc + h * bh + w * bw];
-        y[i] = kind == BIN_ADD ? va + vb : (kind == BIN_SUB ? va - vb : va * vb);
+        const float va = a[s * sa.sample + c * sa.c_step + h * sa.h_step + w * sa.w_step];
+        const float vb = b[s * sb.sample + c * sb.c_step + h * sb.h_step + w * sb.w_step];
+        y[i] = binary_apply(kind, va, vb);
     }
 }
 
-/* dx (shape xs) = sign * the sum over the output positions x was repeated to of dy (times the
- * other input o, shape os, for a product): broadcast.c's reduce_grad, one thread per value */
-static __global__ void reduce_grad_k(binary_geom g, int n, int xs0, int xs1, int xs2,
-                                     const float *o, int os0, int os1, int os2, int o_shared,
-                                     float sign, const float *dy, float *dx, int acc)
+/* One thread per value of dx (the gradient of an input x, m.xs). */
+static __global__ void reduce_grad_k(binary_geom g, int n, binary_grad_map m, const float *o,
+                                     const float *dy, float *dx, int acc)
 {
-    const int C = g.C, H = g.H, W = g.W;
-    const size_t o_hw = (size_t)os1 * os2, o_sample = o_shared ? 0 : (size_t)os0 * o_hw;
-    const size_t oc = bstride(os0, o_hw), oh = bstride(os1, (size_t)os2), ow = bstride(os2, 1);
-    const size_t x_plane = (size_t)xs1 * xs2;
-    const int span_c = xs0 == 1 ? C : 1, span_h = xs1 == 1 ? H : 1, span_w = xs2 == 1 ? W : 1;
-    CU_LOOP(e, (size_t)n * xs0 * x_plane)
+    const size_t x_plane = (size_t)m.xs[1] * m.xs[2];
+    CU_LOOP(e, (size_t)n * m.xs[0] * x_plane)
     {
         const size_t pl = e / x_plane;
-        const int s = (int)(pl / xs0), xc = (int)(pl % xs0);
-        const int xh = (int)(e % x_plane / xs2), xw = (int)(e % xs2);
-        double sum = 0.0;
-        for (int c = xc; c < xc + span_c; c++)
-            for (int h = xh; h < xh + span_h; h++) {
-                const float *dyr = dy + (((size_t)s * C + c) * H + h) * W;
-                const float *orow = o ? o + s * o_sample + c * oc + h * oh : NULL;
-                for (int w = xw; w < xw + span_w; w++)
-                    sum += orow ? (double)(dyr[w] * orow[w * ow]) : (double)dyr[w];
-            }
-        const float v = (float)sum * sign;
+        const int s = (int)(pl / m.xs[0]), xc = (int)(pl % m.xs[0]);
+        const int xh = (int)(e % x_plane / m.xs[2]), xw = (int)(e % m.xs[2]);
+        const float v = binary_grad_value(&g, &m, s, xc, xh, xw, o, dy);
         dx[e] = acc ? dx[e] + v : v;
     }
 }
@@ -83,12 +65,10 @@ extern "C" void cuda_binary_backward(dtnn_backend *be, binary_kind kind, const b
     /* da first, then db: when both are one buffer, db adds to what da wrote, as on the CPU */
     if (da)
         CU_LAUNCH(be, "binary backward kernel", reduce_grad_k,
-                  (size_t)n * g->a[0] * g->a[1] * g->a[2], *g, n, g->a[0], g->a[1], g->a[2],
-                  mul ? b : NULL, g->b[0], g->b[1], g->b[2], g->b_shared, 1.0f, dy, da,
-                  da_accumulate);
+                  (size_t)n * g->a[0] * g->a[1] * g->a[2], *g, n, binary_grad_map_a(g),
+                  mul ? b : NULL, dy, da, da_accumulate);
     if (db)
         CU_LAUNCH(be, "binary backward kernel", reduce_grad_k,
-                  (size_t)n * g->b[0] * g->b[1] * g->b[2], *g, n, g->b[0], g->b[1], g->b[2],
-                  mul ? a : NULL, g->a[0], g->a[1], g->a[2], g->a_shared,
-                  kind == BIN_SUB ? -1.0f : 1.0f, dy, db, db_accumulate);
+                  (size_t)n * g->b[0] * g->b[1] * g->b[2], *g, n, binary_grad_map_b(g, kind),
+                  mul ? a : NULL, dy, db, db_accumulate);
 }

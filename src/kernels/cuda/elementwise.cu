@@ -2,20 +2,19 @@
  * elementwise.cu — the CUDA backend's element-wise operations, as kernels/elementwise.c: the
  * multi-input add (fused ReLU) and its backward, strided row copies (concat, flatten, the
  * engine's y += x), fill, the int64 counter add, dropout with the CPU's counter-based masks
- * (core/rng.h's dtnn_hash_uniform, compiled for the device), the finite check, and the
+ * (formulas/elementwise_formulas.h, compiled for the device), the finite check, and the
  * linear layer's bias and bias gradient. One thread per value, each value computed by the
  * CPU's expression in the CPU's order (the add's passes one input at a time, the bias
  * gradient's rows in order), so the results are the CPU's bit for bit.
  */
-#include "../../core/rng.h"
+#include "../formulas/elementwise_formulas.h"
 #include "cuda_launch.cuh"
 
 static __global__ void add2_k(size_t n, const float *a, const float *b, int relu, float *y)
 {
     CU_LOOP(i, n)
     {
-        const float v = a[i] + b[i];
-        y[i] = relu && v < 0.0f ? 0.0f : v;
+        y[i] = add_relu_if(a[i] + b[i], relu);
     }
 }
 
@@ -34,7 +33,7 @@ static __global__ void add_grad_k(size_t n, const float *y, const float *dy, flo
 {
     CU_LOOP(i, n)
     {
-        const float g = y && !(y[i] > 0.0f) ? 0.0f : dy[i];
+        const float g = y ? act_relu_grad(y[i], dy[i]) : dy[i];
         dx[i] = acc ? dx[i] + g : g;
     }
 }
@@ -103,9 +102,9 @@ static __global__ void dropout_k(size_t n, float p, float scale, uint64_t seed, 
 {
     CU_LOOP(i, n)
     {
-        const uint8_t keep = dtnn_hash_uniform(seed, stream, base + i) >= p;
+        const uint8_t keep = dropout_keep(seed, stream, base + i, p);
         mask[i] = keep;
-        y[i] = keep ? x[i] * scale : 0.0f;
+        y[i] = dropout_apply(keep, x[i], scale);
     }
 }
 
@@ -123,7 +122,7 @@ static __global__ void dropout_grad_k(size_t n, float scale, const uint8_t *mask
 {
     CU_LOOP(i, n)
     {
-        const float g = mask[i] ? dy[i] * scale : 0.0f;
+        const float g = dropout_apply(mask[i], dy[i], scale);
         dx[i] = acc ? dx[i] + g : g;
     }
 }

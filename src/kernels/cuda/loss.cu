@@ -1,64 +1,15 @@
 /*
  * loss.cu — the losses on logits against integer labels with their gradient and the top-1 /
- * top-5 hits, as kernels/loss.c (its per-sample formulas, in double, made device functions).
+ * top-5 hits, as kernels/loss.c (the per-sample formulas of formulas/loss_formulas.h, in double).
  * One block: each thread takes samples i = t, t + 256, ... and keeps its own sums, which a
  * fixed tree in shared memory adds up, so the totals are the same on every run; they differ
  * from the CPU's sample-order sum by double rounding only. out [3] is written on the device;
  * the engine downloads it.
  */
-#include <math.h>
-
+#include "../formulas/loss_formulas.h"
 #include "cuda_launch.cuh"
 
 enum { LOSS_THREADS = 256 };
-
-static __device__ int label_rank(const float *z, int k, int y)
-{
-    int rank = 0;
-    for (int j = 0; j < k; j++)
-        if (z[j] > z[y] || (z[j] == z[y] && j < y))
-            rank++;
-    return rank;
-}
-
-static __device__ double sample_loss(dtnn_loss_kind kind, float smoothing, const float *z, int k,
-                                     int y, float *dz, float scale)
-{
-    double loss = 0.0;
-    if (kind == DTNN_LOSS_CROSS_ENTROPY) {
-        float mx = z[0];
-        for (int j = 1; j < k; j++)
-            mx = z[j] > mx ? z[j] : mx;
-        double sum = 0.0;
-        for (int j = 0; j < k; j++)
-            sum += exp((double)z[j] - mx);
-        const double lse = mx + log(sum);
-        const double e = smoothing;
-        double mean_logp = 0.0;
-        for (int j = 0; j < k; j++)
-            mean_logp += (z[j] - lse) / k;
-        loss = -(1.0 - e) * (z[y] - lse) - e * mean_logp;
-        if (dz)
-            for (int j = 0; j < k; j++) {
-                const double p = exp(z[j] - lse);
-                dz[j] = (float)((p - (1.0 - e) * (j == y) - e / k) * scale);
-            }
-        return loss;
-    }
-    for (int j = 0; j < k; j++) {
-        const double t = j == y ? 1.0 : 0.0, zj = z[j];
-        if (kind == DTNN_LOSS_BCE) {
-            loss += (zj > 0 ? zj : 0.0) - zj * t + log1p(exp(-fabs(zj)));
-            if (dz)
-                dz[j] = (float)((1.0 / (1.0 + exp(-zj)) - t) / k * scale);
-        } else {
-            loss += (zj - t) * (zj - t);
-            if (dz)
-                dz[j] = (float)(2.0 * (zj - t) / k * scale);
-        }
-    }
-    return loss / k;
-}
 
 static __global__ void loss_k(dtnn_loss_kind kind, float smoothing, int n, int k, const float *z,
                               const int32_t *labels, float *dz, float scale, double *out)
@@ -68,9 +19,9 @@ static __global__ void loss_k(dtnn_loss_kind kind, float smoothing, int n, int k
     double l = 0.0, h1 = 0.0, h5 = 0.0;
     for (int i = (int)t; i < n; i += LOSS_THREADS) {
         const float *zi = z + (size_t)i * k;
-        l += sample_loss(kind, smoothing, zi, k, labels[i], dz ? dz + (size_t)i * k : NULL,
+        l += loss_sample(kind, smoothing, zi, k, labels[i], dz ? dz + (size_t)i * k : NULL,
                          scale);
-        const int rank = label_rank(zi, k, labels[i]);
+        const int rank = loss_label_rank(zi, k, labels[i]);
         h1 += rank == 0;
         h5 += rank < 5;
     }

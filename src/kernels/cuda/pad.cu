@@ -1,14 +1,17 @@
 /*
  * pad.cu — constant padding of each sample's C x H x W, as kernels/pad.c: forward one thread
  * per output (the input value inside, the fill value outside), backward one thread per input
- * gradient value (the crop of dy, written or added).
+ * gradient value (the crop of dy, written or added); the padded shape is the CPU's
+ * (formulas/pad_formulas.h).
  */
+#include "../formulas/pad_formulas.h"
 #include "cuda_launch.cuh"
 
 static __global__ void pad_k(pad_geom g, int n, const float *x, float *y)
 {
-    const int K = g.front + g.C + g.back, P = g.top + g.H + g.bottom, Q = g.left + g.W + g.right;
-    const size_t PQ = (size_t)P * Q, HW = (size_t)g.H * g.W;
+    const pad_out_shape o = pad_out_of(&g);
+    const int K = o.K, Q = o.Q;
+    const size_t PQ = (size_t)o.P * Q, HW = (size_t)g.H * g.W;
     CU_LOOP(i, (size_t)n * K * PQ)
     {
         const size_t s = i / (K * PQ);
@@ -22,8 +25,9 @@ static __global__ void pad_k(pad_geom g, int n, const float *x, float *y)
 
 static __global__ void pad_grad_k(pad_geom g, int n, const float *dy, float *dx, int acc)
 {
-    const int K = g.front + g.C + g.back, P = g.top + g.H + g.bottom, Q = g.left + g.W + g.right;
-    const size_t PQ = (size_t)P * Q, HW = (size_t)g.H * g.W;
+    const pad_out_shape o = pad_out_of(&g);
+    const int K = o.K, Q = o.Q;
+    const size_t PQ = (size_t)o.P * Q, HW = (size_t)g.H * g.W;
     CU_LOOP(i, (size_t)n * g.C * HW)
     {
         const size_t s = i / (g.C * HW);
@@ -37,8 +41,8 @@ extern "C" void cuda_pad_forward(dtnn_backend *be, const pad_geom *g, int n, con
                                  float *y)
 {
     CU_SKIP_IF_FAILED(be);
-    const size_t count = (size_t)n * (g->front + g->C + g->back) * (g->top + g->H + g->bottom) *
-                         (g->left + g->W + g->right);
+    const pad_out_shape o = pad_out_of(g);
+    const size_t count = (size_t)n * o.K * o.P * o.Q;
     CU_LAUNCH(be, "pad forward kernel", pad_k, count, *g, n, x, y);
 }
 
