@@ -17,8 +17,9 @@
  * memory: NCCL already rings inside the node over NVLink and across nodes over the network.
  *
  * Not here: half-precision transport of device gradients (grad_sync converts on the host;
- * --comm-dtype is refused with nccl) and stall detection of a device all-reduce (the host does
- * not wait on it).
+ * --comm-dtype is refused with nccl), stall detection of a device all-reduce (the host does
+ * not wait on it), and a bucket size measured on NCCL's link (dtnn_bucket_auto times host
+ * buffers, so MPI's).
  */
 #include <stdlib.h>
 #include <string.h>
