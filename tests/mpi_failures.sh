@@ -36,6 +36,9 @@ expect_failure "one rank fails" "rank 1.*missing-dir|missing-dir" -- \
 # Rank 1 runs another seed: caught by the start-up agreement check.
 expect_failure "ranks disagree" "rank 1 disagrees with rank 0 on the training options" -- \
     -np 1 "$dtnn" "${args[@]}" --seed 1 : -np 1 "$dtnn" "${args[@]}" --seed 2
+# One rank computes in bf16, the other in fp32: the replicas would drift apart.
+expect_failure "ranks disagree on the precision" "rank 1 disagrees with rank 0 on the model" -- \
+    -np 1 "$dtnn" "${args[@]}" : -np 1 "$dtnn" "${args[@]}" --precision bf16
 # NCCL reduces a GPU's memory: asked for on the cpu, it says so (or that it is not built in).
 expect_failure "nccl on the cpu" "collectives nccl (needs a model on --device cuda|: this dtnn was built without NCCL)" -- \
     -np 2 "$dtnn" "${args[@]}" --collectives nccl

@@ -88,6 +88,9 @@ static dtnn_status check_agreement(dtnn_model *m, dtnn_optimizer *opt, dtnn_load
         h[0] = dtnn_fnv1a(h[0], t->dims, sizeof(int64_t) * t->ndim);
         h[0] = dtnn_fnv1a(h[0], &t->frozen, sizeof t->frozen);
     }
+    /* its arithmetic too: a bf16 replica beside an fp32 one would drift apart */
+    const int64_t precision = m->bp.precision;
+    h[0] = dtnn_fnv1a(h[0], &precision, sizeof precision);
     struct {
         int64_t epochs, steps, batch, accumulate, shuffle, loss, allreduce, dtype, sync_bn,
             collectives;
