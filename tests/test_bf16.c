@@ -173,8 +173,8 @@ static void conv_case_run(dtnn_backend *be, const bf16_case *bc, int index, dtnn
     double *edx = malloc(sizeof(double) * nx), *edb = malloc(sizeof(double) * g.K);
     conv_reference(&g, t->n, xr, wr, dyr, ey, edw, edx);
     /* the definition in float: rounded results, then what is added in fp32 */
-    float *want = malloc(sizeof(float) * (nx > ny ? (nx > nw ? nx : nw) : (ny > nw ? ny : nw)));
-    float *step = malloc(sizeof(float) * (nx > ny ? (nx > nw ? nx : nw) : (ny > nw ? ny : nw)));
+    const size_t most = nx > ny ? (nx > nw ? nx : nw) : (ny > nw ? ny : nw);
+    float *want = malloc(sizeof(float) * most), *step = malloc(sizeof(float) * most);
     const size_t PQ = (size_t)g.P * g.Q;
     for (size_t i = 0; i < ny; i++) {
         step[i] = bf16_round((float)ey[i]);

@@ -66,6 +66,8 @@ struct conv_plan {
     size_t pack_floats;         /* im2col-tiles: scratch per group for the packed filters */
     int bf16;                   /* --precision bf16: the fp32 path on rounded copies (below) */
     size_t fp32_bytes;          /* the fp32 path's scratch; the bf16 copies follow it */
+    size_t image_in, image_out; /* floats of one image's input and output */
+    size_t weights;             /* floats of the filters */
 };
 
 /* The most images (at least one) whose scratch per chunk (fixed: the part that does not grow
@@ -226,15 +228,16 @@ conv_plan *cpu_conv_plan_create(dtnn_backend *be, const conv_desc *d, dtnn_error
     c->max_batch = d->max_batch;
     c->workspace_limit = d->workspace_limit;
     plan(c, d->algo);
+    const conv_geom *g = &c->g;
+    c->image_in = (size_t)g->C * g->H * g->W;
+    c->image_out = (size_t)g->K * g->P * g->Q;
+    c->weights = (size_t)g->K * (g->C / g->groups) * g->R * g->S;
     c->bf16 = d->precision == DTNN_PRECISION_BF16;
     c->fp32_bytes = (c->workspace_bytes + 63) / 64 * 64;
-    if (c->bf16) {
-        const conv_geom *g = &c->g;
-        const size_t in = (size_t)c->max_batch * g->C * g->H * g->W;
-        const size_t out = (size_t)c->max_batch * g->K * g->P * g->Q;
-        const size_t weights = (size_t)g->K * (g->C / g->groups) * g->R * g->S;
-        c->workspace_bytes = c->fp32_bytes + sizeof(float) * (2 * in + 2 * weights + out);
-    }
+    if (c->bf16)
+        c->workspace_bytes = c->fp32_bytes + sizeof(float) * (2 * c->image_in * c->max_batch +
+                                                              2 * c->weights +
+                                                              c->image_out * c->max_batch);
     return c;
 }
 
@@ -415,16 +418,12 @@ typedef struct {
 
 static bf16_copies copies_at(const conv_plan *c, void *workspace)
 {
-    const conv_geom *g = &c->g;
-    const size_t in = (size_t)c->max_batch * g->C * g->H * g->W;
-    const size_t out = (size_t)c->max_batch * g->K * g->P * g->Q;
-    const size_t weights = (size_t)g->K * (g->C / g->groups) * g->R * g->S;
     bf16_copies b;
     b.x = (float *)((char *)workspace + c->fp32_bytes);
-    b.w = b.x + in;
-    b.dy = b.w + weights;
-    b.dw = b.dy + out;
-    b.dx = b.dw + weights;
+    b.w = b.x + c->image_in * c->max_batch;
+    b.dy = b.w + c->weights;
+    b.dw = b.dy + c->image_out * c->max_batch;
+    b.dx = b.dw + c->weights;
     return b;
 }
 
@@ -439,10 +438,10 @@ void cpu_conv_forward(dtnn_backend *be, const conv_plan *c, int n, const float *
     const conv_geom *g = &c->g;
     const size_t PQ = (size_t)g->P * g->Q;
     bf16_copies r = copies_at(c, workspace);
-    cpu_round_bf16((size_t)n * g->C * g->H * g->W, x, r.x);
-    cpu_round_bf16((size_t)g->K * (g->C / g->groups) * g->R * g->S, w, r.w);
+    cpu_round_bf16(c->image_in * n, x, r.x);
+    cpu_round_bf16(c->weights, w, r.w);
     forward_f32(c, n, r.x, r.w, NULL, y, workspace);
-    cpu_round_bf16((size_t)n * g->K * PQ, y, y);
+    cpu_round_bf16(c->image_out * n, y, y);
     for (int i = 0; b && i < n; i++)
         for (int k = 0; k < g->K; k++) {
             float *yk = y + ((size_t)i * g->K + k) * PQ;
@@ -461,8 +460,7 @@ void cpu_conv_backward(dtnn_backend *be, const conv_plan *c, int n, const float 
         return;
     }
     const conv_geom *g = &c->g;
-    const size_t in = (size_t)n * g->C * g->H * g->W, out = (size_t)n * g->K * g->P * g->Q;
-    const size_t weights = (size_t)g->K * (g->C / g->groups) * g->R * g->S;
+    const size_t in = c->image_in * n, out = c->image_out * n, weights = c->weights;
     if (db)
         cpu_bias_grad(n, g->K, g->P * g->Q, dy, db);
     if (!dw && !dx)

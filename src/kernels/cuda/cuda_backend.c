@@ -227,14 +227,12 @@ typedef struct {
     uint16_t *x, *w, *dy;
 } linear_copies;
 
-static size_t align256(size_t count) { return (count + 255) / 256 * 256; }
-
 static linear_copies linear_copies_at(const linear_desc *d, int max_batch, void *workspace)
 {
     linear_copies c;
     c.x = workspace;
-    c.w = c.x + align256((size_t)max_batch * d->in);
-    c.dy = c.w + align256((size_t)d->out * d->in);
+    c.w = c.x + cuda_round256((size_t)max_batch * d->in);
+    c.dy = c.w + cuda_round256((size_t)d->out * d->in);
     return c;
 }
 
@@ -243,9 +241,9 @@ static size_t op_linear_workspace(dtnn_backend *be, const linear_desc *d, int ma
     (void)be;
     if (d->precision != DTNN_PRECISION_BF16)
         return 0;
-    return sizeof(uint16_t) * (align256((size_t)max_batch * d->in) +
-                               align256((size_t)d->out * d->in) +
-                               align256((size_t)max_batch * d->out));
+    return sizeof(uint16_t) * (cuda_round256((size_t)max_batch * d->in) +
+                               cuda_round256((size_t)d->out * d->in) +
+                               cuda_round256((size_t)max_batch * d->out));
 }
 
 /* C (column-major, fp32) = alpha op(A) op(B) + beta C: SGEMM in fp32, GemmEx on bf16 A and B

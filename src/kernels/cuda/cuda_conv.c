@@ -248,15 +248,13 @@ typedef struct {
     uint16_t *x, *w, *y, *out;
 } bf16_copies;
 
-static size_t align256(size_t bytes) { return (bytes + 255) / 256 * 256; }
-
 static bf16_copies copies_at(const conv_plan *p, void *workspace)
 {
     bf16_copies c;
-    c.x = (uint16_t *)((char *)workspace + align256(p->cudnn_workspace));
-    c.w = c.x + align256(input_count(p, p->max_batch));
-    c.y = c.w + align256(weight_count(p));
-    c.out = c.y + align256(output_count(p, p->max_batch));
+    c.x = (uint16_t *)((char *)workspace + cuda_round256(p->cudnn_workspace));
+    c.w = c.x + cuda_round256(input_count(p, p->max_batch));
+    c.y = c.w + cuda_round256(weight_count(p));
+    c.out = c.y + cuda_round256(output_count(p, p->max_batch));
     return c;
 }
 
@@ -264,9 +262,10 @@ static void size_workspace(conv_plan *p)
 {
     p->workspace = p->cudnn_workspace;
     if (p->bf16) {
-        const size_t in = align256(input_count(p, p->max_batch)), w = align256(weight_count(p));
-        p->workspace = align256(p->cudnn_workspace) +
-                       sizeof(uint16_t) * (in + w + align256(output_count(p, p->max_batch)) +
+        const size_t in = cuda_round256(input_count(p, p->max_batch));
+        const size_t w = cuda_round256(weight_count(p));
+        p->workspace = cuda_round256(p->cudnn_workspace) +
+                       sizeof(uint16_t) * (in + w + cuda_round256(output_count(p, p->max_batch)) +
                                            DTNN_MAX(in, w));
     }
 }

@@ -52,6 +52,9 @@ typedef struct {
 } cuda_state;
 
 static inline cuda_state *cuda_of(dtnn_backend *be) { return (cuda_state *)be->state; }
+/* v rounded up to a multiple of 256 (bytes, or elements): where the workspace's parts start,
+ * aligned as cuDNN and cuBLAS want their operands. */
+static inline size_t cuda_round256(size_t v) { return (v + 255) / 256 * 256; }
 
 /* 1 when e is cudaSuccess; else records "what: reason" as the backend's failure (the first
  * one only) and returns 0. */
