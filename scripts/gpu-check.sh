@@ -159,7 +159,8 @@ export LD_LIBRARY_PATH=${libpath}${LD_LIBRARY_PATH:-}
 built=0
 if phase configure 60 cmake -S "$root" -B "$build" "${flags[@]}" &&
     phase build 200 cmake --build "$build" -j "$(nproc)" --target dtnn_cli test_gpu_ops \
-        test_gpu_train test_gpu_nccl test_bf16 test_prefetch test_e2e test_fusion test_checkpoint; then
+        test_gpu_train test_gpu_nccl test_bf16 test_prefetch test_half_transport test_e2e \
+        test_fusion test_checkpoint; then
     built=1
     grep -E 'dtnn (CUDA|BLAS|images|zlib)' "$out/configure.log" | sed 's/^-- /    /' | tee -a "$summary"
     "$build/dtnn" devices 2>&1 | sed 's/^/    /' | tee -a "$summary"
@@ -196,7 +197,8 @@ fi
 # guarded pass runs them on cpu-guarded (DTNN_DEVICE; the tests' own tolerances).
 if [ $gpu -eq 1 ] && [ $built -eq 1 ]; then
     (cd "$build" && export DTNN_DEVICE=cuda && phase suite-on-cuda 150 ctest -R \
-        '^(test_e2e|test_fusion|test_checkpoint|test_bf16|test_prefetch)$' --output-on-failure) ||
+        '^(test_e2e|test_fusion|test_checkpoint|test_bf16|test_prefetch|test_half_transport)$' \
+        --output-on-failure) ||
         failed=1
 fi
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Data parallelism means the same training: 20 SGD-momentum steps of lenet5 on 2 and 4 MPI
 # ranks, with every all-reduce strategy, fp16/bf16 transport and gradient accumulation, end
-# within a stated tolerance of the same command on one process; a rank count change on resume
+# within a stated tolerance of the same command on one process (half-precision transport on
+# cpu-guarded, a device's staged path, equals cpu's bit for bit); a rank count change on resume
 # continues the same run. Usage: mpi_equivalence.sh DTNN CKDIFF MPIRUN TMPDIR, where MPIRUN is the
 # build's launcher (build/tests/mpirun, written by tests/CMakeLists.txt) that holds the vendor's
 # options.
@@ -47,6 +48,23 @@ mpi 2 "$dtnn" train "${common[@]}" --comm-dtype fp16 --save "$tmp/fp16.safetenso
 check "2 ranks, fp16 gradients" 1e-2 "$tmp/fp16.safetensors" --weights-only
 mpi 2 "$dtnn" train "${common[@]}" --comm-dtype bf16 --save "$tmp/bf16.safetensors" >/dev/null
 check "2 ranks, bf16 gradients" 1e-2 "$tmp/bf16.safetensors" --weights-only
+# The half copies are made where the gradient lives (the backend's half_pack / half_unpack):
+# on cpu MPI sums them in place; on cpu-guarded, which takes a GPU's paths under MPI, they are
+# downloaded, summed on the host and uploaded again. The same conversions and the same sums:
+# the same bits, optimizer state included. (The guarded pass of this script is on
+# cpu-guarded already.)
+if [[ "${DTNN_DEVICE:-cpu}" == cpu ]]; then
+    for dt in fp16 bf16; do
+        mpi 2 "$dtnn" train "${common[@]}" --device cpu-guarded --comm-dtype $dt \
+            --save "$tmp/$dt-guarded.safetensors" >/dev/null
+        if out=$("$ckdiff" "$tmp/$dt.safetensors" "$tmp/$dt-guarded.safetensors" 0); then
+            echo "ok: 2 ranks, $dt gradients, cpu-guarded = cpu exactly: $out"
+        else
+            echo "FAIL: 2 ranks, $dt gradients, cpu-guarded against cpu: $out"
+            failures=$((failures + 1))
+        fi
+    done
+fi
 mpi 2 "$dtnn" train "${common[@]}" --accumulate 2 --save "$tmp/acc.safetensors" >/dev/null
 check "2 ranks x accumulate 2" 2e-5 "$tmp/acc.safetensors"
 "$dtnn" train "${common[@]}" --accumulate 4 --save "$tmp/acc1.safetensors" >/dev/null

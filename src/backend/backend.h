@@ -354,6 +354,19 @@ typedef struct {
     /* How many of x [n] are NaN or infinite. */
     size_t (*count_nonfinite)(dtnn_backend *be, const float *x, size_t n);
 
+    /* Gradients that travel in half precision (comm/grad_sync.c), converted where they live,
+     * with core/half.h's conversions (to nearest, ties to even) on every backend. dtype is
+     * DTNN_COMM_F16 or DTNN_COMM_BF16; dst and src are its bit patterns. half_pack: dst [n] =
+     * src * scale. half_unpack: dst [n] = src widened * inv_scale; for fp16, stats [2]
+     * (backend memory) also receive {1 if a value of src is infinite or NaN (its sum
+     * overflowed) else 0, the largest |dst|}, and dst is left untouched when that flag is 1,
+     * so the caller can redo the sum from dst's fp32 values. bf16 (fp32's range) is always
+     * widened; its stats are not written (may be NULL). */
+    void (*half_pack)(dtnn_backend *be, dtnn_comm_dtype dtype, size_t n, const float *src,
+                      float scale, uint16_t *dst);
+    void (*half_unpack)(dtnn_backend *be, dtnn_comm_dtype dtype, size_t n, const uint16_t *src,
+                        float inv_scale, float *dst, float *stats);
+
     /* The operations return nothing; a backend whose calls can fail (a GPU's: a launch, a
      * library call) keeps its first failure and reports it here as an error naming the call,
      * every time from then on (its later operations are skipped: the device state is no

@@ -119,6 +119,9 @@ dtnn_backend *guarded_backend_create(int threads, dtnn_error *err)
         dtnn_error_set(err, DTNN_ERR_NOMEM, "out of memory creating the cpu-guarded backend");
         return NULL;
     }
+    /* the BLAS single-threaded inside dtnn's threads, as on cpu: else its own threads sum in
+     * another order and the results are no longer cpu's bit for bit */
+    dtnn_set_threads(0);
     g->cpu = cpu_backend_ops();
     g->ops = *g->cpu;
     g->ops.enter = guarded_enter;

@@ -16,10 +16,11 @@
  * so (cudaPointerGetAttributes). hierarchical_allreduce is NCCL's own all-reduce on device
  * memory: NCCL already rings inside the node over NVLink and across nodes over the network.
  *
- * Not here: half-precision transport of device gradients (grad_sync converts on the host;
- * --comm-dtype is refused with nccl), stall detection of a device all-reduce (the host does
- * not wait on it), and a bucket size measured on NCCL's link (dtnn_bucket_auto times host
- * buffers, so MPI's).
+ * fp16 and bf16 buffers (--comm-dtype: grad_sync's half copies, made on the device by the
+ * backend's half_pack) are summed as ncclFloat16 / ncclBfloat16.
+ *
+ * Not here: stall detection of a device all-reduce (the host does not wait on it), and a
+ * bucket size measured on NCCL's link (dtnn_bucket_auto times host buffers, so MPI's).
  */
 #include <stdlib.h>
 #include <string.h>

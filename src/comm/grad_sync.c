@@ -13,20 +13,25 @@
  *                 broadcast inside the node.
  * Each rank's gradient is already scaled by 1/global batch, so the sum is the global mean.
  *
- * Half-precision transport (fp16 / bf16): a bucket is converted into a uint16 staging buffer,
- * summed in that type (MPI user operations widen to float per addition), and widened back;
- * weights and the optimizer stay fp32. fp16 has a small range, so each bucket is multiplied by
- * a power of two chosen from the previous step's reduced gradient, which is identical on every
- * rank, so all ranks pick the same scale without extra communication. A bucket whose sum still
- * overflows is redone in fp32 and its scale lowered, again identically on all ranks.
+ * Half-precision transport (fp16 / bf16): a bucket is converted into a uint16 staging buffer
+ * by the backend (half_pack, where the gradient lives: on a GPU the device converts, so NCCL
+ * sums half the bytes and MPI's staging moves half of them across PCIe), summed in that type
+ * (MPI user operations widen to float per addition, NCCL likewise), and widened back by the
+ * backend (half_unpack); weights and the optimizer stay fp32. fp16 has a small range, so each
+ * bucket is multiplied by a power of two chosen from the previous step's reduced gradient,
+ * which is identical on every rank, so all ranks pick the same scale without extra
+ * communication. A bucket whose sum still
+ * overflows is redone in fp32 and its scale lowered, again identically on all ranks. The
+ * largest value and the overflow flag come from half_unpack in backend memory, read once per
+ * step after the last bucket (on a GPU the one host wait of an fp16 step; bf16 has none).
  *
  * Backend memory: where the communicator reduces the backend's memory itself (MPI on the cpu
  * backend, whose memory is the host's: comm_reduces_backend_memory), it works on the gradient
  * in place. Elsewhere (a GPU or cpu-guarded under MPI) each bucket is downloaded into a host
  * staging copy of the gradient (the backend's host_alloc: pinned on a GPU) when it is started
  * (from the backward hook, so the copies overlap with the rest of backward as the all-reduces
- * do), reduced there, and uploaded when it completes. fp16 / bf16 conversion works on the
- * host copy; a communicator of device memory would need it on the device (the CUDA issue).
+ * do), reduced there, and uploaded when it completes; in half precision the half copy is what
+ * travels.
  */
 #include <math.h>
 #include <string.h>
@@ -52,9 +57,12 @@ struct dtnn_grad_sync {
     bucket *buckets;            /* buckets[0] is the last range of the buffer */
     int n_buckets;
     int next;                   /* next bucket to start */
-    uint16_t *staging;          /* [n] half-precision copy, when dtype != F32 */
+    uint16_t *staging;          /* [n] backend memory: the half-precision copy (dtype != F32) */
+    float *stats;               /* [2 * n_buckets] backend memory: half_unpack's (fp16) */
+    float *host_stats;          /* their host copy */
     float *host;                /* [n] host copy of the gradient, when the backend's memory is
                                  * not the host's (backend host_alloc: pinned on a GPU) */
+    uint16_t *host_half;        /* [n] host copy of staging, likewise (dtype != F32) */
     size_t n;
     double bucket_mb;           /* the size the buckets were cut at, MiB */
     char bucket_reason[240];    /* why (auto), or "" (given) */
@@ -68,45 +76,37 @@ static float *host_grads(dtnn_grad_sync *gs)
     return gs->host ? gs->host : gs->model->grads;
 }
 
-static void to_half(dtnn_grad_sync *gs, bucket *b)
+/* Converts a bucket of the gradient into the half-precision staging, on the backend. */
+static void to_half(dtnn_grad_sync *gs, const bucket *b)
 {
-    const float *g = host_grads(gs);
-    if (gs->dtype == DTNN_COMM_F16)
-        for (size_t i = b->begin; i < b->end; i++)
-            gs->staging[i] = f32_to_f16(g[i] * b->scale);
-    else
-        for (size_t i = b->begin; i < b->end; i++)
-            gs->staging[i] = f32_to_bf16(g[i]);
+    dtnn_model *m = gs->model;
+    const float scale = gs->dtype == DTNN_COMM_F16 ? b->scale : 1.0f;
+    be_run(m->be, half_pack, gs->dtype, b->end - b->begin, m->grads + b->begin, scale,
+           gs->staging + b->begin);
+    if (gs->host_half)
+        be_download(m->be, gs->host_half + b->begin, gs->staging + b->begin,
+                    sizeof(uint16_t) * (b->end - b->begin));
 }
 
-/* Widens a reduced bucket back into the gradient; returns 0 if it overflowed (fp16). */
-static int from_half(dtnn_grad_sync *gs, bucket *b)
+/* Widens a reduced bucket back into the gradient, on the backend; with fp16, its overflow
+ * flag and largest value go to stats (bucket_of), read by settle_fp16. */
+static void from_half(dtnn_grad_sync *gs, const bucket *b, int bucket_of)
 {
-    float *g = host_grads(gs);
-    if (gs->dtype == DTNN_COMM_BF16) {
-        for (size_t i = b->begin; i < b->end; i++)
-            g[i] = bf16_to_f32(gs->staging[i]);
-        return 1;
-    }
-    for (size_t i = b->begin; i < b->end; i++)
-        if ((gs->staging[i] & 0x7c00u) == 0x7c00u)
-            return 0;
-    float inv = 1.0f / b->scale, mx = 0.0f;
-    for (size_t i = b->begin; i < b->end; i++) {
-        g[i] = f16_to_f32(gs->staging[i]) * inv;
-        mx = fmaxf(mx, fabsf(g[i]));
-    }
-    /* Next step: the largest power of two that keeps this step's sum below 2^14 (4x margin). */
-    if (mx > 0.0f)
-        b->scale = fminf(ldexpf(1.0f, (int)floorf(log2f(16384.0f / mx))), 16777216.0f);
-    return 1;
+    dtnn_model *m = gs->model;
+    if (gs->host_half)
+        be_upload(m->be, gs->staging + b->begin, gs->host_half + b->begin,
+                  sizeof(uint16_t) * (b->end - b->begin));
+    const float inv = gs->dtype == DTNN_COMM_F16 ? 1.0f / b->scale : 1.0f;
+    be_run(m->be, half_unpack, gs->dtype, b->end - b->begin, gs->staging + b->begin, inv,
+           m->grads + b->begin, gs->stats ? gs->stats + 2 * bucket_of : NULL);
 }
 
+/* What the communicator reduces: the gradient or its half copy, the host's where staged. */
 static void *bucket_data(dtnn_grad_sync *gs, bucket *b)
 {
     if (gs->dtype == DTNN_COMM_F32)
         return host_grads(gs) + b->begin;
-    return gs->staging + b->begin;
+    return (gs->host_half ? gs->host_half : gs->staging) + b->begin;
 }
 
 /* Moves a bucket's range between the model's gradient and the host copy (to_host: download). */
@@ -125,8 +125,9 @@ static void stage(dtnn_grad_sync *gs, const bucket *b, int to_host)
 static dtnn_status start_bucket(dtnn_grad_sync *gs, bucket *b, dtnn_error *err)
 {
     comm_set_purpose(gs->comm, "gradient bucket", (int)(b - gs->buckets), gs->n_buckets);
-    stage(gs, b, 1);
-    if (gs->dtype != DTNN_COMM_F32)
+    if (gs->dtype == DTNN_COMM_F32)
+        stage(gs, b, 1);
+    else
         to_half(gs, b);
     b->started = 1;
     if (gs->mode == DTNN_ALLREDUCE_HIERARCHICAL)
@@ -191,21 +192,22 @@ dtnn_grad_sync *dtnn_grad_sync_create(dtnn_comm *comm, dtnn_model *m, dtnn_allre
         return NULL;
     }
     const int staged = !comm_reduces_backend_memory(comm, m->be);
-    if (!staged && !m->be->host_memory && dtype != DTNN_COMM_F32) {
-        /* the conversion to half precision is the host's (to_half), on a staging copy */
-        dtnn_error_set(err, DTNN_ERR_UNSUPPORTED, "--comm-dtype %s with %s: gradients reduced "
-                       "on the device travel in fp32 (use --comm-dtype fp32, or --collectives "
-                       "mpi for half-precision transport through the host)",
-                       dtype == DTNN_COMM_F16 ? "fp16" : "bf16", comm->ops->name);
-        free(gs);
-        return NULL;
+    const int half = dtype != DTNN_COMM_F32, fp16 = dtype == DTNN_COMM_F16;
+    const size_t n = gs->n ? gs->n : 1, nb = gs->n_buckets ? (size_t)gs->n_buckets : 1;
+    gs->buckets = calloc(nb, sizeof *gs->buckets);
+    if (half)
+        gs->staging = be_alloc(m->be, sizeof(uint16_t) * n);
+    if (fp16) {
+        gs->stats = be_alloc(m->be, 2 * sizeof(float) * nb);
+        gs->host_stats = malloc(2 * sizeof(float) * nb);
     }
-    gs->buckets = calloc(gs->n_buckets ? gs->n_buckets : 1, sizeof *gs->buckets);
-    if (dtype != DTNN_COMM_F32)
-        gs->staging = malloc(sizeof(uint16_t) * (gs->n ? gs->n : 1));
-    if (staged)
-        gs->host = m->be->op->host_alloc(m->be, sizeof(float) * (gs->n ? gs->n : 1));
-    if (!gs->buckets || (dtype != DTNN_COMM_F32 && !gs->staging) || (staged && !gs->host)) {
+    if (staged) {
+        gs->host = m->be->op->host_alloc(m->be, sizeof(float) * n);
+        if (half)
+            gs->host_half = m->be->op->host_alloc(m->be, sizeof(uint16_t) * n);
+    }
+    if (!gs->buckets || (half && !gs->staging) || (fp16 && (!gs->stats || !gs->host_stats)) ||
+        (staged && (!gs->host || (half && !gs->host_half)))) {
         dtnn_grad_sync_free(gs);
         dtnn_error_set(err, DTNN_ERR_NOMEM, "out of memory for gradient buckets");
         return NULL;
@@ -222,10 +224,15 @@ void dtnn_grad_sync_free(dtnn_grad_sync *gs)
 {
     if (!gs)
         return;
+    dtnn_backend *be = gs->model->be;
     free(gs->buckets);
-    free(gs->staging);
+    free(gs->host_stats);
+    be_free(be, gs->staging);
+    be_free(be, gs->stats);
     if (gs->host)
-        gs->model->be->op->host_free(gs->model->be, gs->host);
+        be->op->host_free(be, gs->host);
+    if (gs->host_half)
+        be->op->host_free(be, gs->host_half);
     free(gs);
 }
 
@@ -237,6 +244,34 @@ void dtnn_grad_sync_begin(dtnn_grad_sync *gs)
         gs->buckets[i].started = 0;
     if (gs->mode == DTNN_ALLREDUCE_OVERLAP)
         dtnn_model_set_backward_hook(gs->model, on_backward, gs);
+}
+
+/* After an fp16 step: each bucket's next scale, from its largest reduced value (the same on
+ * every rank), and an overflowed bucket redone in fp32 (identically on every rank, from this
+ * rank's gradient, which half_unpack left untouched) with its scale lowered. */
+static dtnn_status settle_fp16(dtnn_grad_sync *gs, dtnn_error *err)
+{
+    dtnn_model *m = gs->model;
+    be_download(m->be, gs->host_stats, gs->stats, 2 * sizeof(float) * (size_t)gs->n_buckets);
+    dtnn_status st = DTNN_OK;
+    for (int i = 0; i < gs->n_buckets && !st; i++) {
+        bucket *b = &gs->buckets[i];
+        const float overflow = gs->host_stats[2 * i], largest = gs->host_stats[2 * i + 1];
+        if (overflow == 0.0f) {
+            /* the largest power of two that keeps this sum below 2^14 (a 4x margin) */
+            if (largest > 0.0f)
+                b->scale = fminf(ldexpf(1.0f, (int)floorf(log2f(16384.0f / largest))),
+                                 16777216.0f);
+            continue;
+        }
+        b->scale *= 1.0f / 256.0f;
+        comm_set_purpose(gs->comm, "fp16 overflow redo of gradient bucket", i, gs->n_buckets);
+        stage(gs, b, 1);
+        st = dtnn_comm_allreduce_sum(gs->comm, host_grads(gs) + b->begin, b->end - b->begin,
+                                     err);
+        stage(gs, b, 0);
+    }
+    return st;
 }
 
 dtnn_status dtnn_grad_sync_finish(dtnn_grad_sync *gs, dtnn_error *err)
@@ -255,17 +290,13 @@ dtnn_status dtnn_grad_sync_finish(dtnn_grad_sync *gs, dtnn_error *err)
             st = comm_wait(gs->comm, b->request, err);
         if (st)
             continue;
-        if (gs->dtype != DTNN_COMM_F32 && !from_half(gs, b)) {
-            /* fp16 overflow: redo this bucket in fp32 (identically on every rank); the host
-             * copy still holds this rank's fp32 values (from_half wrote nothing). */
-            b->scale *= 1.0f / 256.0f;
-            comm_set_purpose(gs->comm, "fp16 overflow redo of gradient bucket", i,
-                             gs->n_buckets);
-            st = dtnn_comm_allreduce_sum(gs->comm, host_grads(gs) + b->begin,
-                                         b->end - b->begin, err);
-        }
-        stage(gs, b, 0);
+        if (gs->dtype == DTNN_COMM_F32)
+            stage(gs, b, 0);
+        else
+            from_half(gs, b, i);
     }
+    if (!st && gs->dtype == DTNN_COMM_F16)
+        st = settle_fp16(gs, err);
     if (gs->comm->trace)
         trace_span(gs->comm->trace, TRACE_GRAD_WAIT, "gradient all-reduce wait", t0,
                    gs->comm->step);

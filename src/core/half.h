@@ -1,7 +1,9 @@
 /*
  * half.h — float32 <-> IEEE binary16 and bfloat16, round to nearest even, for gradients that
  * travel in half precision and for the CPU's bf16 compute (--precision bf16). Pure bit
- * manipulation, so every rank converts identically, and as CUDA's __float2bfloat16_rn does.
+ * manipulation, so every rank converts identically, and as CUDA's __float2bfloat16_rn does;
+ * nvcc compiles them too (the CUDA backend's half-precision gradient transport), so the device
+ * converts with the same bits.
  */
 #ifndef DTNN_HALF_H
 #define DTNN_HALF_H
@@ -9,21 +11,23 @@
 #include <stdint.h>
 #include <string.h>
 
-static inline uint32_t half_bits(float f)
+#include "host_device.h"
+
+static inline DTNN_HOST_DEVICE uint32_t half_bits(float f)
 {
     uint32_t u;
     memcpy(&u, &f, 4);
     return u;
 }
 
-static inline float half_float(uint32_t u)
+static inline DTNN_HOST_DEVICE float half_float(uint32_t u)
 {
     float f;
     memcpy(&f, &u, 4);
     return f;
 }
 
-static inline uint16_t f32_to_bf16(float f)
+static inline DTNN_HOST_DEVICE uint16_t f32_to_bf16(float f)
 {
     uint32_t u = half_bits(f);
     if ((u & 0x7fffffffu) > 0x7f800000u)
@@ -32,12 +36,15 @@ static inline uint16_t f32_to_bf16(float f)
     return (uint16_t)(u >> 16);
 }
 
-static inline float bf16_to_f32(uint16_t h) { return half_float((uint32_t)h << 16); }
+static inline DTNN_HOST_DEVICE float bf16_to_f32(uint16_t h)
+{
+    return half_float((uint32_t)h << 16);
+}
 
 /* f rounded to the nearest bfloat16, kept in a float. */
-static inline float bf16_round(float f) { return bf16_to_f32(f32_to_bf16(f)); }
+static inline DTNN_HOST_DEVICE float bf16_round(float f) { return bf16_to_f32(f32_to_bf16(f)); }
 
-static inline uint16_t f32_to_f16(float f)
+static inline DTNN_HOST_DEVICE uint16_t f32_to_f16(float f)
 {
     uint32_t u = half_bits(f);
     uint32_t sign = (u >> 16) & 0x8000u;
@@ -61,7 +68,7 @@ static inline uint16_t f32_to_f16(float f)
     return (uint16_t)(sign | (r >> 13));
 }
 
-static inline float f16_to_f32(uint16_t h)
+static inline DTNN_HOST_DEVICE float f16_to_f32(uint16_t h)
 {
     uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
     uint32_t e = (h >> 10) & 0x1fu, m = h & 0x3ffu;

@@ -345,6 +345,20 @@ static size_t op_count_nonfinite(dtnn_backend *be, const float *x, size_t n)
     return cpu_count_nonfinite(x, n);
 }
 
+static void op_half_pack(dtnn_backend *be, dtnn_comm_dtype dtype, size_t n, const float *src,
+                         float scale, uint16_t *dst)
+{
+    (void)be;
+    cpu_half_pack(dtype, n, src, scale, dst);
+}
+
+static void op_half_unpack(dtnn_backend *be, dtnn_comm_dtype dtype, size_t n,
+                           const uint16_t *src, float inv_scale, float *dst, float *stats)
+{
+    (void)be;
+    cpu_half_unpack(dtype, n, src, inv_scale, dst, stats);
+}
+
 const dtnn_backend_ops cpu_backend_table = {
     .enter = cpu_enter,
     .leave = cpu_leave,
@@ -401,4 +415,6 @@ const dtnn_backend_ops cpu_backend_table = {
     .adam_step = op_adam_step,
     .rmsprop_step = op_rmsprop_step,
     .count_nonfinite = op_count_nonfinite,
+    .half_pack = op_half_pack,
+    .half_unpack = op_half_unpack,
 };

@@ -46,6 +46,8 @@
 #define cpu_dropout_forward CPU_ISA_NAME(cpu_dropout_forward)
 #define cpu_dropout_backward CPU_ISA_NAME(cpu_dropout_backward)
 #define cpu_count_nonfinite CPU_ISA_NAME(cpu_count_nonfinite)
+#define cpu_half_pack CPU_ISA_NAME(cpu_half_pack)
+#define cpu_half_unpack CPU_ISA_NAME(cpu_half_unpack)
 #define cpu_bn_param_grads CPU_ISA_NAME(cpu_bn_param_grads)
 #define cpu_shortcut_forward CPU_ISA_NAME(cpu_shortcut_forward)
 #define cpu_shortcut_backward CPU_ISA_NAME(cpu_shortcut_backward)

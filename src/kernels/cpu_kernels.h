@@ -119,6 +119,11 @@ void cpu_linear_backward(const linear_desc *d, int n, const float *x, const floa
 /* bf16.c: y = x rounded to bfloat16 (y may be x); store: y = or += x rounded. */
 void cpu_round_bf16(size_t n, const float *x, float *y);
 void cpu_store_bf16(size_t n, const float *x, float *y, int accumulate);
+/* half_transport.c: the half_pack and half_unpack of the table (backend/backend.h). */
+void cpu_half_pack(dtnn_comm_dtype dtype, size_t n, const float *src, float scale,
+                   uint16_t *dst);
+void cpu_half_unpack(dtnn_comm_dtype dtype, size_t n, const uint16_t *src, float inv_scale,
+                     float *dst, float *stats);
 
 /* Element-wise families (elementwise.c, broadcast.c, pad.c, shortcut.c, loss.c,
  * optim.c): the contracts are

@@ -407,12 +407,14 @@ static const dtnn_backend_ops cuda_table = {
     .adam_step = cuda_adam_step,
     .rmsprop_step = cuda_rmsprop_step,
     .count_nonfinite = cuda_count_nonfinite,
+    .half_pack = cuda_half_pack,
+    .half_unpack = cuda_half_unpack,
     .check = op_check,
 };
 
 /* A new operation in backend.h must be written here too: this stops the build until it is
- * (61 = every entry of dtnn_backend_ops, all function pointers). */
-_Static_assert(sizeof(dtnn_backend_ops) == 61 * sizeof(void (*)(void)),
+ * (63 = every entry of dtnn_backend_ops, all function pointers). */
+_Static_assert(sizeof(dtnn_backend_ops) == 63 * sizeof(void (*)(void)),
                "dtnn_backend_ops changed: add the new operations to cuda_table and missing_ops");
 
 /* The operations the table leaves out, listed in msg: none while every entry above is set;
@@ -482,6 +484,8 @@ static int missing_ops(const dtnn_backend_ops *t, char *msg, size_t len)
         OP(adam_step),
         OP(rmsprop_step),
         OP(count_nonfinite),
+        OP(half_pack),
+        OP(half_unpack),
     };
 #undef OP
     int missing = 0;

@@ -105,6 +105,11 @@ void cuda_to_bf16(dtnn_backend *be, size_t n, const float *x, uint16_t *y);
 void cuda_from_bf16(dtnn_backend *be, size_t n, const uint16_t *x, float *y, int accumulate);
 void cuda_from_bf16_bias(dtnn_backend *be, int n, int K, size_t hw, const uint16_t *x,
                          const float *bias, float *y);
+/* half_transport.cu: the table's half_pack and half_unpack */
+void cuda_half_pack(dtnn_backend *be, dtnn_comm_dtype dtype, size_t n, const float *src,
+                    float scale, uint16_t *dst);
+void cuda_half_unpack(dtnn_backend *be, dtnn_comm_dtype dtype, size_t n, const uint16_t *src,
+                      float inv_scale, float *dst, float *stats);
 /* activation.cu */
 void cuda_act_forward(dtnn_backend *be, act_kind kind, float a, float b, size_t count,
                       const float *x, float *y);
