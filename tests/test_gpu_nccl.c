@@ -6,7 +6,9 @@
  * ordered before what the compute stream queues after its wait; host buffers go to the
  * communicator below; a gradient all-reduce (grad_sync) on it leaves one rank's training as
  * without it, in fp32, and in fp16 and bf16 transport (converted on the device: one rank gets
- * exactly core/half.h's round trip). Skipped (exit 77, one line why) without NCCL in the
+ * exactly core/half.h's round trip); with a stall timeout the same sums are watched, and on
+ * several ranks a sum rank 1 never joins is reported on rank 0, naming its bucket and step,
+ * and the communicator aborted. Skipped (exit 77, one line why) without NCCL in the
  * build or a GPU.
  */
 #include <math.h>
@@ -161,6 +163,31 @@ int main(int argc, char **argv)
     const char *names[] = {"fp32", "fp16", "bf16"};
     for (int t = 0; t < 3; t++)
         check_grad_sync(c, m, dtypes[t], names[t], size);
+
+    /* with --stall-timeout the host watches each sum: the same results, then a sum that one
+     * rank never joins is reported and the communicator aborted (several ranks only) */
+    dtnn_comm_set_stall_timeout(c, 60.0);
+    be_upload(m->be, d, h, sizeof(float) * n);
+    CHECK_OK(comm_iallreduce(c, d, n, DTNN_COMM_F32, &req, &err), &err);
+    CHECK_OK(comm_wait(c, req, &err), &err);
+    CHECK_OK(dtnn_comm_allreduce_sum(c, d, n, &err), &err);
+    be_download(m->be, got, d, sizeof(float) * n);
+    expect_all("two sums watched for stalls", got, n, 1.0f, size * size);
+    check_grad_sync(c, m, DTNN_COMM_F32, "fp32, watched for stalls", size);
+    if (size > 1) {
+        dtnn_comm_set_stall_timeout(c, 2.0);
+        comm_set_step(c, 7);
+        if (c->rank == 0) {
+            comm_set_purpose(c, "gradient bucket", 2, 5);
+            const dtnn_status st = comm_iallreduce(c, d, n, DTNN_COMM_F32, &req, &err) ? 1
+                                   : comm_wait(c, req, &err);
+            printf("a sum rank 1 never joins: %s\n", st ? err.message : "no error  FAIL");
+            CHECK(st == DTNN_ERR_COMM && strstr(err.message, "stalled") &&
+                  strstr(err.message, "gradient bucket 3 of 5") && strstr(err.message, "step 7"));
+            CHECK(dtnn_comm_allreduce_sum(c, d, n, &err) == DTNN_ERR_COMM &&
+                  strstr(err.message, "aborted"));
+        }
+    }
     be_free(m->be, d);
     free(h), free(got);
     dtnn_comm_free(c);

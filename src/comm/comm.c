@@ -54,6 +54,16 @@ int dtnn_comm_cores(const dtnn_comm *c) { return c->cores; }
 
 void dtnn_comm_set_trace(dtnn_comm *c, dtnn_trace *t) { c->trace = t; }
 
+void comm_purpose_label(char *out, size_t size, const comm_purpose *p, const char *op)
+{
+    if (p->what && p->count > 0)
+        snprintf(out, size, "%s %d of %d: %s", p->what, p->index + 1, p->count, op);
+    else if (p->what)
+        snprintf(out, size, "%s: %s", p->what, op);
+    else
+        snprintf(out, size, "%s", op);
+}
+
 void comm_set_purpose(dtnn_comm *c, const char *what, int index, int count)
 {
     c->purpose = (comm_purpose){what, index, count};

@@ -69,6 +69,8 @@ struct dtnn_comm {
 };
 
 void comm_set_purpose(dtnn_comm *c, const char *what, int index, int count);
+/* "gradient bucket 3 of 8: MPI_Iallreduce", or the operation alone without a purpose. */
+void comm_purpose_label(char *out, size_t size, const comm_purpose *p, const char *op);
 /* The training step under way, for stall reports and traces (-1: none). */
 void comm_set_step(dtnn_comm *c, int64_t step);
 dtnn_status comm_gather(dtnn_comm *c, const void *send, size_t bytes, void *recv,

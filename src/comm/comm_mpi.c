@@ -103,17 +103,6 @@ static void answer_stall_queries(dtnn_comm *c, int drain)
     }
 }
 
-/* "gradient bucket 3 of 8: MPI_Iallreduce", or the operation alone without a purpose. */
-static void collective_label(char *out, size_t size, const comm_purpose *p, const char *op)
-{
-    if (p->what && p->count > 0)
-        snprintf(out, size, "%s %d of %d: %s", p->what, p->index + 1, p->count, op);
-    else if (p->what)
-        snprintf(out, size, "%s: %s", p->what, op);
-    else
-        snprintf(out, size, "%s", op);
-}
-
 /* Appends rank r to a space-separated list, ending it with "..." when full. */
 static void list_rank(char *list, size_t size, int r)
 {
@@ -230,7 +219,7 @@ static dtnn_status wait_request(dtnn_comm *c, MPI_Request *req, long seq, const 
 {
     mpi_impl *im = c->impl;
     char label[80];
-    collective_label(label, sizeof label, purpose, op);
+    comm_purpose_label(label, sizeof label, purpose, op);
     if (c->stall_timeout <= 0)
         return mpi_check(MPI_Wait(req, MPI_STATUS_IGNORE), label, c, err);
     double t0 = MPI_Wtime();

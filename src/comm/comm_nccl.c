@@ -19,11 +19,22 @@
  * fp16 and bf16 buffers (--comm-dtype: grad_sync's half copies, made on the device by the
  * backend's half_pack) are summed as ncclFloat16 / ncclBfloat16.
  *
- * Not here: stall detection of a device all-reduce (the host does not wait on it), and a
- * bucket size measured on NCCL's link (dtnn_bucket_auto times host buffers, so MPI's).
+ * Stalls (--stall-timeout, dtnn_comm_set_stall_timeout): with a timeout the host does wait for
+ * each all-reduce, polling its event and NCCL's asynchronous error, so that a sum that never
+ * ends (a rank gone, a link down) becomes an error naming it, its bucket and the step, instead
+ * of a hang in the next copy from the device. Past the timeout, or on an error NCCL reports
+ * (a peer's failure), the communicator is aborted (ncclCommAbort makes its kernels return, so
+ * the streams drain) and every later call fails with the reason; the job then ends as with
+ * MPI's stall report, and a restart resumes from the last checkpoint. The price is the host's
+ * overlap with those all-reduces; without a timeout (the default) the host never waits in a
+ * step. Not covered: a rank lost before ncclCommInitRank returns.
+ *
+ * Not here: a bucket size measured on NCCL's link (dtnn_bucket_auto times host buffers, so
+ * MPI's).
  */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "comm_internal.h"
 
@@ -55,8 +66,11 @@ typedef struct {
     int device;
     cudaEvent_t *done;          /* per request: its all-reduce finished */
     unsigned char *busy;        /* per request: started and not yet waited for */
+    comm_purpose *purpose;      /* per request: what it sums, for a stall report */
     int cap;
     cudaEvent_t ready;          /* the compute stream's work so far (scratch) */
+    cudaEvent_t summed;         /* a blocking sum's end (scratch) */
+    char aborted[320];          /* why the communicator was aborted, or "" */
 } nccl_impl;
 
 static nccl_impl *impl_of(dtnn_comm *c) { return c->impl; }
@@ -108,6 +122,8 @@ static dtnn_status queue_sum(nccl_impl *s, void *buf, size_t n, ncclDataType_t t
                              dtnn_error *err)
 {
     dtnn_status st;
+    if (s->aborted[0])
+        return dtnn_error_set(err, DTNN_ERR_COMM, "%s", s->aborted);
     if ((st = cuda_status(cudaEventRecord(s->ready, s->compute), "cudaEventRecord", err)) ||
         (st = cuda_status(cudaStreamWaitEvent(s->stream, s->ready, 0), "cudaStreamWaitEvent",
                           err)))
@@ -116,11 +132,62 @@ static dtnn_status queue_sum(nccl_impl *s, void *buf, size_t n, ncclDataType_t t
                        "ncclAllReduce", err);
 }
 
-/* A blocking sum: queued, then waited for on the host. */
-static dtnn_status blocking_sum(nccl_impl *s, void *buf, size_t n, ncclDataType_t t,
+/* Ends the communicator after a stall or a failure NCCL reported: its kernels return, and
+ * every later call fails with this message. */
+static dtnn_status abort_stalled(dtnn_comm *c, const comm_purpose *p, const char *op,
+                                 ncclResult_t async, double waited, dtnn_error *err)
+{
+    nccl_impl *s = impl_of(c);
+    char label[160];
+    comm_purpose_label(label, sizeof label, p, op);
+    if (async != ncclSuccess && async != ncclInProgress)
+        snprintf(s->aborted, sizeof s->aborted, "rank %d: NCCL failed in %s at step %lld after "
+                 "%.1f s: %s (%s); the NCCL communicator was aborted", c->rank, label,
+                 (long long)c->step, waited, ncclGetErrorString(async),
+                 ncclGetLastError(s->nccl));
+    else
+        snprintf(s->aborted, sizeof s->aborted, "rank %d stalled %.1f s in %s at step %lld "
+                 "(--stall-timeout %g): a rank stopped or its link failed; the NCCL "
+                 "communicator was aborted", c->rank, waited, label, (long long)c->step,
+                 c->stall_timeout);
+    ncclCommAbort(s->nccl);
+    s->nccl = NULL;
+    return dtnn_error_set(err, DTNN_ERR_COMM, "%s", s->aborted);
+}
+
+/* With a stall timeout, the host waits for ev (the end of the collective op for p), polling
+ * (see the top of the file); without one, nothing. */
+static dtnn_status watch(dtnn_comm *c, cudaEvent_t ev, const comm_purpose *p, const char *op,
+                         dtnn_error *err)
+{
+    nccl_impl *s = impl_of(c);
+    if (c->stall_timeout <= 0)
+        return DTNN_OK;
+    const double t0 = dtnn_now();
+    const struct timespec pause = {0, 100000};  /* 0.1 ms: far below a bucket's all-reduce */
+    for (;;) {
+        const cudaError_t e = cudaEventQuery(ev);
+        if (e != cudaErrorNotReady)
+            return cuda_status(e, "cudaEventQuery (nccl collective)", err);
+        ncclResult_t async = ncclSuccess;
+        ncclCommGetAsyncError(s->nccl, &async);
+        const double waited = dtnn_now() - t0;
+        if ((async != ncclSuccess && async != ncclInProgress) || waited > c->stall_timeout)
+            return abort_stalled(c, p, op, async, waited, err);
+        nanosleep(&pause, NULL);
+    }
+}
+
+/* A blocking sum: queued, then waited for on the host (watched for stalls). */
+static dtnn_status blocking_sum(dtnn_comm *c, void *buf, size_t n, ncclDataType_t t,
                                 dtnn_error *err)
 {
+    nccl_impl *s = impl_of(c);
     dtnn_status st = queue_sum(s, buf, n, t, err);
+    if (!st)
+        st = cuda_status(cudaEventRecord(s->summed, s->stream), "cudaEventRecord", err);
+    if (!st)
+        st = watch(c, s->summed, &c->purpose, "ncclAllReduce", err);
     return st ? st : cuda_status(cudaStreamSynchronize(s->stream), "cudaStreamSynchronize "
                                  "(nccl all-reduce)", err);
 }
@@ -130,7 +197,7 @@ static dtnn_status nccl_allreduce_sum(dtnn_comm *c, float *buf, size_t n, dtnn_e
     nccl_impl *s = impl_of(c);
     if (!on_device(buf))
         return s->below->ops->allreduce_sum(s->below, buf, n, err);
-    return blocking_sum(s, buf, n, ncclFloat32, err);
+    return blocking_sum(c, buf, n, ncclFloat32, err);
 }
 
 static dtnn_status nccl_allreduce_f64(dtnn_comm *c, double *buf, size_t n, dtnn_error *err)
@@ -138,7 +205,7 @@ static dtnn_status nccl_allreduce_f64(dtnn_comm *c, double *buf, size_t n, dtnn_
     nccl_impl *s = impl_of(c);
     if (!on_device(buf))
         return s->below->ops->allreduce_sum_f64(s->below, buf, n, err);
-    return blocking_sum(s, buf, n, ncclFloat64, err);
+    return blocking_sum(c, buf, n, ncclFloat64, err);
 }
 
 static dtnn_status nccl_allreduce(dtnn_comm *c, void *buf, size_t n, dtnn_comm_dtype dtype,
@@ -149,7 +216,7 @@ static dtnn_status nccl_allreduce(dtnn_comm *c, void *buf, size_t n, dtnn_comm_d
         return s->below->ops->allreduce(s->below, buf, n, dtype, err);
     ncclDataType_t t = ncclFloat32;
     dtnn_status st = type_of(dtype, &t, err);
-    return st ? st : blocking_sum(s, buf, n, t, err);
+    return st ? st : blocking_sum(c, buf, n, t, err);
 }
 
 static dtnn_status nccl_broadcast(dtnn_comm *c, void *buf, size_t bytes, int root,
@@ -158,12 +225,16 @@ static dtnn_status nccl_broadcast(dtnn_comm *c, void *buf, size_t bytes, int roo
     nccl_impl *s = impl_of(c);
     if (!on_device(buf))
         return s->below->ops->broadcast(s->below, buf, bytes, root, err);
+    if (s->aborted[0])
+        return dtnn_error_set(err, DTNN_ERR_COMM, "%s", s->aborted);
     dtnn_status st;
     if ((st = cuda_status(cudaEventRecord(s->ready, s->compute), "cudaEventRecord", err)) ||
         (st = cuda_status(cudaStreamWaitEvent(s->stream, s->ready, 0), "cudaStreamWaitEvent",
                           err)) ||
         (st = nccl_status(ncclBroadcast(buf, buf, bytes, ncclUint8, root, s->nccl, s->stream),
-                          "ncclBroadcast", err)))
+                          "ncclBroadcast", err)) ||
+        (st = cuda_status(cudaEventRecord(s->summed, s->stream), "cudaEventRecord", err)) ||
+        (st = watch(c, s->summed, &c->purpose, "ncclBroadcast", err)))
         return st;
     return cuda_status(cudaStreamSynchronize(s->stream), "cudaStreamSynchronize (nccl "
                        "broadcast)", err);
@@ -201,7 +272,10 @@ static int take_request(nccl_impl *s, dtnn_error *err)
     unsigned char *busy = realloc(s->busy, (size_t)cap);
     if (busy)
         s->busy = busy;
-    if (!done || !busy) {
+    comm_purpose *purpose = realloc(s->purpose, sizeof *purpose * (size_t)cap);
+    if (purpose)
+        s->purpose = purpose;
+    if (!done || !busy || !purpose) {
         dtnn_error_set(err, DTNN_ERR_NOMEM, "out of memory for all-reduce requests");
         return -1;
     }
@@ -236,6 +310,7 @@ static dtnn_status nccl_iallreduce(dtnn_comm *c, void *buf, size_t n, dtnn_comm_
         (st = cuda_status(cudaEventRecord(s->done[r], s->stream), "cudaEventRecord", err)))
         return st;
     s->busy[r] = 1;
+    s->purpose[r] = c->purpose;
     *request = r;
     return DTNN_OK;
 }
@@ -257,13 +332,16 @@ static dtnn_status nccl_test(dtnn_comm *c, int request, int *done, dtnn_error *e
     return cuda_status(e, "cudaEventQuery (nccl all-reduce)", err);
 }
 
-/* The compute stream waits for the request; the host does not. */
+/* The compute stream waits for the request; the host does not (but with a stall timeout). */
 static dtnn_status nccl_wait(dtnn_comm *c, int request, dtnn_error *err)
 {
     nccl_impl *s = impl_of(c);
     if (request < 0 || request >= s->cap || !s->busy[request])
         return DTNN_OK;
     s->busy[request] = 0;
+    dtnn_status st = watch(c, s->done[request], &s->purpose[request], "ncclAllReduce", err);
+    if (st)
+        return st;
     return cuda_status(cudaStreamWaitEvent(s->compute, s->done[request], 0),
                        "cudaStreamWaitEvent (after nccl all-reduce)", err);
 }
@@ -277,7 +355,8 @@ static dtnn_status nccl_hierarchical(dtnn_comm *c, void *buf, size_t n, dtnn_com
 static void nccl_abort(dtnn_comm *c, int code, const char *message)
 {
     nccl_impl *s = impl_of(c);
-    ncclCommAbort(s->nccl);
+    if (s->nccl)
+        ncclCommAbort(s->nccl);
     s->nccl = NULL;
     s->below->ops->abort(s->below, code, message);
 }
@@ -295,10 +374,13 @@ static void nccl_destroy(dtnn_comm *c)
             cudaEventDestroy(s->done[i]);
         if (s->ready)
             cudaEventDestroy(s->ready);
+        if (s->summed)
+            cudaEventDestroy(s->summed);
         if (s->stream)
             cudaStreamDestroy(s->stream);
         free(s->done);
         free(s->busy);
+        free(s->purpose);
         free(s);
     }
     free(c);
@@ -366,6 +448,9 @@ dtnn_comm *dtnn_comm_nccl_create(dtnn_comm *below, dtnn_model *m, dtnn_error *er
                          "cudaStreamCreateWithFlags (nccl)", err);
     if (!st)
         st = cuda_status(cudaEventCreateWithFlags(&s->ready, cudaEventDisableTiming),
+                         "cudaEventCreateWithFlags", err);
+    if (!st)
+        st = cuda_status(cudaEventCreateWithFlags(&s->summed, cudaEventDisableTiming),
                          "cudaEventCreateWithFlags", err);
     if (!st)
         st = nccl_status(ncclCommInitRank(&s->nccl, below->size, id, below->rank),
