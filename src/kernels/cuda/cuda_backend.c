@@ -19,8 +19,8 @@
  * built by code that may have no communicator at all; the comm layer's local rank
  * (comm_mpi.c's MPI_Comm_split_type) is the same number.
  *
- * Not done here (later work, see README): NHWC layouts, NCCL, a copy stream overlapping batch
- * uploads with compute.
+ * DTNN_CUDA_CONV_LAYOUT=nchw|nhwc fixes the layout of bf16 convolutions' copies, which is
+ * otherwise measured per geometry (cuda_conv.c): for tests of both, and to diagnose.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -521,6 +521,22 @@ int cuda_backend_device_count(char *why, size_t len)
     return count;
 }
 
+/* DTNN_CUDA_CONV_LAYOUT (the top of this file). */
+static dtnn_status pick_conv_layout(cuda_layout *layout, dtnn_error *err)
+{
+    const char *v = getenv("DTNN_CUDA_CONV_LAYOUT");
+    if (!v || !*v || !strcmp(v, "auto"))
+        *layout = CUDA_LAYOUT_MEASURED;
+    else if (!strcmp(v, "nchw"))
+        *layout = CUDA_LAYOUT_NCHW;
+    else if (!strcmp(v, "nhwc"))
+        *layout = CUDA_LAYOUT_NHWC;
+    else
+        return dtnn_error_set(err, DTNN_ERR_ARG, "device 'cuda': DTNN_CUDA_CONV_LAYOUT='%s': "
+                              "choose auto (measured), nchw or nhwc", v);
+    return DTNN_OK;
+}
+
 /* The device for this process (the top of this file says why from the environment). */
 static int pick_device(int count, dtnn_error *err, int *device)
 {
@@ -572,7 +588,8 @@ dtnn_backend *cuda_backend_create(int threads, dtnn_error *err)
         return NULL;
     }
     int device;
-    if (pick_device(count, err, &device) != DTNN_OK)
+    cuda_layout layout = CUDA_LAYOUT_MEASURED;
+    if (pick_device(count, err, &device) != DTNN_OK || pick_conv_layout(&layout, err) != DTNN_OK)
         return NULL;
     dtnn_backend *be = calloc(1, sizeof *be);
     cuda_state *s = calloc(1, sizeof *s);
@@ -583,6 +600,7 @@ dtnn_backend *cuda_backend_create(int threads, dtnn_error *err)
         return NULL;
     }
     s->device = device;
+    s->conv_layout = layout;
     be->op = &cuda_table;
     be->name = "cuda";
     be->host_memory = 0;

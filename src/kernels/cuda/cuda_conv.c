@@ -11,7 +11,7 @@
  * algorithm choice, bias and its gradient. The graph API's C form (cudnnBackend*) takes dozens
  * of attribute calls per operation, more code to get wrong before it has run on a GPU, and its
  * convenient form (cudnn-frontend) is C++. The graph API is worth its cost for what this file
- * does not do yet, fused conv + bias + ReLU and bf16 NHWC; it would replace this file only.
+ * does not do yet, fused conv + bias + ReLU; it would replace this file only.
  *
  * Numbers: in fp32, math type CUDNN_FMA_MATH, plain fp32 (cuDNN's default allows TF32 on
  * tensor cores, 10 mantissa bits, which would not pass an fp32 comparison with the CPU). Among
@@ -25,6 +25,14 @@
  * results are widened into the engine's fp32 tensors (bf16.cu), the bias added after, and the
  * bias gradient is summed from the fp32 dy: the CPU's bf16 emulation step for step
  * (kernels/cpu_conv.c), so the two differ only in the order of the fp32 sums.
+ *
+ * Layout of the bf16 copies: NCHW or channels-last (NHWC tensors, KRSC filters), whichever
+ * the measurement finds faster for the geometry (the sum of the three chosen passes' times),
+ * NHWC only where cuDNN has an algorithm for it. The engine's tensors stay NCHW: the copies
+ * exist anyway, so the transposing conversions (bf16.cu) make the layout change free of extra
+ * passes over memory; tensor-core kernels are native to NHWC, and PyTorch's AMP runs ResNets
+ * channels-last for this reason. fp32 plans stay NCHW: they have no copy to fold a transpose
+ * into, and without tensor cores (TF32 is off) NCHW is cuDNN's own layout for them.
  *
  * Asymmetric padding (ONNX models only: pad_extra_h / pad_extra_w) is refused when the plan is
  * made, with a message saying so: cuDNN pads symmetrically, and padding the input into a
@@ -43,7 +51,9 @@ struct conv_plan {
     conv_geom g;
     int max_batch;
     int bf16;
-    /* x, y, xn, yn and w are in the passes' data type (fp32, or bf16 for bf16 copies) */
+    int nhwc;                       /* bf16: the copies are channels-last */
+    float measured_ms;              /* the chosen passes' measured times, summed */
+    /* x, y, xn, yn and w are in the passes' data type and layout (fp32, or bf16 copies) */
     cudnnTensorDescriptor_t x, y;   /* [max_batch, C, H, W], [max_batch, K, P, Q] */
     cudnnTensorDescriptor_t xn, yn; /* the same for a smaller batch, set by the call */
     cudnnTensorDescriptor_t yf, yfn;    /* bf16: the fp32 output (bias gradient); else NULL */
@@ -96,6 +106,7 @@ typedef struct {
     size_t memory;
     cudnnDeterminism_t determinism;
     cudnnMathType_t math;
+    float time;                     /* ms */
 } measured;
 
 /* The fastest (cuDNN returns them fastest first) usable result within the limit,
@@ -130,7 +141,8 @@ static const char *fwd_name(int a)
 static void name_method(conv_plan *p)
 {
     snprintf(p->method, sizeof p->method, "cudnn%s %s/bwd-data %d/bwd-filter %d",
-             p->bf16 ? " bf16" : "", fwd_name(p->fwd), (int)p->bwd_data, (int)p->bwd_filter);
+             p->bf16 ? (p->nhwc ? " bf16 nhwc" : " bf16 nchw") : "", fwd_name(p->fwd),
+             (int)p->bwd_data, (int)p->bwd_filter);
 }
 
 static dtnn_status step(cudnnStatus_t st, const char *call, const conv_geom *g, dtnn_error *err)
@@ -153,11 +165,12 @@ static dtnn_status step(cudnnStatus_t st, const char *call, const conv_geom *g, 
             return st;                                                                         \
         for (int i = 0; i < count; i++)                                                        \
             m[i] = (measured){(int)perf[i].algo, perf[i].status, perf[i].memory,               \
-                              perf[i].determinism, perf[i].mathType};                          \
+                              perf[i].determinism, perf[i].mathType, perf[i].time};            \
         const int c = choose(m, count, limit, p->bf16);                                        \
         if (c < 0)                                                                             \
             goto none;                                                                         \
         dst = m[c].algo;                                                                       \
+        p->measured_ms += m[c].time;                                                           \
         p->cudnn_workspace = DTNN_MAX(p->cudnn_workspace, m[c].memory);                        \
     } while (0)
 
@@ -168,6 +181,7 @@ static dtnn_status measure(cudnnHandle_t h, conv_plan *p, size_t limit, dtnn_err
     measured m[16];
     int count = 0, algo = 0;
     dtnn_status st;
+    p->measured_ms = 0.0f;
     MEASURE_PASS(cudnnConvolutionFwdAlgoPerf_t, CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
                  cudnnFindConvolutionForwardAlgorithm(h, p->x, p->w, p->conv, p->y,
                                                       CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &count,
@@ -192,8 +206,8 @@ none:
     return dtnn_error_set(err, DTNN_ERR_UNSUPPORTED, "cuda conv plan (%dx%d, %d -> %d channels, "
                           "%dx%d input, batch %d): cuDNN has no %s algorithm for a pass within "
                           "the workspace limit of %zu bytes (raise the workspace limit)", g->R,
-                          g->S, g->C, g->K, g->H, g->W, p->max_batch, p->bf16 ? "bf16" : "fp32",
-                          limit);
+                          g->S, g->C, g->K, g->H, g->W, p->max_batch,
+                          p->bf16 ? (p->nhwc ? "bf16 NHWC" : "bf16") : "fp32", limit);
 }
 #undef MEASURE_PASS
 
@@ -223,7 +237,8 @@ static void remember(cuda_state *s, const conv_plan *p, size_t limit, dtnn_preci
     }
     s->choices[s->n_choices++] = (cuda_conv_choice){p->g, p->max_batch, limit, precision,
                                                     (int)p->fwd, (int)p->bwd_data,
-                                                    (int)p->bwd_filter, p->cudnn_workspace};
+                                                    (int)p->bwd_filter, p->nhwc,
+                                                    p->cudnn_workspace};
 }
 
 /* Element counts of the bf16 copies: an input batch, the weights, an output batch. */
@@ -258,6 +273,61 @@ static bf16_copies copies_at(const conv_plan *p, void *workspace)
     return c;
 }
 
+/* The copies' conversions in the plan's layout. Channels-last transposes each image's
+ * [C][H*W] (or [K][P*Q]) and each filter's [C/groups][R*S]. */
+static void input_to_bf16(dtnn_backend *be, const conv_plan *p, int n, const float *x,
+                          uint16_t *c)
+{
+    if (p->nhwc)
+        cuda_to_bf16_t(be, n, p->g.C, p->g.H * p->g.W, x, c);
+    else
+        cuda_to_bf16(be, input_count(p, n), x, c);
+}
+
+static void output_to_bf16(dtnn_backend *be, const conv_plan *p, int n, const float *dy,
+                           uint16_t *c)
+{
+    if (p->nhwc)
+        cuda_to_bf16_t(be, n, p->g.K, p->g.P * p->g.Q, dy, c);
+    else
+        cuda_to_bf16(be, output_count(p, n), dy, c);
+}
+
+static void weights_to_bf16(dtnn_backend *be, const conv_plan *p, const float *w, uint16_t *c)
+{
+    if (p->nhwc)
+        cuda_to_bf16_t(be, p->g.K, p->g.C / p->g.groups, p->g.R * p->g.S, w, c);
+    else
+        cuda_to_bf16(be, weight_count(p), w, c);
+}
+
+static void output_from_bf16(dtnn_backend *be, const conv_plan *p, int n, const uint16_t *c,
+                             const float *bias, float *y)
+{
+    if (p->nhwc)
+        cuda_from_bf16_t(be, n, p->g.K, p->g.P * p->g.Q, c, bias, y, 0);
+    else
+        cuda_from_bf16_bias(be, n, p->g.K, (size_t)p->g.P * p->g.Q, c, bias, y);
+}
+
+static void input_from_bf16(dtnn_backend *be, const conv_plan *p, int n, const uint16_t *c,
+                            float *dx, int accumulate)
+{
+    if (p->nhwc)
+        cuda_from_bf16_t(be, n, p->g.C, p->g.H * p->g.W, c, NULL, dx, accumulate);
+    else
+        cuda_from_bf16(be, input_count(p, n), c, dx, accumulate);
+}
+
+static void weights_from_bf16(dtnn_backend *be, const conv_plan *p, const uint16_t *c,
+                              float *dw)
+{
+    if (p->nhwc)
+        cuda_from_bf16_t(be, p->g.K, p->g.C / p->g.groups, p->g.R * p->g.S, c, NULL, dw, 1);
+    else
+        cuda_from_bf16(be, weight_count(p), c, dw, 1);
+}
+
 static void size_workspace(conv_plan *p)
 {
     p->workspace = p->cudnn_workspace;
@@ -275,6 +345,7 @@ static dtnn_status describe(conv_plan *p, dtnn_error *err)
 {
     const conv_geom *g = &p->g;
     const cudnnDataType_t dt = p->bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
+    const cudnnTensorFormat_t fmt = p->nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
     cudnnTensorDescriptor_t *tensors[] = {&p->x, &p->y, &p->xn, &p->yn, &p->bias, &p->yf,
                                           &p->yfn};
     dtnn_status st;
@@ -285,11 +356,9 @@ static dtnn_status describe(conv_plan *p, dtnn_error *err)
     if ((st = step(cudnnCreateFilterDescriptor(&p->w), "cudnnCreateFilterDescriptor", g, err)) ||
         (st = step(cudnnCreateConvolutionDescriptor(&p->conv),
                    "cudnnCreateConvolutionDescriptor", g, err)) ||
-        (st = step(cudnnSetTensor4dDescriptor(p->x, CUDNN_TENSOR_NCHW, dt, p->max_batch, g->C,
-                                              g->H, g->W),
+        (st = step(cudnnSetTensor4dDescriptor(p->x, fmt, dt, p->max_batch, g->C, g->H, g->W),
                    "cudnnSetTensor4dDescriptor (input)", g, err)) ||
-        (st = step(cudnnSetTensor4dDescriptor(p->y, CUDNN_TENSOR_NCHW, dt, p->max_batch, g->K,
-                                              g->P, g->Q),
+        (st = step(cudnnSetTensor4dDescriptor(p->y, fmt, dt, p->max_batch, g->K, g->P, g->Q),
                    "cudnnSetTensor4dDescriptor (output)", g, err)) ||
         (p->yf && (st = step(cudnnSetTensor4dDescriptor(p->yf, CUDNN_TENSOR_NCHW,
                                                         CUDNN_DATA_FLOAT, p->max_batch, g->K,
@@ -298,8 +367,8 @@ static dtnn_status describe(conv_plan *p, dtnn_error *err)
         (st = step(cudnnSetTensor4dDescriptor(p->bias, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1,
                                               g->K, 1, 1),
                    "cudnnSetTensor4dDescriptor (bias)", g, err)) ||
-        (st = step(cudnnSetFilter4dDescriptor(p->w, dt, CUDNN_TENSOR_NCHW, g->K,
-                                              g->C / g->groups, g->R, g->S),
+        (st = step(cudnnSetFilter4dDescriptor(p->w, dt, fmt, g->K, g->C / g->groups, g->R,
+                                              g->S),
                    "cudnnSetFilter4dDescriptor", g, err)) ||
         /* fp32 compute in both: PSEUDO_BFLOAT16 for bf16 tensors */
         (st = step(cudnnSetConvolution2dDescriptor(p->conv, g->pad_h, g->pad_w, g->stride_h,
@@ -324,6 +393,38 @@ static dtnn_status describe(conv_plan *p, dtnn_error *err)
     return DTNN_OK;
 }
 
+/* A plan in one layout (nhwc: bf16 only), its algorithms those of `known` or measured; NULL
+ * with a message in err when it cannot be made. */
+static conv_plan *plan_in(dtnn_backend *be, const conv_desc *d, size_t limit, int nhwc,
+                          const cuda_conv_choice *known, dtnn_error *err)
+{
+    conv_plan *p = calloc(1, sizeof *p);
+    if (!p) {
+        dtnn_error_set(err, DTNN_ERR_NOMEM, "out of memory making a convolution plan");
+        return NULL;
+    }
+    p->g = d->g;
+    p->max_batch = d->max_batch;
+    p->bf16 = d->precision == DTNN_PRECISION_BF16;
+    p->nhwc = nhwc;
+    if (describe(p, err) != DTNN_OK) {
+        cuda_conv_plan_free(be, p);
+        return NULL;
+    }
+    if (known) {
+        p->fwd = (cudnnConvolutionFwdAlgo_t)known->fwd;
+        p->bwd_data = (cudnnConvolutionBwdDataAlgo_t)known->bwd_data;
+        p->bwd_filter = (cudnnConvolutionBwdFilterAlgo_t)known->bwd_filter;
+        p->cudnn_workspace = known->workspace;
+        name_method(p);
+    } else if (measure(handle_of(be), p, limit, err) != DTNN_OK) {
+        cuda_conv_plan_free(be, p);
+        return NULL;
+    }
+    size_workspace(p);
+    return p;
+}
+
 conv_plan *cuda_conv_plan_create(dtnn_backend *be, const conv_desc *d, dtnn_error *err)
 {
     const conv_geom *g = &d->g;
@@ -335,33 +436,29 @@ conv_plan *cuda_conv_plan_create(dtnn_backend *be, const conv_desc *d, dtnn_erro
                        g->pad_extra_w);
         return NULL;
     }
-    conv_plan *p = calloc(1, sizeof *p);
-    if (!p) {
-        dtnn_error_set(err, DTNN_ERR_NOMEM, "out of memory making a convolution plan");
-        return NULL;
-    }
-    p->g = *g;
-    p->max_batch = d->max_batch;
-    p->bf16 = d->precision == DTNN_PRECISION_BF16;
     const size_t limit = d->workspace_limit ? d->workspace_limit : (size_t)-1;
-    if (describe(p, err) != DTNN_OK) {
-        cuda_conv_plan_free(be, p);
-        return NULL;
-    }
     const cuda_conv_choice *known = cached(cuda_of(be), d, limit);
-    if (known) {
-        p->fwd = (cudnnConvolutionFwdAlgo_t)known->fwd;
-        p->bwd_data = (cudnnConvolutionBwdDataAlgo_t)known->bwd_data;
-        p->bwd_filter = (cudnnConvolutionBwdFilterAlgo_t)known->bwd_filter;
-        p->cudnn_workspace = known->workspace;
-        name_method(p);
-    } else if (measure(handle_of(be), p, limit, err) != DTNN_OK) {
-        cuda_conv_plan_free(be, p);
-        return NULL;
-    } else {
-        remember(cuda_of(be), p, limit, d->precision);
+    if (known)
+        return plan_in(be, d, limit, known->nhwc, known, err);
+    /* bf16: channels-last unless it is slower or cuDNN has no algorithm in it (the top of the
+     * file), or DTNN_CUDA_CONV_LAYOUT says otherwise */
+    const int bf16 = d->precision == DTNN_PRECISION_BF16;
+    const cuda_layout wish = cuda_of(be)->conv_layout;
+    conv_plan *p = NULL;
+    dtnn_error spare;
+    if (bf16 && wish != CUDA_LAYOUT_NCHW)
+        p = plan_in(be, d, limit, 1, NULL, &spare);
+    if (!p || wish == CUDA_LAYOUT_MEASURED) {
+        conv_plan *nchw = plan_in(be, d, limit, 0, NULL, p ? &spare : err);
+        if (nchw && (!p || nchw->measured_ms < p->measured_ms)) {
+            cuda_conv_plan_free(be, p);
+            p = nchw;
+        } else {
+            cuda_conv_plan_free(be, nchw);
+        }
     }
-    size_workspace(p);
+    if (p)
+        remember(cuda_of(be), p, limit, d->precision);
     return p;
 }
 
@@ -388,11 +485,10 @@ static int descs_for(dtnn_backend *be, const conv_plan *p, int n, batch_descs *d
         return 0;
     }
     const cudnnDataType_t dt = p->bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
-    if (!cudnn_ok(be, cudnnSetTensor4dDescriptor(p->xn, CUDNN_TENSOR_NCHW, dt, n, g->C, g->H,
-                                                 g->W),
+    const cudnnTensorFormat_t fmt = p->nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
+    if (!cudnn_ok(be, cudnnSetTensor4dDescriptor(p->xn, fmt, dt, n, g->C, g->H, g->W),
                   "cudnnSetTensor4dDescriptor (input)", p) ||
-        !cudnn_ok(be, cudnnSetTensor4dDescriptor(p->yn, CUDNN_TENSOR_NCHW, dt, n, g->K, g->P,
-                                                 g->Q),
+        !cudnn_ok(be, cudnnSetTensor4dDescriptor(p->yn, fmt, dt, n, g->K, g->P, g->Q),
                   "cudnnSetTensor4dDescriptor (output)", p) ||
         (p->bf16 && !cudnn_ok(be, cudnnSetTensor4dDescriptor(p->yfn, CUDNN_TENSOR_NCHW,
                                                              CUDNN_DATA_FLOAT, n, g->K, g->P,
@@ -437,12 +533,12 @@ void cuda_conv_forward(dtnn_backend *be, const conv_plan *p, int n, const float 
         return;
     }
     bf16_copies c = copies_at(p, workspace);
-    cuda_to_bf16(be, input_count(p, n), x, c.x);
-    cuda_to_bf16(be, weight_count(p), w, c.w);
+    input_to_bf16(be, p, n, x, c.x);
+    weights_to_bf16(be, p, w, c.w);
     if (cudnn_ok(be, cudnnConvolutionForward(h, &one, d.x, c.x, p->w, c.w, p->conv, p->fwd,
                                              workspace, p->cudnn_workspace, &zero, d.y, c.y),
                  "cudnnConvolutionForward", p))
-        cuda_from_bf16_bias(be, n, p->g.K, (size_t)p->g.P * p->g.Q, c.y, bias, y);
+        output_from_bf16(be, p, n, c.y, bias, y);
 }
 
 void cuda_conv_backward(dtnn_backend *be, const conv_plan *p, int n, const float *x,
@@ -477,23 +573,23 @@ void cuda_conv_backward(dtnn_backend *be, const conv_plan *p, int n, const float
     /* bf16: each pass writes its bf16 result into c.out (beta 0), widened into the fp32
      * gradient, dw first, then dx */
     bf16_copies c = copies_at(p, workspace);
-    cuda_to_bf16(be, output_count(p, n), dy, c.y);
+    output_to_bf16(be, p, n, dy, c.y);
     if (dw) {
-        cuda_to_bf16(be, input_count(p, n), x, c.x);
+        input_to_bf16(be, p, n, x, c.x);
         if (!cudnn_ok(be, cudnnConvolutionBackwardFilter(h, &one, d.x, c.x, d.y, c.y, p->conv,
                                                          p->bwd_filter, workspace,
                                                          p->cudnn_workspace, &zero, p->w,
                                                          c.out),
                       "cudnnConvolutionBackwardFilter", p))
             return;
-        cuda_from_bf16(be, weight_count(p), c.out, dw, 1);
+        weights_from_bf16(be, p, c.out, dw);
     }
     if (dx) {
-        cuda_to_bf16(be, weight_count(p), w, c.w);
+        weights_to_bf16(be, p, w, c.w);
         if (cudnn_ok(be, cudnnConvolutionBackwardData(h, &one, p->w, c.w, d.y, c.y, p->conv,
                                                       p->bwd_data, workspace,
                                                       p->cudnn_workspace, &zero, d.x, c.out),
                      "cudnnConvolutionBackwardData", p))
-            cuda_from_bf16(be, input_count(p, n), c.out, dx, accumulate);
+            input_from_bf16(be, p, n, c.out, dx, accumulate);
     }
 }

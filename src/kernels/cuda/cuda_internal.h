@@ -32,8 +32,13 @@ typedef struct {
     size_t limit;
     dtnn_precision precision;
     int fwd, bwd_data, bwd_filter;
+    int nhwc;                   /* bf16: the copies channels-last */
     size_t workspace;
 } cuda_conv_choice;
+
+/* The layout of bf16 convolutions' copies (cuda_conv.c): measured, or fixed by
+ * DTNN_CUDA_CONV_LAYOUT (tests, diagnosis) where cuDNN has an algorithm in it. */
+typedef enum { CUDA_LAYOUT_MEASURED = 0, CUDA_LAYOUT_NCHW, CUDA_LAYOUT_NHWC } cuda_layout;
 
 typedef struct {
     int device;
@@ -46,6 +51,7 @@ typedef struct {
     unsigned long long *count;  /* device scratch: count_nonfinite's counter */
     size_t allocations;         /* cudaMalloc + cudaMallocHost calls so far */
     cuda_conv_choice *choices;  /* measured so far, n_choices of cap_choices */
+    cuda_layout conv_layout;
     int n_choices, cap_choices;
     int failed;
     char error[448];
@@ -105,6 +111,13 @@ void cuda_to_bf16(dtnn_backend *be, size_t n, const float *x, uint16_t *y);
 void cuda_from_bf16(dtnn_backend *be, size_t n, const uint16_t *x, float *y, int accumulate);
 void cuda_from_bf16_bias(dtnn_backend *be, int n, int K, size_t hw, const uint16_t *x,
                          const float *bias, float *y);
+/* The same with a transpose of each of `batches` matrices, for channels-last copies: to:
+ * y [b][c][r] = bf16(x [b][r][c]); from: y [b][r][c] = (or +=) widen(x [b][c][r]) + bias [r]
+ * (bias NULL: none), for r < rows, c < cols. */
+void cuda_to_bf16_t(dtnn_backend *be, int batches, int rows, int cols, const float *x,
+                    uint16_t *y);
+void cuda_from_bf16_t(dtnn_backend *be, int batches, int rows, int cols, const uint16_t *x,
+                      const float *bias, float *y, int accumulate);
 /* half_transport.cu: the table's half_pack and half_unpack */
 void cuda_half_pack(dtnn_backend *be, dtnn_comm_dtype dtype, size_t n, const float *src,
                     float scale, uint16_t *dst);
