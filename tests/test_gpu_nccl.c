@@ -30,21 +30,6 @@ int main(void)
 #include "core/half.h"
 #include "model/model_internal.h"
 
-static dtnn_model *small_model(dtnn_error *err)
-{
-    dtnn_model *m = dtnn_model_create(1, 8, 8);
-    dtnn_model_add(m, "conv2d", "conv", "filters=4 kernel=3", NULL, 0, err);
-    dtnn_model_add(m, "flatten", NULL, "", NULL, 0, err);
-    dtnn_model_add(m, "linear", "fc", "outputs=3", NULL, 0, err);
-    dtnn_build_params bp;
-    dtnn_build_params_default(&bp);
-    bp.max_batch = 4;
-    bp.device = "cuda";
-    bp.optimizer_slots = 1;
-    CHECK_OK(dtnn_model_build(m, &bp, err), err);
-    return m;
-}
-
 /* Every element equal to want; prints the first that is not. */
 static void expect_all(const char *label, const float *got, size_t n, float want_per_rank,
                        int size)
@@ -58,27 +43,6 @@ static void expect_all(const char *label, const float *got, size_t n, float want
     test_failures += bad != 0;
 }
 
-/* Training gradients of a small batch, with (sync 1) or without the gradient all-reduce gs. */
-static void gradients(dtnn_model *m, dtnn_grad_sync *gs, int sync, int size, float *out)
-{
-    dtnn_error err;
-    float x[4 * 64];
-    int32_t y[4] = {0, 1, 2, 1};
-    test_fill(x, 4 * 64, 5);
-    dtnn_loss_params lp;
-    dtnn_loss_params_default(&lp);
-    dtnn_model_zero_grad(m);
-    if (sync)
-        dtnn_grad_sync_begin(gs);
-    CHECK_OK(dtnn_model_forward(m, x, 4, 1, &err), &err);
-    CHECK_OK(dtnn_model_loss(m, y, 4, &lp, 1.0f / (float)(4 * size), NULL, &err), &err);
-    CHECK_OK(dtnn_model_backward(m, &err), &err);
-    if (sync)
-        CHECK_OK(dtnn_grad_sync_finish(gs, &err), &err);
-    CHECK_OK(dtnn_model_read(m, DTNN_REGION_GRADS, 0, out,
-                             sizeof(float) * dtnn_model_grads_length(m), &err), &err);
-}
-
 static void check_grad_sync(dtnn_comm *c, dtnn_model *m, dtnn_comm_dtype dtype,
                             const char *name, int size)
 {
@@ -89,8 +53,8 @@ static void check_grad_sync(dtnn_comm *c, dtnn_model *m, dtnn_comm_dtype dtype,
         return;
     const size_t ng = dtnn_model_grads_length(m);
     float *before = malloc(sizeof(float) * ng), *after = malloc(sizeof(float) * ng);
-    gradients(m, gs, 0, size, before);
-    gradients(m, gs, 1, size, after);
+    tu_small_net_grads(m, NULL, 1.0f / (float)(4 * size), before);
+    tu_small_net_grads(m, gs, 1.0f / (float)(4 * size), after);
     char label[96];
     snprintf(label, sizeof label, "gradients after the NCCL all-reduce, %s (%d buckets)", name,
              dtnn_grad_sync_bucket_count(gs));
@@ -124,7 +88,9 @@ int main(int argc, char **argv)
         return 1;
     }
     const int size = dtnn_comm_size(below);
-    dtnn_model *m = small_model(&err);
+    dtnn_model *m = tu_small_net("cuda");
+    if (!m)
+        return 1;
     dtnn_comm *c = dtnn_comm_nccl_create(below, m, &err);
     if (!c) {
         fprintf(stderr, "FAIL: %s\n", err.message);

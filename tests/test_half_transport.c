@@ -116,28 +116,6 @@ static void check_unpack(dtnn_backend *be, dtnn_comm_dtype dtype, size_t n, floa
     free(got);
 }
 
-/* A small net's training gradients for one fixed batch, the loss scaled by loss_scale, through
- * gs when not NULL. */
-static void model_gradients(dtnn_model *m, dtnn_grad_sync *gs, float loss_scale, float *out)
-{
-    dtnn_error err;
-    float x[4 * 64];
-    int32_t y[4] = {0, 1, 2, 1};
-    test_fill(x, 4 * 64, 5);
-    dtnn_loss_params lp;
-    dtnn_loss_params_default(&lp);
-    dtnn_model_zero_grad(m);
-    if (gs)
-        dtnn_grad_sync_begin(gs);
-    CHECK_OK(dtnn_model_forward(m, x, 4, 1, &err), &err);
-    CHECK_OK(dtnn_model_loss(m, y, 4, &lp, loss_scale, NULL, &err), &err);
-    CHECK_OK(dtnn_model_backward(m, &err), &err);
-    if (gs)
-        CHECK_OK(dtnn_grad_sync_finish(gs, &err), &err);
-    CHECK_OK(dtnn_model_read(m, DTNN_REGION_GRADS, 0, out,
-                             sizeof(float) * dtnn_model_grads_length(m), &err), &err);
-}
-
 /* grad_sync's fp16 transport on one process (its sum is the rank's own values), one bucket,
  * its scale followed over four steps whose gradients peak at 100, 100, 450 and 2500: the
  * first overflows at the starting scale 1024, so it is redone in fp32 and the scale drops to
@@ -150,15 +128,9 @@ static void model_gradients(dtnn_model *m, dtnn_grad_sync *gs, float loss_scale,
 static void check_fp16_scaling(void)
 {
     dtnn_error err;
-    dtnn_model *m = dtnn_model_create(1, 8, 8);
-    dtnn_model_add(m, "conv2d", "conv", "filters=4 kernel=3", NULL, 0, &err);
-    dtnn_model_add(m, "flatten", NULL, "", NULL, 0, &err);
-    dtnn_model_add(m, "linear", "fc", "outputs=3", NULL, 0, &err);
-    dtnn_build_params bp;
-    dtnn_build_params_default(&bp);
-    bp.max_batch = 4;
-    bp.device = tu_device();
-    CHECK_OK(dtnn_model_build(m, &bp, &err), &err);
+    dtnn_model *m = tu_small_net(tu_device());
+    if (!m)
+        return;
     dtnn_comm *c = dtnn_comm_create_single();
     dtnn_grad_sync *gs = dtnn_grad_sync_create(c, m, DTNN_ALLREDUCE_BLOCKING, 1.0,
                                                DTNN_COMM_F16, &err);
@@ -166,7 +138,7 @@ static void check_fp16_scaling(void)
     const size_t n = dtnn_model_grads_length(m);
     float *g = malloc(sizeof(float) * n), *want = malloc(sizeof(float) * n);
     float *got = malloc(sizeof(float) * n);
-    model_gradients(m, NULL, 1.0f, g);
+    tu_small_net_grads(m, NULL, 1.0f, g);
     float unit = 0.0f;
     for (size_t i = 0; i < n; i++)
         unit = fmaxf(unit, fabsf(g[i]));
@@ -175,7 +147,7 @@ static void check_fp16_scaling(void)
     float scale = 1024.0f;
     for (int step = 0; step < 4 && gs; step++) {
         const float loss_scale = peaks[step] / unit;
-        model_gradients(m, NULL, loss_scale, g);
+        tu_small_net_grads(m, NULL, loss_scale, g);
         int overflow = 0;
         float top = 0.0f;
         for (size_t i = 0; i < n; i++)
@@ -184,7 +156,7 @@ static void check_fp16_scaling(void)
             want[i] = overflow ? g[i] : f16_to_f32(f32_to_f16(g[i] * scale)) * (1.0f / scale);
             top = fmaxf(top, fabsf(want[i]));
         }
-        model_gradients(m, gs, loss_scale, got);
+        tu_small_net_grads(m, gs, loss_scale, got);
         char label[96];
         snprintf(label, sizeof label, "grad_sync fp16, step %d at scale %g%s", step + 1,
                  (double)scale, overflow ? ": overflow, redone in fp32" : "");

@@ -255,3 +255,44 @@ float *tu_copy_input_grad(const dtnn_model *m)
     }
     return v;
 }
+
+dtnn_model *tu_small_net(const char *device)
+{
+    dtnn_error err;
+    dtnn_model *m = dtnn_model_create(1, 8, 8);
+    dtnn_build_params bp;
+    dtnn_build_params_default(&bp);
+    bp.max_batch = 4;
+    bp.device = device;
+    bp.optimizer_slots = 1;
+    if (dtnn_model_add(m, "conv2d", "conv", "filters=4 kernel=3", NULL, 0, &err) < 0 ||
+        dtnn_model_add(m, "flatten", NULL, "", NULL, 0, &err) < 0 ||
+        dtnn_model_add(m, "linear", "fc", "outputs=3", NULL, 0, &err) < 0 ||
+        dtnn_model_build(m, &bp, &err) != DTNN_OK) {
+        fprintf(stderr, "FAIL: the small net on %s: %s\n", device, err.message);
+        test_failures++;
+        dtnn_model_free(m);
+        return NULL;
+    }
+    return m;
+}
+
+void tu_small_net_grads(dtnn_model *m, dtnn_grad_sync *gs, float loss_scale, float *out)
+{
+    dtnn_error err;
+    float x[4 * 64];
+    int32_t y[4] = {0, 1, 2, 1};
+    test_fill(x, 4 * 64, 5);
+    dtnn_loss_params lp;
+    dtnn_loss_params_default(&lp);
+    dtnn_model_zero_grad(m);
+    if (gs)
+        dtnn_grad_sync_begin(gs);
+    CHECK_OK(dtnn_model_forward(m, x, 4, 1, &err), &err);
+    CHECK_OK(dtnn_model_loss(m, y, 4, &lp, loss_scale, NULL, &err), &err);
+    CHECK_OK(dtnn_model_backward(m, &err), &err);
+    if (gs)
+        CHECK_OK(dtnn_grad_sync_finish(gs, &err), &err);
+    CHECK_OK(dtnn_model_read(m, DTNN_REGION_GRADS, 0, out,
+                             sizeof(float) * dtnn_model_grads_length(m), &err), &err);
+}

@@ -72,4 +72,12 @@ float *tu_copy_input_grad(const dtnn_model *m);
 /* The device the C tests build their models on: $DTNN_DEVICE, else cpu. */
 const char *tu_device(void);
 
+/* The gradient all-reduce tests' model: conv 3x3 (4 filters) on 1x8x8, flatten, linear to 3,
+ * for batches of 4, built for training on `device`. NULL (a failure counted) when it cannot
+ * be built. */
+dtnn_model *tu_small_net(const char *device);
+/* Its training gradients (copied into out) for one fixed batch of 4, the loss scaled by
+ * loss_scale, summed through gs between backward and the copy when gs is not NULL. */
+void tu_small_net_grads(dtnn_model *m, dtnn_grad_sync *gs, float loss_scale, float *out);
+
 #endif
