@@ -128,6 +128,11 @@ flags=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DDTNN_CUDA=ON "-DDTNN_CUDA_ARCH=$arc
     -DDTNN_ONNX=OFF -DDTNN_MPI=OFF)
 if [ -n "$nvcc" ]; then flags+=("-DCMAKE_CUDA_COMPILER=$nvcc"); fi
 libpath=""
+# the toolkit's own libraries too: cuDNN 9 loads libnvrtc and libcublasLt at run time
+if [ -n "$nvcc" ]; then
+    toolkit=$(dirname "$(dirname "$nvcc")")
+    libpath=$toolkit/lib64:$toolkit/lib:
+fi
 for d in "$cudnn_root" "$nccl_root" "$cublas_root"; do
     if [ -n "$d" ]; then libpath=$d/lib:$libpath; fi
 done
@@ -187,7 +192,8 @@ fi
 if [ $gpu -eq 1 ] && [ $built -eq 1 ]; then
     phase dtnn-resnet50-fp32 90 "$build/dtnn" bench --device cuda --model resnet50 \
         --batch-size 256 --steps 10 --warmup 3 --workspace-mb 2048 || failed=1
-    phase dtnn-resnet50-bf16 90 "$build/dtnn" bench --device cuda --model resnet50 \
+    # bf16 measures every geometry in two layouts (NCHW and channels-last) at build
+    phase dtnn-resnet50-bf16 150 "$build/dtnn" bench --device cuda --model resnet50 \
         --precision bf16 --batch-size 256 --steps 10 --warmup 3 --workspace-mb 2048 || failed=1
     phase dtnn-resnet20-fp32 45 "$build/dtnn" bench --device cuda --model resnet20 \
         --batch-size 512 --steps 20 --warmup 3 --workspace-mb 2048 || failed=1

@@ -120,12 +120,14 @@ def main():
     for name, (make, classes, size, batch, bf16) in runs.items():
         try:
             result[name] = round(images_per_sec(make, classes, size, batch, bf16), 1)
+            # the numbers so far, each time: a run cut short by its time limit keeps them
+            print(json.dumps(result), flush=True)
             print("%s: %.1f images/s" % (name, result[name]), file=sys.stderr)
         except Exception as e:  # report and go on: the table shows the others
             print("%s: failed: %s" % (name, e), file=sys.stderr)
             failures += 1
         torch.cuda.empty_cache()
-    print(json.dumps(result))
+    print(json.dumps(result), flush=True)
     return 1 if failures else 0
 
 

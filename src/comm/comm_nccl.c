@@ -150,8 +150,13 @@ static dtnn_status abort_stalled(dtnn_comm *c, const comm_purpose *p, const char
                  "(--stall-timeout %g): a rank stopped or its link failed; the NCCL "
                  "communicator was aborted", c->rank, waited, label, (long long)c->step,
                  c->stall_timeout);
-    ncclCommAbort(s->nccl);
+    const ncclResult_t r = ncclCommAbort(s->nccl);
     s->nccl = NULL;
+    if (r != ncclSuccess) {
+        const size_t len = strlen(s->aborted);
+        snprintf(s->aborted + len, sizeof s->aborted - len, " (ncclCommAbort: %s)",
+                 ncclGetErrorString(r));
+    }
     return dtnn_error_set(err, DTNN_ERR_COMM, "%s", s->aborted);
 }
 
@@ -163,12 +168,17 @@ static dtnn_status watch(dtnn_comm *c, cudaEvent_t ev, const comm_purpose *p, co
     nccl_impl *s = impl_of(c);
     if (c->stall_timeout <= 0)
         return DTNN_OK;
+    if (s->aborted[0])  /* its communicator is gone: the first reason stands */
+        return dtnn_error_set(err, DTNN_ERR_COMM, "%s", s->aborted);
     const double t0 = dtnn_now();
     const struct timespec pause = {0, 100000};  /* 0.1 ms: far below a bucket's all-reduce */
     for (;;) {
         const cudaError_t e = cudaEventQuery(ev);
         if (e != cudaErrorNotReady)
             return cuda_status(e, "cudaEventQuery (nccl collective)", err);
+        /* "not ready" is also left as the runtime's last error, which the backend's next
+         * launch check would take for its own failure */
+        cudaGetLastError();
         ncclResult_t async = ncclSuccess;
         ncclCommGetAsyncError(s->nccl, &async);
         const double waited = dtnn_now() - t0;

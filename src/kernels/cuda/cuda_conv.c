@@ -63,6 +63,10 @@ struct conv_plan {
     cudnnConvolutionFwdAlgo_t fwd;
     cudnnConvolutionBwdDataAlgo_t bwd_data;
     cudnnConvolutionBwdFilterAlgo_t bwd_filter;
+    /* bf16: the math type each pass's algorithm was measured with, set before the pass (the
+     * descriptor's TENSOR_OP_MATH lets cuDNN report results of other math types, whose
+     * kernels and workspace may differ); fp32 plans keep FMA_MATH, which rules out TF32 */
+    cudnnMathType_t math_fwd, math_bwd_data, math_bwd_filter;
     size_t cudnn_workspace;         /* the algorithms' scratch, at the workspace's start */
     size_t workspace;               /* that and, in bf16, the copies after it */
     char method[96];
@@ -80,6 +84,14 @@ static int cudnn_ok(dtnn_backend *be, cudnnStatus_t st, const char *what, const 
     cuda_fail(be, "%s (conv %dx%d, %d -> %d channels, %dx%d input%s): %s", what, p->g.R, p->g.S,
               p->g.C, p->g.K, p->g.H, p->g.W, p->bf16 ? ", bf16" : "", cudnnGetErrorString(st));
     return 0;
+}
+
+/* A bf16 pass's measured math type, set on the plan's descriptor (a handle: the plan itself
+ * does not change); 0 on failure (recorded). */
+static int math_for(dtnn_backend *be, const conv_plan *p, cudnnMathType_t math)
+{
+    return cudnn_ok(be, cudnnSetConvolutionMathType(p->conv, math),
+                    "cudnnSetConvolutionMathType", p);
 }
 
 void cuda_conv_plan_free(dtnn_backend *be, conv_plan *p)
@@ -158,7 +170,7 @@ static dtnn_status step(cudnnStatus_t st, const char *call, const conv_geom *g, 
 /* One pass's measurement: runs `find` (a cudnnFind* call filling `perf`, an array of
  * PERF_TYPE of length MAX), then keeps the chosen algorithm in `dst` and grows the workspace;
  * jumps to `none` when no algorithm fits. The three passes' perf structs differ in type only. */
-#define MEASURE_PASS(PERF_TYPE, MAX, find, name, dst)                                          \
+#define MEASURE_PASS(PERF_TYPE, MAX, find, name, dst, dst_math)                                \
     do {                                                                                       \
         PERF_TYPE perf[MAX];                                                                   \
         if ((st = step(find, name, g, err)))                                                   \
@@ -170,6 +182,7 @@ static dtnn_status step(cudnnStatus_t st, const char *call, const conv_geom *g, 
         if (c < 0)                                                                             \
             goto none;                                                                         \
         dst = m[c].algo;                                                                       \
+        dst_math = m[c].math;                                                                  \
         p->measured_ms += m[c].time;                                                           \
         p->cudnn_workspace = DTNN_MAX(p->cudnn_workspace, m[c].memory);                        \
     } while (0)
@@ -186,19 +199,19 @@ static dtnn_status measure(cudnnHandle_t h, conv_plan *p, size_t limit, dtnn_err
                  cudnnFindConvolutionForwardAlgorithm(h, p->x, p->w, p->conv, p->y,
                                                       CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &count,
                                                       perf),
-                 "cudnnFindConvolutionForwardAlgorithm", algo);
+                 "cudnnFindConvolutionForwardAlgorithm", algo, p->math_fwd);
     p->fwd = (cudnnConvolutionFwdAlgo_t)algo;
     MEASURE_PASS(cudnnConvolutionBwdDataAlgoPerf_t, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
                  cudnnFindConvolutionBackwardDataAlgorithm(
                      h, p->w, p->y, p->conv, p->x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
                      &count, perf),
-                 "cudnnFindConvolutionBackwardDataAlgorithm", algo);
+                 "cudnnFindConvolutionBackwardDataAlgorithm", algo, p->math_bwd_data);
     p->bwd_data = (cudnnConvolutionBwdDataAlgo_t)algo;
     MEASURE_PASS(cudnnConvolutionBwdFilterAlgoPerf_t, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
                  cudnnFindConvolutionBackwardFilterAlgorithm(
                      h, p->x, p->y, p->conv, p->w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
                      &count, perf),
-                 "cudnnFindConvolutionBackwardFilterAlgorithm", algo);
+                 "cudnnFindConvolutionBackwardFilterAlgorithm", algo, p->math_bwd_filter);
     p->bwd_filter = (cudnnConvolutionBwdFilterAlgo_t)algo;
     name_method(p);
     return DTNN_OK;
@@ -237,7 +250,9 @@ static void remember(cuda_state *s, const conv_plan *p, size_t limit, dtnn_preci
     }
     s->choices[s->n_choices++] = (cuda_conv_choice){p->g, p->max_batch, limit, precision,
                                                     (int)p->fwd, (int)p->bwd_data,
-                                                    (int)p->bwd_filter, p->nhwc,
+                                                    (int)p->bwd_filter, (int)p->math_fwd,
+                                                    (int)p->math_bwd_data,
+                                                    (int)p->math_bwd_filter, p->nhwc,
                                                     p->cudnn_workspace};
 }
 
@@ -415,6 +430,9 @@ static conv_plan *plan_in(dtnn_backend *be, const conv_desc *d, size_t limit, in
         p->fwd = (cudnnConvolutionFwdAlgo_t)known->fwd;
         p->bwd_data = (cudnnConvolutionBwdDataAlgo_t)known->bwd_data;
         p->bwd_filter = (cudnnConvolutionBwdFilterAlgo_t)known->bwd_filter;
+        p->math_fwd = (cudnnMathType_t)known->math_fwd;
+        p->math_bwd_data = (cudnnMathType_t)known->math_bwd_data;
+        p->math_bwd_filter = (cudnnMathType_t)known->math_bwd_filter;
         p->cudnn_workspace = known->workspace;
         name_method(p);
     } else if (measure(handle_of(be), p, limit, err) != DTNN_OK) {
@@ -498,12 +516,16 @@ static int descs_for(dtnn_backend *be, const conv_plan *p, int n, batch_descs *d
     *d = (batch_descs){p->xn, p->yn, p->bf16 ? p->yfn : p->yn};
     cudnnHandle_t h = handle_of(be);
     size_t f = 0, bd = 0, bf = 0;
-    if (!cudnn_ok(be, cudnnGetConvolutionForwardWorkspaceSize(h, d->x, p->w, p->conv, d->y,
+    /* each query under its pass's math type (bf16; fp32 keeps FMA_MATH throughout) */
+    if ((p->bf16 && !math_for(be, p, p->math_fwd)) ||
+        !cudnn_ok(be, cudnnGetConvolutionForwardWorkspaceSize(h, d->x, p->w, p->conv, d->y,
                                                               p->fwd, &f),
                   "cudnnGetConvolutionForwardWorkspaceSize", p) ||
+        (p->bf16 && !math_for(be, p, p->math_bwd_data)) ||
         !cudnn_ok(be, cudnnGetConvolutionBackwardDataWorkspaceSize(h, p->w, d->y, p->conv, d->x,
                                                                    p->bwd_data, &bd),
                   "cudnnGetConvolutionBackwardDataWorkspaceSize", p) ||
+        (p->bf16 && !math_for(be, p, p->math_bwd_filter)) ||
         !cudnn_ok(be, cudnnGetConvolutionBackwardFilterWorkspaceSize(h, d->x, d->y, p->conv,
                                                                      p->w, p->bwd_filter, &bf),
                   "cudnnGetConvolutionBackwardFilterWorkspaceSize", p))
@@ -535,7 +557,8 @@ void cuda_conv_forward(dtnn_backend *be, const conv_plan *p, int n, const float 
     bf16_copies c = copies_at(p, workspace);
     input_to_bf16(be, p, n, x, c.x);
     weights_to_bf16(be, p, w, c.w);
-    if (cudnn_ok(be, cudnnConvolutionForward(h, &one, d.x, c.x, p->w, c.w, p->conv, p->fwd,
+    if (math_for(be, p, p->math_fwd) &&
+        cudnn_ok(be, cudnnConvolutionForward(h, &one, d.x, c.x, p->w, c.w, p->conv, p->fwd,
                                              workspace, p->cudnn_workspace, &zero, d.y, c.y),
                  "cudnnConvolutionForward", p))
         output_from_bf16(be, p, n, c.y, bias, y);
@@ -576,7 +599,8 @@ void cuda_conv_backward(dtnn_backend *be, const conv_plan *p, int n, const float
     output_to_bf16(be, p, n, dy, c.y);
     if (dw) {
         input_to_bf16(be, p, n, x, c.x);
-        if (!cudnn_ok(be, cudnnConvolutionBackwardFilter(h, &one, d.x, c.x, d.y, c.y, p->conv,
+        if (!math_for(be, p, p->math_bwd_filter) ||
+            !cudnn_ok(be, cudnnConvolutionBackwardFilter(h, &one, d.x, c.x, d.y, c.y, p->conv,
                                                          p->bwd_filter, workspace,
                                                          p->cudnn_workspace, &zero, p->w,
                                                          c.out),
@@ -586,7 +610,8 @@ void cuda_conv_backward(dtnn_backend *be, const conv_plan *p, int n, const float
     }
     if (dx) {
         weights_to_bf16(be, p, w, c.w);
-        if (cudnn_ok(be, cudnnConvolutionBackwardData(h, &one, p->w, c.w, d.y, c.y, p->conv,
+        if (math_for(be, p, p->math_bwd_data) &&
+            cudnn_ok(be, cudnnConvolutionBackwardData(h, &one, p->w, c.w, d.y, c.y, p->conv,
                                                       p->bwd_data, workspace,
                                                       p->cudnn_workspace, &zero, d.x, c.out),
                      "cudnnConvolutionBackwardData", p))

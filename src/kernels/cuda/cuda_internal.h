@@ -32,6 +32,7 @@ typedef struct {
     size_t limit;
     dtnn_precision precision;
     int fwd, bwd_data, bwd_filter;
+    int math_fwd, math_bwd_data, math_bwd_filter;   /* cudnnMathType_t, measured with */
     int nhwc;                   /* bf16: the copies channels-last */
     size_t workspace;
 } cuda_conv_choice;
