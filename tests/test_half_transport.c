@@ -31,14 +31,6 @@ static void gradients(float *g, size_t n)
         g[i] *= 1e-6f;  /* small gradients, which the scale lifts out of fp16's subnormals */
 }
 
-static int same_bits(const char *label, const void *got, const void *want, size_t bytes)
-{
-    const int bad = memcmp(got, want, bytes) != 0;
-    printf("%-64s %s\n", label, bad ? "differ  FAIL" : "identical");
-    test_failures += bad;
-    return !bad;
-}
-
 /* n values of dtype packed with scale, on the backend, against half.h. */
 static void check_pack(dtnn_backend *be, dtnn_comm_dtype dtype, size_t n, float scale)
 {
@@ -55,7 +47,7 @@ static void check_pack(dtnn_backend *be, dtnn_comm_dtype dtype, size_t n, float 
     char label[96];
     snprintf(label, sizeof label, "pack %s, %zu values, scale %g", dtype == DTNN_COMM_F16 ?
              "fp16" : "bf16", n, scale);
-    same_bits(label, got, want, sizeof(uint16_t) * n);
+    tu_same_bits(label, got, want, sizeof(uint16_t) * n);
     be_free(be, dg);
     be_free(be, dh);
     free(g);
@@ -99,13 +91,13 @@ static void check_unpack(dtnn_backend *be, dtnn_comm_dtype dtype, size_t n, floa
     char label[128];
     snprintf(label, sizeof label, "unpack %s, %zu values, 1/scale %g%s", fp16 ? "fp16" : "bf16",
              n, inv, bad < n ? ", one infinite" : "");
-    same_bits(label, got, want, sizeof(float) * n);
+    tu_same_bits(label, got, want, sizeof(float) * n);
     if (fp16) {
         float stats[2];
         be_download(be, stats, dstats, sizeof stats);
         const float want_stats[2] = {overflow ? 1.0f : 0.0f, overflow ? 0.0f : largest};
         snprintf(label, sizeof label, "  its stats {%g, %g}", (double)stats[0], (double)stats[1]);
-        same_bits(label, stats, want_stats, sizeof stats);
+        tu_same_bits(label, stats, want_stats, sizeof stats);
     }
     be_free(be, dh);
     be_free(be, dg);
@@ -160,7 +152,7 @@ static void check_fp16_scaling(void)
         char label[96];
         snprintf(label, sizeof label, "grad_sync fp16, step %d at scale %g%s", step + 1,
                  (double)scale, overflow ? ": overflow, redone in fp32" : "");
-        same_bits(label, got, want, sizeof(float) * n);
+        tu_same_bits(label, got, want, sizeof(float) * n);
         CHECK(overflow == overflows[step]);
         scale = overflow ? scale / 256.0f
                          : fminf(ldexpf(1.0f, (int)floorf(log2f(16384.0f / top))), 16777216.0f);

@@ -43,13 +43,6 @@ static void logits(dtnn_model *m, const float *x, int n, float *out)
     dtnn_model_read_output(m, out);
 }
 
-static void same(const char *label, const float *a, const float *b, int n)
-{
-    const int bad = memcmp(a, b, sizeof(float) * (size_t)n) != 0;
-    printf("%-60s %s\n", label, bad ? "differ  FAIL" : "identical");
-    test_failures += bad;
-}
-
 int main(void)
 {
     const int sample = 2 * 6 * 6;
@@ -68,26 +61,29 @@ int main(void)
 
     CHECK_OK(dtnn_model_prefetch(m, x1, BATCH, &err), &err);
     logits(m, x1, BATCH, got);
-    same("prefetched batch", got, want1, BATCH * CLASSES);
+    tu_same_bits("prefetched batch", got, want1, sizeof(float) * BATCH * CLASSES);
 
     /* the next two alternate slots: x2 prefetched while x1's slot is current */
     CHECK_OK(dtnn_model_prefetch(m, x2, BATCH, &err), &err);
     logits(m, x2, BATCH, got);
-    same("the next prefetched batch, in the other slot", got, want2, BATCH * CLASSES);
+    tu_same_bits("the next prefetched batch, in the other slot", got, want2,
+                 sizeof(float) * BATCH * CLASSES);
     CHECK_OK(dtnn_model_prefetch(m, x1, BATCH, &err), &err);
     logits(m, x1, BATCH, got);
-    same("and back in the first", got, want1, BATCH * CLASSES);
+    tu_same_bits("and back in the first", got, want1, sizeof(float) * BATCH * CLASSES);
 
     /* micro-batches covering the prefetched batch once */
     CHECK_OK(dtnn_model_prefetch(m, x2, BATCH, &err), &err);
     logits(m, x2, 2, got);
     logits(m, x2 + 2 * sample, BATCH - 2, got + 2 * CLASSES);
-    same("micro-batches of a prefetched batch", got, want2, BATCH * CLASSES);
+    tu_same_bits("micro-batches of a prefetched batch", got, want2,
+                 sizeof(float) * BATCH * CLASSES);
 
     /* a forward of another batch: the prefetched one is not used for it */
     CHECK_OK(dtnn_model_prefetch(m, x1, BATCH, &err), &err);
     logits(m, x2, BATCH, got);
-    same("another batch than the prefetched one", got, want2, BATCH * CLASSES);
+    tu_same_bits("another batch than the prefetched one", got, want2,
+                 sizeof(float) * BATCH * CLASSES);
 
     /* used once, then forgotten: new contents at the same address are uploaded */
     CHECK_OK(dtnn_model_prefetch(m, x1, BATCH, &err), &err);
@@ -96,7 +92,8 @@ int main(void)
     memcpy(saved, x1, sizeof(float) * BATCH * sample);
     memcpy(x1, x2, sizeof(float) * BATCH * sample);
     logits(m, x1, BATCH, got);
-    same("new contents at a prefetched address, after its use", got, want2, BATCH * CLASSES);
+    tu_same_bits("new contents at a prefetched address, after its use", got, want2,
+                 sizeof(float) * BATCH * CLASSES);
     memcpy(x1, saved, sizeof(float) * BATCH * sample);
 
     /* the caller's buffer may change as soon as prefetch returns */
@@ -104,7 +101,8 @@ int main(void)
     memcpy(saved, x1, sizeof(float) * BATCH * sample);
     test_fill(x1, (size_t)BATCH * sample, 99);
     logits(m, x1, BATCH, got);
-    same("caller's buffer overwritten after prefetch", got, want1, BATCH * CLASSES);
+    tu_same_bits("caller's buffer overwritten after prefetch", got, want1,
+                 sizeof(float) * BATCH * CLASSES);
     memcpy(x1, saved, sizeof(float) * BATCH * sample);
 
     CHECK(dtnn_model_prefetch(m, x1, BATCH + 1, &err) == DTNN_ERR_ARG);
@@ -117,7 +115,7 @@ int main(void)
     logits(c, x1, BATCH, want_cpu);
     CHECK_OK(dtnn_model_prefetch(c, x2, BATCH, &err), &err);
     logits(c, x1, BATCH, got);
-    same("cpu: prefetch is a no-op", got, want_cpu, BATCH * CLASSES);
+    tu_same_bits("cpu: prefetch is a no-op", got, want_cpu, sizeof(float) * BATCH * CLASSES);
     dtnn_model_free(c);
     dtnn_model_free(inf);
     free(x1), free(x2), free(saved);

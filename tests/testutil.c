@@ -296,3 +296,11 @@ void tu_small_net_grads(dtnn_model *m, dtnn_grad_sync *gs, float loss_scale, flo
     CHECK_OK(dtnn_model_read(m, DTNN_REGION_GRADS, 0, out,
                              sizeof(float) * dtnn_model_grads_length(m), &err), &err);
 }
+
+int tu_same_bits(const char *label, const void *got, const void *want, size_t bytes)
+{
+    const int bad = memcmp(got, want, bytes) != 0;
+    printf("%-64s %s\n", label, bad ? "differ  FAIL" : "identical");
+    test_failures += bad;
+    return !bad;
+}

@@ -36,6 +36,10 @@ extern int test_failures;
 int test_compare(const char *label, const float *got, const float *want, size_t n, double atol,
                  double rtol);
 
+/* Compares bytes of got and want exactly; prints "label  identical" or "... differ  FAIL" and
+ * counts a failure. Returns 1 when they are the same. */
+int tu_same_bits(const char *label, const void *got, const void *want, size_t bytes);
+
 /* Fills x with a fixed pseudo-random pattern in [-1, 1) from seed. */
 void test_fill(float *x, size_t n, unsigned seed);
 

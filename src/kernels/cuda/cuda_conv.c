@@ -288,59 +288,30 @@ static bf16_copies copies_at(const conv_plan *p, void *workspace)
     return c;
 }
 
-/* The copies' conversions in the plan's layout. Channels-last transposes each image's
- * [C][H*W] (or [K][P*Q]) and each filter's [C/groups][R*S]. */
-static void input_to_bf16(dtnn_backend *be, const conv_plan *p, int n, const float *x,
-                          uint16_t *c)
+/* The copies' conversions in the plan's layout, for `batches` tensors of `channels` x
+ * `spatial` values (an input or output batch: n images of C x H*W or K x P*Q; the weights: K
+ * filters of C/groups x R*S). Channels-last transposes each one; NCHW copies as it is. */
+static void to_copy(dtnn_backend *be, const conv_plan *p, int batches, int channels,
+                    int spatial, const float *src, uint16_t *copy)
 {
     if (p->nhwc)
-        cuda_to_bf16_t(be, n, p->g.C, p->g.H * p->g.W, x, c);
+        cuda_to_bf16_t(be, batches, channels, spatial, src, copy);
     else
-        cuda_to_bf16(be, input_count(p, n), x, c);
+        cuda_to_bf16(be, (size_t)batches * channels * spatial, src, copy);
 }
 
-static void output_to_bf16(dtnn_backend *be, const conv_plan *p, int n, const float *dy,
-                           uint16_t *c)
+/* The way back: dst = (or, with accumulate, +=) the copy widened, + bias [channels] (bias
+ * NULL: none; with a bias, dst is written). */
+static void from_copy(dtnn_backend *be, const conv_plan *p, int batches, int channels,
+                      int spatial, const uint16_t *copy, const float *bias, float *dst,
+                      int accumulate)
 {
     if (p->nhwc)
-        cuda_to_bf16_t(be, n, p->g.K, p->g.P * p->g.Q, dy, c);
+        cuda_from_bf16_t(be, batches, channels, spatial, copy, bias, dst, accumulate);
+    else if (bias)
+        cuda_from_bf16_bias(be, batches, channels, (size_t)spatial, copy, bias, dst);
     else
-        cuda_to_bf16(be, output_count(p, n), dy, c);
-}
-
-static void weights_to_bf16(dtnn_backend *be, const conv_plan *p, const float *w, uint16_t *c)
-{
-    if (p->nhwc)
-        cuda_to_bf16_t(be, p->g.K, p->g.C / p->g.groups, p->g.R * p->g.S, w, c);
-    else
-        cuda_to_bf16(be, weight_count(p), w, c);
-}
-
-static void output_from_bf16(dtnn_backend *be, const conv_plan *p, int n, const uint16_t *c,
-                             const float *bias, float *y)
-{
-    if (p->nhwc)
-        cuda_from_bf16_t(be, n, p->g.K, p->g.P * p->g.Q, c, bias, y, 0);
-    else
-        cuda_from_bf16_bias(be, n, p->g.K, (size_t)p->g.P * p->g.Q, c, bias, y);
-}
-
-static void input_from_bf16(dtnn_backend *be, const conv_plan *p, int n, const uint16_t *c,
-                            float *dx, int accumulate)
-{
-    if (p->nhwc)
-        cuda_from_bf16_t(be, n, p->g.C, p->g.H * p->g.W, c, NULL, dx, accumulate);
-    else
-        cuda_from_bf16(be, input_count(p, n), c, dx, accumulate);
-}
-
-static void weights_from_bf16(dtnn_backend *be, const conv_plan *p, const uint16_t *c,
-                              float *dw)
-{
-    if (p->nhwc)
-        cuda_from_bf16_t(be, p->g.K, p->g.C / p->g.groups, p->g.R * p->g.S, c, NULL, dw, 1);
-    else
-        cuda_from_bf16(be, weight_count(p), c, dw, 1);
+        cuda_from_bf16(be, (size_t)batches * channels * spatial, copy, dst, accumulate);
 }
 
 static void size_workspace(conv_plan *p)
@@ -555,13 +526,14 @@ void cuda_conv_forward(dtnn_backend *be, const conv_plan *p, int n, const float 
         return;
     }
     bf16_copies c = copies_at(p, workspace);
-    input_to_bf16(be, p, n, x, c.x);
-    weights_to_bf16(be, p, w, c.w);
+    const conv_geom *g = &p->g;
+    to_copy(be, p, n, g->C, g->H * g->W, x, c.x);
+    to_copy(be, p, g->K, g->C / g->groups, g->R * g->S, w, c.w);
     if (math_for(be, p, p->math_fwd) &&
         cudnn_ok(be, cudnnConvolutionForward(h, &one, d.x, c.x, p->w, c.w, p->conv, p->fwd,
                                              workspace, p->cudnn_workspace, &zero, d.y, c.y),
                  "cudnnConvolutionForward", p))
-        output_from_bf16(be, p, n, c.y, bias, y);
+        from_copy(be, p, n, g->K, g->P * g->Q, c.y, bias, y, 0);
 }
 
 void cuda_conv_backward(dtnn_backend *be, const conv_plan *p, int n, const float *x,
@@ -596,9 +568,10 @@ void cuda_conv_backward(dtnn_backend *be, const conv_plan *p, int n, const float
     /* bf16: each pass writes its bf16 result into c.out (beta 0), widened into the fp32
      * gradient, dw first, then dx */
     bf16_copies c = copies_at(p, workspace);
-    output_to_bf16(be, p, n, dy, c.y);
+    const conv_geom *g = &p->g;
+    to_copy(be, p, n, g->K, g->P * g->Q, dy, c.y);
     if (dw) {
-        input_to_bf16(be, p, n, x, c.x);
+        to_copy(be, p, n, g->C, g->H * g->W, x, c.x);
         if (!math_for(be, p, p->math_bwd_filter) ||
             !cudnn_ok(be, cudnnConvolutionBackwardFilter(h, &one, d.x, c.x, d.y, c.y, p->conv,
                                                          p->bwd_filter, workspace,
@@ -606,15 +579,15 @@ void cuda_conv_backward(dtnn_backend *be, const conv_plan *p, int n, const float
                                                          c.out),
                       "cudnnConvolutionBackwardFilter", p))
             return;
-        weights_from_bf16(be, p, c.out, dw);
+        from_copy(be, p, g->K, g->C / g->groups, g->R * g->S, c.out, NULL, dw, 1);
     }
     if (dx) {
-        weights_to_bf16(be, p, w, c.w);
+        to_copy(be, p, g->K, g->C / g->groups, g->R * g->S, w, c.w);
         if (math_for(be, p, p->math_bwd_data) &&
             cudnn_ok(be, cudnnConvolutionBackwardData(h, &one, p->w, c.w, d.y, c.y, p->conv,
                                                       p->bwd_data, workspace,
                                                       p->cudnn_workspace, &zero, d.x, c.out),
                      "cudnnConvolutionBackwardData", p))
-            input_from_bf16(be, p, n, c.out, dx, accumulate);
+            from_copy(be, p, n, g->C, g->H * g->W, c.out, NULL, dx, accumulate);
     }
 }
