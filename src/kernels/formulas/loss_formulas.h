@@ -14,12 +14,16 @@
 #include "../../core/host_device.h"
 
 /* Rank of the true class y among the k logits z: how many beat it (ties go to the lower index,
- * as argmax). */
+ * as argmax). A NaN logit beats every number, as in torch.topk and torch.argmax, and a NaN
+ * true-class logit ranks last (k): every comparison with NaN is false, so without this a
+ * diverged model's all-NaN logits would rank every label first and score 100%. */
 static inline DTNN_HOST_DEVICE int loss_label_rank(const float *z, int k, int y)
 {
+    if (z[y] != z[y])
+        return k;
     int rank = 0;
     for (int j = 0; j < k; j++)
-        if (z[j] > z[y] || (z[j] == z[y] && j < y))
+        if (z[j] != z[j] || z[j] > z[y] || (z[j] == z[y] && j < y))
             rank++;
     return rank;
 }
