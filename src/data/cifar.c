@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "core/file_input.h"
 #include "core/internal.h"
 #include "data/data.h"
 
@@ -50,9 +51,10 @@ dtnn_status dtnn_cifar_read(const char *path, int classes, int64_t n, float *x, 
                             dtnn_error *err)
 {
     const int rec = record_bytes(classes);
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return dtnn_error_set(err, DTNN_ERR_IO, "%s: %s", path, strerror(errno));
+    FILE *f;
+    dtnn_status opened = file_open_input(path, "CIFAR file", &f, NULL, err);
+    if (opened)
+        return opened;
     unsigned char *buf = malloc((size_t)rec * CIFAR_RECORDS_PER_READ);
     dtnn_status st = DTNN_OK;
     if (!buf)

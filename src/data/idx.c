@@ -11,13 +11,14 @@
  */
 #include <errno.h>
 #include <string.h>
+#include <unistd.h>
 
 #ifdef DTNN_NO_ZLIB
 /* Built without zlib (DTNN_ZLIB=OFF): the same calls on stdio, uncompressed files only. */
 #include <stdio.h>
 typedef FILE *gzFile;
 enum { Z_OK = 0, Z_ERRNO = -1, Z_MEM_ERROR = -4, Z_BUF_ERROR = -5 };
-static gzFile gzopen(const char *path, const char *mode) { return fopen(path, mode); }
+static gzFile gzdopen(int fd, const char *mode) { return fdopen(fd, mode); }
 static int gzbuffer(gzFile f, unsigned size) { return setvbuf(f, NULL, _IOFBF, size); }
 static int gzread(gzFile f, void *buf, unsigned len)
 {
@@ -34,6 +35,7 @@ static int gzclose_r(gzFile f) { return fclose(f); }
 #include <zlib.h>
 #endif
 
+#include "core/file_input.h"
 #include "core/internal.h"
 #include "data/data.h"
 
@@ -105,11 +107,17 @@ static dtnn_status idx_read(const char *path, uint32_t magic_want, int ndims, co
     *count = 0;
     if (!path)
         return dtnn_error_set(err, DTNN_ERR_ARG, "IDX reader: path is NULL");
+    int fd;
+    dtnn_status opened = file_open_input_fd(path, "IDX file", &fd, NULL, err);
+    if (opened)
+        return opened;
     errno = 0;
-    gzFile f = gzopen(path, "rb");
-    if (!f)
+    gzFile f = gzdopen(fd, "rb");
+    if (!f) {
+        close(fd);
         return dtnn_error_set(err, DTNN_ERR_IO, "%s: cannot open: %s", path,
                               errno ? strerror(errno) : "out of memory");
+    }
     /* A larger buffer than zlib's 8 KiB default: these files are read once, start to end. */
     gzbuffer(f, 1u << 18);
 

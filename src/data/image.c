@@ -27,6 +27,7 @@
 #include <jerror.h>
 #endif
 
+#include "core/file_input.h"
 #include "core/internal.h"
 
 /* Files larger than this are not images a CNN is trained on. */
@@ -257,17 +258,16 @@ dtnn_status dtnn_image_decode(const void *data, size_t len, const char *origin, 
 
 dtnn_status dtnn_image_read(const char *path, dtnn_image *img, dtnn_error *err)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return dtnn_error_set(err, DTNN_ERR_IO, "%s: %s", path, strerror(errno));
-    struct stat sb;
+    int64_t file_size = 0;
+    FILE *f;
+    dtnn_status opened = file_open_input(path, "image", &f, &file_size, err);
+    if (opened)
+        return opened;
     dtnn_status st = DTNN_OK;
-    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode))
-        st = dtnn_error_set(err, DTNN_ERR_IO, "%s: not a readable regular file", path);
-    else if ((size_t)sb.st_size > IMAGE_MAX_FILE_BYTES)
+    if ((uint64_t)file_size > IMAGE_MAX_FILE_BYTES)
         st = dtnn_error_set(err, DTNN_ERR_FORMAT, "%s: %lld bytes is too large for an image",
-                            path, (long long)sb.st_size);
-    const size_t len = st ? 0 : (size_t)sb.st_size;
+                            path, (long long)file_size);
+    const size_t len = st ? 0 : (size_t)file_size;
     if (!st && reserve(&img->file, &img->file_capacity, DTNN_MAX(len, 1)))
         st = dtnn_error_set(err, DTNN_ERR_NOMEM, "%s: out of memory", path);
     if (!st && len && fread(img->file, 1, len, f) != len)

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "core/file_input.h"
 #include "core/internal.h"
 #include "data/data.h"
 
@@ -250,17 +251,13 @@ static dtnn_status npy_open(const char *path, FILE **fp, npy_header *h, dtnn_err
     memset(h, 0, sizeof *h);
     if (!path)
         return dtnn_error_set(err, DTNN_ERR_ARG, ".npy reader: path is NULL");
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return dtnn_error_set(err, DTNN_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    int64_t file_size = 0;
+    FILE *f;
+    dtnn_status opened = file_open_input(path, ".npy file", &f, &file_size, err);
+    if (opened)
+        return opened;
     dtnn_status st = DTNN_OK;
     char *text = NULL;
-    struct stat sb;
-    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        st = dtnn_error_set(err, DTNN_ERR_IO, "%s: not a regular file", path);
-        goto fail;
-    }
-    int64_t file_size = (int64_t)sb.st_size;
 
     unsigned char pre[12];
     size_t got = fread(pre, 1, 10, f);

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../core/file_input.h"
 #include "onnx_import.h"
 
 #include "../core/internal.h"
@@ -527,12 +528,9 @@ static void imp_free(imp *p)
 
 static Onnx__ModelProto *read_proto(const char *path, dtnn_error *err)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        dtnn_error_set(err, DTNN_ERR_IO, "cannot open ONNX file '%s': %s", path,
-                       strerror(errno));
+    FILE *f;
+    if (file_open_input(path, "ONNX file", &f, NULL, err))
         return NULL;
-    }
     size_t cap = 1 << 20, n = 0;
     uint8_t *buf = malloc(cap);
     while (buf) {

@@ -29,6 +29,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../core/file_input.h"
 #include "../core/internal.h"
 #include "json.h"
 #include "safetensors.h"
@@ -367,15 +368,12 @@ static dtnn_status read_exact(FILE *fp, void *buf, size_t n, const char *path, c
 
 static dtnn_status read_file(const char *path, st_file *f, dtnn_error *err)
 {
-    FILE *fp = fopen(path, "rb");
-    if (!fp)
-        return dtnn_error_set(err, DTNN_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
-    struct stat sb;
-    if (fstat(fileno(fp), &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        fclose(fp);
-        return dtnn_error_set(err, DTNN_ERR_IO, "%s: not a regular file", path);
-    }
-    const uint64_t size = (uint64_t)sb.st_size;
+    int64_t file_size = 0;
+    FILE *fp;
+    dtnn_status opened = file_open_input(path, "safetensors file", &fp, &file_size, err);
+    if (opened)
+        return opened;
+    const uint64_t size = (uint64_t)file_size;
     unsigned char len8[8];
     char *header = NULL;
     dtnn_status st = DTNN_OK;

@@ -21,6 +21,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "../core/file_input.h"
 #include "model_internal.h"
 
 enum { MAX_KEYS = 32, MAX_INPUTS = 16 };
@@ -269,12 +270,9 @@ dtnn_model *dtnn_model_parse_string(const char *text, const char *origin, dtnn_e
 
 dtnn_model *dtnn_model_parse_file(const char *path, dtnn_error *err)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        dtnn_error_set(err, DTNN_ERR_IO, "cannot open model file '%s': %s", path,
-                       strerror(errno));
+    FILE *f;
+    if (file_open_input(path, "model file", &f, NULL, err))
         return NULL;
-    }
     enum { MAX_MODEL_FILE = 16 << 20 };
     char *text = malloc(MAX_MODEL_FILE + 1);
     size_t n = text ? fread(text, 1, MAX_MODEL_FILE + 1, f) : 0;
