@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Hostile and careless paths (issue "Hostile files and careless paths, round three"): an input
-# that is a FIFO, a device or a directory is refused at once with one line naming it, never
-# read from and never waited on. Each command runs under a 30 s timeout, so a regression that
+# Hostile and careless paths: an input that is a FIFO, a device or a directory is refused at
+# once with one line naming it, never read from and never waited on; two options naming one
+# file that the command writes are refused before any work. Each command runs under a 30 s timeout, so a regression that
 # blocks fails here (exit 124) instead of hanging the suite. Usage: cli_hostile_paths.sh DTNN TMPDIR
 set -u
 dtnn=$1
@@ -62,6 +62,45 @@ expect 1 "'/dev/zero' is not a regular file \(a character device\)" -- eval --mo
     --load /dev/zero --dataset synthetic --threads 1
 expect 1 "'$tmp' is not a regular file \(a directory\)" -- predict --model lenet5 \
     --load "$tmp/good.safetensors" --input "$tmp" --output "$tmp/y.npy"
+
+# One file named twice where the command writes one of them: refused before any work, by
+# device and inode (a link, "dir/../name") and, for an output not yet written, by its folder's
+# real path; the file is left as it was. --resume and --save are one file by design.
+cp "$tmp/good.safetensors" "$tmp/before.safetensors"
+ln -s good.safetensors "$tmp/link.safetensors"
+same="name the same file"
+expect 2 "--load '$tmp/good.safetensors' and --output '$tmp/./good.safetensors' $same" -- \
+    export --model lenet5 --load "$tmp/good.safetensors" --output "$tmp/./good.safetensors"
+expect 2 "--load '$tmp/link.safetensors' and --output '$tmp/good.safetensors' $same" -- \
+    predict --model lenet5 --load "$tmp/link.safetensors" --input "$tmp/x.npy" \
+    --output "$tmp/good.safetensors"
+expect 2 "--save '$tmp/new.safetensors' and --trace '$tmp/idx/../new.safetensors' $same.*write twice" -- \
+    train --model lenet5 "${small[@]}" --steps 1 --save "$tmp/new.safetensors" \
+    --trace "$tmp/idx/../new.safetensors"
+expect 2 "--init '$tmp/good.safetensors' and --save '$tmp/link.safetensors' $same" -- \
+    train --model lenet5 "${small[@]}" --steps 1 --init "$tmp/good.safetensors" \
+    --save "$tmp/link.safetensors"
+expect 2 "--resume '$tmp/good.safetensors' and --log '$tmp/good.safetensors' $same" -- \
+    train --model lenet5 "${small[@]}" --steps 2 --resume "$tmp/good.safetensors" \
+    --log "$tmp/good.safetensors"
+if "$dtnn" import --help >/dev/null 2>&1; then
+    "$dtnn" export --model lenet5 --load "$tmp/good.safetensors" --output "$tmp/m.onnx" >/dev/null
+    cp "$tmp/m.onnx" "$tmp/m.onnx.before"
+    expect 2 "the ONNX file '$tmp/m.onnx' and --output-model '$tmp/m.onnx' $same" -- \
+        import "$tmp/m.onnx" --output-model "$tmp/m.onnx" --output-weights "$tmp/w.safetensors"
+    cmp -s "$tmp/m.onnx" "$tmp/m.onnx.before" ||
+        { echo "FAIL: a refused import changed its ONNX file"; failures=$((failures + 1)); }
+fi
+cmp -s "$tmp/good.safetensors" "$tmp/before.safetensors" ||
+    { echo "FAIL: a refused command changed the checkpoint"; failures=$((failures + 1)); }
+[[ -e $tmp/new.safetensors ]] && { echo "FAIL: a refused train wrote its --save"; failures=$((failures + 1)); }
+if timeout 60 "$dtnn" train --model lenet5 "${small[@]}" --steps 2 --resume "$tmp/good.safetensors" \
+    --save "$tmp/good.safetensors" >/dev/null 2>"$tmp/err"; then
+    echo "ok: --resume X --save X continues its own checkpoint"
+else
+    echo "FAIL: --resume X --save X was refused:"; sed 's/^/    /' "$tmp/err"
+    failures=$((failures + 1))
+fi
 
 if [[ $failures -ne 0 ]]; then
     echo "cli_hostile_paths: $failures case(s) FAILED"

@@ -2,13 +2,17 @@
  * cli_options.c — see cli_options.h. Values are validated here (integers, finite numbers), so
  * commands read them without further checks.
  */
+#define _XOPEN_SOURCE 700
+
 #include "cli_options.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 static cli_opt *find(cli_opt *opts, int n, const char *name, size_t len)
 {
@@ -352,4 +356,67 @@ dtnn_status cli_load_weights(const cli_opt *o, int n, dtnn_model *m, dtnn_datase
     if (cli_given(o, n, "load"))
         return dtnn_checkpoint_load(cli_str(o, n, "load"), m, NULL, NULL, norm, err);
     return dtnn_onnx_load_weights(cli_str(o, n, "model"), m, err);
+}
+
+/* Where a path leads: its device and inode when it exists, else (an output still to be
+ * written) the real path of its folder and its own name. */
+typedef struct {
+    int exists;
+    dev_t dev;
+    ino_t ino;
+    char where[PATH_MAX + 256];
+} path_identity;
+
+static int path_identify(const char *path, path_identity *id)
+{
+    memset(id, 0, sizeof *id);
+    struct stat sb;
+    if (stat(path, &sb) == 0) {
+        id->exists = 1;
+        id->dev = sb.st_dev;
+        id->ino = sb.st_ino;
+        return 1;
+    }
+    const char *slash = strrchr(path, '/');
+    char dir[PATH_MAX], real[PATH_MAX];
+    if (!slash)
+        snprintf(dir, sizeof dir, ".");
+    else if (slash == path)
+        snprintf(dir, sizeof dir, "/");
+    else
+        snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+    if (!realpath(dir, real))
+        return 0;   /* its folder does not exist: it cannot be another option's file */
+    snprintf(id->where, sizeof id->where, "%s/%s", real, slash ? slash + 1 : path);
+    return 1;
+}
+
+static int same_file(const path_identity *a, const path_identity *b)
+{
+    if (a->exists != b->exists)
+        return 0;
+    return a->exists ? a->dev == b->dev && a->ino == b->ino : !strcmp(a->where, b->where);
+}
+
+int cli_distinct_paths(const char *command, const cli_path *paths, int n)
+{
+    for (int i = 0; i < n; i++) {
+        path_identity a;
+        if (!paths[i].path || !path_identify(paths[i].path, &a))
+            continue;
+        for (int j = i + 1; j < n; j++) {
+            path_identity b;
+            if (!(paths[i].output || paths[j].output) || !paths[j].path ||
+                !path_identify(paths[j].path, &b) || !same_file(&a, &b))
+                continue;
+            fprintf(stderr, "dtnn %s: %s '%s' and %s '%s' name the same file, which this "
+                    "command would %s; give %s different path\n", command, paths[i].option,
+                    paths[i].path, paths[j].option, paths[j].path,
+                    paths[i].output && paths[j].output ? "write twice" : "overwrite while "
+                    "reading it", paths[i].output && paths[j].output ? "each output a" :
+                    "the output a");
+            return CLI_EXIT_USAGE;
+        }
+    }
+    return -1;
 }

@@ -102,6 +102,21 @@ int cli_trace_start(const char *command, const char *path, dtnn_comm *comm, dtnn
 int cli_trace_finish(const char *command, const char *path, dtnn_comm *comm, dtnn_trace *t,
                      int rc, dtnn_error *err);
 
+/* One file a command names: the option as the user wrote it ("--save"; for messages), the
+ * path (NULL: not given), and whether the command writes it. */
+typedef struct {
+    const char *option;
+    const char *path;
+    int output;
+} cli_path;
+/* Refuses a command whose options name one file twice where one of them writes it (`export
+ * --load X --output X` would replace the checkpoint with the ONNX file; `train --save X --trace
+ * X` would write both into one). Files are compared by device and inode where they exist, and
+ * an output not yet written by the real path of its folder plus its name, so "X", "./X" and a
+ * link to X are one file. Pairs that are meant to be one file (train's --resume and --save)
+ * are not passed together. Returns -1 to go on, or 2 after printing a usage error. */
+int cli_distinct_paths(const char *command, const cli_path *paths, int n);
+
 /* Commands that live in their own files. */
 int cmd_bench(int argc, char **argv, dtnn_comm *comm);
 int cmd_launch(int argc, char **argv);

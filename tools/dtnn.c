@@ -375,6 +375,19 @@ static int cmd_train(int argc, char **argv, dtnn_comm *comm)
     dtnn_opt_kind kind;
     dtnn_train_params tp;
     dtnn_build_params bp;
+    /* --resume and --save are one file by design (a run continues its own checkpoint). */
+    const cli_path files[] = {
+        {"--model", cli_str(o, n, "model"), 0}, {"--init", cli_str(o, n, "init"), 0},
+        {"--save", cli_str(o, n, "save"), 1},   {"--log", cli_str(o, n, "log"), 1},
+        {"--trace", cli_str(o, n, "trace"), 1},
+    };
+    const cli_path resumed[] = {
+        {"--resume", cli_str(o, n, "resume"), 0}, {"--model", cli_str(o, n, "model"), 0},
+        {"--log", cli_str(o, n, "log"), 1}, {"--trace", cli_str(o, n, "trace"), 1},
+    };
+    if ((early = cli_distinct_paths(cmd, files, N_OPTS(files))) >= 0 ||
+        (early = cli_distinct_paths(cmd, resumed, N_OPTS(resumed))) >= 0)
+        return early;
     if ((early = optimizer_options(o, n, cmd, &op, &kind)) >= 0 ||
         (early = run_options(o, n, cmd, &tp)) >= 0 || (early = build_options(o, n, cmd, &bp)) >= 0)
         return early;
@@ -588,6 +601,12 @@ static int cmd_predict(int argc, char **argv)
     int early = cli_start(cmd, "Runs inference on an .npy array and writes the logits.", o, n,
                           argc, argv);
     if (early >= 0 || (early = cli_need_load(o, n, cmd)) >= 0)
+        return early;
+    const cli_path files[] = {
+        {"--model", cli_str(o, n, "model"), 0}, {"--load", cli_str(o, n, "load"), 0},
+        {"--input", cli_str(o, n, "input"), 0}, {"--output", cli_str(o, n, "output"), 1},
+    };
+    if ((early = cli_distinct_paths(cmd, files, N_OPTS(files))) >= 0)
         return early;
     int batch = (int)cli_int(o, n, "batch-size");
     if (batch <= 0 || batch > 1 << 20)

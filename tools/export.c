@@ -39,6 +39,13 @@ int cmd_export(int argc, char **argv)
     if (early >= 0)
         return early;
     const char *out = cli_str(o, n, "output");
+    const cli_path files[] = {
+        {"--model", cli_str(o, n, "model"), 0},
+        {"--load", cli_str(o, n, "load"), 0},
+        {"--output", out, 1},
+    };
+    if ((early = cli_distinct_paths(cmd, files, N_OPTS(files))) >= 0)
+        return early;
     int64_t opset = cli_int(o, n, "opset");
     if (opset < 11 || opset > 17)
         return cli_usage_error(cmd, "--opset must be 11 to 17 (the operator sets the exporter "
@@ -112,6 +119,13 @@ int cmd_import(int argc, char **argv)
     if (!src)
         return cli_usage_error(cmd, "%s", "the ONNX file comes first: dtnn import FILE.onnx "
                                "--output-model M --output-weights W.safetensors");
+    const cli_path files[] = {
+        {"the ONNX file", src, 0},
+        {"--output-model", cli_str(o, n, "output-model"), 1},
+        {"--output-weights", cli_str(o, n, "output-weights"), 1},
+    };
+    if ((early = cli_distinct_paths(cmd, files, N_OPTS(files))) >= 0)
+        return early;
     dtnn_error err = {0};
     char *text = dtnn_onnx_import_text(src, &err);
     dtnn_model *m = text ? dtnn_model_parse_string(text, src, &err) : NULL;
