@@ -47,8 +47,10 @@ test-deps:
 	@bash scripts/install-deps.sh python3-numpy python3-torch python3-torchvision slurm-wlm munge \
 	    python3-onnx python3-venv gnuplot-nox libonnx-testdata
 
+# ctest runs as many tests at once as there are cores: tests that share a resource (the
+# network-namespace hosts) hold a RESOURCE_LOCK, and none measures time against a threshold.
 test: test-deps build
-	cd $(BUILD) && ctest --output-on-failure $(CTEST_ARGS)
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) $(CTEST_ARGS)
 
 clean:
 	rm -rf $(BUILD) $(BUILD).cmake.log
