@@ -4,6 +4,12 @@
  * sorted), label = index among them; images of a class in name order, those of its subfolders
  * after its own files, each subfolder in name order. Only names are read here: a file that is
  * not a decodable image is found (and skipped or reported) when the loader decodes it.
+ *
+ * Symbolic links to folders are followed (a split assembled from links is common), but every
+ * folder, the split's own included, may be reached once: a link back to an ancestor (a loop,
+ * which multiplied the samples or grew the scan without end) or to a folder listed elsewhere
+ * (which gave its images a second label) is an error naming the link and the folder. Folders
+ * are told apart by device and inode, so no spelling of a path hides them.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -115,11 +121,67 @@ static dtnn_status push_image(dtnn_image_list *l, size_t *cap, const char *path,
     return DTNN_OK;
 }
 
-static dtnn_status walk(dtnn_image_list *l, size_t *cap, const char *dir, int32_t label,
-                        int depth, dtnn_error *err)
+/* The folders of one split already listed (device and inode), with the path each was found
+ * at, for the error message. */
+typedef struct {
+    dev_t *dev;
+    ino_t *ino;
+    char **path;
+    size_t n, cap;
+} folder_set;
+
+static void folders_free(folder_set *s)
+{
+    for (size_t i = 0; i < s->n; i++)
+        free(s->path[i]);
+    free(s->dev);
+    free(s->ino);
+    free(s->path);
+    memset(s, 0, sizeof *s);
+}
+
+/* Adds dir to the folders listed; an error when it is one of them already. The set stays
+ * small (one entry per folder of the split), so the search is linear. */
+static dtnn_status folders_visit(folder_set *s, const char *dir, dtnn_error *err)
+{
+    struct stat sb;
+    if (stat(dir, &sb) != 0)
+        return dtnn_error_set(err, DTNN_ERR_IO, "%s: %s", dir, strerror(errno));
+    for (size_t i = 0; i < s->n; i++)
+        if (s->dev[i] == sb.st_dev && s->ino[i] == sb.st_ino)
+            return dtnn_error_set(err, DTNN_ERR_FORMAT, "%s is the folder %s again (a symbolic "
+                                  "link%s): an image folder must list each image once, under "
+                                  "one class; remove the link", dir, s->path[i],
+                                  strncmp(dir, s->path[i], strlen(s->path[i])) ? ""
+                                  : " back to its own parent, a loop");
+    if (s->n == s->cap) {
+        size_t cap = s->cap ? 2 * s->cap : 64;
+        dev_t *d = realloc(s->dev, cap * sizeof *d);
+        if (d)
+            s->dev = d;
+        ino_t *in = d ? realloc(s->ino, cap * sizeof *in) : NULL;
+        if (in)
+            s->ino = in;
+        char **p = in ? realloc(s->path, cap * sizeof *p) : NULL;
+        if (!p)
+            return dtnn_error_set(err, DTNN_ERR_NOMEM, "out of memory listing %s", dir);
+        s->path = p;
+        s->cap = cap;
+    }
+    if (!(s->path[s->n] = dtnn_strdup(dir)))
+        return dtnn_error_set(err, DTNN_ERR_NOMEM, "out of memory listing %s", dir);
+    s->dev[s->n] = sb.st_dev;
+    s->ino[s->n++] = sb.st_ino;
+    return DTNN_OK;
+}
+
+static dtnn_status walk(dtnn_image_list *l, size_t *cap, folder_set *seen, const char *dir,
+                        int32_t label, int depth, dtnn_error *err)
 {
     name_list dirs = {0}, files = {0};
-    dtnn_status st = read_dir(dir, &dirs, &files, err);
+    dtnn_status st = folders_visit(seen, dir, err);
+    if (!st)
+        st = read_dir(dir, &dirs, &files, err);
     char path[FOLDER_PATH_MAX];
     for (size_t i = 0; i < files.n && !st; i++) {
         if (!has_image_extension(files.items[i]))
@@ -129,7 +191,7 @@ static dtnn_status walk(dtnn_image_list *l, size_t *cap, const char *dir, int32_
     }
     for (size_t i = 0; i < dirs.n && !st && depth < FOLDER_MAX_DEPTH; i++) {
         if (!(st = join(path, dir, dirs.items[i], err)))
-            st = walk(l, cap, path, label, depth + 1, err);
+            st = walk(l, cap, seen, path, label, depth + 1, err);
     }
     names_free(&dirs);
     names_free(&files);
@@ -169,6 +231,9 @@ static dtnn_status scan(dtnn_image_list *l, const char *root, const dtnn_image_l
     l->folders = l->classes = (int)classes.n;
     size_t cap = 0;
     char path[FOLDER_PATH_MAX];
+    folder_set seen = {0};
+    if (!classes_only)
+        st = folders_visit(&seen, root, err);
     for (int c = 0; c < l->folders && !st && !classes_only; c++) {
         int32_t label = c;
         if (of) {
@@ -184,11 +249,12 @@ static dtnn_status scan(dtnn_image_list *l, const char *root, const dtnn_image_l
         }
         int64_t before = l->n;
         if (!(st = join(path, root, l->class_names[c], err)))
-            st = walk(l, &cap, path, label, 0, err);
+            st = walk(l, &cap, &seen, path, label, 0, err);
         if (!st && l->n == before)
             st = dtnn_error_set(err, DTNN_ERR_FORMAT, "%s: class folder without .jpg, .jpeg or "
                                 ".png files", path);
     }
+    folders_free(&seen);
     if (of)
         l->classes = of->classes;
     return st;
