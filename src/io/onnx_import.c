@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "../core/file_input.h"
+#include "proto_bounds.h"
 #include "onnx_import.h"
 
 #include "../core/internal.h"
@@ -552,6 +553,21 @@ static Onnx__ModelProto *read_proto(const char *path, dtnn_error *err)
         free(buf);
         dtnn_error_set(err, buf ? DTNN_ERR_IO : DTNN_ERR_NOMEM, "cannot read ONNX file '%s'%s",
                        path, n >= MAX_ONNX_FILE ? ": larger than 1 GiB" : "");
+        return NULL;
+    }
+    int depth = 0;
+    proto_bounds_result bounds = proto_check_depth(buf, n, PROTO_MAX_DEPTH, &depth);
+    if (bounds != PROTO_BOUNDS_OK) {
+        free(buf);
+        if (bounds == PROTO_BOUNDS_TOO_DEEP)
+            dtnn_error_set(err, DTNN_ERR_FORMAT, "ONNX file '%s' nests its messages more than "
+                           "%d levels deep (graphs inside attributes inside nodes ...): "
+                           "refused before decoding, which recurses once per level", path,
+                           PROTO_MAX_DEPTH);
+        else
+            dtnn_error_set(err, DTNN_ERR_FORMAT, "ONNX file '%s' is built so that checking its "
+                           "nesting would take more than %d passes over it: refused", path,
+                           2 * (PROTO_MAX_DEPTH + 2));
         return NULL;
     }
     Onnx__ModelProto *mp = onnx__model_proto__unpack(NULL, n, buf);
