@@ -428,6 +428,17 @@ void dtnn_data_params_default(dtnn_data_params *p);
 dtnn_status dtnn_dataset_load(dtnn_dataset *d, const dtnn_data_params *p, dtnn_error *err);
 void dtnn_dataset_free(dtnn_dataset *d);
 
+/* Writes n bytes as the whole file at path, atomically (a temporary in the same folder,
+ * synced, renamed over path: a reader sees the old file or the new one, and a failure or a kill
+ * leaves the old one). Only a regular file is replaced; a symbolic link keeps pointing at the
+ * new file. `what` names the file in messages ("model file"). Every file libdtnn writes goes
+ * this way. */
+dtnn_status dtnn_file_write(const char *path, const char *what, const void *data, size_t n,
+                            dtnn_error *err);
+/* Checks before any work that path can be written as an output: its folder takes a new file,
+ * and path is absent or a regular file (not a folder, device or FIFO). */
+dtnn_status dtnn_file_check_output(const char *path, const char *what, dtnn_error *err);
+
 /* IDX (MNIST format), gzip or raw. Images scaled to [0,1]. The arrays these loaders return are
  * released with free(). */
 dtnn_status dtnn_idx_load_images(const char *path, float **x, int64_t *n, int *h, int *w,

@@ -102,6 +102,115 @@ else
     failures=$((failures + 1))
 fi
 
+# Outputs: every one is checked before the first step (a trace that cannot be written, a
+# --save naming a folder failed only after training), and a device node by an output's name
+# is refused and left in place (replacing a mknod copy of /dev/null deleted the node).
+late() { # PATTERN ARGS...: refused with PATTERN, and no epoch ran
+    local pattern=$1
+    shift
+    timeout 60 "$dtnn" "$@" >"$tmp/out" 2>&1
+    local rc=$?
+    if [[ $rc -eq 1 ]] && grep -qE -e "$pattern" "$tmp/out" && ! grep -q "epoch 1" "$tmp/out"; then
+        echo "ok: before the first step: $(tail -n1 "$tmp/out")"
+    else
+        echo "FAIL: dtnn $* -> exit $rc, want 1 with '$pattern' before any epoch:"
+        sed 's/^/    /' "$tmp/out"
+        failures=$((failures + 1))
+    fi
+}
+train=(train --model lenet5 --dataset synthetic --synthetic-shape 1x28x28 --synthetic-samples 64
+       --batch-size 32 --threads 1 --epochs 1)
+late "cannot write the trace '$tmp/no/such/t.json': No such file" "${train[@]}" \
+    --trace "$tmp/no/such/t.json"
+mkdir -p "$tmp/folder"
+late "cannot write the checkpoint '$tmp/folder': it is a folder" "${train[@]}" --save "$tmp/folder"
+late "cannot write the log '$tmp/folder': it is a folder" "${train[@]}" --log "$tmp/folder"
+if mknod "$tmp/null" c 1 3 2>/dev/null; then
+    device="it exists and is a character device, and dtnn replaces only regular files"
+    late "'$tmp/null': $device" "${train[@]}" --save "$tmp/null"
+    expect 1 "cannot write the .npy file '$tmp/null': $device" -- predict --model lenet5 \
+        --load "$tmp/before.safetensors" --input "$tmp/x.npy" --output "$tmp/null"
+    expect 1 "cannot write the ONNX file '$tmp/null': $device" -- export --model lenet5 \
+        --load "$tmp/before.safetensors" --output "$tmp/null"
+    [[ -c $tmp/null ]] || { echo "FAIL: the device node was replaced"; failures=$((failures + 1)); }
+else
+    echo "skip: cannot mknod here (not root?): the device-node cases are not run"
+fi
+# A predict that fails after its checks (a wrong input shape) leaves the old output as it was.
+echo "old logits" >"$tmp/y.npy"
+python3 - "$tmp/x3.npy" <<'PY'
+import struct, sys
+header = "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3, 5, 5), }"
+header += " " * (118 - len(header)) + "\n"
+with open(sys.argv[1], "wb") as f:
+    f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode())
+    f.write(b"\0" * (2 * 3 * 5 * 5 * 4))
+PY
+timeout 60 "$dtnn" predict --model lenet5 --load "$tmp/before.safetensors" --input "$tmp/x3.npy" \
+    --output "$tmp/y.npy" >/dev/null 2>&1
+[[ $(cat "$tmp/y.npy") == "old logits" ]] ||
+    { echo "FAIL: a failed predict changed its --output"; failures=$((failures + 1)); }
+leftover=$(find "$tmp" -name '*.tmp.*' | head -n 3)
+[[ -z $leftover ]] || { echo "FAIL: temporaries left behind: $leftover"; failures=$((failures + 1)); }
+
+# An ONNX file nested 5000 levels deep (an attribute's graph whose node has an attribute with a
+# graph, ...; 118 KB) ran protobuf-c's recursion out of stack (SIGSEGV). It is refused before
+# decoding; 20 nested subgraphs (61 levels) still decode.
+if "$dtnn" import --help >/dev/null 2>&1; then
+    python3 - "$tmp" <<'PY'
+import sys
+def varint(v):
+    out = bytearray()
+    while True:
+        b, v = v & 0x7f, v >> 7
+        out.append(b | 0x80 if v else b)
+        if not v:
+            return bytes(out)
+def field(num, payload):
+    return varint(num << 3 | 2) + varint(len(payload)) + payload
+for name, levels in (("deep", 5000), ("nested20", 20)):
+    graph = field(2, b"g")
+    for _ in range(levels):
+        attribute = field(1, b"body") + field(6, graph)
+        graph = field(1, field(4, b"Loop") + field(5, attribute))
+    with open(f"{sys.argv[1]}/{name}.onnx", "wb") as f:
+        f.write(varint(1 << 3) + varint(8) + field(7, graph))
+PY
+    expect 1 "ONNX file '$tmp/deep.onnx' nests its messages more than 64 levels deep" -- \
+        info --model "$tmp/deep.onnx"
+    expect 1 "nested20.onnx: operator set -1 of the default domain" -- \
+        info --model "$tmp/nested20.onnx"
+fi
+
+# Image folders: links to folders are followed, but each folder may be reached once; a link
+# back to an ancestor (a loop) or to another class's folder (a second label) is refused.
+mkimf=$(dirname "$dtnn")/make-imagefolder
+if [[ -x $mkimf ]] && "$mkimf" "$tmp/imf" --classes 2 --train 2 --val 1 >/dev/null 2>&1; then
+    imf=(train --model resnet20 --dataset imagefolder --data-dir "$tmp/imf" --image-size 32
+         --batch-size 2 --steps 1 --threads 1 --loader-threads 0)
+    mkdir -p "$tmp/imf-extra/c1"
+    cp "$(find "$tmp/imf/train" -name '*.jpg' | head -n 1)" "$tmp/imf-extra/c1/linked.jpg"
+    ln -s "$tmp/imf-extra/c1" "$tmp/imf/train/$(ls "$tmp/imf/train" | tail -n 1)/more"
+    if timeout 120 "$dtnn" "${imf[@]}" >"$tmp/out" 2>&1; then
+        echo "ok: a link to a folder outside the split is followed"
+    else
+        echo "FAIL: a link to a folder outside the split was refused:"; sed 's/^/    /' "$tmp/out"
+        failures=$((failures + 1))
+    fi
+    first=$(ls "$tmp/imf/train" | head -n 1)
+    ln -s . "$tmp/imf/train/$first/self"
+    late "train/$first/self is the folder .*train/$first again \(a symbolic link back to its own parent, a loop\)" \
+        "${imf[@]}"
+    rm "$tmp/imf/train/$first/self"
+    ln -s "../$first" "$tmp/imf/train/$(ls "$tmp/imf/train" | tail -n 1)/stolen"
+    late "stolen is the folder .*train/$first again \(a symbolic link\)" "${imf[@]}"
+    rm "$tmp/imf/train/$(ls "$tmp/imf/train" | tail -n 1)/stolen"
+    ln -s .. "$tmp/imf/train/$first/up"
+    late "train/$first/up is the folder .*train again" "${imf[@]}"
+else
+    echo "skip: no make-imagefolder in this build: the image-folder cases are not run"
+fi
+
 if [[ $failures -ne 0 ]]; then
     echo "cli_hostile_paths: $failures case(s) FAILED"
     exit 1

@@ -93,7 +93,7 @@ expect() {  # expect CODE TEXT command...
 }
 expect 2 "opset must be 11 to 17" "$dtnn" export --model lenet5 \
     --load "$tmp/lenet5/ck.safetensors" --output "$tmp/bad.onnx" --opset 9
-expect 1 "cannot write ONNX file '/nonexistent/x.onnx'" "$dtnn" export --model lenet5 \
+expect 1 "cannot write the ONNX file '/nonexistent/x.onnx'" "$dtnn" export --model lenet5 \
     --load "$tmp/lenet5/ck.safetensors" --output /nonexistent/x.onnx
 # Adaptive pooling from 8x8 to 3x3 has windows of two sizes: no ONNX pooling operator says that.
 mkdir -p "$tmp/adaptive"

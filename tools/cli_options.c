@@ -254,6 +254,14 @@ int cli_trace_start(const char *command, const char *path, dtnn_comm *comm, dtnn
     }
     if (!path)
         return -1;
+    /* Rank 0 writes the file: it checks the path before the run, and every rank stops with it. */
+    int rank = dtnn_comm_rank(comm);
+    int writable = rank != 0 || dtnn_file_check_output(path, "trace", err) == DTNN_OK;
+    if (!cli_all_ok(comm, writable)) {
+        if (rank != 0)
+            dtnn_error_set(err, DTNN_ERR_IO, "rank 0 cannot write the trace '%s'", path);
+        return 1;
+    }
     *out = dtnn_trace_create(comm, 0, err);
     return *out ? -1 : 1;
 }

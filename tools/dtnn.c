@@ -625,7 +625,8 @@ static int cmd_predict(int argc, char **argv)
     int rc = 1;
     int64_t dims[8];
     int ndim = 0;
-    if (dtnn_npy_load_f32(cli_str(o, n, "input"), &x, dims, &ndim, &err))
+    if (dtnn_file_check_output(cli_str(o, n, "output"), ".npy file", &err) ||
+        dtnn_npy_load_f32(cli_str(o, n, "input"), &x, dims, &ndim, &err))
         goto out;
     if (ndim < 2 || ndim > 4) {
         dtnn_error_set(&err, DTNN_ERR_SHAPE, "%s: expected [N, C, H, W], [N, H, W] or "

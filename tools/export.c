@@ -62,6 +62,8 @@ int cmd_export(int argc, char **argv)
     const char *device = cli_device(cmd, o, n, &device_rc);
     if (!device)
         return device_rc;
+    if (dtnn_file_check_output(out, "ONNX file", &err))
+        return cli_fail(cmd, &err);
     dtnn_model *m = dtnn_model_from_spec(cli_str(o, n, "model"), (int)cli_int(o, n, "classes"),
                                          c, h, w, &err);
     dtnn_build_params bp;
@@ -93,17 +95,6 @@ static cli_opt import_opts[] = {
     {"help", OPT_FLAG, NULL, "show this help", 0, NULL, 0},
 };
 
-static int write_text(const char *path, const char *text, dtnn_error *err)
-{
-    FILE *f = fopen(path, "w");
-    int ok = f && fputs(text, f) >= 0;
-    if (f && fclose(f))
-        ok = 0;
-    if (!ok)
-        dtnn_error_set(err, DTNN_ERR_IO, "cannot write model file '%s'", path);
-    return ok ? 0 : -1;
-}
-
 /* dtnn import FILE.onnx --output-model M --output-weights W: the ONNX file comes first. */
 int cmd_import(int argc, char **argv)
 {
@@ -127,6 +118,9 @@ int cmd_import(int argc, char **argv)
     if ((early = cli_distinct_paths(cmd, files, N_OPTS(files))) >= 0)
         return early;
     dtnn_error err = {0};
+    if (dtnn_file_check_output(cli_str(o, n, "output-model"), "model file", &err) ||
+        dtnn_file_check_output(cli_str(o, n, "output-weights"), "checkpoint", &err))
+        return cli_fail(cmd, &err);
     char *text = dtnn_onnx_import_text(src, &err);
     dtnn_model *m = text ? dtnn_model_parse_string(text, src, &err) : NULL;
     dtnn_build_params bp;
@@ -136,7 +130,7 @@ int cmd_import(int argc, char **argv)
     bp.threads = 1;     /* nothing is computed: the build only lays out the weights */
     int rc = 0;
     if (!m || dtnn_model_build(m, &bp, &err) || dtnn_onnx_load_weights(src, m, &err) ||
-        write_text(cli_str(o, n, "output-model"), text, &err) ||
+        dtnn_file_write(cli_str(o, n, "output-model"), "model file", text, strlen(text), &err) ||
         dtnn_checkpoint_save(cli_str(o, n, "output-weights"), m, NULL, NULL, NULL, &err)) {
         rc = cli_fail(cmd, &err);
     } else {

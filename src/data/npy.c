@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "core/atomic_file.h"
 #include "core/file_input.h"
 #include "core/internal.h"
 #include "data/data.h"
@@ -551,9 +552,11 @@ dtnn_status dtnn_npy_save_f32(const char *path, const float *x, const int64_t *d
     len += padded - total;
     header[len++] = '\n';
 
-    FILE *f = fopen(path, "wb");
-    if (!f)
-        return dtnn_error_set(err, DTNN_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
+    atomic_file out;
+    dtnn_status st = atomic_file_begin(&out, path, ".npy file", err);
+    if (st)
+        return st;
+    FILE *f = out.fp;
     unsigned char pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)(len & 0xff),
                              (unsigned char)(len >> 8)};
     int ok = fwrite(pre, 1, sizeof pre, f) == sizeof pre &&
@@ -568,15 +571,11 @@ dtnn_status dtnn_npy_save_f32(const char *path, const float *x, const int64_t *d
             ok = fwrite(b, 1, 4, f) == 4;
         }
     }
-    int saved_errno = errno;
-    if (fclose(f) != 0 && ok) {
-        ok = 0;
-        saved_errno = errno;
-    }
     if (!ok) {
-        remove(path);
-        return dtnn_error_set(err, DTNN_ERR_IO, "%s: write failed: %s", path,
-                              strerror(saved_errno));
+        int saved_errno = errno;
+        atomic_file_abort(&out);
+        return dtnn_error_set(err, DTNN_ERR_IO, "cannot write the .npy file '%s': %s (nothing "
+                              "was replaced)", path, strerror(saved_errno));
     }
-    return DTNN_OK;
+    return atomic_file_commit(&out, err);
 }

@@ -14,27 +14,24 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include "../core/atomic_file.h"
 #include "checkpoint_files.h"
 
-/* Fails early when a file cannot be created in path's folder, or when the folder lacks the
- * space for `bytes` more (a checkpoint is written beside the previous one, then renamed over
- * it), rather than after hours. The file it creates and removes has the name the writer gives
- * its temporary (safetensors.c: PATH.tmp.<pid>), so a process killed in between leaves only
- * what a kill during a save can leave anyway (tests/cli_signals.sh kills at random moments;
- * a ".probe.<pid>" name was once left behind there). */
+/* Fails early when the checkpoint cannot be written (atomic_file_check: a folder that does
+ * not take a new file, a destination that is a folder or a device), or when the folder lacks
+ * the space for `bytes` more (a checkpoint is written beside the previous one, then renamed
+ * over it), rather than after hours. */
 dtnn_status ckpt_check_writable(const char *path, const char *what, size_t bytes,
                                 dtnn_error *err)
 {
-    char probe[4096];
-    snprintf(probe, sizeof probe, "%s.tmp.%ld", path, (long)getpid());
-    FILE *f = fopen(probe, "wb");
-    if (!f)
-        return dtnn_error_set(err, DTNN_ERR_IO, "cannot write the %s '%s': %s", what, path,
-                              strerror(errno));
-    fclose(f);
+    dtnn_status st = atomic_file_check(path, what, err);
+    if (st)
+        return st;
+    char dir[4096];
+    const char *slash = strrchr(path, '/');
+    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) + 1 : 1, slash ? path : ".");
     struct statvfs fs;
-    int full = statvfs(probe, &fs) == 0 && (uint64_t)fs.f_bavail * fs.f_frsize < bytes;
-    remove(probe);
+    int full = statvfs(dir, &fs) == 0 && (uint64_t)fs.f_bavail * fs.f_frsize < bytes;
     if (full)
         return dtnn_error_set(err, DTNN_ERR_IO, "cannot write the %s '%s': it needs about %.1f "
                               "MiB and its file system has %.1f MiB free", what, path,

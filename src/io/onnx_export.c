@@ -26,6 +26,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../core/atomic_file.h"
 #include "onnx.pb-c.h"
 
 #include "../model/model_internal.h"
@@ -669,42 +670,23 @@ static void file_append(ProtobufCBuffer *b, size_t len, const uint8_t *data)
         fb->failed = errno ? errno : EIO;
 }
 
-/* Writes path.tmp.<pid>, syncs it and renames it over path, so a reader never sees half a
- * file and a failed export leaves any older file in place. */
+/* Writes the model through the atomic writer (core/atomic_file.h): a failed export leaves any
+ * older file in place. */
 static dtnn_status write_model(const Onnx__ModelProto *mp, const char *path, dtnn_error *err)
 {
-    size_t tlen = strlen(path) + 32;
-    char *tmp = malloc(tlen);
-    if (!tmp)
-        return dtnn_error_set(err, DTNN_ERR_NOMEM, "out of memory writing '%s'", path);
-    snprintf(tmp, tlen, "%s.tmp.%ld", path, (long)getpid());
-    file_buffer fb = {{file_append}, fopen(tmp, "wb"), 0};
-    if (!fb.fp) {
-        dtnn_error_set(err, DTNN_ERR_IO, "cannot write ONNX file '%s': %s (temporary file "
-                       "'%s')", path, strerror(errno), tmp);
-        free(tmp);
-        return err->code;
-    }
+    atomic_file out;
+    dtnn_status st = atomic_file_begin(&out, path, "ONNX file", err);
+    if (st)
+        return st;
+    file_buffer fb = {{file_append}, out.fp, 0};
     errno = 0;
     onnx__model_proto__pack_to_buffer(mp, &fb.base);
-    if (!fb.failed && fflush(fb.fp) != 0)
-        fb.failed = errno;
-    if (!fb.failed && fsync(fileno(fb.fp)) != 0)
-        fb.failed = errno;
-    if (fclose(fb.fp) != 0 && !fb.failed)
-        fb.failed = errno;
-    dtnn_status st = DTNN_OK;
     if (fb.failed) {
-        st = dtnn_error_set(err, DTNN_ERR_IO, "cannot write ONNX file '%s': %s", path,
-                            strerror(fb.failed));
-        remove(tmp);
-    } else if (rename(tmp, path) != 0) {
-        st = dtnn_error_set(err, DTNN_ERR_IO, "cannot rename '%s' to '%s': %s", tmp, path,
-                            strerror(errno));
-        remove(tmp);
+        atomic_file_abort(&out);
+        return dtnn_error_set(err, DTNN_ERR_IO, "cannot write the ONNX file '%s': %s (nothing "
+                              "was replaced)", path, strerror(fb.failed));
     }
-    free(tmp);
-    return st;
+    return atomic_file_commit(&out, err);
 }
 
 int dtnn_onnx_available(void) { return 1; }

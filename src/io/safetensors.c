@@ -29,6 +29,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../core/atomic_file.h"
 #include "../core/file_input.h"
 #include "../core/internal.h"
 #include "json.h"
@@ -648,24 +649,6 @@ static int write_le(FILE *fp, const unsigned char *p, size_t n, size_t es)
     return 0;
 }
 
-/* Makes the rename durable; failure here cannot lose data, so it is not reported. */
-static void sync_parent_dir(const char *path)
-{
-    char dir[4096];
-    const char *slash = strrchr(path, '/');
-    if (!slash)
-        snprintf(dir, sizeof dir, ".");
-    else if (slash == path)
-        snprintf(dir, sizeof dir, "/");
-    else
-        snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
-    int fd = open(dir, O_RDONLY);
-    if (fd >= 0) {
-        (void)fsync(fd);
-        close(fd);
-    }
-}
-
 dtnn_status st_write(const char *path, const st_entry *entries, int n,
                      const char *const *meta_keys, const char *const *meta_values, int n_meta,
                      dtnn_error *err)
@@ -690,43 +673,23 @@ dtnn_status st_write(const char *path, const st_entry *entries, int n,
     char hex[9];
     snprintf(hex, sizeof hex, "%08x", (unsigned)crc);
     memcpy(digits, hex, 8);
-    size_t tlen = strlen(path) + 32;
-    char *tmp = malloc(tlen);
-    if (!tmp) {
-        free(hb.p);
-        return dtnn_error_set(err, DTNN_ERR_NOMEM, "%s: out of memory", path);
-    }
-    snprintf(tmp, tlen, "%s.tmp.%ld", path, (long)getpid());
-    FILE *fp = fopen(tmp, "wb");
-    if (!fp) {
-        st = dtnn_error_set(err, DTNN_ERR_IO, "cannot write '%s': %s (creating the temporary "
-                            "file '%s')", path, strerror(errno), tmp);
-        free(tmp);
+    atomic_file out;
+    if ((st = atomic_file_begin(&out, path, "safetensors file", err))) {
         free(hb.p);
         return st;
     }
+    FILE *fp = out.fp;
     int bad = fwrite(len8, 1, 8, fp) != 8 || fwrite(hb.p, 1, hb.n, fp) != hb.n;
     for (int i = 0; i < n && !bad; i++)
         bad = write_le(fp, entries[i].data, entries[i].bytes, dtype_size(entries[i].dtype));
-    bad = bad || fflush(fp) != 0 || fsync(fileno(fp)) != 0;
-    int saved = errno;
-    if (fclose(fp) != 0 && !bad) {
-        bad = 1;
-        saved = errno;
-    }
     if (bad) {
-        remove(tmp);
+        int saved = errno;
+        atomic_file_abort(&out);
         st = dtnn_error_set(err, DTNN_ERR_IO, "cannot write '%s': %s (the previous file, if "
                             "any, is unchanged)", path, strerror(saved));
-    } else if (rename(tmp, path) != 0) {
-        saved = errno;
-        remove(tmp);
-        st = dtnn_error_set(err, DTNN_ERR_IO, "cannot rename '%s' to '%s': %s", tmp, path,
-                            strerror(saved));
     } else {
-        sync_parent_dir(path);
+        st = atomic_file_commit(&out, err);
     }
-    free(tmp);
     free(hb.p);
     return st;
 }

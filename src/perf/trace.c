@@ -27,6 +27,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../core/atomic_file.h"
 #include "../comm/comm_internal.h"
 #include "../core/internal.h"
 #include "trace.h"
@@ -391,22 +392,16 @@ static int write_rank(FILE *f, const unsigned char *blob, size_t bytes, double o
     return 0;
 }
 
-/* Writes the file from n rank blobs (blobs[r] of sizes[r] bytes) through a temporary that is
- * renamed into place, so a reader never sees half a file. */
+/* Writes the file from n rank blobs (blobs[r] of sizes[r] bytes) through the atomic writer,
+ * so a reader never sees half a file. */
 static dtnn_status write_file(const dtnn_trace *t, const char *path, unsigned char **blobs,
                               const size_t *sizes, int n, dtnn_error *err)
 {
-    size_t len = strlen(path) + 8;
-    char *tmp = malloc(len);
-    if (!tmp)
-        return dtnn_error_set(err, DTNN_ERR_NOMEM, "out of memory");
-    snprintf(tmp, len, "%s.tmp", path);
-    FILE *f = fopen(tmp, "wb");
-    if (!f) {
-        dtnn_error_set(err, DTNN_ERR_IO, "cannot write the trace '%s': %s", tmp, strerror(errno));
-        free(tmp);
-        return DTNN_ERR_IO;
-    }
+    atomic_file out;
+    dtnn_status st = atomic_file_begin(&out, path, "trace", err);
+    if (st)
+        return st;
+    FILE *f = out.fp;
     uint64_t *dropped = calloc((size_t)n, sizeof *dropped);
     double *offsets = calloc((size_t)n, sizeof *offsets);
     int first = 1, bad = !dropped || !offsets;
@@ -431,18 +426,12 @@ static dtnn_status write_file(const dtnn_trace *t, const char *path, unsigned ch
     fprintf(f, "}}\n");
     free(dropped);
     free(offsets);
-    int failed = ferror(f);
-    failed |= fclose(f) != 0;
-    dtnn_status st = DTNN_OK;
-    if (bad)
-        st = dtnn_error_set(err, DTNN_ERR_FORMAT, "trace: a rank's events did not arrive intact");
-    else if (failed || rename(tmp, path))
-        st = dtnn_error_set(err, DTNN_ERR_IO, "cannot write the trace '%s': %s", path,
-                            strerror(errno ? errno : EIO));
-    if (st)
-        remove(tmp);
-    free(tmp);
-    return st;
+    if (bad) {
+        atomic_file_abort(&out);
+        return dtnn_error_set(err, DTNN_ERR_FORMAT, "trace: a rank's events did not arrive "
+                              "intact");
+    }
+    return atomic_file_commit(&out, err);
 }
 
 dtnn_status dtnn_trace_write(dtnn_trace *t, dtnn_comm *comm, const char *path, dtnn_error *err)

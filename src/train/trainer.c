@@ -30,7 +30,9 @@
 #include <errno.h>
 #include <math.h>
 #include <string.h>
+#include <sys/stat.h>
 
+#include "../core/atomic_file.h"
 #include "../core/internal.h"
 #include "../comm/grad_sync.h"
 #include "../io/checkpoint_files.h"
@@ -221,10 +223,14 @@ static dtnn_status save_checkpoint(dtnn_model *m, dtnn_optimizer *opt, const dtn
     if (dtnn_comm_rank(comm) != 0)
         return DTNN_OK;
     dtnn_error e = {0};
+    struct stat previous;
+    const int had_one = stat(p->save_path, &previous) == 0;
     if (dtnn_checkpoint_save(p->save_path, m, opt, ts, d, &e))
         return dtnn_error_set(err, e.code, "the checkpoint at step %lld could not be written, "
-                              "so training stops; the last good one is intact. %s",
-                              (long long)ts->step, e.message);
+                              "so training stops; %s. %s", (long long)ts->step,
+                              had_one ? "the last good one is intact"
+                                      : "there is no earlier one to resume from",
+                              e.message);
     if (p->keep > 0 && (st = ckpt_keep_copy(p->save_path, ts->step, p->keep, err)))
         return st;
     trace_span(p->trace, TRACE_CHECKPOINT, "checkpoint", t0, ts->step);
@@ -391,6 +397,10 @@ static dtnn_status run_open(train_run_state *r, dtnn_error *err)
     if (r->rank == 0 && p->save_path &&
         (st = ckpt_check_writable(p->save_path, "checkpoint", ckpt_estimate_bytes(m, r->opt),
                                   err)))
+        return st;
+    /* The log is appended to as the run goes (core/atomic_file.h says why it alone is not
+     * written atomically); it is checked as every output is. */
+    if (r->rank == 0 && p->log_path && (st = atomic_file_check(p->log_path, "log", err)))
         return st;
     if (r->rank == 0 && p->log_path) {
         r->log = fopen(p->log_path, r->ts->step > 0 ? "ab" : "wb");
