@@ -135,6 +135,11 @@ typedef struct {
      * torchvision's fine-tuning recipes choose); without it they use batch statistics and
      * update the running ones, as a frozen module in train() mode does in PyTorch. */
     int freeze_bn;
+    /* Weights loaded into this model (checkpoints, --init, --resume's optimizer state, ONNX
+     * initializers) are checked to be finite, and a load holding NaN or Inf is refused,
+     * naming the tensor and its first bad index. 1 lets them in, for forensics on a diverged
+     * run (--allow-nonfinite-weights); training from them stops at its first step anyway. */
+    int allow_nonfinite_weights;
 } dtnn_build_params;
 
 /* Memory a built model needs, in bytes (the optimizer's as planned by optimizer_slots). */

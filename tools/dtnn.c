@@ -109,6 +109,8 @@ static cli_opt train_opts[] = {
     {"threads", OPT_INT, "0", "kernel threads (0: the cores given to this process)", 0, NULL, 0},
     CLI_DEVICE_OPTION,
     CLI_PRECISION_OPTION,
+    {"allow-nonfinite-weights", OPT_FLAG, NULL, "load weights that hold NaN or Inf (forensics "
+     "on a diverged run; refused otherwise)", 0, NULL, 0},
     {"init", OPT_STRING, NULL, "checkpoint to take starting weights from (default for an .onnx "
      "--model: its own weights)", 0, NULL, 0},
     {"init-exclude", OPT_STRINGS, NULL, "--init: tensors (glob over names, e.g. 'fc.*') left at "
@@ -430,6 +432,7 @@ static int cmd_train(int argc, char **argv, dtnn_comm *comm)
     bp.threads = threads;
     bp.device = device;
     bp.precision = precision;
+    bp.allow_nonfinite_weights = cli_flag(o, n, "allow-nonfinite-weights");
     const char *freeze[CLI_MAX_VALUES];
     bp.n_freeze = cli_strs("freeze", argc, argv, 2, freeze);
     bp.freeze = freeze;
@@ -504,6 +507,8 @@ static cli_opt eval_opts[] = {
     {"threads", OPT_INT, "0", "kernel threads (0: the cores given to this process)", 0, NULL, 0},
     CLI_DEVICE_OPTION,
     CLI_PRECISION_OPTION,
+    {"allow-nonfinite-weights", OPT_FLAG, NULL, "load weights that hold NaN or Inf (forensics "
+     "on a diverged run; refused otherwise)", 0, NULL, 0},
     {"help", OPT_FLAG, NULL, "show this help", 0, NULL, 0},
 };
 
@@ -557,6 +562,7 @@ static int cmd_eval(int argc, char **argv)
     bp.threads = threads;
     bp.device = device;
     bp.precision = precision;
+    bp.allow_nonfinite_weights = cli_flag(o, n, "allow-nonfinite-weights");
     if (dtnn_model_build(m, &bp, &err) || cli_load_weights(o, n, m, NULL, &err))
         goto out;
     dtnn_metrics met;
@@ -590,6 +596,8 @@ static cli_opt predict_opts[] = {
     {"threads", OPT_INT, "0", "kernel threads (0: the cores given to this process)", 0, NULL, 0},
     CLI_DEVICE_OPTION,
     CLI_PRECISION_OPTION,
+    {"allow-nonfinite-weights", OPT_FLAG, NULL, "load weights that hold NaN or Inf (forensics "
+     "on a diverged run; refused otherwise)", 0, NULL, 0},
     {"help", OPT_FLAG, NULL, "show this help", 0, NULL, 0},
 };
 
@@ -655,6 +663,7 @@ static int cmd_predict(int argc, char **argv)
     bp.threads = threads;
     bp.device = device;
     bp.precision = precision;
+    bp.allow_nonfinite_weights = cli_flag(o, n, "allow-nonfinite-weights");
     dtnn_dataset norm;
     memset(&norm, 0, sizeof norm);
     if (dtnn_model_build(m, &bp, &err) || cli_load_weights(o, n, m, &norm, &err))

@@ -37,6 +37,10 @@ char *dtnn_strdup(const char *s);
 int dtnn_parse_int(const char *s, long long *out);
 int dtnn_parse_float(const char *s, double *out);
 
+/* The index of the first NaN or Inf among n little-endian float32 values at bytes (which
+ * need not be aligned), or -1 when all are finite. */
+int64_t first_nonfinite_f32(const void *bytes, size_t n);
+
 /* Monotonic seconds. */
 double dtnn_now(void);
 

@@ -113,3 +113,14 @@ uint64_t dtnn_fnv1a(uint64_t h, const void *data, size_t n)
         h = (h ^ p[i]) * 0x100000001b3ull;
     return h;
 }
+
+int64_t first_nonfinite_f32(const void *bytes, size_t n)
+{
+    const unsigned char *b = bytes;
+    for (size_t i = 0; i < n; i++) {
+        /* An exponent of all ones is Inf or NaN, on the bits, whatever the host's byte order. */
+        if ((b[4 * i + 3] & 0x7f) == 0x7f && (b[4 * i + 2] & 0x80))
+            return (int64_t)i;
+    }
+    return -1;
+}

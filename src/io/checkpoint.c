@@ -598,6 +598,35 @@ static dtnn_status plan_load(const char *path, const st_file *f, dtnn_model *m,
     return DTNN_OK;
 }
 
+/* Refuses a checkpoint whose float tensors (weights, buffers, optimizer state) hold NaN or Inf,
+ * naming the first: loaded, they would only give NaN logits or, resumed, a first step that
+ * fails as if the learning rate were at fault. */
+static dtnn_status check_loaded_finite(const char *path, const st_file *f, const dtnn_model *m,
+                                       const dtnn_optimizer *opt, const load_plan *lp,
+                                       dtnn_error *err)
+{
+    const size_t n_opt = opt ? (size_t)opt->n_slots * m->n_tensors : 0;
+    for (size_t k = 0; k < (size_t)m->n_tensors + n_opt; k++) {
+        const st_tensor *t = k < (size_t)m->n_tensors ? lp->model[k] : lp->opt[k - m->n_tensors];
+        const dtnn_tensor_info *ti = &m->tensors[k % m->n_tensors];
+        if (!t || ti->dtype != DTNN_F32)
+            continue;
+        int64_t bad = first_nonfinite_f32(f->data + t->offset, t->bytes / sizeof(float));
+        if (bad < 0)
+            continue;
+        float v;
+        memcpy(&v, f->data + t->offset + (size_t)bad * sizeof v, sizeof v);
+        const int slot = k < (size_t)m->n_tensors ? -1 : (int)((k - m->n_tensors) / m->n_tensors);
+        return dtnn_error_set(err, DTNN_ERR_NONFINITE, "checkpoint %s: %s%s%s'%s' holds %s at "
+                              "index %lld of %zu (the weights of a diverged run?); "
+                              "--allow-nonfinite-weights loads it anyway, for forensics", path,
+                              slot >= 0 ? "the optimizer's " : "",
+                              slot >= 0 ? opt->slot_names[slot] : "", slot >= 0 ? " of " : "",
+                              ti->name, v != v ? "NaN" : "Inf", (long long)bad, ti->count);
+    }
+    return DTNN_OK;
+}
+
 static dtnn_status load(const char *path, dtnn_model *m, dtnn_optimizer *opt,
                         dtnn_train_state *ts, dtnn_dataset *norm, const char *const *exclude,
                         int n_exclude, dtnn_error *err)
@@ -619,6 +648,8 @@ static dtnn_status load(const char *path, dtnn_model *m, dtnn_optimizer *opt,
         st = dtnn_error_set(err, DTNN_ERR_NOMEM, "checkpoint %s: out of memory", path);
     else
         st = plan_load(path, &f, m, opt, ts != NULL, norm != NULL, &lp, err);
+    if (st == DTNN_OK && !m->bp.allow_nonfinite_weights)
+        st = check_loaded_finite(path, &f, m, opt, &lp, err);
     if (st == DTNN_OK) {
         /* Everything validated: from here on nothing can fail. */
         for (int i = 0; i < m->n_tensors; i++) {

@@ -790,8 +790,11 @@ static dtnn_status load_bind(imp *p, dtnn_model *m, const imp_layer *l, const im
                 tmp[c * rows + r] = v->f[r * cols + c];
         src = tmp;
     }
+    /* dtnn_model_tensor_write refuses NaN and Inf unless the model allows them. */
     dtnn_status st = dtnn_model_tensor_write(m, t, src, err);
     free(tmp);
+    if (st == DTNN_ERR_NONFINITE)
+        imp_fail(p, NULL, st, err, "initializer '%s': %s", v->name, err->message);
     return st;
 }
 

@@ -133,6 +133,16 @@ dtnn_status dtnn_model_tensor_write(dtnn_model *m, const dtnn_tensor_info *t, co
     dtnn_region r;
     size_t offset, bytes;
     tensor_place(t, &r, &offset, &bytes);
+    int64_t bad = t->dtype == DTNN_F32 && !m->bp.allow_nonfinite_weights
+                      ? first_nonfinite_f32(src, t->count) : -1;
+    if (bad >= 0) {
+        float v;
+        memcpy(&v, (const char *)src + (size_t)bad * sizeof v, sizeof v);
+        return dtnn_error_set(err, DTNN_ERR_NONFINITE, "tensor '%s' would hold %s at index %lld "
+                              "of %zu; --allow-nonfinite-weights (allow_nonfinite_weights in "
+                              "dtnn_build_params) lets it in, for forensics", t->name,
+                              v != v ? "NaN" : "Inf", (long long)bad, t->count);
+    }
     return dtnn_model_write(m, r, offset, src, bytes, err);
 }
 static int all_finite(const dtnn_model *m, const float *v, size_t n)
