@@ -92,10 +92,7 @@ const char *imp_attr_unknown(const Onnx__NodeProto *nd, const char *const *known
 
 static int value_find(const imp *p, const char *name)
 {
-    for (int i = p->n_v - 1; i >= 0; i--)
-        if (!strcmp(p->v[i].name, name))
-            return i;
-    return -1;
+    return name[0] ? name_index_find(&p->value_index, name) : -1;
 }
 
 static int value_new(imp *p, const char *name, dtnn_error *err)
@@ -119,6 +116,10 @@ static int value_new(imp *p, const char *name, dtnn_error *err)
     memset(v, 0, sizeof *v);
     v->name = name;
     v->layer = -1;
+    if (name[0] && name_index_add(&p->value_index, p->n_v)) {
+        dtnn_error_set(err, DTNN_ERR_NOMEM, "out of memory importing '%s'", p->path);
+        return -1;
+    }
     return p->n_v++;
 }
 
@@ -199,16 +200,10 @@ int imp_out(imp *p, const Onnx__NodeProto *nd, int k, dtnn_error *err)
     }
     /* dtnn computes only the first output of an operator; another one must be unused. */
     for (size_t j = 1; j < nd->n_output; j++) {
-        if (!nd->output[j] || !nd->output[j][0])
-            continue;
-        for (size_t n = 0; n < p->mp->graph->n_node; n++) {
-            const Onnx__NodeProto *c = p->mp->graph->node[n];
-            for (size_t q = 0; q < c->n_input; q++)
-                if (c->input[q] && !strcmp(c->input[q], nd->output[j])) {
-                    imp_fail(p, nd, DTNN_ERR_UNSUPPORTED, err, "output %zu '%s' is used, but "
-                             "dtnn computes only the first output", j, nd->output[j]);
-                    return -1;
-                }
+        if (nd->output[j] && nd->output[j][0] && imp_uses(p, nd->output[j]) > 0) {
+            imp_fail(p, nd, DTNN_ERR_UNSUPPORTED, err, "output %zu '%s' is used, but dtnn "
+                     "computes only the first output", j, nd->output[j]);
+            return -1;
         }
     }
     return value_new(p, nd->output[k], err);
@@ -340,10 +335,7 @@ static int name_used(const imp *p, const char *name)
 {
     if (!strcmp(name, "input") || !strcmp(name, "output"))
         return 1;
-    for (int i = 0; i < p->n_l; i++)
-        if (!strcmp(p->l[i].name, name))
-            return 1;
-    return 0;
+    return name_index_find(&p->layer_index, name) >= 0;
 }
 
 /* dtnn's names: letters, digits, '_' and '.', not starting with '.'. Others become '_'. */
@@ -465,6 +457,10 @@ static int layer_make(imp *p, const Onnx__NodeProto *nd, const char *type, const
     memset(l, 0, sizeof *l);
     snprintf(l->type, sizeof l->type, "%s", type);
     pick_name(p, l, nd, weight);
+    if (name_index_add(&p->layer_index, p->n_l)) {
+        dtnn_error_set(err, DTNN_ERR_NOMEM, "out of memory importing '%s'", p->path);
+        return -1;
+    }
     memcpy(l->in, ins, sizeof(int) * (size_t)n_in);
     l->n_in = n_in;
     l->out = o;
@@ -523,6 +519,12 @@ static void imp_free(imp *p)
     }
     free(p->v);
     free(p->l);
+    name_index_free(&p->value_index);
+    name_index_free(&p->layer_index);
+    name_index_free(&p->init_index);
+    name_index_free(&p->uses_index);
+    free(p->uses_name);
+    free(p->uses_count);
     if (p->mp)
         onnx__model_proto__free_unpacked(p->mp, NULL);
 }
@@ -578,12 +580,9 @@ static Onnx__ModelProto *read_proto(const char *path, dtnn_error *err)
     return mp;
 }
 
-static int is_initializer(const Onnx__GraphProto *g, const char *name)
+static int is_initializer(const imp *p, const char *name)
 {
-    for (size_t i = 0; i < g->n_initializer; i++)
-        if (g->initializer[i]->name && !strcmp(g->initializer[i]->name, name))
-            return 1;
-    return 0;
+    return name_index_find(&p->init_index, name) >= 0;
 }
 
 /* The opset of the default domain, the graph input [N, C, H, W] and the initializers. */
@@ -614,7 +613,7 @@ static dtnn_status graph_start(imp *p, dtnn_error *err)
     }
     const Onnx__ValueInfoProto *in = NULL;
     for (size_t i = 0; i < g->n_input; i++) {
-        if (!g->input[i]->name || is_initializer(g, g->input[i]->name))
+        if (!g->input[i]->name || is_initializer(p, g->input[i]->name))
             continue;
         if (in)
             return imp_fail(p, NULL, DTNN_ERR_UNSUPPORTED, err, "the graph has inputs '%s' and "
@@ -665,14 +664,55 @@ static dtnn_status graph_start(imp *p, dtnn_error *err)
 
 int imp_uses(const imp *p, const char *name)
 {
+    int i = name_index_find(&p->uses_index, name);
+    return i >= 0 ? p->uses_count[i] : 0;
+}
+
+static const char *value_key(const void *ctx, int id) { return ((const imp *)ctx)->v[id].name; }
+static const char *layer_key(const void *ctx, int id) { return ((const imp *)ctx)->l[id].name; }
+static const char *uses_key(const void *ctx, int id) { return ((const imp *)ctx)->uses_name[id]; }
+static const char *init_key(const void *ctx, int id)
+{
+    return ((const imp *)ctx)->mp->graph->initializer[id]->name;
+}
+
+/* One name used as a node input or a graph output: counted. */
+static int count_use(imp *p, const char *name)
+{
+    if (!name)
+        return 0;
+    int i = name_index_find(&p->uses_index, name);
+    if (i >= 0) {
+        p->uses_count[i]++;
+        return 0;
+    }
+    p->uses_name[p->n_uses] = name;
+    p->uses_count[p->n_uses] = 1;
+    return name_index_add(&p->uses_index, p->n_uses++);
+}
+
+/* The indices over the decoded graph (see imp in onnx_import.h). */
+static dtnn_status index_graph(imp *p, dtnn_error *err)
+{
     const Onnx__GraphProto *g = p->mp->graph;
-    int n = 0;
+    size_t uses = g->n_output;
     for (size_t k = 0; k < g->n_node; k++)
-        for (size_t q = 0; q < g->node[k]->n_input; q++)
-            n += g->node[k]->input[q] && !strcmp(g->node[k]->input[q], name);
-    for (size_t k = 0; k < g->n_output; k++)
-        n += g->output[k]->name && !strcmp(g->output[k]->name, name);
-    return n;
+        uses += g->node[k]->n_input;
+    p->uses_name = malloc(sizeof *p->uses_name * (uses ? uses : 1));
+    p->uses_count = malloc(sizeof *p->uses_count * (uses ? uses : 1));
+    int bad = !p->uses_name || !p->uses_count;
+    for (size_t k = 0; k < g->n_node && !bad; k++)
+        for (size_t q = 0; q < g->node[k]->n_input && !bad; q++)
+            bad = count_use(p, g->node[k]->input[q]);
+    for (size_t k = 0; k < g->n_output && !bad; k++)
+        bad = count_use(p, g->output[k]->name);
+    /* The first initializer of a name is the one the importer takes. */
+    for (size_t i = 0; i < g->n_initializer && !bad; i++)
+        if (g->initializer[i]->name && !is_initializer(p, g->initializer[i]->name))
+            bad = name_index_add(&p->init_index, (int)i);
+    if (bad)
+        return dtnn_error_set(err, DTNN_ERR_NOMEM, "out of memory importing '%s'", p->path);
+    return DTNN_OK;
 }
 
 /* Reads path and converts its graph: on success p holds the layers and the constants. */
@@ -680,9 +720,15 @@ static dtnn_status convert(imp *p, const char *path, dtnn_error *err)
 {
     memset(p, 0, sizeof *p);
     p->path = path;
+    name_index_init(&p->value_index, value_key, p);
+    name_index_init(&p->layer_index, layer_key, p);
+    name_index_init(&p->init_index, init_key, p);
+    name_index_init(&p->uses_index, uses_key, p);
     if (!(p->mp = read_proto(path, err)))
         return err->code;
-    dtnn_status st = graph_start(p, err);
+    dtnn_status st = p->mp->graph ? index_graph(p, err) : DTNN_OK;
+    if (!st)
+        st = graph_start(p, err);
     if (st)
         return st;
     const Onnx__GraphProto *g = p->mp->graph;

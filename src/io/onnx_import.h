@@ -9,6 +9,7 @@
 
 #include <stdint.h>
 
+#include "../core/name_index.h"
 #include "onnx.pb-c.h"
 
 #include "dtnn.h"
@@ -65,6 +66,13 @@ typedef struct {
     int n_v, cap_v;
     imp_layer *l;
     int n_l, cap_l;
+    /* By name (core/name_index.h), so a graph of any size loads in linear time: the values,
+     * the layers' dtnn names, the initializers, and the names nodes and graph outputs use
+     * (uses_name, with how often each is used in uses_count). */
+    name_index value_index, layer_index, init_index, uses_index;
+    const char **uses_name;
+    int *uses_count;
+    int n_uses;
 } imp;
 
 /* "PATH: node 'NAME' (OP): message"; returns err->code. */

@@ -47,6 +47,16 @@ dtnn_status dtnn_precision_parse(const char *name, dtnn_precision *out, dtnn_err
     return DTNN_OK;
 }
 
+static const char *layer_key(const void *ctx, int id)
+{
+    return ((const dtnn_model *)ctx)->layers[id]->name;
+}
+
+static const char *tensor_key(const void *ctx, int id)
+{
+    return ((const dtnn_model *)ctx)->tensors[id].name;
+}
+
 dtnn_model *dtnn_model_create(int c, int h, int w)
 {
     if (c <= 0 || h <= 0 || w <= 0)
@@ -55,6 +65,8 @@ dtnn_model *dtnn_model_create(int c, int h, int w)
     if (!m)
         return NULL;
     m->input = (dtnn_shape){c, h, w};
+    name_index_init(&m->layer_index, layer_key, m);
+    name_index_init(&m->tensor_index, tensor_key, m);
     return m;
 }
 
@@ -80,6 +92,8 @@ void dtnn_model_free(dtnn_model *m)
     for (int i = 0; i < m->n_layers; i++)
         layer_free(m->layers[i]);
     free(m->layers);
+    name_index_free(&m->layer_index);
+    name_index_free(&m->tensor_index);
     for (int i = 0; i < m->n_tensors; i++)
         free((char *)m->tensors[i].name);
     free(m->tensors);
@@ -100,10 +114,8 @@ void dtnn_model_free(dtnn_model *m)
 
 int dtnn_model_find(const dtnn_model *m, const char *name)
 {
-    for (int i = 0; i < m->n_layers; i++)
-        if (!strcmp(m->layers[i]->name, name))
-            return i;
-    return -2;
+    int i = name_index_find(&m->layer_index, name);
+    return i >= 0 ? i : -2;
 }
 
 static int valid_name(const char *s)
@@ -206,7 +218,13 @@ int model_add_layer(dtnn_model *m, const char *type, const char *name, const cha
         m->layers = nl;
         m->cap = cap;
     }
-    m->layers[m->n_layers++] = l;
+    m->layers[m->n_layers] = l;
+    if (name_index_add(&m->layer_index, m->n_layers)) {
+        layer_free(l);
+        dtnn_error_set(err, DTNN_ERR_NOMEM, "out of memory adding layer '%s'", type);
+        return -1;
+    }
+    m->n_layers++;
     return l->index;
 }
 
@@ -368,6 +386,11 @@ static dtnn_status plan_tensors(dtnn_model *m, const dtnn_build_params *p, dtnn_
             } else {
                 ti->offset = boff;
                 boff += dtnn_round_up(ti->count * (t->dtype == DTNN_I64 ? 8 : 4), 64);
+            }
+            if (name_index_find(&m->tensor_index, nm) < 0 &&
+                name_index_add(&m->tensor_index, m->n_tensors)) {
+                free(hits);
+                return dtnn_error_set(err, DTNN_ERR_NOMEM, "out of memory planning tensors");
             }
             t->model_index = m->n_tensors++;
         }
@@ -702,10 +725,8 @@ const dtnn_tensor_info *dtnn_model_tensor(const dtnn_model *m, int i)
 }
 const dtnn_tensor_info *dtnn_model_tensor_by_name(const dtnn_model *m, const char *name)
 {
-    for (int i = 0; i < m->n_tensors; i++)
-        if (!strcmp(m->tensors[i].name, name))
-            return &m->tensors[i];
-    return NULL;
+    int i = name_index_find(&m->tensor_index, name);
+    return i >= 0 ? &m->tensors[i] : NULL;
 }
 size_t dtnn_model_param_count(const dtnn_model *m) { return m->n_params; }
 const char *dtnn_model_device(const dtnn_model *m) { return m->be ? m->be->name : ""; }

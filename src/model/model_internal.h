@@ -5,6 +5,7 @@
 #ifndef DTNN_MODEL_INTERNAL_H
 #define DTNN_MODEL_INTERNAL_H
 
+#include "../core/name_index.h"
 #include "../layers/layer.h"
 
 /* Batches uploaded ahead (dtnn_model_prefetch), on a device backend of a training model: two
@@ -39,6 +40,8 @@ struct dtnn_model {
 
     dtnn_tensor_info *tensors;  /* named layout of params and buffers */
     int n_tensors;
+    name_index layer_index;     /* layer names -> index into layers */
+    name_index tensor_index;    /* tensor names -> index into tensors */
     size_t n_params;            /* parameter values (without alignment padding) */
     size_t n_params_padded;     /* length of params */
     size_t n_trainable;         /* values of the parameters not frozen */

@@ -193,56 +193,94 @@ static void plan_fusion(dtnn_model *m, const int *alias, int *first)
         plan_residual_fusion(m, first);
 }
 
+/* Orders gradient buffers largest first; ties: lower layer first, so the plan is deterministic. */
+typedef struct {
+    size_t size;
+    int layer;
+} pool_entry;
+
+static int cmp_pool_entry(const void *pa, const void *pb)
+{
+    const pool_entry *a = pa, *b = pb;
+    if (a->size != b->size)
+        return a->size < b->size ? 1 : -1;
+    return (a->layer > b->layer) - (a->layer < b->layer);
+}
+
+static int cmp_by_offset(const void *pa, const void *pb, const size_t *offset)
+{
+    size_t x = offset[*(const int *)pa], y = offset[*(const int *)pb];
+    return (x > y) - (x < y);
+}
+
+/* The buffers placed so far that are alive at each layer position: alive[t] lists them. */
+typedef struct {
+    int **ids;
+    int *n, *cap;
+} alive_lists;
+
+static int alive_add(alive_lists *al, int t, int id)
+{
+    if (al->n[t] == al->cap[t]) {
+        int cap = al->cap[t] ? 2 * al->cap[t] : 4;
+        int *p = realloc(al->ids[t], sizeof(int) * (size_t)cap);
+        if (!p)
+            return -1;
+        al->ids[t] = p;
+        al->cap[t] = cap;
+    }
+    al->ids[t][al->n[t]++] = id;
+    return 0;
+}
+
 /* Places each layer's output gradient (size[i] floats) in a shared pool: the gradient of layer
  * i is alive over the layers [first[i], last consumer of i] (backward runs from the last
  * consumer, which writes it first, down to first[i], which reads it last: i itself, or the
- * producer of a fused ReLU). Largest first, each at the lowest
- * offset that overlaps in memory no placed buffer alive at the same time: first-fit
- * interval colouring, O(n^2) for n layers, at build time only. Returns the pool's size in
- * floats, or SIZE_MAX when out of memory. */
+ * producer of a fused ReLU). Largest first, each at the lowest offset that overlaps in memory
+ * no placed buffer alive at the same time: first-fit interval colouring. The buffers alive with
+ * i are found through per-position lists (alive), so the work is the sum of the intervals'
+ * lengths, not a scan of every placed buffer per buffer: linear for a chain of any length.
+ * Returns the pool's size in floats, or SIZE_MAX when out of memory. */
 static size_t plan_gradient_pool(const dtnn_model *m, const int *first, const size_t *size,
                                  size_t *offset)
 {
     const int n = m->n_layers;
-    int *last = malloc(sizeof(int) * (size_t)n), *order = malloc(sizeof(int) * (size_t)n);
-    int *placed = malloc(sizeof(int) * (size_t)n);
-    if (!last || !order || !placed) {
-        free(last);
-        free(order);
-        free(placed);
-        return SIZE_MAX;
+    int *last = malloc(sizeof(int) * (size_t)n), *placed = malloc(sizeof(int) * (size_t)n);
+    int *stamp = malloc(sizeof(int) * (size_t)n);
+    pool_entry *order = malloc(sizeof *order * (size_t)n);
+    alive_lists al = {calloc((size_t)n, sizeof(int *)), calloc((size_t)n, sizeof(int)),
+                      calloc((size_t)n, sizeof(int))};
+    size_t pool = 0;
+    if (!last || !placed || !stamp || !order || !al.ids || !al.n || !al.cap) {
+        pool = SIZE_MAX;
+        goto done;
     }
     for (int i = 0; i < n; i++) {
         last[i] = i;
-        order[i] = i;
+        stamp[i] = -1;
+        order[i] = (pool_entry){size[i], i};
     }
     for (int j = 0; j < n; j++)
         for (int k = 0; k < m->layers[j]->n_in; k++)
             if (m->layers[j]->in_ids[k] != DTNN_INPUT)
                 last[m->layers[j]->in_ids[k]] = DTNN_MAX(last[m->layers[j]->in_ids[k]], j);
-    /* Largest first (ties: lower layer first, so the plan is deterministic). */
-    for (int a = 1; a < n; a++) {
-        int v = order[a], b = a;
-        while (b > 0 && (size[order[b - 1]] < size[v] ||
-                         (size[order[b - 1]] == size[v] && order[b - 1] > v))) {
-            order[b] = order[b - 1];
-            b--;
-        }
-        order[b] = v;
-    }
-    size_t pool = 0;
-    for (int a = 0; a < n; a++) {
-        const int i = order[a];
+    qsort(order, (size_t)n, sizeof *order, cmp_pool_entry);
+    for (int a = 0; a < n && pool != SIZE_MAX; a++) {
+        const int i = order[a].layer;
         /* The placed buffers alive with i, by offset; take the first gap that fits. */
         int live = 0;
-        for (int b = 0; b < a; b++) {
-            const int j = order[b];
-            if (first[j] <= last[i] && first[i] <= last[j])
-                placed[live++] = j;
-        }
+        for (int t = first[i]; t <= last[i]; t++)
+            for (int k = 0; k < al.n[t]; k++) {
+                const int j = al.ids[t][k];
+                if (stamp[j] != a) {
+                    stamp[j] = a;
+                    placed[live++] = j;
+                }
+            }
+        /* qsort has no context argument: an insertion sort, on the few buffers alive at once. */
         for (int x = 1; x < live; x++) {
             int v = placed[x], y = x;
-            while (y > 0 && offset[placed[y - 1]] > offset[v]) {
+            while (y > 0 && cmp_by_offset(&placed[y - 1], &v, offset) > 0) {
                 placed[y] = placed[y - 1];
                 y--;
             }
@@ -257,10 +295,20 @@ static size_t plan_gradient_pool(const dtnn_model *m, const int *first, const si
         }
         offset[i] = at;
         pool = DTNN_MAX(pool, at + size[i]);
+        for (int t = first[i]; t <= last[i]; t++)
+            if (alive_add(&al, t, i))
+                pool = SIZE_MAX;
     }
+done:
+    for (int t = 0; al.ids && t < n; t++)
+        free(al.ids[t]);
+    free(al.ids);
+    free(al.n);
+    free(al.cap);
     free(last);
-    free(order);
     free(placed);
+    free(stamp);
+    free(order);
     return pool;
 }
 
