@@ -7,20 +7,8 @@ tmp=$2
 rm -rf "$tmp" && mkdir -p "$tmp"
 failures=0
 
-# expect CODE PATTERN -- ARGS...: the exit code must be CODE and stderr must match PATTERN.
-expect() {
-    local code=$1 pattern=$2
-    shift 3
-    "$dtnn" "$@" >"$tmp/out" 2>"$tmp/err"
-    local rc=$?
-    if [[ $rc -ne $code ]] || ! grep -qE -e "$pattern" "$tmp/err"; then
-        echo "FAIL: dtnn $* -> exit $rc (want $code), stderr:"
-        sed 's/^/    /' "$tmp/err"
-        failures=$((failures + 1))
-    else
-        echo "ok: dtnn $* -> $(head -n1 "$tmp/err")"
-    fi
-}
+# expect CODE PATTERN -- ARGS... (tests/cli_common.sh)
+source "$(dirname "$0")/cli_common.sh"
 
 expect 2 "unknown command" -- frobnicate
 expect 2 "unknown option '--bogus'" -- train --model lenet5 --bogus 1

@@ -1,28 +1,21 @@
 #!/usr/bin/env bash
-# Hostile and careless paths: an input that is a FIFO, a device or a directory is refused at
-# once with one line naming it, never read from and never waited on; two options naming one
-# file that the command writes are refused before any work. Each command runs under a 30 s timeout, so a regression that
-# blocks fails here (exit 124) instead of hanging the suite. Usage: cli_hostile_paths.sh DTNN TMPDIR
+# Hostile files and careless paths, each refused with one line that names the file, link, tensor
+# or flag, before any work, and nothing destroyed: inputs that are FIFOs, devices or folders
+# (never waited on); two options naming one file that the command writes; outputs checked
+# before the first step, never replacing a device node, never left half-written; an ONNX file
+# nested too deep for the decoder's recursion; graphs of 100,000 nodes (loaded, in linear
+# time); image folders whose links loop or give images a second label. Each command runs under
+# a time limit, so one that blocks fails here instead of hanging the suite.
+# Usage: cli_hostile_paths.sh DTNN TMPDIR
 set -u
 dtnn=$1
 tmp=$2
 rm -rf "$tmp" && mkdir -p "$tmp"
 failures=0
 
-# expect CODE PATTERN -- ARGS...: the exit code must be CODE and stderr's one line must match.
-expect() {
-    local code=$1 pattern=$2
-    shift 3
-    timeout 30 "$dtnn" "$@" >"$tmp/out" 2>"$tmp/err" </dev/null
-    local rc=$?
-    if [[ $rc -ne $code ]] || ! grep -qE -e "$pattern" "$tmp/err"; then
-        echo "FAIL: dtnn $* -> exit $rc (want $code), stderr:"
-        sed 's/^/    /' "$tmp/err"
-        failures=$((failures + 1))
-    else
-        echo "ok: dtnn $* -> $(head -n1 "$tmp/err")"
-    fi
-}
+# expect CODE PATTERN -- ARGS... (tests/cli_common.sh), each under a 30 s limit here.
+expect_timeout=30
+source "$(dirname "$0")/cli_common.sh"
 
 small=(--dataset synthetic --synthetic-shape 1x28x28 --synthetic-samples 64 --batch-size 32
        --threads 1 --quiet)
@@ -186,14 +179,17 @@ fi
 # nodes took 207 s in dtnn info and a model file of 100,000 layers 56 s; hashed, each takes
 # about a second (1x1x1 tensors here, so the build's memory is small). The timeout only keeps a
 # quadratic regression from hanging the suite: it is 50 times what a linear load takes.
+loads() { # LABEL FILE: dtnn info loads FILE, within the guard
+    if timeout 120 "$dtnn" info --model "$2" --batch-size 1 >"$tmp/out" 2>&1 &&
+        grep -q "total:" "$tmp/out"; then
+        echo "ok: $1 loads: $(grep 'total:' "$tmp/out")"
+    else
+        echo "FAIL: $1 (exit $?):"; tail -n 3 "$tmp/out" | sed 's/^/    /'
+        failures=$((failures + 1))
+    fi
+}
 python3 -c "open('$tmp/chain.model', 'w').write('[input]\nshape = 1x1x1\n\n' + '[relu]\n\n' * 100000)"
-if timeout 120 "$dtnn" info --model "$tmp/chain.model" --batch-size 1 >"$tmp/out" 2>&1 &&
-    grep -q "total:" "$tmp/out"; then
-    echo "ok: a model file of 100,000 layers loads: $(grep 'total:' "$tmp/out")"
-else
-    echo "FAIL: a model file of 100,000 layers (exit $?):"; tail -n 3 "$tmp/out" | sed 's/^/    /'
-    failures=$((failures + 1))
-fi
+loads "a model file of 100,000 layers" "$tmp/chain.model"
 if "$dtnn" import --help >/dev/null 2>&1 && /usr/bin/python3 -c "import onnx" 2>/dev/null; then
     /usr/bin/python3 - "$tmp/chain.onnx" <<'PY'
 import sys
@@ -205,13 +201,7 @@ io = [helper.make_tensor_value_info(v, TensorProto.FLOAT, [1, 1, 1, 1]) for v in
 graph = helper.make_graph(nodes, "chain", io[:1], io[1:])
 save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), sys.argv[1])
 PY
-    if timeout 120 "$dtnn" info --model "$tmp/chain.onnx" --batch-size 1 >"$tmp/out" 2>&1 &&
-        grep -q "total:" "$tmp/out"; then
-        echo "ok: an ONNX chain of 100,000 nodes loads: $(grep 'total:' "$tmp/out")"
-    else
-        echo "FAIL: an ONNX chain of 100,000 nodes (exit $?):"; tail -n 3 "$tmp/out" | sed 's/^/    /'
-        failures=$((failures + 1))
-    fi
+    loads "an ONNX chain of 100,000 nodes" "$tmp/chain.onnx"
 fi
 
 # Image folders: links to folders are followed, but each folder may be reached once; a link

@@ -8,6 +8,7 @@
 #define _GNU_SOURCE
 
 #include "atomic_file.h"
+#include "file_input.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -15,19 +16,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-static const char *node_kind(mode_t mode)
-{
-    if (S_ISFIFO(mode))
-        return "a FIFO";
-    if (S_ISSOCK(mode))
-        return "a socket";
-    if (S_ISCHR(mode))
-        return "a character device";
-    if (S_ISBLK(mode))
-        return "a block device";
-    return "not a regular file";
-}
 
 /* The folder of path, "." or "/" where it has none. */
 static void folder_of(const char *path, char *dir, size_t len)
@@ -79,7 +67,7 @@ static dtnn_status resolve_target(const char *path, const char *what, char *targ
     if (!S_ISREG(sb.st_mode))
         return dtnn_error_set(err, DTNN_ERR_IO, "cannot write the %s '%s': it exists and is %s, "
                               "and dtnn replaces only regular files", what, path,
-                              node_kind(sb.st_mode));
+                              file_kind_name(sb.st_mode));
     return DTNN_OK;
 }
 

@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static const char *file_kind(mode_t mode)
+const char *file_kind_name(unsigned mode)
 {
     if (S_ISDIR(mode))
         return "a directory";
@@ -45,7 +45,7 @@ dtnn_status file_open_input_fd(const char *path, const char *what, int *out, int
                             strerror(errno));
     else if (!S_ISREG(sb.st_mode))
         st = dtnn_error_set(err, DTNN_ERR_IO, "%s '%s' is not a regular file (%s)", what, path,
-                            file_kind(sb.st_mode));
+                            file_kind_name(sb.st_mode));
     else if ((flags = fcntl(fd, F_GETFL)) < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0)
         st = dtnn_error_set(err, DTNN_ERR_IO, "cannot open %s '%s': %s", what, path,
                             strerror(errno));

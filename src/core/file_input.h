@@ -23,6 +23,10 @@
 dtnn_status file_open_input(const char *path, const char *what, FILE **out, int64_t *size,
                             dtnn_error *err);
 
+/* What a file that is not a regular one is, for messages: "a directory", "a FIFO", "a socket",
+ * "a character device", "a block device". */
+const char *file_kind_name(unsigned mode);
+
 /* The same as a file descriptor (for readers that hand it to zlib). */
 dtnn_status file_open_input_fd(const char *path, const char *what, int *out, int64_t *size,
                                dtnn_error *err);
