@@ -127,12 +127,27 @@ expect 1 "needs [0-9.]+ GiB at batch 400000" -- info --model resnet20 --batch-si
     { echo "FAIL: info prints no memory figure"; failures=$((failures + 1)); }
 # Too many threads for the cores given.
 expect 2 "oversubscribe" -- bench --model lenet5 --threads $(($(nproc) + 1))
-# The SGEMM peak needs no model (bench/torch_compare.py times it next to every row); a model
-# run still needs --model.
+# The SGEMM speed and the FMA peak need no model (bench/torch_compare.py measures the peak next
+# to every row); a model run still needs --model.
 expect 2 "--sgemm must be in" -- bench --sgemm -1
 expect 2 "--model is required" -- bench --threads 1
 "$dtnn" bench --sgemm 64 --threads 1 --steps 1 | grep -qE '"gflops": [0-9.]*[1-9]' ||
     { echo "FAIL: bench --sgemm without --model prints no GFLOP/s"; failures=$((failures + 1)); }
+# The FMA peak: a positive ymm figure where the CPU has AVX2 + FMA, and a zmm figure exactly
+# where it has AVX-512F (the loop asks cpuid and the OS; /proc/cpuinfo says what the kernel
+# saw), null elsewhere.
+peak=$("$dtnn" bench --fma-peak --threads 1)
+echo "bench --fma-peak: $peak"
+if grep -qw avx2 /proc/cpuinfo && ! grep -qE '"ymm_gflops": [0-9.]*[1-9]' <<<"$peak"; then
+    echo "FAIL: no ymm FMA peak on an AVX2 CPU"; failures=$((failures + 1))
+fi
+if grep -qw avx512f /proc/cpuinfo; then
+    grep -qE '"zmm_gflops": [0-9.]*[1-9]' <<<"$peak" ||
+        { echo "FAIL: no zmm FMA peak on an AVX-512 CPU"; failures=$((failures + 1)); }
+else
+    grep -q '"zmm_gflops": null' <<<"$peak" ||
+        { echo "FAIL: a zmm FMA peak without AVX-512"; failures=$((failures + 1)); }
+fi
 
 echo "cli_errors: $failures failed"
 [[ $failures -eq 0 ]]

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "cli_options.h"
+#include "fma_peak.h"
 #include "dtnn.h"
 #include "progress.h"
 #include "project.h"
@@ -53,6 +54,9 @@ static cli_opt bench_opts[] = {
     {"trace", OPT_STRING, NULL, "timeline of the timed steps of every rank (Chrome trace-event "
      "JSON, as train's --trace), to see where a step's time goes or what tracing costs", 0,
      NULL, 0},
+    {"fma-peak", OPT_FLAG, NULL, "instead: the float32 FMA peak of --threads threads from a "
+     "register-only loop, in ymm and (where the CPU and OS have AVX-512) zmm vectors", 0, NULL,
+     0},
     {"sgemm", OPT_INT, "0", "instead: time an N x N x N SGEMM on the kernel threads (the peak "
      "that training GFLOP/s compare to)", 0, NULL, 0},
     {"sweep", OPT_FLAG, NULL, "run every ranks x threads combination that fits the cores and "
@@ -404,6 +408,22 @@ static int time_sgemm(int size, int threads, int reps)
     return 0;
 }
 
+/* The register-only FMA peak (fma_peak.c), ymm and zmm, best of 3 runs each. */
+static int time_fma_peak(int threads)
+{
+    const double ymm = fma_peak_gflops(0, threads, 3), zmm = fma_peak_gflops(1, threads, 3);
+    if (ymm <= 0.0 && fma_peak_has_ymm()) {
+        fprintf(stderr, "dtnn bench: could not start %d threads for the FMA peak\n", threads);
+        return 1;
+    }
+    char zmm_text[32] = "null";
+    if (zmm > 0.0)
+        snprintf(zmm_text, sizeof zmm_text, "%.1f", zmm);
+    printf("{\"fma_peak\": 1, \"threads\": %d, \"ymm_gflops\": %.1f, \"zmm_gflops\": %s}\n",
+           threads, ymm, zmm_text);
+    return 0;
+}
+
 /* ---- --loader ------------------------------------------------------------------------------ */
 
 /* Takes --warmup then --steps batches from the train split of an image folder, epoch after
@@ -630,7 +650,8 @@ int cmd_bench(int argc, char **argv, dtnn_comm *comm)
     if (sgemm < 0 || sgemm > 16384)
         return cli_usage_error(cmd, "--sgemm must be in [0, 16384], not %s",
                                cli_str(o, n, "sgemm"));
-    if (!sgemm && !cli_str(o, n, "model"))
+    const int fma = cli_flag(o, n, "fma-peak");
+    if (!sgemm && !fma && !cli_str(o, n, "model"))
         return cli_usage_error(cmd, "%s", "--model is required (see dtnn bench --help)");
     if (cli_given(o, n, "project")) {
         if (dtnn_comm_size(comm) > 1 || cli_flag(o, n, "sweep"))
@@ -645,6 +666,8 @@ int cmd_bench(int argc, char **argv, dtnn_comm *comm)
     int threads = cli_threads(cmd, o, n, comm);
     if (!cli_all_ok(comm, threads > 0))
         return 2;
+    if (fma)
+        return time_fma_peak(threads);
     if (sgemm > 0)
         return time_sgemm((int)sgemm, threads, (int)cli_int(o, n, "steps"));
     return run_bench(o, n, comm, threads);
