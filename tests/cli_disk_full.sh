@@ -49,7 +49,13 @@ fi
     >"$tmp/out" 2>&1 &
 pid=$!
 for _ in $(seq 600); do [[ -e $tmp/fill/b.safetensors ]] && break; sleep 0.1; done
-dd if=/dev/zero of="$tmp/fill/filler" bs=4k 2>/dev/null
+# Fill the disk, and keep it full until the run stops: a save in progress holds a second
+# checkpoint's space until its rename frees the older one, so one filler that ran in between
+# left exactly a checkpoint's room, and the run saved every 5 steps for ever.
+while kill -0 "$pid" 2>/dev/null; do
+    dd if=/dev/zero of="$tmp/fill/filler" bs=4k oflag=append conv=notrunc 2>/dev/null
+    sleep 0.05
+done
 wait "$pid"
 rc=$?
 if [[ $rc -eq 1 ]] && grep -q "could not be written, so training stops; the last good one is intact" \
