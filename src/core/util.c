@@ -118,7 +118,8 @@ int64_t first_nonfinite_f32(const void *bytes, size_t n)
 {
     const unsigned char *b = bytes;
     for (size_t i = 0; i < n; i++) {
-        /* An exponent of all ones is Inf or NaN, on the bits, whatever the host's byte order. */
+        /* An exponent of all ones is Inf or NaN, read on the bits of little-endian storage (the
+         * files' order, and the order of the x86 hosts dtnn runs on). */
         if ((b[4 * i + 3] & 0x7f) == 0x7f && (b[4 * i + 2] & 0x80))
             return (int64_t)i;
     }
