@@ -17,21 +17,21 @@
 #include "../core/atomic_file.h"
 #include "checkpoint_files.h"
 
-/* Fails early when the checkpoint cannot be written (atomic_file_check: a folder that does
- * not take a new file, a destination that is a folder or a device), or when the folder lacks
- * the space for `bytes` more (a checkpoint is written beside the previous one, then renamed
- * over it), rather than after hours. */
+/* Fails early when the checkpoint cannot be written (the atomic writer's start: a folder that
+ * does not take a new file, a destination that is a folder or a device), or when the file
+ * system it would go to lacks the space for `bytes` more (a checkpoint is written beside the
+ * previous one, then renamed over it), rather than after hours. The space is that of the
+ * writer's own temporary, so a --save that is a link is measured where its target lives. */
 dtnn_status ckpt_check_writable(const char *path, const char *what, size_t bytes,
                                 dtnn_error *err)
 {
-    dtnn_status st = atomic_file_check(path, what, err);
+    atomic_file probe;
+    dtnn_status st = atomic_file_begin(&probe, path, what, err);
     if (st)
         return st;
-    char dir[4096];
-    const char *slash = strrchr(path, '/');
-    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) + 1 : 1, slash ? path : ".");
     struct statvfs fs;
-    int full = statvfs(dir, &fs) == 0 && (uint64_t)fs.f_bavail * fs.f_frsize < bytes;
+    int full = fstatvfs(probe.fd, &fs) == 0 && (uint64_t)fs.f_bavail * fs.f_frsize < bytes;
+    atomic_file_abort(&probe);
     if (full)
         return dtnn_error_set(err, DTNN_ERR_IO, "cannot write the %s '%s': it needs about %.1f "
                               "MiB and its file system has %.1f MiB free", what, path,
