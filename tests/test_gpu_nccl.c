@@ -26,6 +26,7 @@ int main(void)
 #else
 
 #include "backend/backend.h"
+#include "backend/cuda/cuda_backend.h"
 #include "comm/comm_internal.h"
 #include "core/half.h"
 #include "model/model_internal.h"

@@ -19,7 +19,7 @@
  *   1e-4       convolutions (cuDNN) and the linear layer (cuBLAS): float sums over up to
  *              C*R*S = 400 products in another order (the CPU's Winograd also rounds
  *              differently), an error that grows like sqrt(terms) * 6e-8.
- * In bf16 (the CPU's emulation, kernels/cpu_conv.c and linear.c, against cuDNN's and
+ * In bf16 (the CPU's emulation, backend/cpu/cpu_conv.c and linear.c, against cuDNN's and
  * cuBLAS's bf16 on the same rounded operands): 1e-5 where the results stay fp32 (the linear
  * layer, every bias gradient), 8e-3 where a convolution's result is rounded to bf16 after fp32
  * sums in another order, which can move it by one bf16 step (2^-8 to 2^-7 of its size).
@@ -40,6 +40,7 @@ int main(void)
 #else
 
 #include "backend/backend.h"
+#include "backend/cuda/cuda_backend.h"
 #include "conv_case.h"
 
 static dtnn_backend *cpu, *gpu;

@@ -40,6 +40,7 @@ int main(void)
 #else
 
 #include "backend/backend.h"
+#include "backend/cuda/cuda_backend.h"
 #include "model/model_internal.h"
 
 enum { BATCH = 8, STEPS = 20 };

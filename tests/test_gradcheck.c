@@ -561,7 +561,7 @@ static void check_shortcut_values(void)
 
 /* Max pooling's choice, as PyTorch: the first maximum of a window wins ties, a NaN wins and
  * the first NaN stays; backward routes the gradient to exactly those. 2x2 / 2 without
- * padding runs the row-at-a-time path (kernels/pool.c). */
+ * padding runs the row-at-a-time path (backend/cpu/pool.c). */
 static void check_maxpool_values(void)
 {
     dtnn_model *m = model_new(1, 2, 6);

@@ -422,7 +422,7 @@ static const dtnn_comm_ops nccl_ops = {
 dtnn_comm *dtnn_comm_nccl_create(dtnn_comm *below, dtnn_model *m, dtnn_error *err)
 {
     dtnn_backend *be = m ? m->be : NULL;
-    if (!be || !be->name || strcmp(be->name, "cuda")) {
+    if (!be || !be->op->native_stream || strcmp(be->name, "cuda")) {
         dtnn_error_set(err, DTNN_ERR_ARG, "--collectives nccl needs a model on --device cuda "
                        "(this one is on %s)", be && be->name ? be->name : "no device");
         return NULL;
@@ -440,8 +440,7 @@ dtnn_comm *dtnn_comm_nccl_create(dtnn_comm *below, dtnn_model *m, dtnn_error *er
     c->purpose = (comm_purpose){NULL, -1, 0};
     snprintf(c->name, sizeof c->name, "nccl over %.80s", below->name);
     s->below = below;
-    s->device = cuda_backend_device(be);
-    s->compute = (cudaStream_t)cuda_backend_stream(be);
+    s->compute = (cudaStream_t)be->op->native_stream(be, &s->device);
     /* rank 0's id reaches every rank through the communicator below */
     ncclUniqueId id;
     memset(&id, 0, sizeof id);

@@ -5,7 +5,7 @@
  *    dropout masks, so a value depends only on (seed, layer, step, index) and never on the
  *    thread count or on how work is split.
  * Never rand(): results must be bit-identical for the same seed on every machine.
- * The hash is header-inline and compiles as device code too (kernels/cuda/elementwise.cu), so
+ * The hash is header-inline and compiles as device code too (backend/cuda/elementwise.cu), so
  * the CUDA backend's dropout masks are this very function's, not a copy that could drift.
  */
 #ifndef DTNN_RNG_H

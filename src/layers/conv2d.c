@@ -6,7 +6,7 @@
  * stride + 1. The CPU computes such a convolution on its depthwise or im2col path.
  *
  * How it is computed is the backend's choice, made once per geometry at build (conv_plan: on the
- * CPU Winograd, direct, depthwise, pointwise or im2col, kernels/cpu_conv.c); algo= narrows the
+ * CPU Winograd, direct, depthwise, pointwise or im2col, backend/cpu/cpu_conv.c); algo= narrows the
  * choice (auto, direct: all but Winograd, im2col: the reference path every faster one is tested
  * against, tests/test_conv_paths.c). --profile shows the method the plan chose.
  */

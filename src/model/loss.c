@@ -10,7 +10,7 @@
  *   mse            mean over all elements of (z - onehot)^2; dz = 2 (z - t) / K
  * Per-sample losses are summed into metrics in double; gradients are scaled by grad_scale so the
  * caller decides the mean (1/n locally, 1/global batch under data parallelism). The arithmetic
- * is the backend's (kernels/loss.c on the CPU); here the checks and the copies.
+ * is the backend's (backend/cpu/loss.c on the CPU); here the checks and the copies.
  */
 #include <string.h>
 

@@ -518,11 +518,6 @@ dtnn_status dtnn_model_build(dtnn_model *m, const dtnn_build_params *p, dtnn_err
     if (p->max_batch <= 0)
         return dtnn_error_set(err, DTNN_ERR_ARG, "max_batch must be positive, got %d",
                               p->max_batch);
-    /* A DTNN_CPU the kernels cannot honour (unknown, or avx2 on a CPU without it) would
-     * otherwise train on a set the user did not ask for. */
-    const dtnn_status kernels = dtnn_cpu_kernels_check(err);
-    if (kernels != DTNN_OK)
-        return kernels;
     m->bp = *p;
     /* The model keeps its own copy of the --freeze patterns (checkpoints name them). */
     m->bp.freeze = NULL;

@@ -12,7 +12,7 @@
  * double, element-wise arithmetic in float. Hyperparameters arrive as floats; they are read back
  * as the shortest decimal that gives the same float (0.9f -> 0.9), so 1 - beta1 equals the value
  * PyTorch computes from the Python float the user typed. The element-wise pass is the backend's
- * (kernels/optim.c on the CPU); the state lives in backend memory.
+ * (backend/cpu/optim.c on the CPU); the state lives in backend memory.
  */
 #include <math.h>
 #include <string.h>

@@ -5,7 +5,7 @@
  * choice (used by `dtnn bench --project` with a measured profile); dtnn_bucket_auto feeds it
  * for a running job: the link measured by timed all-reduces of two sizes among the ranks
  * (an alpha-beta fit of what MPI really does), and a backward profile shaped by each layer's
- * FLOPs at the rate of a short GEMM on this rank. Rank 0 decides and broadcasts its choice,
+ * FLOPs at the rate of a short product on this rank's backend (be_matmul_rate). Rank 0 decides and broadcasts its choice,
  * so every rank cuts the same buckets whatever its own timings said.
  *
  * Why a search rather than the closed form (docs/scaling.md has both): with backward
@@ -102,31 +102,6 @@ static dtnn_status time_allreduce(dtnn_comm *comm, float *buf, size_t n, int rep
             *best = t;
     }
     return DTNN_OK;
-}
-
-/* FLOP/s of this rank's kernel threads on a 256^3 GEMM, the best of up to 10 (at most about
- * 50 ms of them): the rate the backward estimate charges. The best, because a shared machine
- * only ever slows a repetition down; convolutions run below a GEMM's peak, so the estimate is
- * short of the real backward, which errs towards larger buckets. */
-static double gemm_rate(dtnn_backend *be)
-{
-    enum { N = 256 };
-    float *a = calloc((size_t)3 * N * N, sizeof(float));
-    if (!a)
-        return 0;
-    double best = 1e30, start = dtnn_now();
-    /* Inside the backend's enter / leave: on the model's threads, as its kernels run. */
-    be_enter(be);
-    for (int r = 0; r < 11 && (r < 3 || dtnn_now() - start < 0.05); r++) {
-        double t0 = dtnn_now();
-        dtnn_sgemm(0, 0, N, N, N, 1.0f, a, N, a + N * N, N, 0.0f, a + 2 * N * N, N);
-        double t = dtnn_now() - t0;
-        if (r > 0 && t < best)
-            best = t;
-    }
-    be_leave(be);
-    free(a);
-    return best > 0 && best < 1e30 ? 2.0 * N * N * (double)N / best : 0;
 }
 
 /* What rank 0 decides and broadcasts. */
@@ -234,9 +209,9 @@ dtnn_status dtnn_bucket_auto(dtnn_comm *comm, dtnn_model *m, dtnn_allreduce_mode
     float *buf = calloc(n_large, sizeof(float));
     if (!buf)
         return dtnn_error_set(err, DTNN_ERR_NOMEM, "out of memory for the link measurement");
-    /* Every rank times its GEMM at once, as every rank computes at once in training: a rank
+    /* Every rank times its products at once, as every rank computes at once in training: a rank
      * timed alone would race the others' MPI polling for the cores instead. */
-    const double rate = gemm_rate(m->be);
+    const double rate = be_matmul_rate(m->be);
     double t_small = 0, t_large = 0;
     dtnn_status st = time_allreduce(comm, buf, n_small, 8, &t_small, err);
     if (!st)

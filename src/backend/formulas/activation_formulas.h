@@ -1,0 +1,130 @@
+/*
+ * activation_formulas.h — each activation's value and derivative for one element, the single
+ * definition that the CPU loops (backend/cpu/activation.c) and the CUDA kernels
+ * (backend/cuda/activation.cu) both call, so the backends cannot drift apart. No loops here:
+ * how the elements are walked is each backend's business.
+ *
+ * As torch.nn: the derivative at exactly 0 is that of the negative side (ReLU'(0) = 0, leaky
+ * ReLU'(0) = slope), which is what PyTorch's x > 0 test gives. ReLU6 is Hardtanh(0, 6), whose
+ * gradient PyTorch passes only strictly inside (0, 6); torch.clamp's passes on the closed
+ * interval [lo, hi]. Hardsigmoid(x) = relu6(x + 3) / 6 and Hardswish(x) = x * relu6(x + 3) / 6
+ * (MobileNetV3, Howard et al. 2019), computed in PyTorch's order of operations; their
+ * derivatives at the joins are PyTorch's: hardsigmoid's is 1/6 strictly inside (-3, 3),
+ * hardswish's is x / 3 + 1/2 on [-3, 3] and 1 above. Hardsigmoid with other constants
+ * (a = alpha, b = beta: ONNX's max(0, min(1, alpha x + beta)), Keras' 0.2 and 0.5 among them)
+ * is computed as written there, with derivative alpha strictly inside (0, 1); which of the two
+ * applies is act_hardsigmoid_is_torch's decision (backend.h). A NaN input gives a NaN output,
+ * as in PyTorch (so a diverging run is seen, not hidden as zeros): the forward tests are
+ * written as x < 0, which is false for NaN.
+ *
+ * Each function is one expression in the order the CPU has always computed it: the CPU's
+ * results are bit-identical to what they were, and the CUDA kernels (no FMA contraction) give
+ * them exactly, but for sigmoid and tanh, whose expf and tanhf differ by an ulp or so.
+ */
+#ifndef DTNN_ACTIVATION_FORMULAS_H
+#define DTNN_ACTIVATION_FORMULAS_H
+
+#include <math.h>
+
+#include "../../core/host_device.h"
+
+/* relu6(v + 3), NaN kept. */
+static inline DTNN_HOST_DEVICE float act_hard_unit(float v)
+{
+    const float t = v + 3.0f;
+    return t < 0.0f ? 0.0f : (t > 6.0f ? 6.0f : t);
+}
+
+static inline DTNN_HOST_DEVICE float act_relu(float x) { return x < 0.0f ? 0.0f : x; }
+
+static inline DTNN_HOST_DEVICE float act_leaky_relu(float x, float slope)
+{
+    return x < 0.0f ? x * slope : x;
+}
+
+static inline DTNN_HOST_DEVICE float act_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+static inline DTNN_HOST_DEVICE float act_tanh(float x) { return tanhf(x); }
+
+static inline DTNN_HOST_DEVICE float act_relu6(float x)
+{
+    return x < 0.0f ? 0.0f : (x > 6.0f ? 6.0f : x);
+}
+
+static inline DTNN_HOST_DEVICE float act_hardsigmoid_torch(float x)
+{
+    return act_hard_unit(x) / 6.0f;
+}
+
+static inline DTNN_HOST_DEVICE float act_hardsigmoid_affine(float x, float alpha, float beta)
+{
+    const float t = alpha * x + beta;
+    return t < 0.0f ? 0.0f : (t > 1.0f ? 1.0f : t);
+}
+
+static inline DTNN_HOST_DEVICE float act_hardswish(float x)
+{
+    return x * act_hard_unit(x) / 6.0f;
+}
+
+/* Clamp and Hardtanh share the forward; only their derivatives at the bounds differ. */
+static inline DTNN_HOST_DEVICE float act_clamp(float x, float lo, float hi)
+{
+    return x < lo ? lo : (x > hi ? hi : x);
+}
+
+/* The derivatives: dy times the activation's slope at x (or, where that is cheaper and as
+ * PyTorch does, at its output y). */
+
+static inline DTNN_HOST_DEVICE float act_relu_grad(float x, float dy)
+{
+    return x > 0.0f ? dy : 0.0f;
+}
+
+static inline DTNN_HOST_DEVICE float act_leaky_relu_grad(float x, float dy, float slope)
+{
+    return x > 0.0f ? dy : dy * slope;
+}
+
+static inline DTNN_HOST_DEVICE float act_sigmoid_grad(float y, float dy)
+{
+    return dy * y * (1.0f - y);
+}
+
+static inline DTNN_HOST_DEVICE float act_tanh_grad(float y, float dy)
+{
+    return dy * (1.0f - y * y);
+}
+
+static inline DTNN_HOST_DEVICE float act_relu6_grad(float x, float dy)
+{
+    return x > 0.0f && x < 6.0f ? dy : 0.0f;
+}
+
+static inline DTNN_HOST_DEVICE float act_hardsigmoid_torch_grad(float x, float dy)
+{
+    return x > -3.0f && x < 3.0f ? dy * (1.0f / 6.0f) : 0.0f;
+}
+
+static inline DTNN_HOST_DEVICE float act_hardsigmoid_affine_grad(float x, float dy, float alpha,
+                                                                 float beta)
+{
+    return alpha * x + beta > 0.0f && alpha * x + beta < 1.0f ? dy * alpha : 0.0f;
+}
+
+static inline DTNN_HOST_DEVICE float act_hardswish_grad(float x, float dy)
+{
+    return x < -3.0f ? 0.0f : (x <= 3.0f ? dy * (x / 3.0f + 0.5f) : dy);
+}
+
+static inline DTNN_HOST_DEVICE float act_clamp_grad(float x, float dy, float lo, float hi)
+{
+    return x >= lo && x <= hi ? dy : 0.0f;
+}
+
+static inline DTNN_HOST_DEVICE float act_hardtanh_grad(float x, float dy, float lo, float hi)
+{
+    return x <= lo || x >= hi ? 0.0f : dy;
+}
+
+#endif
