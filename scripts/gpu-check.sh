@@ -163,7 +163,7 @@ export LD_LIBRARY_PATH=${libpath}${LD_LIBRARY_PATH:-}
 # ---- 3. build, 4. gpu tests ------------------------------------------------------------------
 built=0
 if phase configure 60 cmake -S "$root" -B "$build" "${flags[@]}" &&
-    phase build 200 cmake --build "$build" -j "$(nproc)" --target dtnn_cli test_gpu_ops \
+    phase build 200 cmake --build "$build" -j "$(nproc)" --target dtnn_cli test_backend_parity \
         test_gpu_train test_gpu_nccl test_bf16 test_prefetch test_half_transport test_e2e \
         test_fusion test_checkpoint; then
     built=1

@@ -1,7 +1,7 @@
 /*
  * conv_case.h — a convolution test case (square kernel, stride, padding and dilation; groups;
  * batch) and its geometry, shared by the tests that compare convolutions across backends and
- * precisions (test_gpu_ops, test_bf16).
+ * precisions (test_backend_parity, test_bf16).
  */
 #ifndef DTNN_TEST_CONV_CASE_H
 #define DTNN_TEST_CONV_CASE_H

@@ -1,6 +1,6 @@
 /*
  * test_bf16.c — --precision bf16 (dtnn.h) on the CPU, the reference the GPU's bf16 is tested
- * against (test_gpu_ops):
+ * against (test_backend_parity):
  *  - the rounding: to nearest bf16, ties to even, infinities and NaN kept, overflow to inf;
  *  - every convolution path (auto's choices, im2col, depthwise, pointwise, groups, stride 2,
  *    dilation) and the linear layer against a float64 reference that applies the definition:

@@ -16,11 +16,11 @@
  * 1.9e-7 relative, weights within 7.5e-5 of the largest (bf16: 7.2e-4 and 1.7e-3).
  *
  * Tolerances: the losses of each step within 1e-4 relative, the weights within 1e-3 of the
- * largest weight. The operations agree to 1e-4 or better one by one (test_gpu_ops); a step
+ * largest weight. The operations agree to 1e-4 or better one by one (test_backend_parity); a step
  * feeds each difference through every later layer. A checkpoint round trip must give the
  * weights bit for bit: it only copies. In bf16 (both devices, the CPU emulating it) the losses
  * within 1e-2 relative and the weights within 1e-2: a convolution's result may round to the
- * neighbouring bf16 value on one device (2^-8 to 2^-7 of it, test_gpu_ops), and such steps
+ * neighbouring bf16 value on one device (2^-8 to 2^-7 of it, test_backend_parity), and such steps
  * propagate as the fp32 differences do, 100 times larger.
  */
 #include <math.h>

@@ -1,6 +1,6 @@
 /*
  * test_half_transport.c — the backend operations that carry gradients in half precision
- * (half_pack, half_unpack: --comm-dtype fp16 | bf16, comm/grad_sync.c), on $DTNN_DEVICE (cpu
+ * (half_pack, half_unpack: --comm-dtype fp16 | bf16, train/grad_sync.c), on $DTNN_DEVICE (cpu
  * by default; the guarded pass runs cpu-guarded; scripts/gpu-check.sh runs cuda). Every
  * backend must give core/half.h's bits exactly, since ranks on different backends sum each
  * other's values: packing (scaled, rounded to nearest even, overflow to infinity, subnormals,

@@ -2,6 +2,7 @@
  * testutil.c — see testutil.h.
  */
 #include "testutil.h"
+#include "model/model_internal.h"
 #include "optim/optimizer_internal.h"
 
 #include <math.h>

@@ -70,6 +70,8 @@ void comm_set_purpose(dtnn_comm *c, const char *what, int index, int count)
 }
 
 void comm_set_step(dtnn_comm *c, int64_t step) { c->step = step; }
+dtnn_trace *comm_trace(const dtnn_comm *c) { return c->trace; }
+int64_t comm_step(const dtnn_comm *c) { return c->step; }
 
 dtnn_status comm_gather(dtnn_comm *c, const void *send, size_t bytes, void *recv,
                         const uint64_t *counts, dtnn_error *err)

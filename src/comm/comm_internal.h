@@ -1,17 +1,12 @@
 /*
- * comm_internal.h — a communicator is an ops table plus rank and size; implementations: single
- * process (comm_single.c) and MPI (comm_mpi.c, the only file that includes mpi.h). The
- * non-blocking calls return a request handle that test/wait take; the caller keeps at most
- * COMM_MAX_REQUESTS in flight.
+ * comm_internal.h — inside src/comm/ only: a communicator is an ops table plus rank and size;
+ * implementations: single process (comm_single.c), MPI (comm_mpi.c, the only file that
+ * includes mpi.h) and NCCL over either (comm_nccl.c). The rest of the library uses comm.h.
  */
 #ifndef DTNN_COMM_INTERNAL_H
 #define DTNN_COMM_INTERNAL_H
 
-#include "../core/internal.h"
-
-#define COMM_MAX_REQUESTS 4096
-
-struct dtnn_backend;    /* backend/backend.h */
+#include "comm.h"
 
 typedef struct {
     const char *name;
@@ -68,24 +63,8 @@ struct dtnn_comm {
     dtnn_trace *trace;          /* records the collectives (NULL: none) */
 };
 
-void comm_set_purpose(dtnn_comm *c, const char *what, int index, int count);
 /* "gradient bucket 3 of 8: MPI_Iallreduce", or the operation alone without a purpose. */
 void comm_purpose_label(char *out, size_t size, const comm_purpose *p, const char *op);
-/* The training step under way, for stall reports and traces (-1: none). */
-void comm_set_step(dtnn_comm *c, int64_t step);
-dtnn_status comm_gather(dtnn_comm *c, const void *send, size_t bytes, void *recv,
-                        const uint64_t *counts, dtnn_error *err);
-
-dtnn_status comm_iallreduce(dtnn_comm *c, void *buf, size_t n, dtnn_comm_dtype dtype,
-                            int *request, dtnn_error *err);
-/* dtnn_comm_ops.reduces_backend_memory, with its default. */
-int comm_reduces_backend_memory(const dtnn_comm *c, const struct dtnn_backend *be);
-dtnn_status comm_allreduce(dtnn_comm *c, void *buf, size_t n, dtnn_comm_dtype dtype,
-                           dtnn_error *err);
-dtnn_status comm_test(dtnn_comm *c, int request, int *done, dtnn_error *err);
-dtnn_status comm_wait(dtnn_comm *c, int request, dtnn_error *err);
-dtnn_status comm_hierarchical_allreduce(dtnn_comm *c, void *buf, size_t n,
-                                        dtnn_comm_dtype dtype, dtnn_error *err);
 
 /* The MPI communicator, or NULL when this build or this launch has none. */
 dtnn_comm *comm_mpi_create(int *argc, char ***argv, dtnn_error *err);

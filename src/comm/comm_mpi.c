@@ -28,7 +28,7 @@ dtnn_comm *comm_mpi_create(int *argc, char ***argv, dtnn_error *err)
 
 #include <mpi.h>
 
-#include "../perf/trace.h"
+#include "../core/trace.h"
 #include "../core/half.h"
 
 /* What a rank answers a stall query: how many collectives it has started, the one it is

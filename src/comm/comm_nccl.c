@@ -56,7 +56,6 @@ dtnn_status dtnn_collectives_parse(const char *name, dtnn_collectives *out, dtnn
 #include <nccl.h>
 
 #include "../backend/backend.h"
-#include "../model/model_internal.h"
 
 typedef struct {
     dtnn_comm *below;           /* borrowed: ranks and host collectives */
@@ -419,10 +418,9 @@ static const dtnn_comm_ops nccl_ops = {
     .reduces_backend_memory = nccl_reduces,
 };
 
-dtnn_comm *dtnn_comm_nccl_create(dtnn_comm *below, dtnn_model *m, dtnn_error *err)
+dtnn_comm *comm_nccl_create(dtnn_comm *below, dtnn_backend *be, dtnn_error *err)
 {
-    dtnn_backend *be = m ? m->be : NULL;
-    if (!be || !be->op->native_stream || strcmp(be->name, "cuda")) {
+    if (!be || !be->op->native_stream) {
         dtnn_error_set(err, DTNN_ERR_ARG, "--collectives nccl needs a model on --device cuda "
                        "(this one is on %s)", be && be->name ? be->name : "no device");
         return NULL;
@@ -477,9 +475,9 @@ dtnn_comm *dtnn_comm_nccl_create(dtnn_comm *below, dtnn_model *m, dtnn_error *er
 
 #else
 
-dtnn_comm *dtnn_comm_nccl_create(dtnn_comm *below, dtnn_model *m, dtnn_error *err)
+dtnn_comm *comm_nccl_create(dtnn_comm *below, dtnn_backend *be, dtnn_error *err)
 {
-    (void)below, (void)m;
+    (void)below, (void)be;
     dtnn_error_set(err, DTNN_ERR_UNSUPPORTED, "--collectives nccl: this dtnn was built without "
                    "NCCL (it needs the cuda backend and nccl.h / libnccl at configure time; "
                    "NCCL_ROOT points at an install)");

@@ -23,7 +23,9 @@
 #include <stdarg.h>
 #include <string.h>
 
-#include "../optim/optimizer_internal.h"
+#include "../core/internal.h"
+#include "../model/model.h"
+#include "../optim/optimizer.h"
 #include "safetensors.h"
 
 #define CKPT_FORMAT "dtnn-checkpoint"
@@ -52,7 +54,7 @@ static void snapshot_free(snapshot *h)
 static dtnn_status snapshot_take(const char *path, dtnn_model *m, const dtnn_optimizer *opt,
                                  snapshot *h, dtnn_error *err)
 {
-    const size_t sbytes = opt ? sizeof(float) * opt->n * (size_t)opt->n_slots : 0;
+    const size_t sbytes = opt ? sizeof(float) * optimizer_length(opt) * (size_t)optimizer_slot_count(opt) : 0;
     size_t bytes;
     if (!(h->params = model_region_to_host(m, DTNN_REGION_PARAMS, &bytes, err)) ||
         !(h->buffers = model_region_to_host(m, DTNN_REGION_BUFFERS, &bytes, err))) {
@@ -67,7 +69,7 @@ static dtnn_status snapshot_take(const char *path, dtnn_model *m, const dtnn_opt
                               "optimizer state (%.1f MiB)", path, (double)sbytes / 1048576.0);
     }
     if (opt)
-        be_download(m->be, h->state, opt->state, sbytes);
+        be_download(model_backend(m), h->state, optimizer_state(opt), sbytes);
     return DTNN_OK;
 }
 
@@ -83,8 +85,8 @@ static void *tensor_host(const snapshot *h, const dtnn_tensor_info *ti)
 static void *tensor_backend(dtnn_model *m, const dtnn_tensor_info *ti)
 {
     if (ti->kind == DTNN_TENSOR_PARAM)
-        return m->params + ti->offset;
-    return m->buffers + ti->offset;
+        return model_params(m) + ti->offset;
+    return model_buffers(m) + ti->offset;
 }
 
 static dtnn_status check_model(const char *path, const dtnn_model *m, const dtnn_optimizer *opt,
@@ -93,9 +95,9 @@ static dtnn_status check_model(const char *path, const dtnn_model *m, const dtnn
     if (!path || !m)
         return dtnn_error_set(err, DTNN_ERR_ARG, "checkpoint %s: path and model are required",
                               what);
-    if (!m->built)
+    if (!model_is_built(m))
         return dtnn_error_set(err, DTNN_ERR_ARG, "checkpoint %s: the model is not built", path);
-    if (opt && opt->model != m)
+    if (opt && optimizer_model(opt) != m)
         return dtnn_error_set(err, DTNN_ERR_ARG, "checkpoint %s: the optimizer belongs to "
                               "another model", path);
     return DTNN_OK;
@@ -132,15 +134,15 @@ static void freeze_signature(const dtnn_model *m, char *sig, size_t len)
 {
     uint64_t h = DTNN_FNV1A_INIT;
     int n = 0;
-    for (int i = 0; i < m->n_tensors; i++) {
-        if (!m->tensors[i].frozen)
+    for (int i = 0; i < dtnn_model_tensor_count(m); i++) {
+        if (!dtnn_model_tensor(m, i)->frozen)
             continue;
         n++;
         /* the name with its terminating NUL, so "a" "bc" and "ab" "c" differ */
-        h = dtnn_fnv1a(h, m->tensors[i].name, strlen(m->tensors[i].name) + 1);
+        h = dtnn_fnv1a(h, dtnn_model_tensor(m, i)->name, strlen(dtnn_model_tensor(m, i)->name) + 1);
     }
     const unsigned char freeze_bn_mark = 0xb5;
-    if (n && m->bp.freeze_bn)
+    if (n && model_build_params(m)->freeze_bn)
         h = dtnn_fnv1a(h, &freeze_bn_mark, 1);
     snprintf(sig, len, "%d %016llx", n, (unsigned long long)h);
 }
@@ -149,9 +151,9 @@ static void freeze_patterns(const dtnn_model *m, char *buf, size_t len)
 {
     size_t k = 0;
     buf[0] = '\0';
-    for (int i = 0; i < m->bp.n_freeze && k + 1 < len; i++)
-        k += (size_t)snprintf(buf + k, len - k, "%s%s", i ? " " : "", m->bp.freeze[i]);
-    if (m->bp.n_freeze && m->bp.freeze_bn && k + 1 < len)
+    for (int i = 0; i < model_build_params(m)->n_freeze && k + 1 < len; i++)
+        k += (size_t)snprintf(buf + k, len - k, "%s%s", i ? " " : "", model_build_params(m)->freeze[i]);
+    if (model_build_params(m)->n_freeze && model_build_params(m)->freeze_bn && k + 1 < len)
         snprintf(buf + k, len - k, " with --freeze-bn");
 }
 
@@ -163,26 +165,31 @@ static void floats_csv(char *buf, size_t len, const float *v, int n)
         k += (size_t)snprintf(buf + k, len - k, "%s%.9g", i ? "," : "", (double)v[i]);
 }
 
-static int norm_channels(const dtnn_model *m) { return DTNN_MAX(1, DTNN_MIN(m->input.c, 4)); }
+static int norm_channels(const dtnn_model *m)
+{
+    int c, h, w;
+    dtnn_model_input_shape(m, &c, &h, &w);
+    return DTNN_MAX(1, DTNN_MIN(c, 4));
+}
 
 /* A checkpoint never holds NaN or Inf: resuming from one would only repeat the failure. */
 static dtnn_status check_finite(const char *path, const dtnn_model *m, const dtnn_optimizer *opt,
                                 const snapshot *h, dtnn_error *err)
 {
-    for (int i = 0; i < m->n_tensors; i++) {
-        const dtnn_tensor_info *ti = &m->tensors[i];
+    for (int i = 0; i < dtnn_model_tensor_count(m); i++) {
+        const dtnn_tensor_info *ti = dtnn_model_tensor(m, i);
         if (ti->dtype != DTNN_F32)
             continue;
         const float *v = tensor_host(h, ti);
-        const int slots = opt && ti->kind == DTNN_TENSOR_PARAM && !ti->frozen ? opt->n_slots : 0;
+        const int slots = opt && ti->kind == DTNN_TENSOR_PARAM && !ti->frozen ? optimizer_slot_count(opt) : 0;
         for (int s = 0; s <= slots; s++) {
-            const float *t = s == 0 ? v : h->state + (size_t)(s - 1) * opt->n + ti->offset;
+            const float *t = s == 0 ? v : h->state + (size_t)(s - 1) * optimizer_length(opt) + ti->offset;
             for (size_t k = 0; k < ti->count; k++)
                 if (!isfinite(t[k]))
                     return dtnn_error_set(err, DTNN_ERR_NONFINITE, "checkpoint %s not written: "
                                           "%s%s%s'%s' holds %s", path,
                                           s ? "the optimizer's " : "",
-                                          s ? opt->slot_names[s - 1] : "", s ? " of " : "",
+                                          s ? optimizer_slot_name(opt, s - 1) : "", s ? " of " : "",
                                           ti->name, isnan(t[k]) ? "NaN" : "Inf");
         }
     }
@@ -202,36 +209,36 @@ dtnn_status dtnn_checkpoint_save(const char *path, dtnn_model *m, dtnn_optimizer
         return st;
     }
     int n_param_tensors = 0;
-    for (int i = 0; i < m->n_tensors; i++)
-        n_param_tensors += m->tensors[i].kind == DTNN_TENSOR_PARAM && !m->tensors[i].frozen;
-    const int n_opt = opt ? opt->n_slots * n_param_tensors : 0;
-    const int n_entries = m->n_tensors + n_opt;
+    for (int i = 0; i < dtnn_model_tensor_count(m); i++)
+        n_param_tensors += dtnn_model_tensor(m, i)->kind == DTNN_TENSOR_PARAM && !dtnn_model_tensor(m, i)->frozen;
+    const int n_opt = opt ? optimizer_slot_count(opt) * n_param_tensors : 0;
+    const int n_entries = dtnn_model_tensor_count(m) + n_opt;
     st_entry *e = calloc(n_entries ? n_entries : 1, sizeof *e);
     char **opt_names = calloc(n_opt ? n_opt : 1, sizeof *opt_names);
     if (!e || !opt_names) {
         st = dtnn_error_set(err, DTNN_ERR_NOMEM, "checkpoint %s: out of memory", path);
         goto done;
     }
-    for (int i = 0; i < m->n_tensors; i++) {
-        const dtnn_tensor_info *ti = &m->tensors[i];
+    for (int i = 0; i < dtnn_model_tensor_count(m); i++) {
+        const dtnn_tensor_info *ti = dtnn_model_tensor(m, i);
         e[i] = (st_entry){ti->name, dtype_name(ti->dtype), ti->ndim, ti->dims,
                           tensor_host(&h, ti), ti->count * dtype_bytes(ti->dtype)};
     }
     int k = 0;
-    for (int s = 0; opt && s < opt->n_slots; s++) {
-        for (int i = 0; i < m->n_tensors; i++) {
-            const dtnn_tensor_info *ti = &m->tensors[i];
+    for (int s = 0; opt && s < optimizer_slot_count(opt); s++) {
+        for (int i = 0; i < dtnn_model_tensor_count(m); i++) {
+            const dtnn_tensor_info *ti = dtnn_model_tensor(m, i);
             if (ti->kind != DTNN_TENSOR_PARAM || ti->frozen)
                 continue;
-            size_t len = strlen(OPT_PREFIX) + strlen(opt->slot_names[s]) + strlen(ti->name) + 2;
+            size_t len = strlen(OPT_PREFIX) + strlen(optimizer_slot_name(opt, s)) + strlen(ti->name) + 2;
             opt_names[k] = malloc(len);
             if (!opt_names[k]) {
                 st = dtnn_error_set(err, DTNN_ERR_NOMEM, "checkpoint %s: out of memory", path);
                 goto done;
             }
-            snprintf(opt_names[k], len, OPT_PREFIX "%s.%s", opt->slot_names[s], ti->name);
-            e[m->n_tensors + k] = (st_entry){opt_names[k], "F32", ti->ndim, ti->dims,
-                                             h.state + (size_t)s * opt->n + ti->offset,
+            snprintf(opt_names[k], len, OPT_PREFIX "%s.%s", optimizer_slot_name(opt, s), ti->name);
+            e[dtnn_model_tensor_count(m) + k] = (st_entry){opt_names[k], "F32", ti->ndim, ti->dims,
+                                             h.state + (size_t)s * optimizer_length(opt) + ti->offset,
                                              ti->count * sizeof(float)};
             k++;
         }
@@ -241,13 +248,15 @@ dtnn_status dtnn_checkpoint_save(const char *path, dtnn_model *m, dtnn_optimizer
     ml.n = 0;
     meta_add(&ml, "format", CKPT_FORMAT);
     meta_add(&ml, "version", CKPT_VERSION);
-    meta_add(&ml, "model_input", "%dx%dx%d", m->input.c, m->input.h, m->input.w);
-    meta_add(&ml, "model_step", "%" PRId64, m->step);
+    int in_c, in_h, in_w;
+    dtnn_model_input_shape(m, &in_c, &in_h, &in_w);
+    meta_add(&ml, "model_input", "%dx%dx%d", in_c, in_h, in_w);
+    meta_add(&ml, "model_step", "%" PRId64, dtnn_model_step(m));
     if (opt) {
-        meta_add(&ml, "optimizer", "%s", dtnn_opt_name(opt->p.kind));
-        meta_add(&ml, "opt_step", "%" PRId64, opt->step);
+        meta_add(&ml, "optimizer", "%s", dtnn_opt_name(optimizer_kind(opt)));
+        meta_add(&ml, "opt_step", "%" PRId64, optimizer_step(opt));
     }
-    if (m->n_trainable < m->n_params) {
+    if (dtnn_model_trainable_count(m) < model_param_count(m)) {
         char buf[192];
         freeze_signature(m, buf, sizeof buf);
         meta_add(&ml, "frozen", "%s", buf);
@@ -420,8 +429,8 @@ static dtnn_status hint_new_head(const st_file *f, const dtnn_model *m, const lo
 {
     const char *head = NULL;
     size_t len = 0;
-    for (int i = 0; i < m->n_tensors; i++) {
-        const dtnn_tensor_info *ti = &m->tensors[i];
+    for (int i = 0; i < dtnn_model_tensor_count(m); i++) {
+        const dtnn_tensor_info *ti = dtnn_model_tensor(m, i);
         if (excluded(lp, ti->name) || tensor_fits(f, ti->name, ti))
             continue;
         const char *dot = strrchr(ti->name, '.');
@@ -444,7 +453,7 @@ static dtnn_status check_optimizer(const char *path, const st_file *f, dtnn_mode
                                    const dtnn_optimizer *opt, load_plan *lp, dtnn_error *err)
 {
     const char *oname = st_meta(f, "optimizer");
-    const char *want = dtnn_opt_name(opt->p.kind);
+    const char *want = dtnn_opt_name(optimizer_kind(opt));
     if (!oname)
         return dtnn_error_set(err, DTNN_ERR_FORMAT, "checkpoint %s holds no optimizer state "
                               "(saved without an optimizer); load it without one", path);
@@ -455,19 +464,19 @@ static dtnn_status check_optimizer(const char *path, const st_file *f, dtnn_mode
     if (st)
         return st;
     int expected = 0;
-    for (int s = 0; s < opt->n_slots; s++) {
-        for (int i = 0; i < m->n_tensors; i++) {
-            const dtnn_tensor_info *ti = &m->tensors[i];
+    for (int s = 0; s < optimizer_slot_count(opt); s++) {
+        for (int i = 0; i < dtnn_model_tensor_count(m); i++) {
+            const dtnn_tensor_info *ti = dtnn_model_tensor(m, i);
             if (ti->kind != DTNN_TENSOR_PARAM || ti->frozen)
                 continue;
             char name[512];
-            snprintf(name, sizeof name, OPT_PREFIX "%s.%s", opt->slot_names[s], ti->name);
+            snprintf(name, sizeof name, OPT_PREFIX "%s.%s", optimizer_slot_name(opt, s), ti->name);
             if (!st_find(f, name))
                 return dtnn_error_set(err, DTNN_ERR_FORMAT, "checkpoint %s: optimizer state "
                                       "'%s' is missing (saved with other %s settings?)", path,
                                       name, want);
             st = match_tensor(path, f, name, ti, DTNN_F32,
-                              &lp->opt[(size_t)s * m->n_tensors + i], err);
+                              &lp->opt[(size_t)s * dtnn_model_tensor_count(m) + i], err);
             if (st)
                 return st;
             expected++;
@@ -484,9 +493,9 @@ static dtnn_status check_optimizer(const char *path, const st_file *f, dtnn_mode
         const char *slot = nm + strlen(OPT_PREFIX), *dot = strchr(slot, '.');
         int known = 0;
         const dtnn_tensor_info *ti = dot ? dtnn_model_tensor_by_name(m, dot + 1) : NULL;
-        for (int s = 0; ti && !ti->frozen && s < opt->n_slots && !known; s++)
-            known = strlen(opt->slot_names[s]) == (size_t)(dot - slot) &&
-                    !strncmp(slot, opt->slot_names[s], (size_t)(dot - slot));
+        for (int s = 0; ti && !ti->frozen && s < optimizer_slot_count(opt) && !known; s++)
+            known = strlen(optimizer_slot_name(opt, s)) == (size_t)(dot - slot) &&
+                    !strncmp(slot, optimizer_slot_name(opt, s), (size_t)(dot - slot));
         if (!known && !extra)
             extra = nm;
     }
@@ -505,7 +514,7 @@ static dtnn_status check_frozen(const char *path, const st_file *f, const dtnn_m
     freeze_signature(m, mine, sizeof mine);
     const char *saved = st_meta(f, "frozen");
     const int none_saved = !saved;
-    if (none_saved ? m->n_trainable == m->n_params : !strcmp(saved, mine))
+    if (none_saved ? dtnn_model_trainable_count(m) == model_param_count(m) : !strcmp(saved, mine))
         return DTNN_OK;
     freeze_patterns(m, here, sizeof here);
     const char *was = st_meta(f, "freeze");
@@ -543,15 +552,15 @@ static dtnn_status plan_load(const char *path, const st_file *f, dtnn_model *m,
     dtnn_status st;
     for (int k = 0; k < lp->n_exclude; k++) {
         int matches = 0;
-        for (int i = 0; i < m->n_tensors && !matches; i++)
-            matches = fnmatch(lp->exclude[k], m->tensors[i].name, 0) == 0;
+        for (int i = 0; i < dtnn_model_tensor_count(m) && !matches; i++)
+            matches = fnmatch(lp->exclude[k], dtnn_model_tensor(m, i)->name, 0) == 0;
         if (!matches)
             return dtnn_error_set(err, DTNN_ERR_ARG, "--init-exclude '%s' matches no tensor of "
                                   "the model (dtnn info --model M lists the layers)",
                                   lp->exclude[k]);
     }
-    for (int i = 0; i < m->n_tensors; i++) {
-        const dtnn_tensor_info *ti = &m->tensors[i];
+    for (int i = 0; i < dtnn_model_tensor_count(m); i++) {
+        const dtnn_tensor_info *ti = dtnn_model_tensor(m, i);
         if (excluded(lp, ti->name)) {
             lp->model[i] = NULL;
             continue;
@@ -605,10 +614,10 @@ static dtnn_status check_loaded_finite(const char *path, const st_file *f, const
                                        const dtnn_optimizer *opt, const load_plan *lp,
                                        dtnn_error *err)
 {
-    const size_t n_opt = opt ? (size_t)opt->n_slots * m->n_tensors : 0;
-    for (size_t k = 0; k < (size_t)m->n_tensors + n_opt; k++) {
-        const st_tensor *t = k < (size_t)m->n_tensors ? lp->model[k] : lp->opt[k - m->n_tensors];
-        const dtnn_tensor_info *ti = &m->tensors[k % m->n_tensors];
+    const size_t n_opt = opt ? (size_t)optimizer_slot_count(opt) * dtnn_model_tensor_count(m) : 0;
+    for (size_t k = 0; k < (size_t)dtnn_model_tensor_count(m) + n_opt; k++) {
+        const st_tensor *t = k < (size_t)dtnn_model_tensor_count(m) ? lp->model[k] : lp->opt[k - dtnn_model_tensor_count(m)];
+        const dtnn_tensor_info *ti = dtnn_model_tensor(m, k % dtnn_model_tensor_count(m));
         if (!t || ti->dtype != DTNN_F32)
             continue;
         int64_t bad = first_nonfinite_f32(f->data + t->offset, t->bytes / sizeof(float));
@@ -616,12 +625,12 @@ static dtnn_status check_loaded_finite(const char *path, const st_file *f, const
             continue;
         float v;
         memcpy(&v, f->data + t->offset + (size_t)bad * sizeof v, sizeof v);
-        const int slot = k < (size_t)m->n_tensors ? -1 : (int)((k - m->n_tensors) / m->n_tensors);
+        const int slot = k < (size_t)dtnn_model_tensor_count(m) ? -1 : (int)((k - dtnn_model_tensor_count(m)) / dtnn_model_tensor_count(m));
         return dtnn_error_set(err, DTNN_ERR_NONFINITE, "checkpoint %s: %s%s%s'%s' holds %s at "
                               "index %lld of %zu (the weights of a diverged run?); "
                               "--allow-nonfinite-weights loads it anyway, for forensics", path,
                               slot >= 0 ? "the optimizer's " : "",
-                              slot >= 0 ? opt->slot_names[slot] : "", slot >= 0 ? " of " : "",
+                              slot >= 0 ? optimizer_slot_name(opt, slot) : "", slot >= 0 ? " of " : "",
                               ti->name, v != v ? "NaN" : "Inf", (long long)bad, ti->count);
     }
     return DTNN_OK;
@@ -641,36 +650,36 @@ static dtnn_status load(const char *path, dtnn_model *m, dtnn_optimizer *opt,
     memset(&lp, 0, sizeof lp);
     lp.exclude = exclude;
     lp.n_exclude = n_exclude;
-    const size_t n_opt = opt ? (size_t)opt->n_slots * m->n_tensors : 0;
-    lp.model = calloc(m->n_tensors ? m->n_tensors : 1, sizeof *lp.model);
+    const size_t n_opt = opt ? (size_t)optimizer_slot_count(opt) * dtnn_model_tensor_count(m) : 0;
+    lp.model = calloc(dtnn_model_tensor_count(m) ? dtnn_model_tensor_count(m) : 1, sizeof *lp.model);
     lp.opt = calloc(n_opt ? n_opt : 1, sizeof *lp.opt);
     if (!lp.model || !lp.opt)
         st = dtnn_error_set(err, DTNN_ERR_NOMEM, "checkpoint %s: out of memory", path);
     else
         st = plan_load(path, &f, m, opt, ts != NULL, norm != NULL, &lp, err);
-    if (st == DTNN_OK && !m->bp.allow_nonfinite_weights)
+    if (st == DTNN_OK && !model_build_params(m)->allow_nonfinite_weights)
         st = check_loaded_finite(path, &f, m, opt, &lp, err);
     if (st == DTNN_OK) {
         /* Everything validated: from here on nothing can fail. */
-        for (int i = 0; i < m->n_tensors; i++) {
-            const dtnn_tensor_info *ti = &m->tensors[i];
+        for (int i = 0; i < dtnn_model_tensor_count(m); i++) {
+            const dtnn_tensor_info *ti = dtnn_model_tensor(m, i);
             if (!lp.model[i])
                 continue;   /* excluded: stays as it was */
-            be_upload(m->be, tensor_backend(m, ti), f.data + lp.model[i]->offset,
+            be_upload(model_backend(m), tensor_backend(m, ti), f.data + lp.model[i]->offset,
                       lp.model[i]->bytes);
         }
         for (size_t k = 0; k < n_opt; k++) {
             if (!lp.opt[k])
                 continue;
-            const dtnn_tensor_info *ti = &m->tensors[k % m->n_tensors];
-            float *dst = opt->state + (k / m->n_tensors) * opt->n + ti->offset;
-            be_upload(m->be, dst, f.data + lp.opt[k]->offset, lp.opt[k]->bytes);
+            const dtnn_tensor_info *ti = dtnn_model_tensor(m, k % dtnn_model_tensor_count(m));
+            float *dst = optimizer_state(opt) + (k / dtnn_model_tensor_count(m)) * optimizer_length(opt) + ti->offset;
+            be_upload(model_backend(m), dst, f.data + lp.opt[k]->offset, lp.opt[k]->bytes);
         }
         if (opt)
-            opt->step = lp.opt_step;
+            optimizer_set_step(opt, lp.opt_step);
         if (ts) {
             *ts = lp.ts;
-            m->step = lp.model_step;
+            dtnn_model_set_step(m, lp.model_step);
         }
         if (norm) {
             for (int c = 0; c < 4; c++) {

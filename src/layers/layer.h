@@ -70,7 +70,7 @@ typedef struct {
 typedef struct layer layer;
 
 /* What a built layer computes, as numbers for readers outside the library's kernels (the ONNX
- * writer, src/io/onnx_export.c): its options with defaults resolved (a pool's stride), pairs
+ * writer, src/model/onnx_export.c): its options with defaults resolved (a pool's stride), pairs
  * as {h, w}. The layer type says which fields mean something; the rest stay 0. Types without
  * options (flatten, add, concat, softmax, relu, ...) need no describe(). */
 typedef struct {

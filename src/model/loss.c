@@ -14,7 +14,7 @@
  */
 #include <string.h>
 
-#include "../perf/trace.h"
+#include "../core/trace.h"
 #include "model_internal.h"
 
 void dtnn_loss_params_default(dtnn_loss_params *p)

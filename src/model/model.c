@@ -16,8 +16,8 @@
 
 #include "../layers/layer.h"
 #include "../core/rng.h"
-#include "../comm/comm_internal.h"
-#include "../perf/trace.h"
+#include "../comm/comm.h"
+#include "../core/trace.h"
 #include "model_internal.h"
 
 void dtnn_build_params_default(dtnn_build_params *p)

@@ -1,12 +1,13 @@
 /*
- * model_internal.h — the model struct, shared by the files of src/model (build, loss, parser,
- * zoo) and by the optimizers and checkpoints that address its flat buffers.
+ * model_internal.h — the model struct, for the files of src/model (build, loss, parser, zoo,
+ * export) only; the rest of the library asks model.h.
  */
 #ifndef DTNN_MODEL_INTERNAL_H
 #define DTNN_MODEL_INTERNAL_H
 
 #include "../core/name_index.h"
 #include "../layers/layer.h"
+#include "model.h"
 
 /* Batches uploaded ahead (dtnn_model_prefetch), on a device backend of a training model: two
  * device inputs (dev[0] is input_buf) and their pinned host staging, used in turn. */
@@ -98,11 +99,6 @@ dtnn_status model_check_memory(dtnn_model *m, const dtnn_build_params *p, size_t
                                size_t aux_bytes, size_t ws, dtnn_error *err);
 /* Each layer's views into the allocated flat buffers. */
 void model_set_views(dtnn_model *m, const dtnn_build_params *p, const memory_plan *mp);
-
-/* A host copy of a whole region of a built model (malloc'd, the caller frees it; its size in
- * *bytes), for code that works on all of it at once: checkpoints, the replica check. NULL with
- * the error when out of memory or the model has no such region. */
-void *model_region_to_host(const dtnn_model *m, dtnn_region r, size_t *bytes, dtnn_error *err);
 
 /* Adds a layer from parsed options; origin ("file:line") prefixes every error. */
 int model_add_layer(dtnn_model *m, const char *type, const char *name, const char *const *keys,

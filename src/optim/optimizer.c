@@ -17,6 +17,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "../core/internal.h"
 #include "optimizer_internal.h"
 
 static const char *const opt_names[] = {"sgd", "adam", "adamw", "rmsprop"};
@@ -158,11 +159,11 @@ dtnn_optimizer *dtnn_optimizer_create(dtnn_model *m, const dtnn_opt_params *p, d
         dtnn_error_set(err, DTNN_ERR_ARG, "optimizer: model and parameters are required");
         return NULL;
     }
-    if (!m->built) {
+    if (!model_is_built(m)) {
         dtnn_error_set(err, DTNN_ERR_ARG, "optimizer: the model is not built yet");
         return NULL;
     }
-    if (!m->grads) {
+    if (!model_grads(m)) {
         dtnn_error_set(err, DTNN_ERR_ARG, "optimizer: the model was built for inference "
                        "(training=0) and has no gradients");
         return NULL;
@@ -175,10 +176,13 @@ dtnn_optimizer *dtnn_optimizer_create(dtnn_model *m, const dtnn_opt_params *p, d
         return NULL;
     }
     o->model = m;
+    o->be = model_backend(m);
+    o->w = model_params(m);
+    o->g = model_grads(m);
     o->p = *p;
-    o->n = m->n_grads;  /* the trainable parameters: frozen ones keep no state */
+    o->n = dtnn_model_grads_length(m);  /* the trainable parameters: frozen ones keep no state */
     o->n_slots = state_slots(p, o->slot_names);
-    o->state = be_alloc(m->be, sizeof(float) * o->n * (size_t)o->n_slots);
+    o->state = be_alloc(o->be, sizeof(float) * o->n * (size_t)o->n_slots);
     if (!o->state) {
         dtnn_error_set(err, DTNN_ERR_NOMEM, "out of memory: the %s optimizer state needs "
                        "%.1f MiB", opt_names[p->kind],
@@ -193,7 +197,7 @@ void dtnn_optimizer_free(dtnn_optimizer *o)
 {
     if (!o)
         return;
-    be_free(o->model->be, o->state);
+    be_free(o->be, o->state);
     free(o);
 }
 
@@ -218,8 +222,7 @@ static void step_sgd(dtnn_optimizer *o, double lr)
         .nesterov = o->p.nesterov,
         .use_momentum = o->n_slots > 0,
     };
-    dtnn_model *m = o->model;
-    be_run(m->be, sgd_step, &a, o->n, m->params, m->grads, o->n_slots > 0 ? o->state : NULL);
+    be_run(o->be, sgd_step, &a, o->n, o->w, o->g, o->n_slots > 0 ? o->state : NULL);
 }
 
 /* torch.optim.Adam / AdamW: (AdamW: p *= 1 - lr wd; Adam: g += wd p); m = b1 m + (1 - b1) g;
@@ -240,8 +243,7 @@ static void step_adam(dtnn_optimizer *o, double lr, int decoupled)
         .shrink = (float)(1.0 - lr * wd),
         .do_shrink = decoupled && wd != 0.0,
     };
-    dtnn_model *m = o->model;
-    be_run(m->be, adam_step, &a, o->n, m->params, m->grads, o->state, o->state + o->n);
+    be_run(o->be, adam_step, &a, o->n, o->w, o->g, o->state, o->state + o->n);
 }
 
 /* torch.optim.RMSprop: g += wd p; sq = alpha sq + (1 - alpha) g^2; centered: ga = alpha ga +
@@ -263,8 +265,7 @@ static void step_rmsprop(dtnn_optimizer *o, double lr)
         .momentum = (float)as_decimal(o->p.momentum),
         .lr = (float)lr,
     };
-    dtnn_model *m = o->model;
-    be_run(m->be, rmsprop_step, &a, o->n, m->params, m->grads, sq, buf, ga);
+    be_run(o->be, rmsprop_step, &a, o->n, o->w, o->g, sq, buf, ga);
 }
 
 dtnn_status dtnn_optimizer_step(dtnn_optimizer *o, float lr, dtnn_error *err)
@@ -287,7 +288,7 @@ dtnn_status dtnn_optimizer_step(dtnn_optimizer *o, float lr, dtnn_error *err)
         step_rmsprop(o, dlr);
         break;
     }
-    return be_check(o->model->be, err);
+    return be_check(o->be, err);
 }
 
 int dtnn_optimizer_state_slots(const dtnn_optimizer *o) { return o->n_slots; }
@@ -315,7 +316,7 @@ dtnn_status dtnn_optimizer_read_state(const dtnn_optimizer *o, int slot, size_t 
 {
     dtnn_status st = check_state_range(o, slot, offset, count, err);
     if (!st)
-        be_download(o->model->be, dst, o->state + (size_t)slot * o->n + offset,
+        be_download(o->be, dst, o->state + (size_t)slot * o->n + offset,
                     sizeof(float) * count);
     return st;
 }
@@ -325,9 +326,18 @@ dtnn_status dtnn_optimizer_write_state(dtnn_optimizer *o, int slot, size_t offse
 {
     dtnn_status st = check_state_range(o, slot, offset, count, err);
     if (!st)
-        be_upload(o->model->be, o->state + (size_t)slot * o->n + offset, src,
+        be_upload(o->be, o->state + (size_t)slot * o->n + offset, src,
                   sizeof(float) * count);
     return st;
 }
 int64_t *dtnn_optimizer_step_count(dtnn_optimizer *o) { return &o->step; }
 const dtnn_opt_params *dtnn_optimizer_params(const dtnn_optimizer *o) { return &o->p; }
+
+const dtnn_model *optimizer_model(const dtnn_optimizer *o) { return o->model; }
+dtnn_opt_kind optimizer_kind(const dtnn_optimizer *o) { return o->p.kind; }
+int optimizer_slot_count(const dtnn_optimizer *o) { return o->n_slots; }
+const char *optimizer_slot_name(const dtnn_optimizer *o, int slot) { return o->slot_names[slot]; }
+size_t optimizer_length(const dtnn_optimizer *o) { return o->n; }
+float *optimizer_state(const dtnn_optimizer *o) { return o->state; }
+int64_t optimizer_step(const dtnn_optimizer *o) { return o->step; }
+void optimizer_set_step(dtnn_optimizer *o, int64_t step) { o->step = step; }

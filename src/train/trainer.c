@@ -34,11 +34,10 @@
 
 #include "../core/atomic_file.h"
 #include "../core/internal.h"
-#include "../comm/grad_sync.h"
 #include "../io/checkpoint_files.h"
-#include "../comm/comm_internal.h"
-#include "../model/model_internal.h"
-#include "../perf/trace.h"
+#include "../comm/comm.h"
+#include "../model/model.h"
+#include "../core/trace.h"
 
 void dtnn_train_params_default(dtnn_train_params *p)
 {
@@ -91,7 +90,7 @@ static dtnn_status check_agreement(dtnn_model *m, dtnn_optimizer *opt, dtnn_load
         h[0] = dtnn_fnv1a(h[0], &t->frozen, sizeof t->frozen);
     }
     /* its arithmetic too: a bf16 replica beside an fp32 one would drift apart */
-    const int64_t precision = m->bp.precision;
+    const int64_t precision = model_build_params(m)->precision;
     h[0] = dtnn_fnv1a(h[0], &precision, sizeof precision);
     struct {
         int64_t epochs, steps, batch, accumulate, shuffle, loss, allreduce, dtype, sync_bn,

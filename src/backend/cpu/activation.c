@@ -1,7 +1,8 @@
 /*
  * activation.c — the CPU's element-wise activations (ReLU, leaky ReLU, sigmoid, tanh, ReLU6,
  * hard sigmoid, hard swish, clamp, hardtanh) and their derivatives: one loop per kind, so each
- * vectorises on its own, around the per-element formulas of formulas/activation_formulas.h
+ * vectorises on its own; a kind without its own loop here takes the generic one through
+ * act_value / act_gradient. All call the per-element formulas of formulas/activation_formulas.h
  * (shared with the CUDA backend, where their definitions and PyTorch's conventions at the
  * joins are given).
  */
@@ -52,6 +53,11 @@ void cpu_act_forward(act_kind kind, float a, float b, size_t count, const float 
     case ACT_HARDTANH:
         ACT_MAP(65536, act_clamp(x[i], a, b));
         break;
+    default: {
+        const int torch = act_hardsigmoid_is_torch(a, b);
+        ACT_MAP(16384, act_value(kind, x[i], a, b, torch));
+        break;
+    }
     }
 }
 
@@ -104,5 +110,10 @@ void cpu_act_backward(act_kind kind, float a, float b, size_t count, const float
     case ACT_HARDTANH:
         ACT_STORE(act_hardtanh_grad(x[i], dy[i], a, b));
         break;
+    default: {
+        const int torch = act_hardsigmoid_is_torch(a, b), reads_y = act_gradient_reads_output(kind);
+        ACT_STORE(act_gradient(kind, x[i], reads_y ? y[i] : 0.0f, dy[i], a, b, torch));
+        break;
+    }
     }
 }

@@ -1,6 +1,6 @@
 /*
  * half_transport.c — the CPU's conversions for gradients that travel in half precision
- * (--comm-dtype fp16 | bf16; comm/grad_sync.c): a bucket packed into fp16 or bf16 bit patterns
+ * (--comm-dtype fp16 | bf16; train/grad_sync.c): a bucket packed into fp16 or bf16 bit patterns
  * before its all-reduce and widened after it, with the table's contracts (backend/backend.h).
  * The conversions are core/half.h's, which the CUDA backend compiles too, so a rank on either
  * backend sends and receives the same bits.

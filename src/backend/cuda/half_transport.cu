@@ -1,6 +1,6 @@
 /*
  * half_transport.cu — the device's conversions for gradients that travel in half precision
- * (--comm-dtype fp16 | bf16; comm/grad_sync.c), so that NCCL sums the bucket in that type on
+ * (--comm-dtype fp16 | bf16; train/grad_sync.c), so that NCCL sums the bucket in that type on
  * the GPUs and only half the bytes cross PCIe where MPI stages through the host. Contracts:
  * backend/backend.h's half_pack and half_unpack. The conversions are core/half.h's own (the
  * CPU's), not the cuda_fp16 intrinsics, so both backends produce the same bits (NaN payloads

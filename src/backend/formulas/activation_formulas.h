@@ -27,6 +27,7 @@
 #include <math.h>
 
 #include "../../core/host_device.h"
+#include "../backend.h"
 
 /* relu6(v + 3), NaN kept. */
 static inline DTNN_HOST_DEVICE float act_hard_unit(float v)
@@ -125,6 +126,69 @@ static inline DTNN_HOST_DEVICE float act_clamp_grad(float x, float dy, float lo,
 static inline DTNN_HOST_DEVICE float act_hardtanh_grad(float x, float dy, float lo, float hi)
 {
     return x <= lo || x >= hi ? 0.0f : dy;
+}
+
+/* Any activation's value and gradient by its kind: the one dispatch that the CUDA kernels and
+ * the CPU's loop for the less common kinds call (the CPU gives its common kinds loops of their
+ * own, which vectorise). torch: hardsigmoid in PyTorch's form (act_hardsigmoid_is_torch, asked
+ * once per call, not per element). A kind missing here fails the build (-Wswitch). */
+static inline DTNN_HOST_DEVICE float act_value(act_kind kind, float x, float a, float b,
+                                               int torch)
+{
+    switch (kind) {
+    case ACT_RELU:
+        return act_relu(x);
+    case ACT_LEAKY_RELU:
+        return act_leaky_relu(x, a);
+    case ACT_SIGMOID:
+        return act_sigmoid(x);
+    case ACT_TANH:
+        return act_tanh(x);
+    case ACT_RELU6:
+        return act_relu6(x);
+    case ACT_HARDSIGMOID:
+        return torch ? act_hardsigmoid_torch(x) : act_hardsigmoid_affine(x, a, b);
+    case ACT_HARDSWISH:
+        return act_hardswish(x);
+    case ACT_CLAMP:
+    case ACT_HARDTANH:
+        return act_clamp(x, a, b);
+    }
+    return x;
+}
+
+/* Whether a kind's gradient is computed from its output y rather than its input x. */
+static inline DTNN_HOST_DEVICE int act_gradient_reads_output(act_kind kind)
+{
+    return kind == ACT_SIGMOID || kind == ACT_TANH;
+}
+
+/* The gradient at the input from dy; x is the input, y the output (read only by the kinds of
+ * act_gradient_reads_output; pass 0 for the others). */
+static inline DTNN_HOST_DEVICE float act_gradient(act_kind kind, float x, float y, float dy,
+                                                  float a, float b, int torch)
+{
+    switch (kind) {
+    case ACT_RELU:
+        return act_relu_grad(x, dy);
+    case ACT_LEAKY_RELU:
+        return act_leaky_relu_grad(x, dy, a);
+    case ACT_SIGMOID:
+        return act_sigmoid_grad(y, dy);
+    case ACT_TANH:
+        return act_tanh_grad(y, dy);
+    case ACT_RELU6:
+        return act_relu6_grad(x, dy);
+    case ACT_HARDSIGMOID:
+        return torch ? act_hardsigmoid_torch_grad(x, dy) : act_hardsigmoid_affine_grad(x, dy, a, b);
+    case ACT_HARDSWISH:
+        return act_hardswish_grad(x, dy);
+    case ACT_CLAMP:
+        return act_clamp_grad(x, dy, a, b);
+    case ACT_HARDTANH:
+        return act_hardtanh_grad(x, dy, a, b);
+    }
+    return 0.0f;
 }
 
 #endif

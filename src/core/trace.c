@@ -5,15 +5,16 @@
  * work (steps, data waits, forward and backward with their layers, blocking collectives, the
  * optimizer, checkpoints), and tid 1, gradient buckets in flight (async events: they overlap).
  *
- * Clocks: each rank records its own monotonic clock. At creation the ranks meet a few times
+ * Clocks: each rank records its own monotonic clock. At creation (perf/trace_ranks.c) the ranks meet a few times
  * (an all-reduce as a barrier, then an all-gather of every rank's clock); a rank's offset to
  * rank 0 is the median over those rounds of its clock minus rank 0's, so every timestamp in
  * the file is on rank 0's clock, counted from rank 0's start. Leaving a barrier is not
  * simultaneous: the offsets are good to about one collective's latency (microseconds on one
  * host, tens of them over TCP), well below the spans that matter (layers, buckets).
  *
- * Writing: dtnn_trace_write is collective: every rank's events travel to rank 0 as one byte
- * string (gather), and rank 0 writes the merged file. After a failure the ranks cannot meet,
+ * Writing: dtnn_trace_write (perf/trace_ranks.c, with the clock alignment: the parts that need
+ * a communicator) is collective: every rank's events travel to rank 0 as one byte string
+ * (trace_serialise, gathered), and rank 0 writes the merged file (trace_write_file). After a failure the ranks cannot meet,
  * so dtnn_trace_write_local writes each rank's own file (PATH.rank<R>, the same format with
  * that rank's offset applied); the files of one run merge by concatenating their traceEvents
  * arrays (scripts/trace_plot reads several).
@@ -27,9 +28,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../core/atomic_file.h"
-#include "../comm/comm_internal.h"
-#include "../core/internal.h"
+#include "atomic_file.h"
+#include "internal.h"
 #include "trace.h"
 
 #define TRACE_DEFAULT_MAX_EVENTS ((size_t)1 << 20)
@@ -218,51 +218,26 @@ void dtnn_trace_note(dtnn_trace *t, const char *key, const char *fmt, ...)
     t->n_notes++;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-dtnn_trace *dtnn_trace_create(dtnn_comm *comm, size_t max_events, dtnn_error *err)
+dtnn_trace *trace_alloc(int rank, int size, size_t max_events, dtnn_error *err)
 {
     dtnn_trace *t = calloc(1, sizeof *t);
-    double *all = comm ? malloc(sizeof *all * ((size_t)comm->size + 1) * TRACE_CLOCK_ROUNDS)
-                       : NULL;
-    if (!t || (comm && !all)) {
-        free(t);
-        free(all);
+    if (!t) {
         dtnn_error_set(err, DTNN_ERR_NOMEM, "out of memory for the trace");
         return NULL;
     }
-    t->rank = comm ? comm->rank : 0;
-    t->size = comm ? comm->size : 1;
+    t->rank = rank;
+    t->size = size;
     t->max_events = max_events ? max_events : TRACE_DEFAULT_MAX_EVENTS;
     if (gethostname(t->host, sizeof t->host - 1))
         snprintf(t->host, sizeof t->host, "?");
     t->origin = dtnn_now();
-    if (comm && comm->size > 1) {
-        double *mine = all + (size_t)comm->size * TRACE_CLOCK_ROUNDS, barrier = 0.0;
-        for (int k = 0; k < TRACE_CLOCK_ROUNDS; k++) {
-            double now;
-            dtnn_status st = dtnn_comm_allreduce_sum_f64(comm, &barrier, 1, err);
-            now = dtnn_now();
-            if (!st)
-                st = dtnn_comm_allgather(comm, &now, sizeof now, all + (size_t)k * comm->size,
-                                         err);
-            if (st) {
-                free(all);
-                free(t);
-                return NULL;
-            }
-            mine[k] = all[(size_t)k * comm->size + comm->rank] - all[(size_t)k * comm->size];
-        }
-        qsort(mine, TRACE_CLOCK_ROUNDS, sizeof *mine, cmp_double);
-        t->offset = mine[TRACE_CLOCK_ROUNDS / 2];
-        t->origin = all[(size_t)(TRACE_CLOCK_ROUNDS - 1) * comm->size];
-    }
-    free(all);
     return t;
+}
+
+void trace_set_clock(dtnn_trace *t, double origin, double offset)
+{
+    t->origin = origin;
+    t->offset = offset;
 }
 
 void dtnn_trace_free(dtnn_trace *t)
@@ -278,8 +253,7 @@ void dtnn_trace_free(dtnn_trace *t)
     free(t);
 }
 
-/* This rank's header, strings and events as one byte string (malloc'd, *bytes long). */
-static unsigned char *serialise(const dtnn_trace *t, size_t *bytes)
+unsigned char *trace_serialise(const dtnn_trace *t, size_t *bytes)
 {
     rank_header h = {.magic = TRACE_MAGIC, .rank = t->rank, .n_strings = (uint32_t)t->n_strings,
                      .n_events = t->n_events, .dropped = t->dropped, .offset = t->offset};
@@ -392,10 +366,8 @@ static int write_rank(FILE *f, const unsigned char *blob, size_t bytes, double o
     return 0;
 }
 
-/* Writes the file from n rank blobs (blobs[r] of sizes[r] bytes) through the atomic writer,
- * so a reader never sees half a file. */
-static dtnn_status write_file(const dtnn_trace *t, const char *path, unsigned char **blobs,
-                              const size_t *sizes, int n, dtnn_error *err)
+dtnn_status trace_write_file(const dtnn_trace *t, const char *path, unsigned char **blobs,
+                             const size_t *sizes, int n, dtnn_error *err)
 {
     atomic_file out;
     dtnn_status st = atomic_file_begin(&out, path, "trace", err);
@@ -434,59 +406,10 @@ static dtnn_status write_file(const dtnn_trace *t, const char *path, unsigned ch
     return atomic_file_commit(&out, err);
 }
 
-dtnn_status dtnn_trace_write(dtnn_trace *t, dtnn_comm *comm, const char *path, dtnn_error *err)
-{
-    const int size = comm ? comm->size : 1, rank = comm ? comm->rank : 0;
-    size_t bytes = 0;
-    unsigned char *mine = serialise(t, &bytes);
-    uint64_t my_size = mine ? bytes : 0, *all_sizes = malloc(sizeof *all_sizes * (size_t)size);
-    dtnn_status st = DTNN_OK;
-    if (!all_sizes)
-        st = dtnn_error_set(err, DTNN_ERR_NOMEM, "out of memory for the trace");
-    /* Every rank takes part in every collective, even one that ran out of memory: the
-     * all-gathered sizes tell all ranks whether to go on. */
-    if (!st && size > 1)
-        st = dtnn_comm_allgather(comm, &my_size, sizeof my_size, all_sizes, err);
-    else if (!st)
-        all_sizes[0] = my_size;
-    for (int r = 0; r < size && !st; r++)
-        if (!all_sizes[r])
-            st = dtnn_error_set(err, DTNN_ERR_NOMEM, "out of memory for rank %d's trace", r);
-    size_t total = 0;
-    for (int r = 0; r < size && !st; r++)
-        total += all_sizes[r];
-    unsigned char *gathered = NULL;
-    if (!st && rank == 0 && !(gathered = malloc(total)))
-        st = dtnn_error_set(err, DTNN_ERR_NOMEM, "out of memory for the merged trace");
-    if (!st && size > 1)
-        st = comm_gather(comm, mine, bytes, gathered, all_sizes, err);
-    else if (!st)
-        memcpy(gathered, mine, bytes);
-    if (!st && rank == 0) {
-        unsigned char **blobs = malloc(sizeof *blobs * (size_t)size);
-        size_t *sizes = malloc(sizeof *sizes * (size_t)size);
-        if (!blobs || !sizes)
-            st = dtnn_error_set(err, DTNN_ERR_NOMEM, "out of memory for the merged trace");
-        size_t at = 0;
-        for (int r = 0; r < size && !st; at += all_sizes[r], r++) {
-            blobs[r] = gathered + at;
-            sizes[r] = all_sizes[r];
-        }
-        if (!st)
-            st = write_file(t, path, blobs, sizes, size, err);
-        free(blobs);
-        free(sizes);
-    }
-    free(gathered);
-    free(all_sizes);
-    free(mine);
-    return st;
-}
-
 dtnn_status dtnn_trace_write_local(dtnn_trace *t, const char *path, dtnn_error *err)
 {
     size_t bytes = 0;
-    unsigned char *mine = serialise(t, &bytes);
+    unsigned char *mine = trace_serialise(t, &bytes);
     size_t len = strlen(path) + 24;
     char *name = malloc(len);
     if (!mine || !name) {
@@ -495,7 +418,7 @@ dtnn_status dtnn_trace_write_local(dtnn_trace *t, const char *path, dtnn_error *
         return dtnn_error_set(err, DTNN_ERR_NOMEM, "out of memory for the trace");
     }
     snprintf(name, len, "%s.rank%d", path, t->rank);
-    dtnn_status st = write_file(t, name, &mine, &bytes, 1, err);
+    dtnn_status st = trace_write_file(t, name, &mine, &bytes, 1, err);
     free(name);
     free(mine);
     return st;

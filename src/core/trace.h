@@ -44,4 +44,17 @@ void trace_span(dtnn_trace *t, trace_kind kind, const char *name, double t0, int
 void trace_comm(dtnn_trace *t, trace_kind kind, const char *what, const char *op, double t0,
                 double t1, int64_t step, int64_t seq, int index, int count);
 
+/* For perf/trace_ranks.c, which adds what needs a communicator. trace_alloc makes an empty
+ * trace of rank of size (max_events 0: the default cap) on this rank's own clock;
+ * trace_set_clock puts it on rank 0's (origin: rank 0's clock at creation; offset: this
+ * rank's clock minus rank 0's). trace_serialise gives this rank's header, strings and events
+ * as one byte string (malloc'd, *bytes long); trace_write_file writes the file from n ranks'
+ * strings (blobs[r] of sizes[r] bytes) through the atomic writer, so a reader never sees half
+ * a file. */
+dtnn_trace *trace_alloc(int rank, int size, size_t max_events, dtnn_error *err);
+void trace_set_clock(dtnn_trace *t, double origin, double offset);
+unsigned char *trace_serialise(const dtnn_trace *t, size_t *bytes);
+dtnn_status trace_write_file(const dtnn_trace *t, const char *path, unsigned char **blobs,
+                             const size_t *sizes, int n, dtnn_error *err);
+
 #endif

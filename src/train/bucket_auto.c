@@ -23,8 +23,8 @@
 #include <string.h>
 
 #include "../backend/backend.h"
-#include "../comm/comm_internal.h"
-#include "../model/model_internal.h"
+#include "../comm/comm.h"
+#include "../model/model.h"
 
 #define MIB 1048576.0
 
@@ -133,7 +133,7 @@ static dtnn_status decide(dtnn_model *m, int ranks, dtnn_allreduce_mode mode,
         free(fwd), free(bwd), free(params);
         return dtnn_error_set(err, DTNN_ERR_NOMEM, "out of memory for the bucket choice");
     }
-    const int batch = m->bp.max_batch > 0 ? m->bp.max_batch : 1;
+    const int max_batch = model_build_params(m)->max_batch, batch = max_batch > 0 ? max_batch : 1;
     d->backward = 0;
     for (int i = 0; i < layers; i++) {
         dtnn_layer_info li;
@@ -211,7 +211,7 @@ dtnn_status dtnn_bucket_auto(dtnn_comm *comm, dtnn_model *m, dtnn_allreduce_mode
         return dtnn_error_set(err, DTNN_ERR_NOMEM, "out of memory for the link measurement");
     /* Every rank times its products at once, as every rank computes at once in training: a rank
      * timed alone would race the others' MPI polling for the cores instead. */
-    const double rate = be_matmul_rate(m->be);
+    const double rate = be_matmul_rate(model_backend(m));
     double t_small = 0, t_large = 0;
     dtnn_status st = time_allreduce(comm, buf, n_small, 8, &t_small, err);
     if (!st)

@@ -29,7 +29,7 @@
 #include "../core/atomic_file.h"
 #include "onnx.pb-c.h"
 
-#include "../model/model_internal.h"
+#include "model_internal.h"
 
 /* Every message and string of one export lives in this chain of blocks: one free at the end. */
 typedef struct arena_block {

@@ -2,7 +2,7 @@
  * grad_sync.c — the gradient all-reduce of data-parallel training, in three strategies:
  *   blocking      one blocking all-reduce (MPI_Allreduce) of the whole flat gradient after
  *                 backward;
- *   overlap       contiguous buckets of --bucket-mb (auto: src/perf/bucket_auto.c), taken
+ *   overlap       contiguous buckets of --bucket-mb (auto: src/train/bucket_auto.c), taken
  *                 from the end of the flat buffer (the last layers, whose gradients backward
  *                 finishes first), each started with a non-blocking all-reduce from the
  *                 backward hook as soon as it is complete; every hook call also tests the
@@ -36,11 +36,11 @@
 #include <math.h>
 #include <string.h>
 
-#include "../model/model_internal.h"
-#include "comm_internal.h"
-#include "grad_sync.h"
-#include "../perf/trace.h"
+#include "../backend/backend.h"
+#include "../comm/comm.h"
 #include "../core/half.h"
+#include "../core/trace.h"
+#include "../model/model.h"
 
 typedef struct {
     size_t begin, end;          /* float range of the flat gradient */
@@ -51,7 +51,9 @@ typedef struct {
 
 struct dtnn_grad_sync {
     dtnn_comm *comm;
-    dtnn_model *model;
+    dtnn_backend *be;           /* where grads lives */
+    float *grads;               /* [n] the flat gradient reduced (backend memory) */
+    dtnn_model *model;          /* only to be told when a range of grads is final */
     dtnn_allreduce_mode mode;
     dtnn_comm_dtype dtype;
     bucket *buckets;            /* buckets[0] is the last range of the buffer */
@@ -73,18 +75,17 @@ struct dtnn_grad_sync {
 /* The gradient as the host reduces it: the model's own, or the staging copy. */
 static float *host_grads(dtnn_grad_sync *gs)
 {
-    return gs->host ? gs->host : gs->model->grads;
+    return gs->host ? gs->host : gs->grads;
 }
 
 /* Converts a bucket of the gradient into the half-precision staging, on the backend. */
 static void to_half(dtnn_grad_sync *gs, const bucket *b)
 {
-    dtnn_model *m = gs->model;
     const float scale = gs->dtype == DTNN_COMM_F16 ? b->scale : 1.0f;
-    be_run(m->be, half_pack, gs->dtype, b->end - b->begin, m->grads + b->begin, scale,
+    be_run(gs->be, half_pack, gs->dtype, b->end - b->begin, gs->grads + b->begin, scale,
            gs->staging + b->begin);
     if (gs->host_half)
-        be_download(m->be, gs->host_half + b->begin, gs->staging + b->begin,
+        be_download(gs->be, gs->host_half + b->begin, gs->staging + b->begin,
                     sizeof(uint16_t) * (b->end - b->begin));
 }
 
@@ -92,13 +93,12 @@ static void to_half(dtnn_grad_sync *gs, const bucket *b)
  * flag and largest value go to stats (bucket_of), read by settle_fp16. */
 static void from_half(dtnn_grad_sync *gs, const bucket *b, int bucket_of)
 {
-    dtnn_model *m = gs->model;
     if (gs->host_half)
-        be_upload(m->be, gs->staging + b->begin, gs->host_half + b->begin,
+        be_upload(gs->be, gs->staging + b->begin, gs->host_half + b->begin,
                   sizeof(uint16_t) * (b->end - b->begin));
     const float inv = gs->dtype == DTNN_COMM_F16 ? 1.0f / b->scale : 1.0f;
-    be_run(m->be, half_unpack, gs->dtype, b->end - b->begin, gs->staging + b->begin, inv,
-           m->grads + b->begin, gs->stats ? gs->stats + 2 * bucket_of : NULL);
+    be_run(gs->be, half_unpack, gs->dtype, b->end - b->begin, gs->staging + b->begin, inv,
+           gs->grads + b->begin, gs->stats ? gs->stats + 2 * bucket_of : NULL);
 }
 
 /* What the communicator reduces: the gradient or its half copy, the host's where staged. */
@@ -114,12 +114,11 @@ static void stage(dtnn_grad_sync *gs, const bucket *b, int to_host)
 {
     if (!gs->host)
         return;
-    dtnn_model *m = gs->model;
     const size_t bytes = sizeof(float) * (b->end - b->begin);
     if (to_host)
-        be_download(m->be, gs->host + b->begin, m->grads + b->begin, bytes);
+        be_download(gs->be, gs->host + b->begin, gs->grads + b->begin, bytes);
     else
-        be_upload(m->be, m->grads + b->begin, gs->host + b->begin, bytes);
+        be_upload(gs->be, gs->grads + b->begin, gs->host + b->begin, bytes);
 }
 
 static dtnn_status start_bucket(dtnn_grad_sync *gs, bucket *b, dtnn_error *err)
@@ -158,8 +157,11 @@ static void on_backward(size_t ready_from, void *user)
     }
 }
 
-dtnn_grad_sync *dtnn_grad_sync_create(dtnn_comm *comm, dtnn_model *m, dtnn_allreduce_mode mode,
-                                      double bucket_mb, dtnn_comm_dtype dtype, dtnn_error *err)
+/* The reducer itself: n floats of grads in be's memory, cut into buckets of bucket_mb
+ * (> 0) from the end. It knows nothing of the model the gradient belongs to. */
+static dtnn_grad_sync *reducer_create(dtnn_comm *comm, dtnn_backend *be, float *grads,
+                                      size_t n_grads, dtnn_allreduce_mode mode, double bucket_mb,
+                                      dtnn_comm_dtype dtype, dtnn_error *err)
 {
     dtnn_grad_sync *gs = calloc(1, sizeof *gs);
     if (!gs) {
@@ -167,19 +169,11 @@ dtnn_grad_sync *dtnn_grad_sync_create(dtnn_comm *comm, dtnn_model *m, dtnn_allre
         return NULL;
     }
     gs->comm = comm;
-    gs->model = m;
+    gs->be = be;
+    gs->grads = grads;
     gs->mode = mode;
     gs->dtype = dtype;
-    gs->n = dtnn_model_grads_length(m);     /* frozen parameters have no gradient */
-    if (bucket_mb <= 0) {
-        dtnn_bucket_auto_info info;
-        if (dtnn_bucket_auto(comm, m, mode, dtype, &info, err)) {
-            free(gs);
-            return NULL;
-        }
-        bucket_mb = info.bucket_mb;
-        snprintf(gs->bucket_reason, sizeof gs->bucket_reason, "%s", info.reason);
-    }
+    gs->n = n_grads;
     gs->bucket_mb = bucket_mb;
     size_t per = (size_t)(bucket_mb * 1048576.0 / sizeof(float));
     if (mode == DTNN_ALLREDUCE_BLOCKING || per == 0 || per > gs->n)
@@ -191,20 +185,20 @@ dtnn_grad_sync *dtnn_grad_sync_create(dtnn_comm *comm, dtnn_model *m, dtnn_allre
         free(gs);
         return NULL;
     }
-    const int staged = !comm_reduces_backend_memory(comm, m->be);
+    const int staged = !comm_reduces_backend_memory(comm, be);
     const int half = dtype != DTNN_COMM_F32, fp16 = dtype == DTNN_COMM_F16;
     const size_t n = gs->n ? gs->n : 1, nb = gs->n_buckets ? (size_t)gs->n_buckets : 1;
     gs->buckets = calloc(nb, sizeof *gs->buckets);
     if (half)
-        gs->staging = be_alloc(m->be, sizeof(uint16_t) * n);
+        gs->staging = be_alloc(be, sizeof(uint16_t) * n);
     if (fp16) {
-        gs->stats = be_alloc(m->be, 2 * sizeof(float) * nb);
+        gs->stats = be_alloc(be, 2 * sizeof(float) * nb);
         gs->host_stats = malloc(2 * sizeof(float) * nb);
     }
     if (staged) {
-        gs->host = m->be->op->host_alloc(m->be, sizeof(float) * n);
+        gs->host = be->op->host_alloc(be, sizeof(float) * n);
         if (half)
-            gs->host_half = m->be->op->host_alloc(m->be, sizeof(uint16_t) * n);
+            gs->host_half = be->op->host_alloc(be, sizeof(uint16_t) * n);
     }
     if (!gs->buckets || (half && !gs->staging) || (fp16 && (!gs->stats || !gs->host_stats)) ||
         (staged && (!gs->host || (half && !gs->host_half)))) {
@@ -220,11 +214,32 @@ dtnn_grad_sync *dtnn_grad_sync_create(dtnn_comm *comm, dtnn_model *m, dtnn_allre
     return gs;
 }
 
+dtnn_grad_sync *dtnn_grad_sync_create(dtnn_comm *comm, dtnn_model *m, dtnn_allreduce_mode mode,
+                                      double bucket_mb, dtnn_comm_dtype dtype, dtnn_error *err)
+{
+    char reason[sizeof ((dtnn_bucket_auto_info *)0)->reason] = "";
+    if (bucket_mb <= 0) {
+        dtnn_bucket_auto_info info;
+        if (dtnn_bucket_auto(comm, m, mode, dtype, &info, err))
+            return NULL;
+        bucket_mb = info.bucket_mb;
+        snprintf(reason, sizeof reason, "%s", info.reason);
+    }
+    /* frozen parameters have no gradient: the length is the trainable part's */
+    dtnn_grad_sync *gs = reducer_create(comm, model_backend(m), model_grads(m),
+                                        dtnn_model_grads_length(m), mode, bucket_mb, dtype, err);
+    if (gs) {
+        gs->model = m;
+        snprintf(gs->bucket_reason, sizeof gs->bucket_reason, "%s", reason);
+    }
+    return gs;
+}
+
 void dtnn_grad_sync_free(dtnn_grad_sync *gs)
 {
     if (!gs)
         return;
-    dtnn_backend *be = gs->model->be;
+    dtnn_backend *be = gs->be;
     free(gs->buckets);
     free(gs->host_stats);
     be_free(be, gs->staging);
@@ -251,8 +266,7 @@ void dtnn_grad_sync_begin(dtnn_grad_sync *gs)
  * rank's gradient, which half_unpack left untouched) with its scale lowered. */
 static dtnn_status settle_fp16(dtnn_grad_sync *gs, dtnn_error *err)
 {
-    dtnn_model *m = gs->model;
-    be_download(m->be, gs->host_stats, gs->stats, 2 * sizeof(float) * (size_t)gs->n_buckets);
+    be_download(gs->be, gs->host_stats, gs->stats, 2 * sizeof(float) * (size_t)gs->n_buckets);
     dtnn_status st = DTNN_OK;
     for (int i = 0; i < gs->n_buckets && !st; i++) {
         bucket *b = &gs->buckets[i];
@@ -297,9 +311,8 @@ dtnn_status dtnn_grad_sync_finish(dtnn_grad_sync *gs, dtnn_error *err)
     }
     if (!st && gs->dtype == DTNN_COMM_F16)
         st = settle_fp16(gs, err);
-    if (gs->comm->trace)
-        trace_span(gs->comm->trace, TRACE_GRAD_WAIT, "gradient all-reduce wait", t0,
-                   gs->comm->step);
+    trace_span(comm_trace(gs->comm), TRACE_GRAD_WAIT, "gradient all-reduce wait", t0,
+               comm_step(gs->comm));
     gs->wait_seconds += dtnn_now() - t0;
     return st;
 }
@@ -308,3 +321,9 @@ double dtnn_grad_sync_wait_seconds(const dtnn_grad_sync *gs) { return gs->wait_s
 int dtnn_grad_sync_bucket_count(const dtnn_grad_sync *gs) { return gs->n_buckets; }
 double dtnn_grad_sync_bucket_mb(const dtnn_grad_sync *gs) { return gs->bucket_mb; }
 const char *dtnn_grad_sync_bucket_reason(const dtnn_grad_sync *gs) { return gs->bucket_reason; }
+
+/* Public, taking the model, so that a user's training loop need not know its backend. */
+dtnn_comm *dtnn_comm_nccl_create(dtnn_comm *below, dtnn_model *m, dtnn_error *err)
+{
+    return comm_nccl_create(below, m ? model_backend(m) : NULL, err);
+}
