@@ -19,9 +19,12 @@
  *
  * Conventions. Tensors are float32, dense, NCHW (N batch, C channels, H x W). Every fallible
  * function returns a dtnn_status and, on failure, fills the caller's dtnn_error with a message
- * that names the file, layer, shape or option at fault. The library never exits the process and
- * keeps no global mutable state, but for the CPU kernel set, chosen once per process
- * (dtnn_cpu_kernels_name). Parameters, gradients and optimizer state each live in one flat
+ * that names the file, layer, shape or option at fault. The library never exits the process.
+ * Its one global value is the CPU kernel set, chosen once per process and never changed
+ * (dtnn_cpu_kernels_name); everything else lives in the handles. It does set two settings of
+ * the process that belong to other libraries: making a cpu backend sets the BLAS to one thread
+ * (dtnn's own threads run it, dtnn/cpu.h), and each backend call sets OpenMP's thread count
+ * of the calling thread for its duration, restoring the caller's after. Parameters, gradients and optimizer state each live in one flat
  * buffer per model; dtnn_model_tensor() gives the named layout (PyTorch state_dict names).
  */
 #ifndef DTNN_H
@@ -688,78 +691,6 @@ int dtnn_grad_sync_bucket_count(const dtnn_grad_sync *gs);
 double dtnn_grad_sync_bucket_mb(const dtnn_grad_sync *gs);
 const char *dtnn_grad_sync_bucket_reason(const dtnn_grad_sync *gs);
 
-/* ---- scaling projection (an alpha-beta model of the gradient all-reduce) ------------------ */
-
-/* A link: alpha seconds per message, beta seconds per byte. */
-typedef struct {
-    double alpha, beta;
-} dtnn_link;
-
-typedef enum { DTNN_PROJECT_RING = 0, DTNN_PROJECT_HIERARCHICAL } dtnn_project_algo;
-
-typedef struct {
-    int nodes, ranks_per_node;
-    dtnn_link inter;            /* between nodes (one NIC per node) */
-    dtnn_link intra;            /* between the ranks of one node */
-    dtnn_project_algo algo;
-    int overlap;                /* buckets start as backward produces them (else after it) */
-    int half;                   /* gradients travel as 16-bit values: half the bytes */
-    double half_cost;           /* with half: seconds per value to convert and sum 16-bit
-                                 * values (software fp16 on a CPU; about 0 on a GPU) */
-    double bucket_bytes;        /* of fp32 gradient; <= 0 or without overlap-ring: see below */
-} dtnn_project_params;
-/* 1 node x 1 rank, 10 Gbit/s at 100%, alpha 25 us; intra 10 GB/s, 5 us; ring, overlap,
- * fp32, 4 MiB buckets. */
-void dtnn_project_params_default(dtnn_project_params *p);
-
-/* What one training step costs on one rank, from a per-layer profile. Layers are in forward
- * order; layer i's gradient is params[i] consecutive floats of the flat buffer, after those of
- * layers 0..i-1 (the model's layout); backward runs from the last layer to the first. */
-typedef struct {
-    int layers;
-    const double *fwd_seconds, *bwd_seconds;  /* [layers] */
-    const size_t *params;                     /* [layers] */
-    double other_seconds;   /* loss and optimizer: not overlappable with the all-reduce */
-} dtnn_project_profile;
-
-typedef struct {
-    double compute;         /* forward + backward + other, seconds */
-    double comm;            /* sum of the all-reduces of the step */
-    double exposed;         /* communication after backward ended, seconds */
-    double efficiency;      /* compute / (compute + exposed) */
-    int buckets;
-} dtnn_projection;
-
-/* Seconds of one all-reduce of `bytes` (as sent: already halved for 16-bit) under p's
- * algorithm: ring over all ranks: 2 (P-1) alpha + 2 (P-1)/P bytes beta (with nodes > 1 the
- * slower of the inter- and intra-node alpha and beta, each); hierarchical: binomial reduce and broadcast inside the node, each
- * ceil(log2 R) (alpha_intra + bytes beta_intra), around a ring over the nodes. */
-double dtnn_project_allreduce_seconds(const dtnn_project_params *p, double bytes);
-/* Simulates one step: buckets are cut from the end of the flat gradient as dtnn's gradient
- * sync cuts them; with overlap each starts when backward has produced all of it and the
- * previous bucket has finished (one communication stream); without, all run after backward
- * (one bucket for the ring, as --allreduce blocking; buckets for hierarchical, as dtnn's). */
-dtnn_status dtnn_project_step(const dtnn_project_profile *prof, const dtnn_project_params *p,
-                              dtnn_projection *out, dtnn_error *err);
-/* The bucket size of `--bucket-mb auto`: the one of least exposed communication in
- * dtnn_project_step's model for profile prof and p's links, ranks, algorithm, overlap and
- * dtype (p->bucket_bytes is ignored), over the sizes 1, 2, 4, ... MiB up to the first that
- * holds the whole gradient in one bucket, leaving out those that would cut more than
- * max_buckets buckets (<= 0: dtnn's limit of requests in flight, which dtnn_grad_sync_create
- * enforces). Sizes that expose within DTNN_BUCKET_AUTO_TIE of the step's compute time of the
- * least exposure tie, and the largest of them wins (fewer messages; the model does not see
- * their per-call costs). *bucket_bytes gets the size, *best (may be NULL) its projection.
- * The closed form it approximates: backward producing G bytes of gradient evenly over B
- * seconds, an all-reduce of n bytes costing a + c n (ring: a = 2 (P-1) alpha, c = 2 (P-1)/P
- * beta), k buckets expose max(a + c G / k, B / k + k a + c G - B), least at
- * k = max(sqrt(B / a), (B - c G) / a): more ranks (larger a) or a slower link (larger c) mean
- * fewer, larger buckets; without overlap one bucket is best. */
-#define DTNN_BUCKET_AUTO_TIE 1e-3
-dtnn_status dtnn_project_bucket_auto(const dtnn_project_profile *prof,
-                                     const dtnn_project_params *p, int max_buckets,
-                                     dtnn_projection *best, double *bucket_bytes,
-                                     dtnn_error *err);
-
 /* What dtnn_bucket_auto chose and from what. */
 typedef struct {
     double bucket_mb;           /* the size to give dtnn_grad_sync_create / bucket_mb */
@@ -778,18 +709,12 @@ typedef struct {
  * nothing measured). Otherwise it times blocking all-reduces of 1 KiB and of up to 4 MiB
  * among the ranks (about 15 of them; well under a second on a 1 Gbit/s link) for the link's
  * alpha and beta, estimates one step's backward from every layer's FLOPs at max_batch
- * samples and the rate of a small GEMM on this rank's threads (a CPU estimate: a device
- * backend would report its own), and runs dtnn_project_bucket_auto on that profile. Rank 0's
+ * samples and the rate of a 256^3 product on the model's own backend (measured through its
+ * table), and runs dtnn_project_bucket_auto (dtnn/project.h) on that profile. Rank 0's
  * choice is broadcast, so all ranks cut the same buckets. */
 dtnn_status dtnn_bucket_auto(dtnn_comm *comm, dtnn_model *m, dtnn_allreduce_mode mode,
                              dtnn_comm_dtype dtype, dtnn_bucket_auto_info *out,
                              dtnn_error *err);
-/* Parses "NODES,GBITS", e.g. "8-1024,10/25/100" or "2/4,1/10": NODES is a '/'-separated list
- * of node counts or ranges A-B (A, 2A, 4A, .. up to B), GBITS a '/'-separated list of positive
- * link rates in Gbit/s. Fills at most max_* values; errors name the part at fault. */
-dtnn_status dtnn_project_parse_grid(const char *spec, int *nodes, int max_nodes, int *n_nodes,
-                                    double *gbits, int max_gbits, int *n_gbits, dtnn_error *err);
-
 /* ---- checkpoints --------------------------------------------------------------------------- */
 
 typedef struct {
@@ -946,30 +871,10 @@ dtnn_status dtnn_evaluate(dtnn_model *m, const dtnn_split *s, int batch_size,
                           const dtnn_loss_params *lp, dtnn_comm *comm, dtnn_metrics *out,
                           dtnn_error *err);
 
-/* Sets the kernel threads (OpenMP; 0 keeps the current count). The BLAS always runs
- * single-threaded inside dtnn's own threads, so the two never oversubscribe the cores. */
-void dtnn_set_threads(int threads);
-/* C = alpha op(A) op(B) + beta C, row-major, on the kernel threads: the GEMM every dense and
- * convolution layer runs (also what `dtnn bench --sgemm` times as the machine's peak). */
-void dtnn_sgemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
-                int lda, const float *b, int ldb, float beta, float *c, int ldc);
-/* Name of the BLAS this build links, e.g. "openblas 0.3.21 (Cooperlake)". */
-const char *dtnn_blas_name(char *buf, size_t len);
-
-/* The CPU kernel set this process runs: "avx2+fma" (the kernels compiled with -mavx2 -mfma;
- * x86-64 builds) or "generic" (the same sources compiled for the target's baseline). Chosen
- * once, at the first model created or the first call of these, from the CPU and the
- * environment variable DTNN_CPU: unset or "auto" takes the fastest set the CPU and OS run,
- * "generic" forces the portable kernels, "avx2" asks for AVX2 + FMA. The two sets' results
- * differ by float rounding only (other summation orders: Winograd and the direct
- * convolution run only in the AVX2 set). */
-const char *dtnn_cpu_kernels_name(void);
-/* A few words on why that set runs, e.g. "DTNN_CPU=generic forces portable" (for `dtnn info`). */
-const char *dtnn_cpu_kernels_reason(void);
-/* DTNN_OK, or an error when DTNN_CPU cannot be honoured: DTNN_ERR_ARG for an unknown value,
- * DTNN_ERR_UNSUPPORTED for avx2 where the CPU or the build lacks it. The generic kernels run
- * then; dtnn_model_build returns this error, so nothing trains on a set not asked for. */
-dtnn_status dtnn_cpu_kernels_check(dtnn_error *err);
+/* The scaling projection and the CPU's kernels, BLAS and threads: their own headers, which
+ * this one includes so that users include dtnn.h alone. */
+#include "dtnn/cpu.h"
+#include "dtnn/project.h"
 
 #ifdef __cplusplus
 }

@@ -2,9 +2,9 @@
 # The architecture's floors as a check: every #include "..." of a file under src/ (and tools/)
 # must be allowed by the "may include" column of the table in docs/architecture.md (the rows
 # whose first cell is a `src/...` folder), so the document and the code cannot drift apart.
-# A file belongs to the longest folder of the table that holds it; it may include its own
-# folder's files, and the files directly in each folder its row names (a row's subfolders are
-# rows of their own: `backend` is backend.h, not backend/cpu/). Besides, a header named
+# Every folder holding sources needs a row of its own (a new backend folder included): a file
+# may include its own folder's files and the files directly in each folder its row names (a
+# row's subfolders are rows of their own: `backend` is backend.h, not backend/cpu/). Besides, a header named
 # *_internal.h may be included only from its own folder. tools/ may include only dtnn.h and
 # its own files. Fails naming each file, the include and the rule.
 # Usage: include_rules.sh ROOT (the source tree: ROOT/src, ROOT/tools, ROOT/docs/architecture.md)
@@ -24,15 +24,16 @@ if [[ $(wc -l <"$tmp/rules") -lt 8 ]]; then
     exit 1
 fi
 
-# The table's folder holding a path under src/ (the longest match), or "" if none.
+# The folder of a path under src/ if the table has a row for it, or "" if not.
 unit_of() {
-    local rel=$1 best="" f
+    local dir f
+    dir=$(dirname "$1")
     while read -r f _; do
-        if [[ $rel == "$f/"* && ${#f} -gt ${#best} ]]; then
-            best=$f
+        if [[ $dir == "$f" ]]; then
+            echo "$f"
+            return
         fi
     done <"$tmp/rules"
-    echo "$best"
 }
 
 failures=0
@@ -46,7 +47,7 @@ while IFS= read -r file; do
     rel=${file#"$root"/src/}
     unit=$(unit_of "$rel")
     if [[ -z $unit ]]; then
-        fail "src/$rel: in no folder of the table in docs/architecture.md"
+        fail "src/$rel: its folder src/$(dirname "$rel")/ has no row in docs/architecture.md's table (what it is, what it may include)"
         continue
     fi
     allowed=$(awk -v u="$unit" '$1 == u { print $2 }' "$tmp/rules")

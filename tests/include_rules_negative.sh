@@ -33,6 +33,18 @@ try train/trainer.c ../comm/comm_internal.h "src/train/trainer.c includes comm/c
 try comm/comm.c ../model/model_internal.h "src/comm/comm.c includes model/model_internal.h"
 try layers/linear.c ../model/model.h "src/layers/linear.c includes model/model.h"
 try backend/cpu/pool.c ../cuda/cuda_internal.h "src/backend/cpu/pool.c includes backend/cuda"
+
+# a new folder without a row of its own is named, not filed under its parent's
+copy=$tmp/tree
+mkdir -p "$copy/src/backend/newdev"
+printf '#include "../backend.h"\n' >"$copy/src/backend/newdev/newdev.c"
+if out=$(bash "$root/tests/include_rules.sh" "$copy" 2>&1) ||
+    ! grep -q "src/backend/newdev/ has no row" <<<"$out"; then
+    echo "FAIL: a folder without a row in the table was not named"
+    failures=$((failures + 1))
+else
+    echo "caught: $(grep -m1 "has no row" <<<"$out")"
+fi
 rm -rf "$tmp"
 if ((failures)); then
     exit 1

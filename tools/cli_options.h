@@ -78,8 +78,8 @@ int cli_threads(const char *command, const cli_opt *opts, int n_opts, const dtnn
 
 /* The --device option of every command that builds a model (cli_device reads it). */
 #define CLI_DEVICE_OPTION                                                                       \
-    {"device", OPT_STRING, NULL, "backend: cpu | cpu-guarded | cuda (default: $DTNN_DEVICE, "  \
-     "else cpu; dtnn devices lists them)", 0, NULL, 0}
+    {"device", OPT_STRING, NULL, "backend, as dtnn devices lists them: cpu, cpu-guarded, cuda, " \
+     "... (default: $DTNN_DEVICE, else cpu)", 0, NULL, 0}
 /* The --device option (default: the environment's DTNN_DEVICE, else "cpu"): the backend's name,
  * or NULL with *rc 2 (unknown: a usage error, printed) or 1 (not usable here, printed). */
 const char *cli_device(const char *command, const cli_opt *opts, int n_opts, int *rc);

@@ -88,18 +88,26 @@ typedef struct {
     float value;
 } pad_geom;
 
-/* The activations, with their formulas in formulas/activation_formulas.h. */
-typedef enum {
-    ACT_RELU = 0,
-    ACT_LEAKY_RELU,
-    ACT_SIGMOID,
-    ACT_TANH,
-    ACT_RELU6,
-    ACT_HARDSIGMOID,
-    ACT_HARDSWISH,
-    ACT_CLAMP,      /* torch.clamp: gradient passed where lo <= x <= hi */
-    ACT_HARDTANH,   /* nn.Hardtanh: gradient passed where lo < x < hi */
-} act_kind;
+/* The activations, one list: X(kind, name) with the layer type's name. Their formulas, and
+ * the dispatch every backend's loops call, are in formulas/activation_formulas.h (which fails
+ * to build, -Wswitch, until a new kind has its cases); the parity test runs every kind. */
+#define DTNN_ACT_KINDS(X)                                                                      \
+    X(ACT_RELU, "relu")                                                                        \
+    X(ACT_LEAKY_RELU, "leaky_relu")                                                            \
+    X(ACT_SIGMOID, "sigmoid")                                                                  \
+    X(ACT_TANH, "tanh")                                                                        \
+    X(ACT_RELU6, "relu6")                                                                      \
+    X(ACT_HARDSIGMOID, "hardsigmoid")                                                          \
+    X(ACT_HARDSWISH, "hardswish")                                                              \
+    X(ACT_CLAMP, "clamp")       /* torch.clamp: gradient passed where lo <= x <= hi */        \
+    X(ACT_HARDTANH, "hardtanh") /* nn.Hardtanh: gradient passed where lo < x < hi */
+
+#define ACT_KIND_ENUM(kind, name) kind,
+typedef enum { DTNN_ACT_KINDS(ACT_KIND_ENUM) } act_kind;
+#undef ACT_KIND_ENUM
+#define ACT_KIND_COUNT_ONE(kind, name) +1
+enum { ACT_KIND_COUNT = 0 DTNN_ACT_KINDS(ACT_KIND_COUNT_ONE) };
+#undef ACT_KIND_COUNT_ONE
 
 /* ACT_HARDSIGMOID's a and b are alpha and beta; PyTorch's 1/6 and 1/2 are computed as
  * relu6(x + 3) / 6, in PyTorch's order, and every backend must take the same branch. */

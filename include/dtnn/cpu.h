@@ -1,0 +1,43 @@
+/*
+ * dtnn/cpu.h — the CPU side of libdtnn: the kernel threads, the GEMM dense and convolution
+ * layers run on the CPU, the BLAS linked, and the kernel set this process runs. Part of the
+ * public API; dtnn.h includes it.
+ */
+#ifndef DTNN_API_CPU_H
+#define DTNN_API_CPU_H
+
+#include "../dtnn.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Sets the kernel threads (OpenMP; 0 keeps the current count). The BLAS always runs
+ * single-threaded inside dtnn's own threads, so the two never oversubscribe the cores. */
+void dtnn_set_threads(int threads);
+/* C = alpha op(A) op(B) + beta C, row-major, on the kernel threads: the GEMM every dense and
+ * convolution layer runs (also what `dtnn bench --sgemm` times as the machine's peak). */
+void dtnn_sgemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
+                int lda, const float *b, int ldb, float beta, float *c, int ldc);
+/* Name of the BLAS this build links, e.g. "openblas 0.3.21 (Cooperlake)". */
+const char *dtnn_blas_name(char *buf, size_t len);
+
+/* The CPU kernel set this process runs: "avx2+fma" (the kernels compiled with -mavx2 -mfma;
+ * x86-64 builds) or "generic" (the same sources compiled for the target's baseline). Chosen
+ * once, at the first model created or the first call of these, from the CPU and the
+ * environment variable DTNN_CPU: unset or "auto" takes the fastest set the CPU and OS run,
+ * "generic" forces the portable kernels, "avx2" asks for AVX2 + FMA. The two sets' results
+ * differ by float rounding only (other summation orders: Winograd and the direct
+ * convolution run only in the AVX2 set). */
+const char *dtnn_cpu_kernels_name(void);
+/* A few words on why that set runs, e.g. "DTNN_CPU=generic forces portable" (for `dtnn info`). */
+const char *dtnn_cpu_kernels_reason(void);
+/* DTNN_OK, or an error when DTNN_CPU cannot be honoured: DTNN_ERR_ARG for an unknown value,
+ * DTNN_ERR_UNSUPPORTED for avx2 where the CPU or the build lacks it. The generic kernels run
+ * then; dtnn_model_build returns this error, so nothing trains on a set not asked for. */
+dtnn_status dtnn_cpu_kernels_check(dtnn_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
