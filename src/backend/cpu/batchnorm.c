@@ -24,6 +24,7 @@
  */
 #include <math.h>
 
+#include "../formulas/batchnorm_formulas.h"
 #include "cpu_kernels.h"
 
 #define AT(base, i, c) ((base) + ((size_t)(i) * C + (c)) * hw)
@@ -71,9 +72,8 @@ typedef struct {
  * recomputed as fmaf(d, scale, shift), d = x - mean (the forward computes it so too). */
 static inline float passed(float dy, float d, const bn_relu *r, const float *oc, int j)
 {
-    if (oc)
-        return oc[j] > 0.0f ? dy : 0.0f;
-    return r && !(fmaf(d, r->scale, r->shift) > 0.0f) ? 0.0f : dy;
+    return bn_passed(dy, d, oc != NULL, oc ? oc[j] : 0.0f, r != NULL, r ? r->scale : 0.0f,
+                     r ? r->shift : 0.0f);
 }
 
 /* Row kernels: one row of hw values of one channel, sums added into LANES double lanes (value
@@ -247,10 +247,7 @@ static void normalise_row(int hw, const float *xc, float mean, float scale, floa
                           int relu, const float *rc, float *yc, const ahead *h)
 {
     for (int j = normalise_vec(hw, xc, mean, scale, shift, relu, rc, yc, h); j < hw; j++) {
-        float v = fmaf(xc[j] - mean, scale, shift);
-        if (rc)
-            v += rc[j];
-        yc[j] = relu && v < 0.0f ? 0.0f : v;
+        yc[j] = bn_normalise(xc[j], mean, scale, shift, rc != NULL, rc ? rc[j] : 0.0f, relu);
     }
 }
 
@@ -276,10 +273,11 @@ static void grad_apply_row(int hw, const float *xc, const float *dyc, const bn_r
                            const float *oc, float mean, float k, float xs, float off,
                            int accumulate, float *dxc, const ahead *h)
 {
+    const bn_grad_consts c = {k, xs, off};
     for (int j = grad_apply_vec(hw, xc, dyc, r, oc, mean, k, xs, off, accumulate, dxc, h);
          j < hw; j++) {
         const float d = xc[j] - mean;
-        const float v = fmaf(passed(dyc[j], d, r, oc, j), k, fmaf(d, xs, off));
+        const float v = bn_grad_value(passed(dyc[j], d, r, oc, j), d, c);
         dxc[j] = accumulate ? dxc[j] + v : v;
     }
 }
@@ -339,13 +337,9 @@ static void channel_apply_train(int n, int C, int hw, const float *x, int c, con
                                 float *save_mean, float *save_invstd, float *running_mean,
                                 float *running_var)
 {
-    /* the moments are about the running mean as it was before this update */
-    const double d = sum / count, mean = running_mean[c] + d;
-    double var = sumsq / count - d * d;
-    if (var < 0.0)
-        var = 0.0;
-    float invstd = (float)(1.0 / sqrt(var + eps));
-    float fmean = (float)mean, scale = gamma[c] * invstd;
+    bn_finish_channel(sum, sumsq, count, eps, momentum, &save_mean[c], &save_invstd[c],
+                      &running_mean[c], &running_var[c]);
+    const float fmean = save_mean[c], scale = gamma[c] * save_invstd[c];
     const size_t image = (size_t)C * hw;
     for (int i = 0; i < n; i++) {
         const float *res = EP_ROW(ep, res, i);
@@ -353,11 +347,6 @@ static void channel_apply_train(int n, int C, int hw, const float *x, int c, con
         normalise_row(hw, AT(x, i, c), fmean, scale, beta[c], ep && ep->relu, res, AT(y, i, c),
                       &h);
     }
-    save_mean[c] = fmean;
-    save_invstd[c] = invstd;
-    double unbiased = count > 1 ? var * count / (count - 1) : var;
-    running_mean[c] = (float)((1.0 - momentum) * running_mean[c] + momentum * mean);
-    running_var[c] = (float)((1.0 - momentum) * running_var[c] + momentum * unbiased);
 }
 
 /* sum(dy) and sum(dy * xhat) = invstd sum(dy (x - mean)), in double */
@@ -388,15 +377,13 @@ static void channel_grad_apply(int n, int C, int hw, const float *x, const float
                                double sdyx, double count, float *dx, int accumulate)
 {
     const bn_relu r = {gamma[c] * save_invstd[c], beta[c]};
-    const double invstd = save_invstd[c], k = gamma[c] * invstd;
-    const double mdy = sdy / count, mdyx = sdyx / count;
-    const float kf = (float)k, xs = (float)(-k * invstd * mdyx), off = (float)(-k * mdy);
+    const bn_grad_consts k = bn_grad_constants(gamma[c], save_invstd[c], sdy, sdyx, count);
     const size_t image = (size_t)C * hw;
     for (int i = 0; i < n; i++) {
         const float *mask = mask_row(ep, C, hw, i, c);
         const ahead h = rows_after(i, n, image, AT(x, i, c), AT(dy, i, c), mask, AT(dx, i, c));
         grad_apply_row(hw, AT(x, i, c), AT(dy, i, c), recomputed_mask(ep, &r), mask,
-                       save_mean[c], kf, xs, off, accumulate, AT(dx, i, c), &h);
+                       save_mean[c], k.k, k.xs, k.off, accumulate, AT(dx, i, c), &h);
     }
 }
 
@@ -441,8 +428,8 @@ void cpu_bn_forward_eval(int n, int C, int hw, const float *x, const float *gamm
 {
 #pragma omp parallel for schedule(guided)
     for (int c = 0; c < C; c++) {
-        float invstd = (float)(1.0 / sqrt((double)running_var[c] + eps));
-        float scale = gamma[c] * invstd, shift = beta[c] - running_mean[c] * scale;
+        const float scale = bn_eval_scale(gamma[c], running_var[c], eps);
+        const float shift = beta[c] - running_mean[c] * scale;
         for (int i = 0; i < n; i++) {
             const float *res = EP_ROW(ep, res, i);
             const ahead h = rows_after(i, n, (size_t)C * hw, AT(x, i, c), res, AT(y, i, c),
@@ -458,8 +445,7 @@ void cpu_bn_backward_eval(int n, int C, int hw, const float *dy, const float *ga
 {
 #pragma omp parallel for schedule(guided)
     for (int c = 0; c < C; c++) {
-        /* the scale exactly as cpu_bn_forward_eval computes it */
-        const float scale = gamma[c] * (float)(1.0 / sqrt((double)running_var[c] + eps));
+        const float scale = bn_eval_scale(gamma[c], running_var[c], eps);
         for (int i = 0; i < n; i++) {
             const float *g = AT(dy, i, c);
             float *d = AT(dx, i, c);

@@ -3,30 +3,15 @@
  * dilation), forward and backward, as torch.nn.MaxPool2d / AvgPool2d (count_include_pad
  * selectable) and AdaptiveAvgPool2d. Max pooling keeps the index of each maximum (first one on
  * ties, like PyTorch) so backward routes the gradient there. The output size (ceil mode or
- * not) comes with the geometry; the kernels only visit the taps inside the input.
+ * not) comes with the geometry; the kernels only visit the taps inside the input. The window,
+ * tie and divisor rules are formulas/pool_formulas.h's, shared with the CUDA kernels.
  */
 #include <math.h>
 #include <string.h>
 
 #include "../../core/internal.h"
+#include "../formulas/pool_formulas.h"
 #include "cpu_kernels.h"
-
-/* Clamps a pooling window [start, start + k) to [0, size). */
-static void window(int start, int k, int size, int *lo, int *hi)
-{
-    *lo = start < 0 ? 0 : start;
-    *hi = start + k > size ? size : start + k;
-}
-
-/* The taps [*i0, *i1) of a window of k taps dil apart from start that lie in [0, size). */
-static void taps(int start, int k, int dil, int size, int *i0, int *i1)
-{
-    *i0 = start < 0 ? (-start + dil - 1) / dil : 0;
-    const int last = size - 1 - start;     /* the largest offset inside */
-    *i1 = last < 0 ? 0 : DTNN_MIN(k, last / dil + 1);
-    if (*i1 < *i0)
-        *i1 = *i0;
-}
 
 /* One plane without padding, every window inside the image (LeNet's and VGG's 2x2 / 2):
  * the same choice as the general loop below (the first maximum wins ties, the first NaN wins
@@ -71,37 +56,9 @@ void cpu_maxpool_forward(const pool_geom *g, int n, const float *x, float *y, in
             maxpool_plane_inside(g, xp, yp, ap);
             continue;
         }
-        for (int p = 0; p < g->P; p++) {
-            int i0, i1;
-            taps(p * g->stride_h - g->pad_h, g->kh, g->dil_h, g->H, &i0, &i1);
-            const int hs = p * g->stride_h - g->pad_h;
-            for (int q = 0; q < g->Q; q++) {
-                int j0, j1;
-                taps(q * g->stride_w - g->pad_w, g->kw, g->dil_w, g->W, &j0, &j1);
-                const int ws = q * g->stride_w - g->pad_w;
-                /* The first maximum wins ties, as PyTorch; a NaN wins and propagates. A window
-                 * with no tap inside (dilation) is -inf and routes no gradient. */
-                int32_t at = -1;
-                float best = -INFINITY;
-                if (i0 < i1 && j0 < j1) {
-                    at = (hs + i0 * g->dil_h) * g->W + ws + j0 * g->dil_w;
-                    best = xp[at];
-                }
-                for (int i = i0; i < i1 && best == best; i++)
-                    for (int j = j0; j < j1; j++) {
-                        const int32_t k = (hs + i * g->dil_h) * g->W + ws + j * g->dil_w;
-                        float v = xp[k];
-                        if (v > best || v != v) {
-                            best = v;
-                            at = k;
-                            if (v != v)
-                                break;
-                        }
-                    }
-                yp[p * g->Q + q] = best;
-                ap[p * g->Q + q] = at;
-            }
-        }
+        for (int p = 0; p < g->P; p++)
+            for (int q = 0; q < g->Q; q++)
+                yp[p * g->Q + q] = pool_max_window(g, xp, p, q, &ap[p * g->Q + q]);
     }
 }
 
@@ -122,26 +79,6 @@ void cpu_maxpool_backward(const pool_geom *g, int n, const float *dy, const int3
     }
 }
 
-/* The input window [h0, h1) x [w0, w1) that output (p, q) averages, and its divisor. */
-static float avg_window(const pool_geom *g, int p, int q, int *h0, int *h1, int *w0, int *w1)
-{
-    if (g->adaptive) {
-        *h0 = (int)((int64_t)p * g->H / g->P);
-        *h1 = (int)(((int64_t)(p + 1) * g->H + g->P - 1) / g->P);
-        *w0 = (int)((int64_t)q * g->W / g->Q);
-        *w1 = (int)(((int64_t)(q + 1) * g->W + g->Q - 1) / g->Q);
-        return (float)((*h1 - *h0) * (*w1 - *w0));
-    }
-    int hs = p * g->stride_h - g->pad_h, ws = q * g->stride_w - g->pad_w;
-    window(hs, g->kh, g->H, h0, h1);
-    window(ws, g->kw, g->W, w0, w1);
-    if (!g->count_include_pad)
-        return (float)((*h1 - *h0) * (*w1 - *w0));
-    /* The window clipped to the padded input, as PyTorch counts it. */
-    int he = DTNN_MIN(hs + g->kh, g->H + g->pad_b), we = DTNN_MIN(ws + g->kw, g->W + g->pad_r);
-    return (float)((he - hs) * (we - ws));
-}
-
 void cpu_avgpool_forward(const pool_geom *g, int n, const float *x, float *y)
 {
     const int planes = n * g->C;
@@ -152,7 +89,7 @@ void cpu_avgpool_forward(const pool_geom *g, int n, const float *x, float *y)
         for (int p = 0; p < g->P; p++) {
             for (int q = 0; q < g->Q; q++) {
                 int h0, h1, w0, w1;
-                float divisor = avg_window(g, p, q, &h0, &h1, &w0, &w1);
+                float divisor = pool_avg_window(g, p, q, &h0, &h1, &w0, &w1);
                 float sum = 0.0f;
                 for (int h = h0; h < h1; h++)
                     for (int w = w0; w < w1; w++)
@@ -175,7 +112,7 @@ void cpu_avgpool_backward(const pool_geom *g, int n, const float *dy, float *dx,
         for (int p = 0; p < g->P; p++) {
             for (int q = 0; q < g->Q; q++) {
                 int h0, h1, w0, w1;
-                float divisor = avg_window(g, p, q, &h0, &h1, &w0, &w1);
+                float divisor = pool_avg_window(g, p, q, &h0, &h1, &w0, &w1);
                 float v = dyp[p * g->Q + q] / divisor;
                 for (int h = h0; h < h1; h++)
                     for (int w = w0; w < w1; w++)

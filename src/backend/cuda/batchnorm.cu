@@ -1,6 +1,6 @@
 /*
- * batchnorm.cu — batch normalisation over [n, C, hw] in the phases of backend.h, with
- * backend/cpu/batchnorm.c's formulas: the statistics as sums of d = x - shift and d^2 in double
+ * batchnorm.cu — batch normalisation over [n, C, hw] in the phases of backend.h, with the
+ * formulas the CPU's loops call too (formulas/batchnorm_formulas.h): the statistics as sums of d = x - shift and d^2 in double
  * about the running mean, the backward sums sum(g) and sum(g (x - mean)) in double, the fused
  * epilogue (residual add, ReLU) and the gradient it passes, the running estimates updated as
  * PyTorch.
@@ -17,6 +17,7 @@
  */
 #include <math.h>
 
+#include "../formulas/batchnorm_formulas.h"
 #include "cuda_launch.cuh"
 
 enum { BN_THREADS = 512 };
@@ -67,23 +68,6 @@ static __device__ size_t at(int C, int hw, int c, size_t j)
     return ((j / hw) * C + c) * hw + j % hw;
 }
 
-/* The normalisation's per-channel results, as channel_apply_train: mean and invstd from the
- * moments about the running mean as it was, the running estimates updated. */
-static __device__ void finish_channel(int c, double sum, double sumsq, double count, float eps,
-                                      float momentum, float *save_mean, float *save_invstd,
-                                      float *running_mean, float *running_var)
-{
-    const double d = sum / count, mean = running_mean[c] + d;
-    double var = sumsq / count - d * d;
-    if (var < 0.0)
-        var = 0.0;
-    save_mean[c] = (float)mean;
-    save_invstd[c] = (float)(1.0 / sqrt(var + eps));
-    const double unbiased = count > 1 ? var * count / (count - 1) : var;
-    running_mean[c] = (float)((1.0 - momentum) * running_mean[c] + momentum * mean);
-    running_var[c] = (float)((1.0 - momentum) * running_var[c] + momentum * unbiased);
-}
-
 /* Block c: the moments of channel c about shift[c]; written to sum / sumsq, or (finish) turned
  * into the saved statistics and running estimates at once. */
 static __global__ void moments_k(int n, int C, int hw, const float *x, const float *shift,
@@ -104,8 +88,8 @@ static __global__ void moments_k(int n, int C, int hw, const float *x, const flo
     if (threadIdx.x != 0)
         return;
     if (finish)
-        finish_channel(c, a, b, count, eps, momentum, save_mean, save_invstd, running_mean,
-                       running_var);
+        bn_finish_channel(a, b, count, eps, momentum, &save_mean[c], &save_invstd[c],
+                          &running_mean[c], &running_var[c]);
     else
         sum[c] = a, sumsq[c] = b;
 }
@@ -115,8 +99,8 @@ static __global__ void finish_k(int C, const double *sum, const double *sumsq, d
                                 float *running_mean, float *running_var)
 {
     CU_LOOP(c, (size_t)C)
-    finish_channel((int)c, sum[c], sumsq[c], count, eps, momentum, save_mean, save_invstd,
-                   running_mean, running_var);
+    bn_finish_channel(sum[c], sumsq[c], count, eps, momentum, &save_mean[c], &save_invstd[c],
+                      &running_mean[c], &running_var[c]);
 }
 
 /* y = fmaf(x - mean, scale, shift) (+ res), clamped at 0 with the ReLU (NaN kept): the
@@ -137,13 +121,11 @@ static __global__ void normalise_k(int n, int C, int hw, const float *x, const f
             shift = beta[c];
         } else {
             m = 0.0f;
-            scale = gamma[c] * (float)(1.0 / sqrt((double)running_var[c] + eps));
+            scale = bn_eval_scale(gamma[c], running_var[c], eps);
             shift = beta[c] - running_mean[c] * scale;
         }
-        float v = fmaf(x[i] - m, scale, shift);
-        if (e.res)
-            v += e.res[i];
-        y[i] = e.relu && v < 0.0f ? 0.0f : v;
+        y[i] = bn_normalise(x[i], m, scale, shift, e.res != NULL, e.res ? e.res[i] : 0.0f,
+                            e.relu);
     }
 }
 
@@ -153,11 +135,9 @@ static __global__ void normalise_k(int n, int C, int hw, const float *x, const f
 static __device__ float passed(float dy, float d, int c, size_t i, const float *gamma,
                                const float *beta, const float *invstd, const epi &e)
 {
-    if (e.relu && e.res)
-        return e.out[i] > 0.0f ? dy : 0.0f;
-    if (e.relu && !(fmaf(d, gamma[c] * invstd[c], beta[c]) > 0.0f))
-        return 0.0f;
-    return dy;
+    const int use_out = e.relu && e.res;
+    return bn_passed(dy, d, use_out, use_out ? e.out[i] : 0.0f, e.relu && !e.res,
+                     gamma[c] * invstd[c], beta[c]);
 }
 
 /* Block c: sum(g) and invstd * sum(g (x - mean)) of channel c; writes the residual's gradient
@@ -196,12 +176,9 @@ static __global__ void grad_apply_k(int n, int C, int hw, const float *x, const 
     CU_LOOP(i, (size_t)n * C * hw)
     {
         const int c = (int)((i / hw) % C);
-        const double is = invstd[c], k = gamma[c] * is;
-        const double mdy = sdy[c] / count, mdyx = sdyx[c] / count;
-        const float kf = (float)k, xs = (float)(-k * is * mdyx), off = (float)(-k * mdy);
+        const bn_grad_consts k = bn_grad_constants(gamma[c], invstd[c], sdy[c], sdyx[c], count);
         const float d = x[i] - mean[c];
-        const float v = fmaf(passed(dy[i], d, c, i, gamma, beta, invstd, e), kf,
-                             fmaf(d, xs, off));
+        const float v = bn_grad_value(passed(dy[i], d, c, i, gamma, beta, invstd, e), d, k);
         dx[i] = acc ? dx[i] + v : v;
     }
 }
@@ -212,7 +189,7 @@ static __global__ void grad_eval_k(int n, int C, int hw, const float *dy, const 
     CU_LOOP(i, (size_t)n * C * hw)
     {
         const int c = (int)((i / hw) % C);
-        const float scale = gamma[c] * (float)(1.0 / sqrt((double)running_var[c] + eps));
+        const float scale = bn_eval_scale(gamma[c], running_var[c], eps);
         dx[i] = acc ? dx[i] + dy[i] * scale : dy[i] * scale;
     }
 }
