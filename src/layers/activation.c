@@ -112,6 +112,7 @@ static void act_describe(const layer *l, layer_attrs *a)
         .describe = act_describe,                                                             \
         .inplace = in_place,                                                                  \
         .backward_reads_output = reads_output,                                                \
+        .fusable_relu = (kind_value) == ACT_RELU,                                             \
     };
 
 /* In place: ReLU and ReLU6 (their output tells where the input was positive, and below 6);

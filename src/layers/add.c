@@ -121,4 +121,5 @@ const layer_ops layer_add = {
     .method = add_method,
     .describe = add_describe,
     .relu_epilogue = 1,
+    .sums_inputs = 1,
 };

@@ -5,7 +5,7 @@
  *
  * Training normalises with the batch statistics, updates running_mean/running_var and counts
  * num_batches_tracked; evaluation uses the running estimates, and so does training for a
- * batch norm frozen with --freeze-bn (l->bn_eval), whose backward is then the per-channel
+ * batch norm frozen with --freeze-bn (l->eval_mode), whose backward is then the per-channel
  * scale of that normalisation. The per-channel batch mean and
  * 1/sqrt(var + eps) of the last training forward are kept in aux for backward. Backward is
  * defined for training-mode forwards only (the model never runs backward after an eval forward).
@@ -129,8 +129,8 @@ static void batchnorm_forward(layer *l, const layer_ctx *ctx)
     const float *gamma = l->p[BN_WEIGHT], *beta = l->p[BN_BIAS];
     float *running_mean = l->p[BN_RUNNING_MEAN], *running_var = l->p[BN_RUNNING_VAR];
     const bn_epilogue ep = epilogue(l, 0);
-    /* bn_eval: frozen with --freeze-bn, eval-mode also in training (layer.h) */
-    if (!ctx->training || l->bn_eval) {
+    /* eval_mode: frozen with --freeze-bn, eval-mode also in training (layer.h) */
+    if (!ctx->training || l->eval_mode) {
         be_run(ctx->be, bn_forward_eval, l->n, C, c->hw, l->x[0], gamma, beta, running_mean,
                running_var, c->eps, &ep, l->y);
         return;
@@ -156,7 +156,7 @@ static void batchnorm_backward(layer *l, const layer_ctx *ctx)
     const float *save_mean = l->aux, *save_invstd = save_mean + C;
     const float *gamma = l->p[BN_WEIGHT], *beta = l->p[BN_BIAS];
     double *sdy = ctx->workspace, *sdyx = sdy + C;
-    if (l->bn_eval) {
+    if (l->eval_mode) {
         if (l->dx[0])
             be_run(ctx->be, bn_backward_eval, l->n, C, c->hw, l->dy, gamma,
                    l->p[BN_RUNNING_VAR], c->eps, l->dx[0], l->dx_accumulate[0]);
@@ -216,4 +216,6 @@ const layer_ops layer_batchnorm = {
     .method = batchnorm_method,
     .describe = batchnorm_describe,
     .relu_epilogue = 1,
+    .residual_epilogue = 1,
+    .eval_when_frozen = 1,
 };

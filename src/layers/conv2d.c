@@ -118,10 +118,11 @@ static dtnn_status conv2d_infer(layer *l, dtnn_error *err)
         layer_declare(l, "bias", DTNN_TENSOR_PARAM, DTNN_F32, 1, bd, INIT_BIAS, fan_in, fan_out);
     }
     /* the build's setting narrows the layer's: im2col beats direct beats auto */
-    conv_desc d = {*g, l->max_batch, l->workspace_limit, c->algo_asked, l->precision};
-    if (l->conv_algo == DTNN_CONV_IM2COL)
+    const dtnn_build_params *b = l->build;
+    conv_desc d = {*g, b->max_batch, b->workspace_limit, c->algo_asked, b->precision};
+    if (b->conv_algo == DTNN_CONV_IM2COL)
         d.algo = DTNN_CONV_IM2COL;
-    else if (l->conv_algo == DTNN_CONV_DIRECT && d.algo == DTNN_CONV_AUTO)
+    else if (b->conv_algo == DTNN_CONV_DIRECT && d.algo == DTNN_CONV_AUTO)
         d.algo = DTNN_CONV_DIRECT;
     be_enter(l->be);    /* the plan is made for the threads the backend runs on */
     c->plan = l->be->op->conv_plan_create(l->be, &d, err);

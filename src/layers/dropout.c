@@ -45,7 +45,7 @@ static dtnn_status dropout_infer(layer *l, dtnn_error *err)
     dropout_cfg *c = l->cfg;
     l->out = l->in[0];
     c->scale = 1.0f / (1.0f - c->p);
-    c->elements_per_step = (uint64_t)shape_size(l->out) * (uint64_t)l->max_batch;
+    c->elements_per_step = (uint64_t)shape_size(l->out) * (uint64_t)l->build->max_batch;
     l->aux_bytes = c->p > 0.0f ? shape_size(l->out) : 0;   /* uint8 mask [n, C, H, W] */
     return DTNN_OK;
 }

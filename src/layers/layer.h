@@ -126,6 +126,16 @@ typedef struct {
      * The ReLU layer is marked fused and skipped. Each such pass over a 4 MiB activation saved
      * is a memory-bound read and write; ResNet-20 has 19 of them forward and backward. */
     int relu_epilogue;
+    /* The other side of fusion: a layer that is exactly max(x, 0) (fusable_relu), which a
+     * producer with relu_epilogue may do; a layer whose output is the sum of its inputs
+     * (sums_inputs: add), whose two-input form a producer with residual_epilogue (batch norm)
+     * may do in its own passes, adding the other input; and a layer with an evaluation form
+     * that --freeze-bn selects when all its parameters are frozen (eval_when_frozen). The
+     * model plans by these, never by a layer's identity. */
+    int fusable_relu;
+    int sums_inputs;
+    int residual_epilogue;
+    int eval_when_frozen;
 } layer_ops;
 
 struct layer {
@@ -144,25 +154,24 @@ struct layer {
     size_t aux_bytes;           /* per sample; the model allocates aux_bytes * max_batch */
     size_t aux_fixed_bytes;     /* plus this, independent of the batch (e.g. per-channel) */
     size_t workspace_bytes;     /* for a full max_batch; the model takes the maximum */
-    int max_batch;
-    size_t workspace_limit;     /* scratch a layer should stay under (it may chunk the batch) */
-    dtnn_conv_algo conv_algo;   /* dtnn_build_params.conv_algo */
-    dtnn_precision precision;   /* dtnn_build_params.precision */
+    /* What the model is built with (max_batch, workspace_limit: the scratch a layer should
+     * stay under, conv_algo, precision), for the layers that plan by it in infer(). */
+    const dtnn_build_params *build;
     dtnn_backend *be;           /* the model's, for plans made in infer() */
     int relu_fused;             /* this layer also does the next one's ReLU (relu_epilogue) */
     int fused;                  /* this ReLU (or add) is done by the layer before it: forward and
                                  * backward skip it */
-    /* batch norm: the two-input add it feeds, which it does in its passes (model_plan.c,
-     * plan_fusion): it writes that add's output and the gradient of its other input, the
-     * residual (input residual_slot of the add) */
+    /* A layer with residual_epilogue: the two-input add it feeds, which it does in its passes
+     * (model_plan.c, plan_fusion): it writes that add's output and the gradient of its other
+     * input, the residual (input residual_slot of the add). */
     struct layer *residual_add;
     int residual_slot;
     /* --freeze: nothing upstream of this layer trains, nor does it, so no one needs its
      * backward (the model skips it) */
     int no_backward;
-    /* batch norm, --freeze-bn with weight and bias frozen: eval-mode normalisation in
-     * training too (running statistics, not updated) */
-    int bn_eval;
+    /* A layer with eval_when_frozen, under --freeze-bn with all its parameters frozen: its
+     * evaluation form in training too (batch norm: the running statistics, not updated). */
+    int eval_mode;
     char origin[160];           /* "file.model:12" when parsed from a model file, else "" */
 
     /* run time */

@@ -47,8 +47,8 @@ static dtnn_status linear_infer(layer *l, dtnn_error *err)
         int64_t bd[1] = {c->outputs};
         layer_declare(l, "bias", DTNN_TENSOR_PARAM, DTNN_F32, 1, bd, INIT_BIAS, in.c, c->outputs);
     }
-    c->d = (linear_desc){c->outputs, in.c, l->precision};
-    l->workspace_bytes = l->be->op->linear_workspace(l->be, &c->d, l->max_batch);
+    c->d = (linear_desc){c->outputs, in.c, l->build->precision};
+    l->workspace_bytes = l->be->op->linear_workspace(l->be, &c->d, l->build->max_batch);
     return DTNN_OK;
 }
 

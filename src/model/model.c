@@ -418,16 +418,13 @@ static dtnn_status plan_tensors(dtnn_model *m, const dtnn_build_params *p, dtnn_
 }
 
 /* Shapes, in topological order: every layer's inputs, then its infer(). */
-static dtnn_status infer_shapes(dtnn_model *m, const dtnn_build_params *p, dtnn_error *err)
+static dtnn_status infer_shapes(dtnn_model *m, dtnn_error *err)
 {
     for (int i = 0; i < m->n_layers; i++) {
         layer *l = m->layers[i];
         for (int k = 0; k < l->n_in; k++)
             l->in[k] = l->in_ids[k] == DTNN_INPUT ? m->input : m->layers[l->in_ids[k]]->out;
-        l->max_batch = p->max_batch;
-        l->workspace_limit = m->bp.workspace_limit;
-        l->conv_algo = m->bp.conv_algo;
-        l->precision = m->bp.precision;
+        l->build = &m->bp;
         l->be = m->be;
         l->n_tensors = 0;
         if (l->ops->infer(l, err) != DTNN_OK) {
@@ -540,7 +537,7 @@ dtnn_status dtnn_model_build(dtnn_model *m, const dtnn_build_params *p, dtnn_err
     memory_plan mp;
     memset(&mp, 0, sizeof mp);
     dtnn_status st;
-    if ((st = infer_shapes(m, p, err)) || (st = plan_tensors(m, &m->bp, err)) ||
+    if ((st = infer_shapes(m, err)) || (st = plan_tensors(m, &m->bp, err)) ||
         (st = model_plan_memory(m, p, &mp, err)) ||
         (st = model_check_memory(m, p, mp.act_floats, mp.aux_bytes, mp.workspace, err)) ||
         (st = allocate(m, p, &mp, err))) {

@@ -48,8 +48,6 @@ static int plan_inplace(const dtnn_model *m, int *alias)
     return 0;
 }
 
-extern const layer_ops layer_relu, layer_add, layer_batchnorm;
-
 /* How many inputs of the layers strictly between `lo` and `hi` read the output of `id`. */
 static int reads_between(const dtnn_model *m, int id, int lo, int hi)
 {
@@ -65,7 +63,7 @@ static int reads_between(const dtnn_model *m, int id, int lo, int hi)
  * output need not be any input's shape. */
 static int broadcasts(const layer *l)
 {
-    if (l->ops == &layer_add && l->n_in == 1)
+    if (l->ops->sums_inputs && l->n_in == 1)
         return 1;
     for (int k = 1; k < l->n_in; k++)
         if (l->in[k].c != l->in[0].c || l->in[k].h != l->in[0].h || l->in[k].w != l->in[0].w)
@@ -86,7 +84,7 @@ static void plan_residual_fusion(dtnn_model *m, int *first)
 {
     for (int i = 0; i < m->n_layers; i++) {
         layer *a = m->layers[i];
-        if (a->ops != &layer_add || a->n_in != 2 || broadcasts(a))
+        if (!a->ops->sums_inputs || a->n_in != 2 || broadcasts(a))
             continue;
         for (int s = 0; s < 2; s++) {
             const int b_id = a->in_ids[s], r_id = a->in_ids[1 - s];
@@ -94,7 +92,7 @@ static void plan_residual_fusion(dtnn_model *m, int *first)
                 continue;
             layer *b = m->layers[b_id];
             /* the add is the batch norm's only reader */
-            if (b->ops != &layer_batchnorm || b->relu_fused || b->residual_add || b->bn_eval ||
+            if (!b->ops->residual_epilogue || b->relu_fused || b->residual_add || b->eval_mode ||
                 reads_between(m, b_id, b_id, m->n_layers) != 1 ||
                 (r_id != DTNN_INPUT && reads_between(m, r_id, b_id, i)))
                 continue;
@@ -133,13 +131,14 @@ static int all_frozen(const dtnn_model *m, const layer *l)
     return any && !trains(m, l);
 }
 
-/* --freeze-bn: batch norms whose weight and bias are both frozen run in eval mode. */
+/* --freeze-bn: layers with an evaluation form (batch norm) whose parameters are all frozen
+ * run in it. */
 static void plan_frozen_bn(dtnn_model *m, const dtnn_build_params *p)
 {
     for (int i = 0; i < m->n_layers; i++) {
         layer *l = m->layers[i];
-        l->bn_eval = p->training && p->freeze_bn && l->ops == &layer_batchnorm &&
-                     all_frozen(m, l);
+        l->eval_mode = p->training && p->freeze_bn && l->ops->eval_when_frozen &&
+                       all_frozen(m, l);
     }
 }
 
@@ -178,11 +177,11 @@ static void plan_fusion(dtnn_model *m, const int *alias, int *first)
     }
     for (int i = 0; i < m->n_layers && !m->bp.unfused; i++) {
         layer *l = m->layers[i];
-        if (l->ops != &layer_relu || alias[i] < 0 || alias[i] != l->in_ids[0])
+        if (!l->ops->fusable_relu || alias[i] < 0 || alias[i] != l->in_ids[0])
             continue;
         layer *producer = m->layers[alias[i]];
         /* an eval-mode batch norm's backward (bn_backward_eval) has no epilogue */
-        if (!producer->ops->relu_epilogue || producer->relu_fused || producer->bn_eval ||
+        if (!producer->ops->relu_epilogue || producer->relu_fused || producer->eval_mode ||
             broadcasts(producer))
             continue;
         producer->relu_fused = 1;
