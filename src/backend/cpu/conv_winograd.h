@@ -1,0 +1,68 @@
+/*
+ * conv_winograd.h — what the two halves of the CPU's Winograd convolution share, inside
+ * src/backend/cpu/: the tile geometry and the layout of the transformed tiles and filters,
+ * and the transforms (conv_winograd_transforms.c) that the plan and the batched products
+ * (conv_winograd.c) call. conv_winograd.c's top comment describes the method. AVX2 + FMA
+ * compiles only, as the kernels.
+ */
+#ifndef DTNN_CONV_WINOGRAD_H
+#define DTNN_CONV_WINOGRAD_H
+
+#include <stddef.h>
+
+#include "cpu_kernels.h"
+
+#if defined(__AVX2__) && defined(__FMA__)
+#define CONV_WINOGRAD 1
+
+enum { KB = 4, TB = 24 };   /* channel block, tile block */
+enum { XI_MAX = 36 };       /* transformed positions of F(4x4, 3x3) */
+
+typedef struct {
+    int m;              /* outputs per tile side: 2 for F(2x2, 3x3), 4 for F(4x4, 3x3) */
+    int xi;             /* transformed positions: (m + 2)^2 */
+    int rows, cols;     /* image size (input = output) */
+    int TH, TW;         /* tiles per column and row */
+    int PW;             /* row stride of a parity or phase plane: TW + 1 */
+    size_t plane;       /* floats per such plane, with room for the last group's reads */
+    int tiles;          /* per image */
+    int lanes;          /* tiles a transform handles at once: 8 (AVX) or 4 (SSE) */
+    int pair;           /* 4 tiles a row, rows in pairs: two rows of tiles in one AVX vector */
+} wino_geom;
+
+static inline size_t round16(size_t n) { return (n + 15) / 16 * 16; }
+
+/* Floats from one position's slab of transformed tiles ([xi][rows][ldv]) to the next: 64
+ * bytes more than its rows, so the 16 or 36 positions a transform writes at once fall into
+ * different cache sets. Slabs of a multiple of 4 KiB put all 16 into one set of the 8-way L1,
+ * and the input transform stalled on those conflicts (measurements: docs/perf-notes.md). */
+static inline size_t slab(int rows, size_t ldv)
+{
+    return ldv ? (size_t)rows * ldv + 16 : 0;   /* 0 for no tiles: the scratch's fixed part */
+}
+
+static inline size_t channel_blocks(int channels) { return (size_t)(channels + KB - 1) / KB; }
+static inline size_t tile_cols(int tiles) { return (size_t)(tiles + TB - 1) / TB * TB; }
+
+/* Floats of one input plane's four parity or phase planes (one set per (image, channel) of a
+ * chunk). */
+static inline size_t parity_floats(const wino_geom *wg) { return 4 * wg->plane; }
+
+/* The transforms (conv_winograd_transforms.c). Filters: U = G g G^T of w [K, C, 3, 3], for
+ * the forward pass or (for_input_grad) the input gradient, as [xi][outs / KB][ins][KB] or,
+ * with rows, xi row-major [outs][ins] matrices. Inputs: V [xi][ins][ldv] = B^T d B of every
+ * tile of images n0 .. n0 + nb - 1, through parity planes at par. Output: the lanes tiles
+ * from tile (ty, tx) of a plane, A^T M A (+ bias, or added). Gradients: D [xi][K][ldv] = A dy
+ * A^T. Filter gradient: dw [K, C, 3, 3] += G^T dU G. */
+void wino_transform_filters(const wino_geom *wg, const float *w, int K, int C,
+                            int for_input_grad, int rows, float *u);
+void wino_transform_inputs(const wino_geom *wg, int n0, int nb, int ins, const float *in,
+                           float *par, float *v, size_t ldv, int team);
+void wino_transform_output(const wino_geom *wg, const float *m, size_t xi_stride, float bias,
+                           int ty, int tx, float *plane, int accumulate);
+void wino_transform_grads(const wino_geom *wg, int n0, int nb, int K, const float *dy,
+                          float *d, size_t ldv, int team);
+void wino_filter_grad(int K, int C, const float *du, float *dw);
+
+#endif
+#endif
