@@ -84,8 +84,19 @@ while IFS= read -r file; do
     done < <(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$file")
 done < <(find "$root/tools" -type f \( -name '*.c' -o -name '*.h' \) | sort)
 
+# Names: a function src/ defines with external linkage and the public prefix dtnn_ must be
+# declared in include/ (internal ones are dtnn__ or carry their folder's prefix).
+cat "$root"/include/dtnn.h "$root"/include/dtnn/*.h | grep -oE '\bdtnn_[a-z0-9_]+ *\(' |
+    sed 's/ *(//' | sort -u >"$tmp/public"
+find "$root/src" -name '*.c' -print0 |
+    xargs -0 grep -hE '^[a-z][a-z0-9_ *]*\bdtnn_[a-z0-9][a-z0-9_]*\(' | grep -v '^static' | sed -E 's/^[^(]*\b(dtnn_[a-z0-9][a-z0-9_]*)\(.*/\1/' | sort -u >"$tmp/defined"
+while IFS= read -r name; do
+    fail "src/ defines $name with the public prefix, but include/ does not declare it: name it dtnn__${name#dtnn_} (internal) or declare it"
+done < <(comm -13 "$tmp/public" "$tmp/defined")
+
 if ((failures)); then
     echo "include_rules: $failures violation(s)"
     exit 1
 fi
-echo "include_rules: $checked includes of src/ and tools/ follow docs/architecture.md's table: ok"
+echo "include_rules: $checked includes of src/ and tools/ follow docs/architecture.md's table;" \
+    "$(wc -l <"$tmp/defined") dtnn_ functions of src/, all public: ok"

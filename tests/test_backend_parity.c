@@ -719,7 +719,7 @@ static void test_cuda_layouts(void)
     for (int l = 0; l < 2; l++) {
         setenv("DTNN_CUDA_CONV_LAYOUT", layouts[l], 1);
         dtnn_backend *measured = other;
-        other = dtnn_backend_create("cuda", 0, &err);
+        other = dtnn__backend_create("cuda", 0, &err);
         CHECK_OK(other ? DTNN_OK : err.code, &err);
         if (other) {
             printf("bf16 convolutions, copies in %s:\n", layouts[l]);
@@ -728,7 +728,7 @@ static void test_cuda_layouts(void)
                 fprintf(stderr, "FAIL: cuda backend (%s): %s\n", layouts[l], err.message);
                 test_failures++;
             }
-            dtnn_backend_free(other);
+            dtnn__backend_free(other);
         }
         other = measured;
     }
@@ -738,7 +738,7 @@ static void test_cuda_layouts(void)
 static void test_backend(const char *name)
 {
     dtnn_error err;
-    other = dtnn_backend_create(name, 0, &err);
+    other = dtnn__backend_create(name, 0, &err);
     if (!other) {
         fprintf(stderr, "FAIL: backend %s: %s\n", name, err.message);
         test_failures++;
@@ -763,7 +763,7 @@ static void test_backend(const char *name)
         fprintf(stderr, "FAIL: %s backend: %s\n", name, err.message);
         test_failures++;
     }
-    dtnn_backend_free(other);
+    dtnn__backend_free(other);
     other = NULL;
 }
 
@@ -772,7 +772,7 @@ static void test_backend(const char *name)
 int main(void)
 {
     dtnn_error err;
-    cpu = dtnn_backend_create("cpu", 0, &err);
+    cpu = dtnn__backend_create("cpu", 0, &err);
     if (!cpu) {
         fprintf(stderr, "FAIL: backend cpu: %s\n", err.message);
         return 1;
@@ -792,6 +792,6 @@ int main(void)
         tested++;
     }
     CHECK(tested >= 1);     /* cpu-guarded runs everywhere */
-    dtnn_backend_free(cpu);
+    dtnn__backend_free(cpu);
     return test_finish("test_backend_parity");
 }

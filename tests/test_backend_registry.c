@@ -36,7 +36,7 @@ static void test_names(void)
 static void test_missing(void)
 {
     dtnn_error err;
-    dtnn_backend *cpu = dtnn_backend_create("cpu", 1, &err);
+    dtnn_backend *cpu = dtnn__backend_create("cpu", 1, &err);
     CHECK_OK(cpu ? DTNN_OK : DTNN_ERR_ARG, &err);
     if (!cpu)
         return;
@@ -60,7 +60,7 @@ static void test_missing(void)
     /* a short buffer still counts every missing slot */
     CHECK(backend_ops_missing(&ops, msg, 8) == required);
     CHECK(strlen(msg) < 8);
-    dtnn_backend_free(cpu);
+    dtnn__backend_free(cpu);
 }
 
 static void test_registry(void)
@@ -76,7 +76,7 @@ static void test_registry(void)
         if (!usable)
             continue;
         dtnn_error err;
-        dtnn_backend *be = dtnn_backend_create(name, 1, &err);
+        dtnn_backend *be = dtnn__backend_create(name, 1, &err);
         CHECK(be != NULL);
         if (be) {
             char msg[512];
@@ -84,11 +84,11 @@ static void test_registry(void)
             CHECK(!strcmp(be->name, name));
             makeable++;
         }
-        dtnn_backend_free(be);
+        dtnn__backend_free(be);
     }
     CHECK(makeable >= 2);   /* cpu and cpu-guarded run everywhere */
     dtnn_error err;
-    CHECK(dtnn_backend_create("tpu", 1, &err) == NULL);
+    CHECK(dtnn__backend_create("tpu", 1, &err) == NULL);
     CHECK(strstr(err.message, "unknown device 'tpu'") != NULL);
     CHECK(strstr(err.message, "cpu, cpu-guarded, cuda") != NULL);
     CHECK(dtnn_device_name(dtnn_device_count(), NULL, NULL, 0) == NULL);

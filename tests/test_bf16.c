@@ -367,13 +367,13 @@ int main(void)
     check_rounding();
     if (!strcmp(tu_device(), "cpu")) {  /* the kernels, on host memory */
         dtnn_error err;
-        dtnn_backend *be = dtnn_backend_create("cpu", 0, &err);
+        dtnn_backend *be = dtnn__backend_create("cpu", 0, &err);
         CHECK(be != NULL);
         if (be) {
             check_convs(be);
             linear_run(be, DTNN_PRECISION_BF16, 1);
             linear_run(be, DTNN_PRECISION_FP32, 0);
-            dtnn_backend_free(be);
+            dtnn__backend_free(be);
         }
     }
     check_model();

@@ -179,22 +179,22 @@ static dtnn_optimizer *stepped_adam(dtnn_model *m, int steps)
     return o;
 }
 
-/* CRC-32C: the standard check value, and the CPU's crc32 instruction (where dtnn_crc32c uses
+/* CRC-32C: the standard check value, and the CPU's crc32 instruction (where dtnn__crc32c uses
  * it) against the byte-wise table on every length and alignment up to 3 words, whole and in two
  * pieces. */
 static void test_crc32c(void)
 {
-    CHECK(dtnn_crc32c(0, "123456789", 9) == 0xe3069283u);
-    CHECK(dtnn_crc32c_bytewise(0, "123456789", 9) == 0xe3069283u);
+    CHECK(dtnn__crc32c(0, "123456789", 9) == 0xe3069283u);
+    CHECK(dtnn__crc32c_bytewise(0, "123456789", 9) == 0xe3069283u);
     unsigned char buf[40];
     for (size_t i = 0; i < sizeof buf; i++)
         buf[i] = (unsigned char)(i * 151u + 7u);
     for (size_t off = 0; off < 8; off++)
         for (size_t len = 0; off + len <= sizeof buf && len <= 24; len++) {
-            const uint32_t want = dtnn_crc32c_bytewise(0, buf + off, len);
-            CHECK(dtnn_crc32c(0, buf + off, len) == want);
+            const uint32_t want = dtnn__crc32c_bytewise(0, buf + off, len);
+            CHECK(dtnn__crc32c(0, buf + off, len) == want);
             const size_t half = len / 2;
-            CHECK(dtnn_crc32c(dtnn_crc32c(0, buf + off, half), buf + off + half, len - half) ==
+            CHECK(dtnn__crc32c(dtnn__crc32c(0, buf + off, half), buf + off + half, len - half) ==
                   want);
         }
 }
@@ -500,8 +500,8 @@ static void raw_file(const char *path, const char *header, const void *data, siz
 static void test_corrupt_files(void)
 {
     /* The checksum is the standard CRC-32C (its check value), so other tools can verify it. */
-    CHECK(dtnn_crc32c(0, "123456789", 9) == 0xe3069283u);
-    CHECK(dtnn_crc32c(dtnn_crc32c(0, "1234", 4), "56789", 5) == 0xe3069283u);
+    CHECK(dtnn__crc32c(0, "123456789", 9) == 0xe3069283u);
+    CHECK(dtnn__crc32c(dtnn__crc32c(0, "1234", 4), "56789", 5) == 0xe3069283u);
     dtnn_error err;
     const char *path = tmp_path("good.safetensors"), *bad = tmp_path("bad.safetensors");
     dtnn_model *m = small_cnn(5, 1, 1, 1);

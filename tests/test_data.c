@@ -817,11 +817,11 @@ static void test_fashion_mnist(void)
                "skipped\n");
         return;
     }
-    double t = dtnn_now();
+    double t = dtnn__now();
     CHECK_OK(dtnn_dataset_load(&d, &p, &err), &err);
     printf("fashion-mnist: %lld train, %lld test, %dx%dx%d, %d classes, mean %.4f std %.4f "
            "(%.2f s)\n", (long long)d.train.n, (long long)d.test.n, d.train.c, d.train.h,
-           d.train.w, d.train.classes, d.mean[0], d.std[0], dtnn_now() - t);
+           d.train.w, d.train.classes, d.mean[0], d.std[0], dtnn__now() - t);
     CHECK(d.train.n == 60000 && d.test.n == 10000);
     CHECK(d.train.c == 1 && d.train.h == 28 && d.train.w == 28);
     CHECK(d.test.c == 1 && d.test.h == 28 && d.test.w == 28);

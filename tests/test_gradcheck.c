@@ -630,7 +630,7 @@ static void check_dropout_values(void)
      * values, so masks are pinned for checkpoints and other backends. */
     int bad_rule = 0;
     for (int i = 0; i < N * F; i++)
-        bad_rule += (y1[i] != 0.0f) != (dtnn_hash_uniform(SEED, 0, (uint64_t)i) >= p);
+        bad_rule += (y1[i] != 0.0f) != (dtnn__hash_uniform(SEED, 0, (uint64_t)i) >= p);
     CHECK(bad_rule == 0);
 
     /* The same step replays the same mask. */
@@ -664,7 +664,7 @@ static void check_dropout_values(void)
     CHECK(differ > N * F / 10);
     bad_rule = 0;
     for (int i = 0; i < N * F; i++)
-        bad_rule += (y[i] != 0.0f) != (dtnn_hash_uniform(SEED, 0, (uint64_t)(N * F + i)) >= p);
+        bad_rule += (y[i] != 0.0f) != (dtnn__hash_uniform(SEED, 0, (uint64_t)(N * F + i)) >= p);
     CHECK(bad_rule == 0);
     dtnn_model_set_step(m, 0);
     CHECK_OK(dtnn_model_forward(m, x, N, 1, &err), &err);

@@ -168,7 +168,7 @@ static void check_fp16_scaling(void)
 int main(void)
 {
     dtnn_error err;
-    dtnn_backend *be = dtnn_backend_create(tu_device(), 0, &err);
+    dtnn_backend *be = dtnn__backend_create(tu_device(), 0, &err);
     if (!be) {
         printf("SKIP: %s\n", err.message);
         return 77;
@@ -186,7 +186,7 @@ int main(void)
         check_unpack(be, DTNN_COMM_BF16, n, 1.0f, n / 2);
     }
     CHECK_OK(be_check(be, &err), &err);
-    dtnn_backend_free(be);
+    dtnn__backend_free(be);
     check_fp16_scaling();
     return test_finish("test_half_transport");
 }

@@ -270,7 +270,7 @@ static void test_transforms(void)
     /* Resize(256) + CenterCrop(224) of a 500x375 image: resized to 341x256, cropped at
      * left round(58.5) = 58 (half to even) and top 16. */
     float box[4];
-    dtnn_center_crop_box(500, 375, 256, 224, box);
+    dtnn__center_crop_box(500, 375, 256, 224, box);
     const float sx = 500.0f / 341.0f, sy = 375.0f / 256.0f;
     printf("center crop box of 500x375: %.3f %.3f %.3f %.3f\n", box[0], box[1], box[2], box[3]);
     CHECK(fabsf(box[0] - 58 * sx) < 1e-3f && fabsf(box[1] - 16 * sy) < 1e-3f &&
@@ -279,9 +279,9 @@ static void test_transforms(void)
     int inside = 1, in_range = 1;
     for (int i = 0; i < 2000; i++) {
         dtnn_rng r;
-        dtnn_augment_rng(&r, 5, 0, i);
+        dtnn__augment_rng(&r, 5, 0, i);
         int w = 20 + i % 300, h = 10 + (i * 7) % 400;
-        dtnn_random_resized_crop_box(w, h, &r, box);
+        dtnn__random_resized_crop_box(w, h, &r, box);
         float bw = box[2] - box[0], bh = box[3] - box[1];
         inside &= box[0] >= 0 && box[1] >= 0 && box[2] <= w && box[3] <= h && bw >= 1 && bh >= 1;
         float area = bw * bh / ((float)w * h), ratio = bw / bh;
@@ -293,13 +293,13 @@ static void test_transforms(void)
     CHECK(inside && in_range);
     /* The same stream gives the same box; another epoch another one. */
     dtnn_rng a, b, c;
-    dtnn_augment_rng(&a, 9, 3, 17);
-    dtnn_augment_rng(&b, 9, 3, 17);
-    dtnn_augment_rng(&c, 9, 4, 17);
+    dtnn__augment_rng(&a, 9, 3, 17);
+    dtnn__augment_rng(&b, 9, 3, 17);
+    dtnn__augment_rng(&c, 9, 4, 17);
     float ba[4], bb[4], bc[4];
-    dtnn_random_resized_crop_box(300, 200, &a, ba);
-    dtnn_random_resized_crop_box(300, 200, &b, bb);
-    dtnn_random_resized_crop_box(300, 200, &c, bc);
+    dtnn__random_resized_crop_box(300, 200, &a, ba);
+    dtnn__random_resized_crop_box(300, 200, &b, bb);
+    dtnn__random_resized_crop_box(300, 200, &c, bc);
     CHECK(!memcmp(ba, bb, sizeof ba) && memcmp(ba, bc, sizeof ba));
 
     /* Resampling: the whole image at its own size is the image itself; mirrored when flipped. */
@@ -312,7 +312,7 @@ static void test_transforms(void)
     dtnn_resample_scratch rs = {0};
     dtnn_error err = {0};
     for (int flip = 0; flip < 2; flip++) {
-        CHECK_OK(dtnn_resample_rgb(src, w, h, whole, w, h, flip, mean, std, out, &rs, &err),
+        CHECK_OK(dtnn__resample_rgb(src, w, h, whole, w, h, flip, mean, std, out, &rs, &err),
                  &err);
         for (int y = 0; y < h; y++)
             for (int x = 0; x < w; x++)
@@ -329,7 +329,7 @@ static void test_transforms(void)
             for (int ch = 0; ch < 3; ch++)
                 board[(y * 8 + x) * 3 + ch] = (x + y) % 2 ? 200 : 0;
     float small[3 * 4 * 4], bbox[4] = {0, 0, 8, 8};
-    CHECK_OK(dtnn_resample_rgb(board, 8, 8, bbox, 4, 4, 0, mean, std, small, &rs, &err), &err);
+    CHECK_OK(dtnn__resample_rgb(board, 8, 8, bbox, 4, 4, 0, mean, std, small, &rs, &err), &err);
     /* Inside, the filter's 4 taps see two of each colour; at the edges it is cut off (and
      * renormalised) as in Pillow, so only a grey between the two is asked of those. */
     int averaged = 1;
@@ -342,7 +342,7 @@ static void test_transforms(void)
             }
     printf("2x downscale of a checkerboard is grey (antialiased): %s\n", averaged ? "yes" : "NO");
     CHECK(averaged);
-    dtnn_resample_scratch_free(&rs);
+    dtnn__resample_scratch_free(&rs);
 }
 
 /* ---- image folders ------------------------------------------------------------------------ */
@@ -451,7 +451,7 @@ static void test_folder_list(const char *dir)
     dtnn_error err = {0};
     char root[700];
     snprintf(root, sizeof root, "%s/train", dir);
-    CHECK_OK(dtnn_image_list_scan(&l, root, NULL, &err), &err);
+    CHECK_OK(dtnn__image_list_scan(&l, root, NULL, &err), &err);
     static const char *const want[] = {"ant/a0.jpg", "ant/a1.jpg", "ant/a2.jpg", "cat/c0.JPG",
                                        "cat/c1.jpeg", "cat/c2.png", "cat/c3_corrupt.jpg",
                                        "dog/d0.png", "dog/d1.png", "dog/d2_truncated.png"};
@@ -464,10 +464,10 @@ static void test_folder_list(const char *dir)
            l.classes == 3 ? l.class_names[2] : "?");
     dtnn_image_list v;
     snprintf(root, sizeof root, "%s/val", dir);
-    CHECK_OK(dtnn_image_list_scan(&v, root, &l, &err), &err);
+    CHECK_OK(dtnn__image_list_scan(&v, root, &l, &err), &err);
     CHECK(v.n == 2 && v.classes == 3 && v.n == 2 && v.labels[0] == 0 && v.labels[1] == 2);
-    dtnn_image_list_free(&v);
-    dtnn_image_list_free(&l);
+    dtnn__image_list_free(&v);
+    dtnn__image_list_free(&l);
 }
 
 static dtnn_loader_params folder_params(int batch, unsigned augment, int threads)
@@ -735,7 +735,7 @@ static void test_memory_augment(void)
         for (int f = 0; f < 2 && !hit; f++)
             for (int dy = 0; dy <= 4 && !hit; dy++)
                 for (int dx = 0; dx <= 4 && !hit; dx++) {
-                    dtnn_crop_flip_chw(src, 3, 8, 8, 2, dx, dy, f, fill, cand);
+                    dtnn__crop_flip_chw(src, 3, 8, 8, 2, dx, dy, f, fill, cand);
                     if (!memcmp(cand, x + (size_t)i * sample, sizeof(float) * sample)) {
                         hit = 1;
                         flipped += f;

@@ -62,12 +62,12 @@ double be_matmul_rate(dtnn_backend *be)
     float *y = be_alloc(be, sizeof(float) * N * N);
     double best = 1e30;
     if (x && w && y) {
-        const double start = dtnn_now();
-        for (int r = 0; r < 11 && (r < 3 || dtnn_now() - start < 0.05); r++) {
-            const double t0 = dtnn_now();
+        const double start = dtnn__now();
+        for (int r = 0; r < 11 && (r < 3 || dtnn__now() - start < 0.05); r++) {
+            const double t0 = dtnn__now();
             be_run(be, linear_forward, &d, N, x, w, NULL, y, NULL);
             be_sync(be);
-            const double t = dtnn_now() - t0;
+            const double t = dtnn__now() - t0;
             if (r > 0 && t < best)
                 best = t;
         }

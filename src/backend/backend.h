@@ -360,7 +360,7 @@ enum { UPLOAD_SLOTS = 2 };
     X(BE_REQUIRED, void, add_i64, (dtnn_backend *be, int64_t *p, int64_t value))               \
                                                                                                \
     /* Inverted dropout with masks from the counter-based hash (core/rng.h,                   \
-     * dtnn_hash_uniform) of (seed, stream, base + i): every backend draws the same mask.     \
+     * dtnn__hash_uniform) of (seed, stream, base + i): every backend draws the same mask.     \
      * mask [count] uint8. */                                                                  \
     X(BE_REQUIRED, void, dropout_forward,                                                      \
       (dtnn_backend *be, size_t count, float p, float scale, uint64_t seed, uint64_t stream,   \
@@ -451,8 +451,8 @@ typedef struct {
 /* Creates the backend `name` (registry.c lists them) running on `threads` CPU threads (0: the
  * OpenMP default); NULL with a message naming the choices when it is unknown or not usable
  * on this machine, or when its table lacks an operation (naming it). */
-dtnn_backend *dtnn_backend_create(const char *name, int threads, dtnn_error *err);
-void dtnn_backend_free(dtnn_backend *be);
+dtnn_backend *dtnn__backend_create(const char *name, int threads, dtnn_error *err);
+void dtnn__backend_free(dtnn_backend *be);
 
 /* The names of the operations table `ops` leaves NULL although they are BE_REQUIRED, as
  * "a, b, c" in msg; returns how many. */

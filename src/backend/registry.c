@@ -1,6 +1,6 @@
 /*
  * registry.c — the list of backends, one line each, and the one place a backend is made by
- * name: dtnn_backend_create checks every table against the list of operations
+ * name: dtnn__backend_create checks every table against the list of operations
  * (DTNN_BACKEND_OPS) before the engine may call it, so a backend that lacks an operation is
  * refused at creation with its name, never as a NULL call in a step. "cuda" is listed always
  * (cuda/cuda_absent.c where it is not built), so that `dtnn devices` and an error for
@@ -72,7 +72,7 @@ static void list_names(char *out, size_t len)
     }
 }
 
-dtnn_backend *dtnn_backend_create(const char *name, int threads, dtnn_error *err)
+dtnn_backend *dtnn__backend_create(const char *name, int threads, dtnn_error *err)
 {
     if (!name || !*name)
         name = "cpu";
@@ -98,13 +98,13 @@ dtnn_backend *dtnn_backend_create(const char *name, int threads, dtnn_error *err
     if (backend_ops_missing(be->op, missing, sizeof missing)) {
         dtnn_error_set(err, DTNN_ERR_UNSUPPORTED, "device '%s': its backend lacks the "
                        "operations %s", name, missing);
-        dtnn_backend_free(be);
+        dtnn__backend_free(be);
         return NULL;
     }
     return be;
 }
 
-void dtnn_backend_free(dtnn_backend *be)
+void dtnn__backend_free(dtnn_backend *be)
 {
     if (be)
         be->op->destroy(be);
@@ -125,10 +125,10 @@ const char *dtnn_device_name(int i, int *usable, char *why, size_t len)
         ok = r->probe(reason, sizeof reason);
     } else {
         dtnn_error err;
-        dtnn_backend *be = dtnn_backend_create(r->name, 0, &err);
+        dtnn_backend *be = dtnn__backend_create(r->name, 0, &err);
         ok = be != NULL;
         snprintf(reason, sizeof reason, "%s", be ? "usable" : err.message);
-        dtnn_backend_free(be);
+        dtnn__backend_free(be);
     }
     if (usable)
         *usable = ok;

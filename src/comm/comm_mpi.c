@@ -557,7 +557,7 @@ static int cores_given(dtnn_comm *c)
 {
     mpi_impl *im = c->impl;
     uint64_t mine[DTNN_CPU_MASK_WORDS];
-    int count = dtnn_cpu_affinity(mine);
+    int count = dtnn__cpu_affinity(mine);
     uint64_t *all = malloc(sizeof mine * (size_t)c->local_size);
     if (!all || MPI_Allgather(mine, (int)sizeof mine, MPI_BYTE, all, (int)sizeof mine, MPI_BYTE,
                               im->node) != MPI_SUCCESS) {

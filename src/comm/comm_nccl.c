@@ -169,7 +169,7 @@ static dtnn_status watch(dtnn_comm *c, cudaEvent_t ev, const comm_purpose *p, co
         return DTNN_OK;
     if (s->aborted[0])  /* its communicator is gone: the first reason stands */
         return dtnn_error_set(err, DTNN_ERR_COMM, "%s", s->aborted);
-    const double t0 = dtnn_now();
+    const double t0 = dtnn__now();
     const struct timespec pause = {0, 100000};  /* 0.1 ms: far below a bucket's all-reduce */
     for (;;) {
         const cudaError_t e = cudaEventQuery(ev);
@@ -180,7 +180,7 @@ static dtnn_status watch(dtnn_comm *c, cudaEvent_t ev, const comm_purpose *p, co
         cudaGetLastError();
         ncclResult_t async = ncclSuccess;
         ncclCommGetAsyncError(s->nccl, &async);
-        const double waited = dtnn_now() - t0;
+        const double waited = dtnn__now() - t0;
         if ((async != ncclSuccess && async != ncclInProgress) || waited > c->stall_timeout)
             return abort_stalled(c, p, op, async, waited, err);
         nanosleep(&pause, NULL);

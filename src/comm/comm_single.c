@@ -116,7 +116,7 @@ dtnn_comm *dtnn_comm_create_single(void)
     c->local_size = 1;
     c->nodes = 1;
     uint64_t mask[DTNN_CPU_MASK_WORDS];
-    c->cores = dtnn_cpu_affinity(mask);
+    c->cores = dtnn__cpu_affinity(mask);
     snprintf(c->name, sizeof c->name, "single process");
     launch_describe(c->launcher, sizeof c->launcher);
     launch_this_host(c->hosts, sizeof c->hosts);

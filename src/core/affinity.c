@@ -10,7 +10,7 @@
 
 #include "internal.h"
 
-int dtnn_cpu_affinity(uint64_t mask[DTNN_CPU_MASK_WORDS])
+int dtnn__cpu_affinity(uint64_t mask[DTNN_CPU_MASK_WORDS])
 {
     memset(mask, 0, sizeof(uint64_t) * DTNN_CPU_MASK_WORDS);
     int count = 0;

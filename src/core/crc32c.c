@@ -29,7 +29,7 @@ __attribute__((target("sse4.2"))) static uint32_t crc32c_sse42(uint32_t crc, con
 }
 #endif
 
-uint32_t dtnn_crc32c_bytewise(uint32_t crc, const void *data, size_t n)
+uint32_t dtnn__crc32c_bytewise(uint32_t crc, const void *data, size_t n)
 {
     uint32_t table[256];
     for (uint32_t i = 0; i < 256; i++) {
@@ -45,11 +45,11 @@ uint32_t dtnn_crc32c_bytewise(uint32_t crc, const void *data, size_t n)
     return ~c;
 }
 
-uint32_t dtnn_crc32c(uint32_t crc, const void *data, size_t n)
+uint32_t dtnn__crc32c(uint32_t crc, const void *data, size_t n)
 {
 #ifdef DTNN_CRC32C_SSE42
     if (__builtin_cpu_supports("sse4.2"))
         return crc32c_sse42(crc, data, n);
 #endif
-    return dtnn_crc32c_bytewise(crc, data, n);
+    return dtnn__crc32c_bytewise(crc, data, n);
 }

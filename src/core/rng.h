@@ -19,18 +19,18 @@ typedef struct {
     uint64_t s[4];
 } dtnn_rng;
 
-void dtnn_rng_seed(dtnn_rng *r, uint64_t seed);
-uint64_t dtnn_rng_next(dtnn_rng *r);
+void dtnn__rng_seed(dtnn_rng *r, uint64_t seed);
+uint64_t dtnn__rng_next(dtnn_rng *r);
 /* Uniform in [0, 1) with 24 random bits (exactly representable in float). */
-float dtnn_rng_uniform(dtnn_rng *r);
+float dtnn__rng_uniform(dtnn_rng *r);
 /* Standard normal (Box-Muller, double precision inside). */
-double dtnn_rng_normal(dtnn_rng *r);
+double dtnn__rng_normal(dtnn_rng *r);
 /* Uniform integer in [0, n) without modulo bias. */
-uint64_t dtnn_rng_below(dtnn_rng *r, uint64_t n);
+uint64_t dtnn__rng_below(dtnn_rng *r, uint64_t n);
 
-uint64_t dtnn_mix64(uint64_t x);
+uint64_t dtnn__mix64(uint64_t x);
 /* Counter-based uniform in [0, 1): a pure function of its arguments. */
-static inline DTNN_HOST_DEVICE float dtnn_hash_uniform(uint64_t seed, uint64_t stream, uint64_t counter)
+static inline DTNN_HOST_DEVICE float dtnn__hash_uniform(uint64_t seed, uint64_t stream, uint64_t counter)
 {
     uint64_t z = seed ^ (stream * 0x9E3779B97F4A7C15ull) ^ (counter * 0xD1B54A32D192ED03ull);
     z += 0x9E3779B97F4A7C15ull;

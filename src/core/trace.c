@@ -89,7 +89,7 @@ static const struct {
     [TRACE_EVAL] = {"eval", 0},
 };
 
-double trace_clock(const dtnn_trace *t) { return t ? dtnn_now() : 0.0; }
+double trace_clock(const dtnn_trace *t) { return t ? dtnn__now() : 0.0; }
 double dtnn_trace_clock(const dtnn_trace *t) { return trace_clock(t); }
 
 static size_t hash_ptr(const void *p, size_t cap)
@@ -149,7 +149,7 @@ static int32_t intern(dtnn_trace *t, const char *name)
         t->strings = s;
         t->cap_strings = cap;
     }
-    char *copy = dtnn_strdup(name);
+    char *copy = dtnn__strdup(name);
     if (!copy)
         return -1;
     t->strings[t->n_strings] = copy;
@@ -190,7 +190,7 @@ static void record(dtnn_trace *t, trace_kind kind, const char *name, const char 
 void trace_span(dtnn_trace *t, trace_kind kind, const char *name, double t0, int64_t step)
 {
     if (t)
-        record(t, kind, name, NULL, t0, dtnn_now(), step, -1, -1, 0);
+        record(t, kind, name, NULL, t0, dtnn__now(), step, -1, -1, 0);
 }
 
 void trace_comm(dtnn_trace *t, trace_kind kind, const char *what, const char *op, double t0,
@@ -230,7 +230,7 @@ dtnn_trace *trace_alloc(int rank, int size, size_t max_events, dtnn_error *err)
     t->max_events = max_events ? max_events : TRACE_DEFAULT_MAX_EVENTS;
     if (gethostname(t->host, sizeof t->host - 1))
         snprintf(t->host, sizeof t->host, "?");
-    t->origin = dtnn_now();
+    t->origin = dtnn__now();
     return t;
 }
 

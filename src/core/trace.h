@@ -30,7 +30,7 @@ typedef enum {
     TRACE_N_KINDS
 } trace_kind;
 
-/* Seconds on this rank's clock (dtnn_now), or 0 without a trace. */
+/* Seconds on this rank's clock (dtnn__now), or 0 without a trace. */
 double trace_clock(const dtnn_trace *t);
 
 /* Records a span of kind from t0 to now. name must stay valid until the trace is written

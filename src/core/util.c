@@ -42,13 +42,13 @@ dtnn_status dtnn_error_set(dtnn_error *err, dtnn_status code, const char *fmt, .
  * image and per stream for CIFAR planes: with 4 KiB pages that is a TLB miss on most rows.
  * Huge pages make training faster for about a megabyte more peak memory (measurements:
  * docs/perf-notes.md). */
-void *dtnn_alloc_aligned(size_t bytes)
+void *dtnn__alloc_aligned(size_t bytes)
 {
     if (bytes == 0)
         bytes = DTNN_ALIGN;
     const size_t huge = (size_t)2 << 20;
     const size_t align = bytes >= 2 * huge ? huge : DTNN_ALIGN;
-    const size_t size = dtnn_round_up(bytes, align);
+    const size_t size = dtnn__round_up(bytes, align);
     void *p = NULL;
     if (posix_memalign(&p, align, size) != 0)
         return NULL;
@@ -60,11 +60,11 @@ void *dtnn_alloc_aligned(size_t bytes)
     return p;
 }
 
-void dtnn_free_aligned(void *p) { free(p); }
+void dtnn__free_aligned(void *p) { free(p); }
 
-size_t dtnn_round_up(size_t x, size_t to) { return (x + to - 1) / to * to; }
+size_t dtnn__round_up(size_t x, size_t to) { return (x + to - 1) / to * to; }
 
-char *dtnn_strdup(const char *s)
+char *dtnn__strdup(const char *s)
 {
     size_t n = strlen(s) + 1;
     char *d = malloc(n);
@@ -73,7 +73,7 @@ char *dtnn_strdup(const char *s)
     return d;
 }
 
-int dtnn_parse_int(const char *s, long long *out)
+int dtnn__parse_int(const char *s, long long *out)
 {
     if (!s || !*s)
         return -1;
@@ -86,7 +86,7 @@ int dtnn_parse_int(const char *s, long long *out)
     return 0;
 }
 
-int dtnn_parse_float(const char *s, double *out)
+int dtnn__parse_float(const char *s, double *out)
 {
     if (!s || !*s)
         return -1;
@@ -99,14 +99,14 @@ int dtnn_parse_float(const char *s, double *out)
     return 0;
 }
 
-double dtnn_now(void)
+double dtnn__now(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-uint64_t dtnn_fnv1a(uint64_t h, const void *data, size_t n)
+uint64_t dtnn__fnv1a(uint64_t h, const void *data, size_t n)
 {
     const unsigned char *p = data;
     for (size_t i = 0; i < n; i++)

@@ -26,7 +26,7 @@ static int record_bytes(int classes)
     return classes == 100 ? CIFAR_PIXELS + 2 : CIFAR_PIXELS + 1;
 }
 
-dtnn_status dtnn_cifar_count(const char *path, int classes, int64_t *n, dtnn_error *err)
+dtnn_status dtnn__cifar_count(const char *path, int classes, int64_t *n, dtnn_error *err)
 {
     if (classes != 10 && classes != 100)
         return dtnn_error_set(err, DTNN_ERR_ARG, "CIFAR has 10 or 100 classes, not %d", classes);
@@ -47,7 +47,7 @@ dtnn_status dtnn_cifar_count(const char *path, int classes, int64_t *n, dtnn_err
     return DTNN_OK;
 }
 
-dtnn_status dtnn_cifar_read(const char *path, int classes, int64_t n, float *x, int32_t *y,
+dtnn_status dtnn__cifar_read(const char *path, int classes, int64_t n, float *x, int32_t *y,
                             dtnn_error *err)
 {
     const int rec = record_bytes(classes);
@@ -95,19 +95,19 @@ dtnn_status dtnn_cifar_load(const char *path, int classes, float **x, int32_t **
 {
     *x = NULL;
     *y = NULL;
-    dtnn_status st = dtnn_cifar_count(path, classes, n, err);
+    dtnn_status st = dtnn__cifar_count(path, classes, n, err);
     if (st)
         return st;
-    *x = dtnn_alloc_aligned(sizeof(float) * CIFAR_PIXELS * (size_t)*n);
-    *y = dtnn_alloc_aligned(sizeof(int32_t) * (size_t)*n);
+    *x = dtnn__alloc_aligned(sizeof(float) * CIFAR_PIXELS * (size_t)*n);
+    *y = dtnn__alloc_aligned(sizeof(int32_t) * (size_t)*n);
     if (!*x || !*y)
         st = dtnn_error_set(err, DTNN_ERR_NOMEM, "%s: out of memory for %lld images", path,
                             (long long)*n);
     if (!st)
-        st = dtnn_cifar_read(path, classes, *n, *x, *y, err);
+        st = dtnn__cifar_read(path, classes, *n, *x, *y, err);
     if (st) {
-        dtnn_free_aligned(*x);
-        dtnn_free_aligned(*y);
+        dtnn__free_aligned(*x);
+        dtnn__free_aligned(*y);
         *x = NULL;
         *y = NULL;
     }

@@ -4,7 +4,7 @@
  * dimensions a caller's dims array must hold, and how the returned arrays are released.
  *
  * Arrays returned by dtnn_idx_load_* and dtnn_npy_load_* are 64-byte aligned and are released
- * with free() (dtnn_free_aligned is free()).
+ * with free() (dtnn__free_aligned is free()).
  */
 #ifndef DTNN_DATA_H
 #define DTNN_DATA_H
@@ -20,8 +20,8 @@
 
 /* CIFAR in two passes, so that several files fill one array without copies: the records in
  * path (its size checked), then n of them read into x [n, 3, 32, 32] and y [n]. */
-dtnn_status dtnn_cifar_count(const char *path, int classes, int64_t *n, dtnn_error *err);
-dtnn_status dtnn_cifar_read(const char *path, int classes, int64_t n, float *x, int32_t *y,
+dtnn_status dtnn__cifar_count(const char *path, int classes, int64_t *n, dtnn_error *err);
+dtnn_status dtnn__cifar_read(const char *path, int classes, int64_t n, float *x, int32_t *y,
                             dtnn_error *err);
 
 #endif

@@ -42,10 +42,10 @@ void dtnn_dataset_free(dtnn_dataset *d)
 {
     if (!d)
         return;
-    dtnn_free_aligned(d->train.x);
-    dtnn_free_aligned(d->train.y);
-    dtnn_free_aligned(d->test.x);
-    dtnn_free_aligned(d->test.y);
+    dtnn__free_aligned(d->train.x);
+    dtnn__free_aligned(d->train.y);
+    dtnn__free_aligned(d->test.x);
+    dtnn__free_aligned(d->test.y);
     memset(d, 0, sizeof *d);
 }
 
@@ -167,7 +167,7 @@ static dtnn_status cifar_split(dtnn_split *s, const char *dir, const char *const
                                   "binary version from https://www.cs.toronto.edu/~kriz/"
                                   "cifar.html; no Debian package ships it)", paths[i],
                                   strerror(e), classes, expected);
-        if ((st = dtnn_cifar_count(paths[i], classes, &counts[i], err)))
+        if ((st = dtnn__cifar_count(paths[i], classes, &counts[i], err)))
             return st;
         total += counts[i];
     }
@@ -176,14 +176,14 @@ static dtnn_status cifar_split(dtnn_split *s, const char *dir, const char *const
     s->h = 32;
     s->w = 32;
     s->classes = classes;
-    s->x = dtnn_alloc_aligned(sizeof(float) * 3 * 32 * 32 * (size_t)total);
-    s->y = dtnn_alloc_aligned(sizeof(int32_t) * (size_t)total);
+    s->x = dtnn__alloc_aligned(sizeof(float) * 3 * 32 * 32 * (size_t)total);
+    s->y = dtnn__alloc_aligned(sizeof(int32_t) * (size_t)total);
     if (!s->x || !s->y)
         return dtnn_error_set(err, DTNN_ERR_NOMEM, "%s: out of memory for %lld CIFAR images",
                               dir, (long long)total);
     int64_t at = 0;
     for (int i = 0; i < nfiles; i++) {
-        dtnn_status st = dtnn_cifar_read(paths[i], classes, counts[i],
+        dtnn_status st = dtnn__cifar_read(paths[i], classes, counts[i],
                                          s->x + (size_t)at * 3 * 32 * 32, s->y + at, err);
         if (st)
             return st;
@@ -289,12 +289,12 @@ static void synth_split(dtnn_split *s, dtnn_rng *r, const float *templates, int 
 {
     size_t chw = (size_t)s->c * s->h * s->w;
     for (int64_t i = 0; i < s->n; i++) {
-        int32_t label = (int32_t)dtnn_rng_below(r, (uint64_t)classes);
+        int32_t label = (int32_t)dtnn__rng_below(r, (uint64_t)classes);
         s->y[i] = label;
         const float *t = templates + (size_t)label * chw;
         float *x = s->x + (size_t)i * chw;
         for (size_t j = 0; j < chw; j++)
-            x[j] = (float)(0.5 * t[j] + 0.8660254037844386 * dtnn_rng_normal(r));
+            x[j] = (float)(0.5 * t[j] + 0.8660254037844386 * dtnn__rng_normal(r));
     }
 }
 
@@ -319,8 +319,8 @@ static dtnn_status load_synthetic(dtnn_dataset *d, const dtnn_data_params *p, dt
         s->h = p->h;
         s->w = p->w;
         s->classes = p->classes;
-        s->x = dtnn_alloc_aligned((size_t)(s->n * chw) * sizeof(float));
-        s->y = dtnn_alloc_aligned((size_t)s->n * sizeof(int32_t));
+        s->x = dtnn__alloc_aligned((size_t)(s->n * chw) * sizeof(float));
+        s->y = dtnn__alloc_aligned((size_t)s->n * sizeof(int32_t));
         if (!s->x || !s->y)
             return dtnn_error_set(err, DTNN_ERR_NOMEM, "synthetic dataset: out of memory for "
                                   "%lld samples of %dx%dx%d", (long long)s->n, p->c, p->h, p->w);
@@ -329,9 +329,9 @@ static dtnn_status load_synthetic(dtnn_dataset *d, const dtnn_data_params *p, dt
     if (!templates)
         return dtnn_error_set(err, DTNN_ERR_NOMEM, "synthetic dataset: out of memory");
     dtnn_rng r;
-    dtnn_rng_seed(&r, p->seed);
+    dtnn__rng_seed(&r, p->seed);
     for (int64_t i = 0; i < p->classes * chw; i++)
-        templates[i] = (float)dtnn_rng_normal(&r);
+        templates[i] = (float)dtnn__rng_normal(&r);
     synth_split(&d->train, &r, templates, p->classes);
     synth_split(&d->test, &r, templates, p->classes);
     free(templates);

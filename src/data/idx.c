@@ -251,7 +251,7 @@ dtnn_status dtnn_idx_load_images(const char *path, float **x, int64_t *n, int *h
     dtnn_status st = idx_read(path, IDX_MAGIC_IMAGES, 3, "pixels", dims, &bytes, &count, err);
     if (st != DTNN_OK)
         return st;
-    float *out = dtnn_alloc_aligned((size_t)count * sizeof(float));
+    float *out = dtnn__alloc_aligned((size_t)count * sizeof(float));
     if (!out) {
         free(bytes);
         return dtnn_error_set(err, DTNN_ERR_NOMEM, "%s: out of memory for %lld floats", path,
@@ -280,7 +280,7 @@ dtnn_status dtnn_idx_load_labels(const char *path, int32_t **y, int64_t *n, dtnn
     dtnn_status st = idx_read(path, IDX_MAGIC_LABELS, 1, "labels", dims, &bytes, &count, err);
     if (st != DTNN_OK)
         return st;
-    int32_t *out = dtnn_alloc_aligned((size_t)count * sizeof(int32_t));
+    int32_t *out = dtnn__alloc_aligned((size_t)count * sizeof(int32_t));
     if (!out) {
         free(bytes);
         return dtnn_error_set(err, DTNN_ERR_NOMEM, "%s: out of memory for %lld labels", path,

@@ -46,7 +46,7 @@ static int names_push(name_list *v, const char *s)
         v->items = p;
         v->cap = cap;
     }
-    if (!(v->items[v->n] = dtnn_strdup(s)))
+    if (!(v->items[v->n] = dtnn__strdup(s)))
         return -1;
     v->n++;
     return 0;
@@ -115,7 +115,7 @@ static dtnn_status push_image(dtnn_image_list *l, size_t *cap, const char *path,
         l->labels = y;
         *cap = c;
     }
-    if (!(l->paths[l->n] = dtnn_strdup(path)))
+    if (!(l->paths[l->n] = dtnn__strdup(path)))
         return dtnn_error_set(err, DTNN_ERR_NOMEM, "out of memory listing images");
     l->labels[l->n++] = label;
     return DTNN_OK;
@@ -168,7 +168,7 @@ static dtnn_status folders_visit(folder_set *s, const char *dir, dtnn_error *err
         s->path = p;
         s->cap = cap;
     }
-    if (!(s->path[s->n] = dtnn_strdup(dir)))
+    if (!(s->path[s->n] = dtnn__strdup(dir)))
         return dtnn_error_set(err, DTNN_ERR_NOMEM, "out of memory listing %s", dir);
     s->dev[s->n] = sb.st_dev;
     s->ino[s->n++] = sb.st_ino;
@@ -198,7 +198,7 @@ static dtnn_status walk(dtnn_image_list *l, size_t *cap, folder_set *seen, const
     return st;
 }
 
-void dtnn_image_list_free(dtnn_image_list *l)
+void dtnn__image_list_free(dtnn_image_list *l)
 {
     if (!l)
         return;
@@ -260,21 +260,21 @@ static dtnn_status scan(dtnn_image_list *l, const char *root, const dtnn_image_l
     return st;
 }
 
-dtnn_status dtnn_image_list_scan(dtnn_image_list *l, const char *root, const dtnn_image_list *of,
+dtnn_status dtnn__image_list_scan(dtnn_image_list *l, const char *root, const dtnn_image_list *of,
                                  dtnn_error *err)
 {
     memset(l, 0, sizeof *l);
     dtnn_status st = scan(l, root, of, 0, err);
     if (st)
-        dtnn_image_list_free(l);
+        dtnn__image_list_free(l);
     return st;
 }
 
-dtnn_status dtnn_image_list_classes(dtnn_image_list *l, const char *root, dtnn_error *err)
+dtnn_status dtnn__image_list_classes(dtnn_image_list *l, const char *root, dtnn_error *err)
 {
     memset(l, 0, sizeof *l);
     dtnn_status st = scan(l, root, NULL, 1, err);
     if (st)
-        dtnn_image_list_free(l);
+        dtnn__image_list_free(l);
     return st;
 }

@@ -22,10 +22,10 @@ typedef struct {
  * .jpeg and .png files (any case) of it and its subfolders, sorted by name. With `of` (the
  * train list, when listing val) each class takes the label of the same name in `of`, and a
  * class `of` lacks is an error. A class without images is an error, as in torchvision. */
-dtnn_status dtnn_image_list_scan(dtnn_image_list *l, const char *root, const dtnn_image_list *of,
+dtnn_status dtnn__image_list_scan(dtnn_image_list *l, const char *root, const dtnn_image_list *of,
                                  dtnn_error *err);
 /* Only the class names of root (n == 0): what listing a val split needs of the train split. */
-dtnn_status dtnn_image_list_classes(dtnn_image_list *l, const char *root, dtnn_error *err);
-void dtnn_image_list_free(dtnn_image_list *l);
+dtnn_status dtnn__image_list_classes(dtnn_image_list *l, const char *root, dtnn_error *err);
+void dtnn__image_list_free(dtnn_image_list *l);
 
 #endif

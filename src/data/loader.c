@@ -123,7 +123,7 @@ static dtnn_status load_one(dtnn_loader *l, loader_worker *wk, int64_t epoch, in
     const unsigned aug = l->p.augment;
     dtnn_rng r;
     if (aug)
-        dtnn_augment_rng(&r, l->p.seed, epoch, k);
+        dtnn__augment_rng(&r, l->p.seed, epoch, k);
     if (l->split) {
         const float *src = l->split->x + (size_t)k * l->sample;
         if (!aug) {
@@ -131,10 +131,10 @@ static dtnn_status load_one(dtnn_loader *l, loader_worker *wk, int64_t epoch, in
             return DTNN_OK;
         }
         int pad = aug & DTNN_AUG_CROP ? l->p.crop_padding : 0;
-        int dy = pad ? (int)dtnn_rng_below(&r, 2 * (uint64_t)pad + 1) : 0;
-        int dx = pad ? (int)dtnn_rng_below(&r, 2 * (uint64_t)pad + 1) : 0;
-        int flip = (aug & DTNN_AUG_FLIP) && dtnn_rng_uniform(&r) < 0.5f;
-        dtnn_crop_flip_chw(src, l->c, l->h, l->w, pad, dx, dy, flip, l->fill, out);
+        int dy = pad ? (int)dtnn__rng_below(&r, 2 * (uint64_t)pad + 1) : 0;
+        int dx = pad ? (int)dtnn__rng_below(&r, 2 * (uint64_t)pad + 1) : 0;
+        int flip = (aug & DTNN_AUG_FLIP) && dtnn__rng_uniform(&r) < 0.5f;
+        dtnn__crop_flip_chw(src, l->c, l->h, l->w, pad, dx, dy, flip, l->fill, out);
         return DTNN_OK;
     }
     dtnn_status st = dtnn_image_read(l->list.paths[k], &wk->img, err);
@@ -142,11 +142,11 @@ static dtnn_status load_one(dtnn_loader *l, loader_worker *wk, int64_t epoch, in
         return st;
     float box[4];
     if (aug & DTNN_AUG_CROP)
-        dtnn_random_resized_crop_box(wk->img.w, wk->img.h, &r, box);
+        dtnn__random_resized_crop_box(wk->img.w, wk->img.h, &r, box);
     else
-        dtnn_center_crop_box(wk->img.w, wk->img.h, l->resize, l->h, box);
-    int flip = (aug & DTNN_AUG_FLIP) && dtnn_rng_uniform(&r) < 0.5f;
-    return dtnn_resample_rgb(wk->img.pixels, wk->img.w, wk->img.h, box, l->w, l->h, flip,
+        dtnn__center_crop_box(wk->img.w, wk->img.h, l->resize, l->h, box);
+    int flip = (aug & DTNN_AUG_FLIP) && dtnn__rng_uniform(&r) < 0.5f;
+    return dtnn__resample_rgb(wk->img.pixels, wk->img.w, wk->img.h, box, l->w, l->h, flip,
                              l->mean, l->std, out, &wk->rs, err);
 }
 
@@ -293,7 +293,7 @@ static dtnn_status loader_finish(dtnn_loader *l, dtnn_error *err)
         return dtnn_error_set(err, DTNN_ERR_NOMEM, "%s: out of memory for the loader", l->name);
     for (int i = 0; i < l->nslots; i++) {
         loader_slot *s = &l->slots[i];
-        s->x = dtnn_alloc_aligned(sizeof(float) * l->sample * (size_t)l->local_max);
+        s->x = dtnn__alloc_aligned(sizeof(float) * l->sample * (size_t)l->local_max);
         s->y = malloc(sizeof(int32_t) * (size_t)l->local_max);
         s->bad = malloc(sizeof(int32_t) * (size_t)l->local_max);
         s->bad_first = malloc(sizeof(int64_t) * (size_t)l->local_max);
@@ -404,13 +404,13 @@ dtnn_loader *dtnn_loader_create_folder(const char *dir, const char *split,
                 snprintf(root, sizeof root, "%s/%s", dir, split) >= (int)sizeof root))
         st = dtnn_error_set(err, DTNN_ERR_ARG, "path too long: %s", dir);
     if (!st && !strcmp(split, "train")) {
-        st = dtnn_image_list_scan(&l->list, root, NULL, err);
+        st = dtnn__image_list_scan(&l->list, root, NULL, err);
     } else if (!st) {
         dtnn_image_list classes;
-        st = dtnn_image_list_classes(&classes, train, err);
+        st = dtnn__image_list_classes(&classes, train, err);
         if (!st)
-            st = dtnn_image_list_scan(&l->list, root, &classes, err);
-        dtnn_image_list_free(&classes);
+            st = dtnn__image_list_scan(&l->list, root, &classes, err);
+        dtnn__image_list_free(&classes);
     }
     if (st) {
         /* Say what layout was expected, after the reason. */
@@ -451,10 +451,10 @@ void dtnn_loader_free(dtnn_loader *l)
     if (l->workers)
         for (int i = 0; i <= l->nthreads; i++) {
             dtnn_image_free(&l->workers[i].img);
-            dtnn_resample_scratch_free(&l->workers[i].rs);
+            dtnn__resample_scratch_free(&l->workers[i].rs);
         }
     for (int i = 0; l->slots && i < l->nslots; i++) {
-        dtnn_free_aligned(l->slots[i].x);
+        dtnn__free_aligned(l->slots[i].x);
         free(l->slots[i].y);
         free(l->slots[i].bad);
         free(l->slots[i].bad_first);
@@ -462,7 +462,7 @@ void dtnn_loader_free(dtnn_loader *l)
     pthread_mutex_destroy(&l->mu);
     pthread_cond_destroy(&l->work);
     pthread_cond_destroy(&l->done);
-    dtnn_image_list_free(&l->list);
+    dtnn__image_list_free(&l->list);
     free(l->slots);
     free(l->workers);
     free(l->perm);

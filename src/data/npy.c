@@ -403,7 +403,7 @@ dtnn_status dtnn_npy_load_f32(const char *path, float **x, int64_t *dims, int *n
     }
     if ((st = check_size(path, &h, 4, err)) != DTNN_OK)
         goto done;
-    out = dtnn_alloc_aligned((size_t)h.count * sizeof(float));
+    out = dtnn__alloc_aligned((size_t)h.count * sizeof(float));
     if (!out) {
         st = dtnn_error_set(err, DTNN_ERR_NOMEM, "%s: out of memory for %lld floats", path,
                             (long long)h.count);
@@ -419,7 +419,7 @@ dtnn_status dtnn_npy_load_f32(const char *path, float **x, int64_t *dims, int *n
     *x = out;
     out = NULL;
 done:
-    dtnn_free_aligned(out);
+    dtnn__free_aligned(out);
     fclose(f);
     return st;
 }
@@ -489,7 +489,7 @@ dtnn_status dtnn_npy_load_labels(const char *path, int32_t **y, int64_t *n, dtnn
     if ((st = check_size(path, &h, t->size, err)) != DTNN_OK)
         goto done;
     raw = malloc((size_t)(h.count * t->size) + 1);
-    out = dtnn_alloc_aligned((size_t)h.count * sizeof(int32_t));
+    out = dtnn__alloc_aligned((size_t)h.count * sizeof(int32_t));
     if (!raw || !out) {
         st = dtnn_error_set(err, DTNN_ERR_NOMEM, "%s: out of memory for %lld labels", path,
                             (long long)h.count);
@@ -517,7 +517,7 @@ dtnn_status dtnn_npy_load_labels(const char *path, int32_t **y, int64_t *n, dtnn
     out = NULL;
 done:
     free(raw);
-    dtnn_free_aligned(out);
+    dtnn__free_aligned(out);
     fclose(f);
     return st;
 }

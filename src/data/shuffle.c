@@ -22,9 +22,9 @@ void dtnn_epoch_permutation(int64_t *perm, int64_t n, uint64_t seed, int64_t epo
     if (!shuffle)
         return;
     dtnn_rng r;
-    dtnn_rng_seed(&r, dtnn_mix64(seed ^ SHUFFLE_DOMAIN) ^ ((uint64_t)epoch * SHUFFLE_EPOCH_STEP));
+    dtnn__rng_seed(&r, dtnn__mix64(seed ^ SHUFFLE_DOMAIN) ^ ((uint64_t)epoch * SHUFFLE_EPOCH_STEP));
     for (int64_t i = n - 1; i > 0; i--) {
-        int64_t j = (int64_t)dtnn_rng_below(&r, (uint64_t)i + 1);
+        int64_t j = (int64_t)dtnn__rng_below(&r, (uint64_t)i + 1);
         int64_t t = perm[i];
         perm[i] = perm[j];
         perm[j] = t;

@@ -20,7 +20,7 @@
 #define AUG_EPOCH_STEP 0xD1B54A32D192ED03ull
 #define AUG_INDEX_STEP 0x9E3779B97F4A7C15ull
 
-void dtnn_resample_scratch_free(dtnn_resample_scratch *s)
+void dtnn__resample_scratch_free(dtnn_resample_scratch *s)
 {
     free(s->coef);
     free(s->bounds);
@@ -28,27 +28,27 @@ void dtnn_resample_scratch_free(dtnn_resample_scratch *s)
     memset(s, 0, sizeof *s);
 }
 
-void dtnn_augment_rng(dtnn_rng *r, uint64_t seed, int64_t epoch, int64_t index)
+void dtnn__augment_rng(dtnn_rng *r, uint64_t seed, int64_t epoch, int64_t index)
 {
-    uint64_t k = dtnn_mix64(seed ^ AUG_DOMAIN) ^ ((uint64_t)epoch * AUG_EPOCH_STEP);
-    dtnn_rng_seed(r, dtnn_mix64(k) ^ ((uint64_t)index * AUG_INDEX_STEP));
+    uint64_t k = dtnn__mix64(seed ^ AUG_DOMAIN) ^ ((uint64_t)epoch * AUG_EPOCH_STEP);
+    dtnn__rng_seed(r, dtnn__mix64(k) ^ ((uint64_t)index * AUG_INDEX_STEP));
 }
 
 /* Uniform in [lo, hi) with 53 random bits, as Python's random.uniform / torch's uniform_. */
 static double uniform(dtnn_rng *r, double lo, double hi)
 {
-    return lo + (hi - lo) * ((double)(dtnn_rng_next(r) >> 11) * (1.0 / 9007199254740992.0));
+    return lo + (hi - lo) * ((double)(dtnn__rng_next(r) >> 11) * (1.0 / 9007199254740992.0));
 }
 
-void dtnn_random_resized_crop_box(int w, int h, dtnn_rng *r, float box[4])
+void dtnn__random_resized_crop_box(int w, int h, dtnn_rng *r, float box[4])
 {
     const double area = (double)w * h, lo = log(3.0 / 4.0), hi = log(4.0 / 3.0);
     for (int attempt = 0; attempt < 10; attempt++) {
         double target = area * uniform(r, 0.08, 1.0), aspect = exp(uniform(r, lo, hi));
         int cw = (int)rint(sqrt(target * aspect)), ch = (int)rint(sqrt(target / aspect));
         if (cw > 0 && cw <= w && ch > 0 && ch <= h) {
-            int y = (int)dtnn_rng_below(r, (uint64_t)(h - ch + 1));
-            int x = (int)dtnn_rng_below(r, (uint64_t)(w - cw + 1));
+            int y = (int)dtnn__rng_below(r, (uint64_t)(h - ch + 1));
+            int x = (int)dtnn__rng_below(r, (uint64_t)(w - cw + 1));
             box[0] = (float)x;
             box[1] = (float)y;
             box[2] = (float)(x + cw);
@@ -69,7 +69,7 @@ void dtnn_random_resized_crop_box(int w, int h, dtnn_rng *r, float box[4])
     box[3] = (float)(y + ch);
 }
 
-void dtnn_center_crop_box(int w, int h, int resize, int size, float box[4])
+void dtnn__center_crop_box(int w, int h, int resize, int size, float box[4])
 {
     /* torchvision's Resize(int): the shorter side becomes resize, the longer one is truncated. */
     int rw, rh;
@@ -134,7 +134,7 @@ static int grow(void **buf, size_t *cap, size_t bytes)
     return 0;
 }
 
-dtnn_status dtnn_resample_rgb(const unsigned char *src, int sw, int sh, const float box[4],
+dtnn_status dtnn__resample_rgb(const unsigned char *src, int sw, int sh, const float box[4],
                               int ow, int oh, int flip, const float mean[3], const float std[3],
                               float *out, dtnn_resample_scratch *s, dtnn_error *err)
 {
@@ -196,7 +196,7 @@ dtnn_status dtnn_resample_rgb(const unsigned char *src, int sw, int sh, const fl
     return DTNN_OK;
 }
 
-void dtnn_crop_flip_chw(const float *src, int c, int h, int w, int pad, int dx, int dy, int flip,
+void dtnn__crop_flip_chw(const float *src, int c, int h, int w, int pad, int dx, int dy, int flip,
                         const float *fill, float *out)
 {
     for (int ch = 0; ch < c; ch++) {

@@ -22,28 +22,28 @@ typedef struct {
     size_t coef_cap, bounds_cap, rows_cap;
 } dtnn_resample_scratch;
 
-void dtnn_resample_scratch_free(dtnn_resample_scratch *s);
+void dtnn__resample_scratch_free(dtnn_resample_scratch *s);
 
 /* The random stream of sample `index` in epoch `epoch` (independent of threads and order). */
-void dtnn_augment_rng(dtnn_rng *r, uint64_t seed, int64_t epoch, int64_t index);
+void dtnn__augment_rng(dtnn_rng *r, uint64_t seed, int64_t epoch, int64_t index);
 
 /* torchvision's RandomResizedCrop.get_params with scale (0.08, 1) and ratio (3/4, 4/3): up to
  * 10 random tries, then the centred crop of the nearest allowed ratio. box: x0, y0, x1, y1. */
-void dtnn_random_resized_crop_box(int w, int h, dtnn_rng *r, float box[4]);
+void dtnn__random_resized_crop_box(int w, int h, dtnn_rng *r, float box[4]);
 /* Resize(shorter side to `resize`) then CenterCrop(size), as one box of the source image. */
-void dtnn_center_crop_box(int w, int h, int resize, int size, float box[4]);
+void dtnn__center_crop_box(int w, int h, int resize, int size, float box[4]);
 
 /* Resamples box of the RGB image src [sh, sw, 3] to out [3, oh, ow] with PIL's antialiased
  * bilinear filter (a triangle widened by the downscale factor), rounds to 8 bits as PIL's
  * output would be, then writes (v / 255 - mean[c]) / std[c]; flip mirrors left and right.
  * DTNN_ERR_NOMEM when the scratch cannot grow. */
-dtnn_status dtnn_resample_rgb(const unsigned char *src, int sw, int sh, const float box[4],
+dtnn_status dtnn__resample_rgb(const unsigned char *src, int sw, int sh, const float box[4],
                               int ow, int oh, int flip, const float mean[3], const float std[3],
                               float *out, dtnn_resample_scratch *s, dtnn_error *err);
 
 /* torchvision's RandomCrop(padding=pad) then RandomHorizontalFlip on a [c, h, w] tensor: out
  * pixel (y, x) is src (y + dy - pad, x + dx - pad), fill[ch] outside; dx, dy in [0, 2 pad]. */
-void dtnn_crop_flip_chw(const float *src, int c, int h, int w, int pad, int dx, int dy, int flip,
+void dtnn__crop_flip_chw(const float *src, int c, int h, int w, int pad, int dx, int dy, int flip,
                         const float *fill, float *out);
 
 #endif

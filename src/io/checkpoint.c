@@ -139,11 +139,11 @@ static void freeze_signature(const dtnn_model *m, char *sig, size_t len)
             continue;
         n++;
         /* the name with its terminating NUL, so "a" "bc" and "ab" "c" differ */
-        h = dtnn_fnv1a(h, dtnn_model_tensor(m, i)->name, strlen(dtnn_model_tensor(m, i)->name) + 1);
+        h = dtnn__fnv1a(h, dtnn_model_tensor(m, i)->name, strlen(dtnn_model_tensor(m, i)->name) + 1);
     }
     const unsigned char freeze_bn_mark = 0xb5;
     if (n && model_build_params(m)->freeze_bn)
-        h = dtnn_fnv1a(h, &freeze_bn_mark, 1);
+        h = dtnn__fnv1a(h, &freeze_bn_mark, 1);
     snprintf(sig, len, "%d %016llx", n, (unsigned long long)h);
 }
 

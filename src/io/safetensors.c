@@ -108,7 +108,7 @@ static dtnn_status meta_member(json_reader *j, char *key, void *vctx)
     dtnn_status st = json_string_dup(j, &value);
     if (st)
         return st;
-    char *k = dtnn_strdup(key);
+    char *k = dtnn__strdup(key);
     if (!k) {
         free(value);
         return dtnn_error_set(j->err, DTNN_ERR_NOMEM, "%s: out of memory", j->path);
@@ -235,7 +235,7 @@ static dtnn_status top_member(json_reader *j, char *key, void *vctx)
     }
     st_tensor *t = &f->tensors[f->n_tensors];
     memset(t, 0, sizeof *t);
-    t->name = dtnn_strdup(key);
+    t->name = dtnn__strdup(key);
     if (!t->name)
         return dtnn_error_set(j->err, DTNN_ERR_NOMEM, "%s: out of memory", j->path);
     f->n_tensors++;
@@ -307,13 +307,13 @@ static dtnn_status check_layout(const st_file *f, const char *path, dtnn_error *
 static uint32_t crc_le(uint32_t crc, const unsigned char *p, size_t n, size_t es)
 {
     if (host_is_little_endian() || es == 1)
-        return dtnn_crc32c(crc, p, n);
+        return dtnn__crc32c(crc, p, n);
     unsigned char stage[1 << 16];
     while (n) {
         size_t k = DTNN_MIN(n, sizeof stage);
         memcpy(stage, p, k);
         swap_elements(stage, k, es);
-        crc = dtnn_crc32c(crc, stage, k);
+        crc = dtnn__crc32c(crc, stage, k);
         p += k;
         n -= k;
     }
@@ -328,10 +328,10 @@ static uint32_t file_crc(const unsigned char len8[8], char *header, size_t hlen,
     char saved[8];
     memcpy(saved, digits, 8);
     memset(digits, '0', 8);
-    uint32_t crc = dtnn_crc32c(0, len8, 8);
-    crc = dtnn_crc32c(crc, header, hlen);
+    uint32_t crc = dtnn__crc32c(0, len8, 8);
+    crc = dtnn__crc32c(crc, header, hlen);
     memcpy(digits, saved, 8);
-    return dtnn_crc32c(crc, data, data_bytes);
+    return dtnn__crc32c(crc, data, data_bytes);
 }
 
 /* Checks the "crc32c" metadata entry when there is one (data still as on disk). */
@@ -396,7 +396,7 @@ static dtnn_status read_file(const char *path, st_file *f, dtnn_error *err)
     }
     header = malloc((size_t)hlen + 1);
     f->data_bytes = (size_t)(size - 8 - hlen);
-    f->data = dtnn_alloc_aligned(f->data_bytes);
+    f->data = dtnn__alloc_aligned(f->data_bytes);
     if (!header || !f->data) {
         st = dtnn_error_set(err, DTNN_ERR_NOMEM, "%s: out of memory reading %llu bytes", path,
                             (unsigned long long)size);
@@ -463,7 +463,7 @@ void st_free(st_file *f)
     }
     free(f->meta_keys);
     free(f->meta_values);
-    dtnn_free_aligned(f->data);
+    dtnn__free_aligned(f->data);
     memset(f, 0, sizeof *f);
 }
 
@@ -666,8 +666,8 @@ dtnn_status st_write(const char *path, const st_entry *entries, int n,
     for (int i = 0; i < 8; i++)
         len8[i] = (unsigned char)((uint64_t)hb.n >> (8 * i));
     char *digits = hb.p + strlen("{\"__metadata__\":{" ST_CRC_FIELD);
-    uint32_t crc = dtnn_crc32c(0, len8, 8);
-    crc = dtnn_crc32c(crc, hb.p, hb.n);
+    uint32_t crc = dtnn__crc32c(0, len8, 8);
+    crc = dtnn__crc32c(crc, hb.p, hb.n);
     for (int i = 0; i < n; i++)
         crc = crc_le(crc, entries[i].data, entries[i].bytes, dtype_size(entries[i].dtype));
     char hex[9];

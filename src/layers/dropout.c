@@ -3,7 +3,7 @@
  * value is kept with probability 1 - p and scaled by 1 / (1 - p), so evaluation is the identity.
  *
  * The keep decision of element i (flat index into the batch) is a pure function of the model
- * seed, this layer's index and the step: dtnn_hash_uniform(seed, index, step * E + i) >= p,
+ * seed, this layer's index and the step: dtnn__hash_uniform(seed, index, step * E + i) >= p,
  * where E is the element count of a full max_batch. So a mask never depends on the thread
  * count, the same step replays the same mask (resumed runs), and steps never share counters.
  * The mask is kept in aux (one byte per value) for backward. PyTorch's own random stream is not

@@ -28,7 +28,7 @@ dtnn_status layer_opt_int(const char *key, const char *value, int min, int max, 
                           dtnn_error *err)
 {
     long long v;
-    if (dtnn_parse_int(value, &v) != 0 || v < min || v > max)
+    if (dtnn__parse_int(value, &v) != 0 || v < min || v > max)
         return dtnn_error_set(err, DTNN_ERR_ARG, "option '%s': '%s' is not an integer in [%d, %d]",
                               key, value, min, max);
     *out = (int)v;
@@ -39,7 +39,7 @@ dtnn_status layer_opt_float(const char *key, const char *value, double min, doub
                             float *out, dtnn_error *err)
 {
     double v;
-    if (dtnn_parse_float(value, &v) != 0 || v < min || v > max)
+    if (dtnn__parse_float(value, &v) != 0 || v < min || v > max)
         return dtnn_error_set(err, DTNN_ERR_ARG, "option '%s': '%s' is not a number in [%g, %g]",
                               key, value, min, max);
     *out = (float)v;

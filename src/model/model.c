@@ -103,7 +103,7 @@ void dtnn_model_free(dtnn_model *m)
                          m->aux, m->workspace, m->input_buf, m->labels, m->loss_out};
         for (size_t i = 0; i < sizeof owned / sizeof owned[0]; i++)
             be_free(m->be, owned[i]);
-        dtnn_backend_free(m->be);
+        dtnn__backend_free(m->be);
     }
     free(m->reduce_stage);
     for (int i = 0; i < m->bp.n_freeze && m->freeze; i++)
@@ -257,17 +257,17 @@ static float init_value(dtnn_rng *rng, const layer_tensor *t, dtnn_init_scheme s
         return 1.0f;
     case INIT_WEIGHT:
         if (scheme == DTNN_INIT_HE)
-            return (float)(dtnn_rng_normal(rng) * sqrt(2.0 / t->fan_in));
+            return (float)(dtnn__rng_normal(rng) * sqrt(2.0 / t->fan_in));
         if (scheme == DTNN_INIT_XAVIER) {
             double b = sqrt(6.0 / (t->fan_in + t->fan_out));
-            return (float)((2.0 * dtnn_rng_uniform(rng) - 1.0) * b);
+            return (float)((2.0 * dtnn__rng_uniform(rng) - 1.0) * b);
         }
         /* PyTorch: kaiming_uniform_(a = sqrt(5)) gives bound = 1 / sqrt(fan_in). */
-        return (float)((2.0 * dtnn_rng_uniform(rng) - 1.0) / sqrt(t->fan_in));
+        return (float)((2.0 * dtnn__rng_uniform(rng) - 1.0) / sqrt(t->fan_in));
     case INIT_BIAS:
         if (scheme != DTNN_INIT_DEFAULT)
             return 0.0f;
-        return (float)((2.0 * dtnn_rng_uniform(rng) - 1.0) / sqrt(t->fan_in));
+        return (float)((2.0 * dtnn__rng_uniform(rng) - 1.0) / sqrt(t->fan_in));
     case INIT_FILL:
         return t->fill;
     case INIT_ZEROS:
@@ -288,7 +288,7 @@ static dtnn_status init_tensors(dtnn_model *m, const dtnn_build_params *p, dtnn_
     if (!v)
         return dtnn_error_set(err, DTNN_ERR_NOMEM, "out of memory initialising the model");
     dtnn_rng rng;
-    dtnn_rng_seed(&rng, p->seed);
+    dtnn__rng_seed(&rng, p->seed);
     for (int i = 0; i < m->n_layers; i++) {
         layer *l = m->layers[i];
         for (int k = 0; k < l->n_tensors; k++) {
@@ -385,7 +385,7 @@ static dtnn_status plan_tensors(dtnn_model *m, const dtnn_build_params *p, dtnn_
                 ti->frozen = frozen_by(p, nm, hits);
             } else {
                 ti->offset = boff;
-                boff += dtnn_round_up(ti->count * (t->dtype == DTNN_I64 ? 8 : 4), 64);
+                boff += dtnn__round_up(ti->count * (t->dtype == DTNN_I64 ? 8 : 4), 64);
             }
             if (name_index_find(&m->tensor_index, nm) < 0 &&
                 name_index_add(&m->tensor_index, m->n_tensors)) {
@@ -402,7 +402,7 @@ static dtnn_status plan_tensors(dtnn_model *m, const dtnn_build_params *p, dtnn_
             if (ti->kind != DTNN_TENSOR_PARAM || ti->frozen != frozen)
                 continue;
             ti->offset = poff;
-            poff += dtnn_round_up(ti->count, 16); /* 64-byte aligned views */
+            poff += dtnn__round_up(ti->count, 16); /* 64-byte aligned views */
             m->n_params += ti->count;
             if (!frozen)
                 m->n_trainable += ti->count;
@@ -523,7 +523,7 @@ dtnn_status dtnn_model_build(dtnn_model *m, const dtnn_build_params *p, dtnn_err
         if (!(m->freeze = calloc((size_t)p->n_freeze, sizeof *m->freeze)))
             return dtnn_error_set(err, DTNN_ERR_NOMEM, "out of memory");
         for (int i = 0; i < p->n_freeze; i++, m->bp.n_freeze++)
-            if (!(m->freeze[i] = dtnn_strdup(p->freeze[i])))
+            if (!(m->freeze[i] = dtnn__strdup(p->freeze[i])))
                 return dtnn_error_set(err, DTNN_ERR_NOMEM, "out of memory");
         m->bp.freeze = (const char *const *)m->freeze;
     }
@@ -532,7 +532,7 @@ dtnn_status dtnn_model_build(dtnn_model *m, const dtnn_build_params *p, dtnn_err
     if (!dtnn_precision_name(p->precision))
         return dtnn_error_set(err, DTNN_ERR_ARG, "precision %d is neither DTNN_PRECISION_FP32 "
                               "nor DTNN_PRECISION_BF16", (int)p->precision);
-    if (!(m->be = dtnn_backend_create(p->device, p->threads, err)))
+    if (!(m->be = dtnn__backend_create(p->device, p->threads, err)))
         return err->code;
     memory_plan mp;
     memset(&mp, 0, sizeof mp);
@@ -599,7 +599,7 @@ static void layer_time(dtnn_model *m, layer *l, int backward)
     }
     /* a device queues its work: waiting before and after makes the span the layer's own */
     be_sync(m->be);
-    double t0 = dtnn_now();
+    double t0 = dtnn__now();
     if (backward)
         l->ops->backward(l, &ctx);
     else
@@ -608,7 +608,7 @@ static void layer_time(dtnn_model *m, layer *l, int backward)
     trace_span(m->trace, backward ? TRACE_LAYER_BWD : TRACE_LAYER_FWD, l->name, t0, -1);
     if (!m->profiling)
         return;
-    double dt = dtnn_now() - t0;
+    double dt = dtnn__now() - t0;
     if (backward)
         l->seconds_bwd += dt;
     else

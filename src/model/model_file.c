@@ -219,8 +219,8 @@ static dtnn_status parse_line(parser *p, int line, char *s, dtnn_error *err)
     if (p->ops->set(p->scratch, key, value, &e) != DTNN_OK)
         return dtnn_error_set(err, DTNN_ERR_FORMAT, "%s:%d: [%s] %s", p->origin, line, p->type,
                               e.message);
-    p->keys[p->n_keys] = dtnn_strdup(key);
-    p->values[p->n_keys] = dtnn_strdup(value);
+    p->keys[p->n_keys] = dtnn__strdup(key);
+    p->values[p->n_keys] = dtnn__strdup(value);
     if (!p->keys[p->n_keys] || !p->values[p->n_keys]) {
         free(p->keys[p->n_keys]);
         free(p->values[p->n_keys]);
@@ -235,7 +235,7 @@ dtnn_model *dtnn_model_parse_string(const char *text, const char *origin, dtnn_e
     parser p;
     memset(&p, 0, sizeof p);
     p.origin = origin ? origin : "<string>";
-    char *copy = dtnn_strdup(text);
+    char *copy = dtnn__strdup(text);
     if (!copy) {
         dtnn_error_set(err, DTNN_ERR_NOMEM, "out of memory");
         return NULL;

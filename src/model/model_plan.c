@@ -389,7 +389,7 @@ void model_memory_plan_free(memory_plan *mp)
 /* Floats of layer l's output array (and output gradient) for a full batch. */
 static size_t output_floats(const layer *l, int max_batch)
 {
-    return dtnn_round_up(shape_size(l->out) * (size_t)max_batch, 16);
+    return dtnn__round_up(shape_size(l->out) * (size_t)max_batch, 16);
 }
 
 dtnn_status model_plan_memory(dtnn_model *m, const dtnn_build_params *p, memory_plan *mp,
@@ -415,7 +415,7 @@ dtnn_status model_plan_memory(dtnn_model *m, const dtnn_build_params *p, memory_
         /* a fused ReLU's producer takes the ReLU's output gradient instead of its own, and a
          * batch norm doing an add that add's (or its ReLU's) */
         mp->grad_size[i] = l->relu_fused || l->residual_add ? 0 : sz;
-        mp->aux_bytes += dtnn_round_up(l->aux_bytes * (size_t)p->max_batch + l->aux_fixed_bytes,
+        mp->aux_bytes += dtnn__round_up(l->aux_bytes * (size_t)p->max_batch + l->aux_fixed_bytes,
                                        64);
         mp->workspace = DTNN_MAX(mp->workspace, l->workspace_bytes);
     }
@@ -446,7 +446,7 @@ void model_set_views(dtnn_model *m, const dtnn_build_params *p, const memory_pla
         }
         l->dy = p->training ? m->activations + mp->outputs_floats + mp->grad_offset[i] : NULL;
         l->aux = aux;
-        aux += dtnn_round_up(l->aux_bytes * (size_t)p->max_batch + l->aux_fixed_bytes, 64);
+        aux += dtnn__round_up(l->aux_bytes * (size_t)p->max_batch + l->aux_fixed_bytes, 64);
         for (int k = 0; k < l->n_tensors; k++) {
             const dtnn_tensor_info *ti = &m->tensors[l->t[k].model_index];
             if (ti->kind == DTNN_TENSOR_PARAM) {

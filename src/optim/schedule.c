@@ -45,7 +45,7 @@ static dtnn_status bad_part(const char *spec, const char *what, const char *part
 static int parse_count(const char *s, long long min, int *out)
 {
     long long v;
-    if (!s || !(*s >= '0' && *s <= '9') || dtnn_parse_int(s, &v) != 0 || v < min ||
+    if (!s || !(*s >= '0' && *s <= '9') || dtnn__parse_int(s, &v) != 0 || v < min ||
         v > (1 << 30))
         return -1;
     *out = (int)v;
@@ -55,7 +55,7 @@ static int parse_count(const char *s, long long min, int *out)
 static int parse_real(const char *s, float *out)
 {
     double v;
-    if (!s || !((*s >= '0' && *s <= '9') || *s == '.') || dtnn_parse_float(s, &v) != 0 ||
+    if (!s || !((*s >= '0' && *s <= '9') || *s == '.') || dtnn__parse_float(s, &v) != 0 ||
         fabs(v) > 3.0e38)
         return -1;
     *out = (float)v;

@@ -36,7 +36,7 @@ dtnn_trace *dtnn_trace_create(dtnn_comm *comm, size_t max_events, dtnn_error *er
         for (int k = 0; k < TRACE_CLOCK_ROUNDS; k++) {
             double now;
             dtnn_status st = dtnn_comm_allreduce_sum_f64(comm, &barrier, 1, err);
-            now = dtnn_now();
+            now = dtnn__now();
             if (!st)
                 st = dtnn_comm_allgather(comm, &now, sizeof now, all + (size_t)k * size, err);
             if (st) {

@@ -93,11 +93,11 @@ static dtnn_status time_allreduce(dtnn_comm *comm, float *buf, size_t n, int rep
 {
     *best = 1e30;
     for (int i = 0; i <= reps; i++) {
-        double t0 = dtnn_now();
+        double t0 = dtnn__now();
         dtnn_status st = dtnn_comm_allreduce_sum(comm, buf, n, err);
         if (st)
             return st;
-        double t = dtnn_now() - t0;
+        double t = dtnn__now() - t0;
         if (i > 0 && t < *best)
             *best = t;
     }

@@ -293,7 +293,7 @@ dtnn_status dtnn_grad_sync_finish(dtnn_grad_sync *gs, dtnn_error *err)
     dtnn_model_set_backward_hook(gs->model, NULL, NULL);
     if (gs->first_error.code)
         return dtnn_error_set(err, gs->first_error.code, "%s", gs->first_error.message);
-    double t0 = dtnn_now();
+    double t0 = dtnn__now();
     dtnn_status st = DTNN_OK;
     for (int i = gs->next; i < gs->n_buckets && !st; i++)
         st = start_bucket(gs, &gs->buckets[i], err);
@@ -313,7 +313,7 @@ dtnn_status dtnn_grad_sync_finish(dtnn_grad_sync *gs, dtnn_error *err)
         st = settle_fp16(gs, err);
     trace_span(comm_trace(gs->comm), TRACE_GRAD_WAIT, "gradient all-reduce wait", t0,
                comm_step(gs->comm));
-    gs->wait_seconds += dtnn_now() - t0;
+    gs->wait_seconds += dtnn__now() - t0;
     return st;
 }
 

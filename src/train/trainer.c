@@ -85,13 +85,13 @@ static dtnn_status check_agreement(dtnn_model *m, dtnn_optimizer *opt, dtnn_load
     uint64_t h[3] = {DTNN_FNV1A_INIT, DTNN_FNV1A_INIT, DTNN_FNV1A_INIT};
     for (int i = 0; i < dtnn_model_tensor_count(m); i++) {
         const dtnn_tensor_info *t = dtnn_model_tensor(m, i);
-        h[0] = dtnn_fnv1a(h[0], t->name, strlen(t->name));
-        h[0] = dtnn_fnv1a(h[0], t->dims, sizeof(int64_t) * t->ndim);
-        h[0] = dtnn_fnv1a(h[0], &t->frozen, sizeof t->frozen);
+        h[0] = dtnn__fnv1a(h[0], t->name, strlen(t->name));
+        h[0] = dtnn__fnv1a(h[0], t->dims, sizeof(int64_t) * t->ndim);
+        h[0] = dtnn__fnv1a(h[0], &t->frozen, sizeof t->frozen);
     }
     /* its arithmetic too: a bf16 replica beside an fp32 one would drift apart */
     const int64_t precision = model_build_params(m)->precision;
-    h[0] = dtnn_fnv1a(h[0], &precision, sizeof precision);
+    h[0] = dtnn__fnv1a(h[0], &precision, sizeof precision);
     struct {
         int64_t epochs, steps, batch, accumulate, shuffle, loss, allreduce, dtype, sync_bn,
             collectives;
@@ -101,9 +101,9 @@ static dtnn_status check_agreement(dtnn_model *m, dtnn_optimizer *opt, dtnn_load
     } f = {p->epochs, p->steps, p->batch_size, p->accumulate, p->shuffle, p->loss.kind,
            p->allreduce, p->comm_dtype, p->sync_bn, p->collectives, p->seed,
            p->loss.label_smoothing, p->sched.base_lr, p->bucket_mb, ts->step, ts->epoch, ts->step_in_epoch};
-    h[1] = dtnn_fnv1a(h[1], &f, sizeof f);
-    h[1] = dtnn_fnv1a(h[1], &p->sched, sizeof p->sched);
-    h[1] = dtnn_fnv1a(h[1], dtnn_optimizer_params(opt), sizeof(dtnn_opt_params));
+    h[1] = dtnn__fnv1a(h[1], &f, sizeof f);
+    h[1] = dtnn__fnv1a(h[1], &p->sched, sizeof p->sched);
+    h[1] = dtnn__fnv1a(h[1], dtnn_optimizer_params(opt), sizeof(dtnn_opt_params));
     dtnn_loader_info info[2];
     memset(info, 0, sizeof info);
     dtnn_loader_get_info(train, &info[0]);
@@ -111,9 +111,9 @@ static dtnn_status check_agreement(dtnn_model *m, dtnn_optimizer *opt, dtnn_load
         dtnn_loader_get_info(test, &info[1]);
     for (int k = 0; k < 2; k++) {
         int64_t shape[5] = {info[k].n, info[k].c, info[k].h, info[k].w, info[k].classes};
-        h[2] = dtnn_fnv1a(h[2], shape, sizeof shape);
+        h[2] = dtnn__fnv1a(h[2], shape, sizeof shape);
         if (info[k].labels)
-            h[2] = dtnn_fnv1a(h[2], info[k].labels, sizeof(int32_t) * (size_t)info[k].n);
+            h[2] = dtnn__fnv1a(h[2], info[k].labels, sizeof(int32_t) * (size_t)info[k].n);
     }
     int size = dtnn_comm_size(comm);
     uint64_t *all = malloc(sizeof h * (size_t)size);
@@ -162,8 +162,8 @@ static dtnn_status check_replicas(dtnn_model *m, dtnn_comm *comm, int64_t epoch,
         free(params);
         return err->code;
     }
-    h[0] = dtnn_fnv1a(h[0], params, pbytes);
-    h[1] = dtnn_fnv1a(h[1], buffers, bbytes);
+    h[0] = dtnn__fnv1a(h[0], params, pbytes);
+    h[1] = dtnn__fnv1a(h[1], buffers, bbytes);
     free(params);
     free(buffers);
     int size = dtnn_comm_size(comm);
@@ -553,7 +553,7 @@ static dtnn_status run_step(train_run_state *r, int64_t epoch, int64_t s, epoch_
     trace_span(p->trace, TRACE_STEP, "step", t_step, ts->step);
     if (r->progress) {
         progress_set(&es->pr, ts, es->met.loss_sum, (double)es->met.top1,
-                     (double)es->met.count, dtnn_now() - es->t0, es->images, es->lr);
+                     (double)es->met.count, dtnn__now() - es->t0, es->images, es->lr);
         es->pr.skipped_images = r->skipped_images + dtnn_loader_skipped(r->train, NULL, 0) -
                                 es->skipped0;
         r->progress(&es->pr, r->user);
@@ -574,7 +574,7 @@ static dtnn_status run_epoch_end(train_run_state *r, int64_t epoch, epoch_state 
     dtnn_progress *pr = &es->pr;
     dtnn_status st;
     int finished_epoch = ts->step_in_epoch == r->steps_per_epoch;
-    double seconds = dtnn_now() - es->t0;
+    double seconds = dtnn__now() - es->t0;
     /* Epoch metrics over all ranks (rank sums in double are exact for counts). */
     double sums[4] = {es->met.loss_sum, (double)es->met.top1, (double)es->met.count,
                       (double)(dtnn_loader_skipped(r->train, NULL, 0) - es->skipped0)};
@@ -634,7 +634,7 @@ static dtnn_status train_run(dtnn_model *m, dtnn_optimizer *opt, dtnn_loader *tr
             epoch_state es;
             memset(&es, 0, sizeof es);
             es.skipped0 = dtnn_loader_skipped(train, NULL, 0);
-            es.t0 = dtnn_now();
+            es.t0 = dtnn__now();
             es.wait0 = r.gs ? dtnn_grad_sync_wait_seconds(r.gs) : 0.0;
             es.pr.epoch = epoch;
             es.pr.epochs = r.epochs;

@@ -1,6 +1,6 @@
 /*
  * cpu_backend.c — the CPU backend's operation table (../backend.h): host memory from
- * dtnn_alloc_aligned, the kernels of this folder, and the thread count of the backend
+ * dtnn__alloc_aligned, the kernels of this folder, and the thread count of the backend
  * instance applied for the duration of each call (OpenMP's nthreads ICV of the calling thread,
  * restored on leave, so an application embedding dtnn keeps its own OpenMP settings). Compiled
  * once per kernel set like every kernel file, so there is one table per set
@@ -35,13 +35,13 @@ static void cpu_leave(dtnn_backend *be)
 static void *op_alloc(dtnn_backend *be, size_t bytes)
 {
     (void)be;
-    return dtnn_alloc_aligned(bytes);
+    return dtnn__alloc_aligned(bytes);
 }
 
 static void op_free(dtnn_backend *be, void *p)
 {
     (void)be;
-    dtnn_free_aligned(p);
+    dtnn__free_aligned(p);
 }
 
 static void op_zero(dtnn_backend *be, void *p, size_t bytes)

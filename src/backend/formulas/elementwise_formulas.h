@@ -25,7 +25,7 @@ static inline DTNN_HOST_DEVICE float add_relu_if(float v, int relu)
 static inline DTNN_HOST_DEVICE uint8_t dropout_keep(uint64_t seed, uint64_t stream,
                                                     uint64_t counter, float p)
 {
-    return dtnn_hash_uniform(seed, stream, counter) >= p;
+    return dtnn__hash_uniform(seed, stream, counter) >= p;
 }
 
 /* A kept value scaled (by 1 / (1 - p)), a dropped one zero: forward on x, backward on dy. */

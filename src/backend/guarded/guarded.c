@@ -63,7 +63,7 @@ static void guarded_leave(dtnn_backend *be)
 static size_t page_round(size_t bytes)
 {
     const size_t page = (size_t)sysconf(_SC_PAGESIZE);
-    return dtnn_round_up(bytes ? bytes : 1, page);
+    return dtnn__round_up(bytes ? bytes : 1, page);
 }
 
 /* Called inside enter: the new mapping is opened now and closed with the others on leave. */
@@ -114,11 +114,11 @@ static void guarded_destroy(dtnn_backend *be)
  * is static, its state empty. */
 static dtnn_backend *guarded_create(int threads, dtnn_error *err)
 {
-    dtnn_backend *cpu = dtnn_backend_create("cpu", threads, err);
+    dtnn_backend *cpu = dtnn__backend_create("cpu", threads, err);
     if (!cpu)
         return NULL;
     const dtnn_backend_ops *cpu_ops = cpu->op;
-    dtnn_backend_free(cpu);
+    dtnn__backend_free(cpu);
     dtnn_backend *be = calloc(1, sizeof *be);
     guarded_state *g = calloc(1, sizeof *g);
     if (!be || !g) {
