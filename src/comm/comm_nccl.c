@@ -36,6 +36,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "../backend/backend.h"
 #include "comm_internal.h"
 
 dtnn_status dtnn_collectives_parse(const char *name, dtnn_collectives *out, dtnn_error *err)
@@ -55,7 +56,6 @@ dtnn_status dtnn_collectives_parse(const char *name, dtnn_collectives *out, dtnn
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
-#include "../backend/backend.h"
 
 typedef struct {
     dtnn_comm *below;           /* borrowed: ranks and host collectives */
