@@ -185,180 +185,240 @@ static void print_profile(dtnn_model *m, int64_t steps)
     }
 }
 
-/* One benchmark run in this process (one rank of it under MPI). */
-static int run_bench(const cli_opt *o, int n, dtnn_comm *comm, int threads)
-{
-    const char *cmd = "bench";
-    const int rank = dtnn_comm_rank(comm), ranks = dtnn_comm_size(comm);
-    int batch = (int)cli_int(o, n, "batch-size");
-    int64_t steps = cli_int(o, n, "steps"), warmup = cli_int(o, n, "warmup");
-    int c = 0, h = 0, w = 0;
-    if (cli_given(o, n, "input") && cli_parse_chw(cli_str(o, n, "input"), &c, &h, &w))
-        return cli_usage_error(cmd, "--input must be CxHxW, not '%s'", cli_str(o, n, "input"));
-    const char *conv_algo = cli_str(o, n, "conv-algo");
-    if (strcmp(conv_algo, "auto") && strcmp(conv_algo, "im2col") && strcmp(conv_algo, "direct"))
-        return cli_usage_error(cmd, "--conv-algo is auto, direct or im2col, not '%s'", conv_algo);
-    dtnn_error err = {0};
+/* What one benchmark run is made of: its options read, then the model, optimizer and
+ * gradient reduction it trains, then the synthetic batch. */
+typedef struct {
+    int rank, ranks, threads, batch;
+    int64_t steps, warmup;
+    int c, h, w;
+    dtnn_conv_algo conv_algo;
     dtnn_allreduce_mode mode;
     dtnn_comm_dtype dtype;
     dtnn_collectives collectives;
-    if (dtnn_allreduce_parse(cli_str(o, n, "allreduce"), &mode, &err) ||
-        dtnn_comm_dtype_parse(cli_str(o, n, "comm-dtype"), &dtype, &err) ||
-        dtnn_collectives_parse(cli_str(o, n, "collectives"), &collectives, &err))
+    const char *device;
+    dtnn_precision precision;
+    dtnn_model *m;
+    dtnn_optimizer *opt;
+    dtnn_grad_sync *gs;
+    dtnn_comm *nccl;            /* --collectives nccl: the gradients' communicator */
+    dtnn_trace *trace;
+    float *x;
+    int32_t *y;
+} bench_run;
+
+/* The options that can be refused before anything is built: 0, or the exit code (the message
+ * printed). */
+static int bench_options(const cli_opt *o, int n, bench_run *b)
+{
+    const char *cmd = "bench";
+    b->batch = (int)cli_int(o, n, "batch-size");
+    b->steps = cli_int(o, n, "steps");
+    b->warmup = cli_int(o, n, "warmup");
+    if (cli_given(o, n, "input") && cli_parse_chw(cli_str(o, n, "input"), &b->c, &b->h, &b->w))
+        return cli_usage_error(cmd, "--input must be CxHxW, not '%s'", cli_str(o, n, "input"));
+    const char *algo = cli_str(o, n, "conv-algo");
+    if (strcmp(algo, "auto") && strcmp(algo, "im2col") && strcmp(algo, "direct"))
+        return cli_usage_error(cmd, "--conv-algo is auto, direct or im2col, not '%s'", algo);
+    b->conv_algo = !strcmp(algo, "im2col")   ? DTNN_CONV_IM2COL
+                   : !strcmp(algo, "direct") ? DTNN_CONV_DIRECT
+                                             : DTNN_CONV_AUTO;
+    dtnn_error err = {0};
+    if (dtnn_allreduce_parse(cli_str(o, n, "allreduce"), &b->mode, &err) ||
+        dtnn_comm_dtype_parse(cli_str(o, n, "comm-dtype"), &b->dtype, &err) ||
+        dtnn_collectives_parse(cli_str(o, n, "collectives"), &b->collectives, &err))
         return fprintf(stderr, "dtnn %s: %s\n", cmd, err.message), 2;
     int device_rc = 2;
-    const char *device = cli_device(cmd, o, n, &device_rc);
-    if (!device)
+    if (!(b->device = cli_device(cmd, o, n, &device_rc)))
         return device_rc;
-    dtnn_precision precision = DTNN_PRECISION_FP32;
-    if (cli_precision(cmd, o, n, &precision))
-        return 2;
-    dtnn_optimizer *opt = NULL;
-    dtnn_grad_sync *gs = NULL;
-    dtnn_comm *nccl = NULL;     /* --collectives nccl: the gradients' communicator */
-    dtnn_trace *trace = NULL;
-    float *x = NULL;
-    int32_t *y = NULL;
-    int rc = 1;
-    const char *trace_path = cli_str(o, n, "trace");
-    int early = cli_trace_start(cmd, trace_path, comm, &trace, &err);
-    if (early >= 0)
-        return early == 1 ? cli_fail(cmd, &err) : early;
-    dtnn_model *m = dtnn_model_from_spec(cli_str(o, n, "model"), (int)cli_int(o, n, "classes"),
-                                         c, h, w, &err);
-    if (!m)
-        goto out;
+    b->precision = DTNN_PRECISION_FP32;
+    return cli_precision(cmd, o, n, &b->precision) ? 2 : 0;
+}
+
+/* The model built for the batch, SGD with momentum over it, and under MPI the gradient
+ * reduction (NCCL's communicator first where asked). */
+static dtnn_status bench_build(const cli_opt *o, int n, dtnn_comm *comm, bench_run *b,
+                               dtnn_error *err)
+{
+    b->m = dtnn_model_from_spec(cli_str(o, n, "model"), (int)cli_int(o, n, "classes"), b->c,
+                                b->h, b->w, err);
+    if (!b->m)
+        return err->code;
     dtnn_build_params bp;
     dtnn_build_params_default(&bp);
-    bp.max_batch = batch;
-    bp.threads = threads;
-    bp.device = device;
-    bp.precision = precision;
+    bp.max_batch = b->batch;
+    bp.threads = b->threads;
+    bp.device = b->device;
+    bp.precision = b->precision;
     bp.workspace_limit = (size_t)(cli_float(o, n, "workspace-mb") * 1048576.0);
-    bp.conv_algo = !strcmp(conv_algo, "im2col")   ? DTNN_CONV_IM2COL
-                   : !strcmp(conv_algo, "direct") ? DTNN_CONV_DIRECT
-                                                  : DTNN_CONV_AUTO;
+    bp.conv_algo = b->conv_algo;
     bp.unfused = cli_flag(o, n, "no-fusion");
     dtnn_opt_params op;
     dtnn_opt_params_default(&op, DTNN_OPT_SGD);
     op.momentum = 0.9f;
     bp.optimizer_slots = dtnn_opt_state_slots(&op);
-    if (dtnn_model_build(m, &bp, &err) || !(opt = dtnn_optimizer_create(m, &op, &err)))
-        goto out;
+    if (dtnn_model_build(b->m, &bp, err) || !(b->opt = dtnn_optimizer_create(b->m, &op, err)))
+        return err->code;
     double bucket_mb = DTNN_BUCKET_AUTO;
     cli_bucket_mb(cli_str(o, n, "bucket-mb"), &bucket_mb);
-    if (ranks > 1 && collectives == DTNN_COLLECTIVES_NCCL &&
-        !(nccl = dtnn_comm_nccl_create(comm, m, &err)))
-        goto out;
-    if (ranks > 1 &&
-        !(gs = dtnn_grad_sync_create(nccl ? nccl : comm, m, mode, bucket_mb, dtype, &err)))
-        goto out;
-    if (cli_given(o, n, "project") && !strcmp(cli_str(o, n, "project-profile"), "flops")) {
-        rc = project_run(o, n, m, 0.0, 1, batch);
-        goto out;
-    }
-    dtnn_model_input_shape(m, &c, &h, &w);
+    if (b->ranks > 1 && b->collectives == DTNN_COLLECTIVES_NCCL &&
+        !(b->nccl = dtnn_comm_nccl_create(comm, b->m, err)))
+        return err->code;
+    if (b->ranks > 1 && !(b->gs = dtnn_grad_sync_create(b->nccl ? b->nccl : comm, b->m, b->mode,
+                                                        bucket_mb, b->dtype, err)))
+        return err->code;
+    return DTNN_OK;
+}
+
+/* A batch of uniform [-1, 1) images (its own stream per rank) and labels cycling over the
+ * classes. */
+static dtnn_status bench_batch(bench_run *b, dtnn_error *err)
+{
     int classes;
-    dtnn_model_output_shape(m, NULL, &classes);
-    size_t sample = (size_t)c * h * w;
-    x = malloc(sizeof(float) * sample * batch);
-    y = malloc(sizeof(int32_t) * batch);
-    if (!x || !y) {
-        dtnn_error_set(&err, DTNN_ERR_NOMEM, "out of memory for the batch");
-        goto out;
-    }
-    uint64_t s = 12345 + (uint64_t)rank;
-    for (size_t i = 0; i < sample * batch; i++) {
+    dtnn_model_input_shape(b->m, &b->c, &b->h, &b->w);
+    dtnn_model_output_shape(b->m, NULL, &classes);
+    const size_t sample = (size_t)b->c * b->h * b->w;
+    b->x = malloc(sizeof(float) * sample * b->batch);
+    b->y = malloc(sizeof(int32_t) * b->batch);
+    if (!b->x || !b->y)
+        return dtnn_error_set(err, DTNN_ERR_NOMEM, "out of memory for the batch");
+    uint64_t s = 12345 + (uint64_t)b->rank;
+    for (size_t i = 0; i < sample * b->batch; i++) {
         s = s * 6364136223846793005ull + 1442695040888963407ull;
-        x[i] = (float)((s >> 40) * (1.0 / 16777216.0) * 2.0 - 1.0);
+        b->x[i] = (float)((s >> 40) * (1.0 / 16777216.0) * 2.0 - 1.0);
     }
-    for (int i = 0; i < batch; i++)
-        y[i] = i % classes;
+    for (int i = 0; i < b->batch; i++)
+        b->y[i] = i % classes;
+    return DTNN_OK;
+}
+
+/* warmup untimed steps, then steps timed (*seconds, the model synchronised at both ends;
+ * *wait0: the gradient wait so far at the start); the timed ones go into the trace. */
+static dtnn_status bench_steps(const cli_opt *o, int n, dtnn_comm *comm, bench_run *b,
+                               double *seconds, double *wait0, dtnn_error *err)
+{
     dtnn_loss_params lp;
     dtnn_loss_params_default(&lp);
-    double t0 = 0, wait0 = 0;
-    for (int64_t i = 0; i < warmup + steps; i++) {
-        if (i == warmup) {
-            dtnn_model_set_profiling(m, cli_flag(o, n, "profile") || cli_given(o, n, "project"));
-            dtnn_model_sync(m);     /* the warm-up's queued work is not the timed steps' */
+    const int batch = b->batch;
+    const int64_t total = b->warmup + b->steps;
+    double t0 = 0;
+    for (int64_t i = 0; i < total; i++) {
+        if (i == b->warmup) {
+            dtnn_model_set_profiling(b->m,
+                                     cli_flag(o, n, "profile") || cli_given(o, n, "project"));
+            dtnn_model_sync(b->m);  /* the warm-up's queued work is not the timed steps' */
             t0 = progress_now();
-            wait0 = gs ? dtnn_grad_sync_wait_seconds(gs) : 0.0;
-            dtnn_model_set_trace(m, trace);
-            dtnn_comm_set_trace(comm, trace);
+            *wait0 = b->gs ? dtnn_grad_sync_wait_seconds(b->gs) : 0.0;
+            dtnn_model_set_trace(b->m, b->trace);
+            dtnn_comm_set_trace(comm, b->trace);
         }
-        double step0 = dtnn_trace_clock(trace);
-        dtnn_model_zero_grad(m);
-        if (gs)
-            dtnn_grad_sync_begin(gs);
+        double step0 = dtnn_trace_clock(b->trace);
+        dtnn_model_zero_grad(b->m);
+        if (b->gs)
+            dtnn_grad_sync_begin(b->gs);
         /* as training does on a device: the step's batch was uploaded during the previous
          * step's backward (dtnn_model_prefetch; nothing on cpu) */
-        if ((i == 0 && dtnn_model_prefetch(m, x, batch, &err)) ||
-            dtnn_model_forward(m, x, batch, 1, &err) ||
-            dtnn_model_loss(m, y, batch, &lp, 1.0f / (float)(batch * ranks), NULL, &err) ||
-            dtnn_model_backward(m, &err) ||
-            (i + 1 < warmup + steps && dtnn_model_prefetch(m, x, batch, &err)) ||
-            (gs && dtnn_grad_sync_finish(gs, &err)) || dtnn_optimizer_step(opt, 0.01f, &err))
-            goto out;
-        dtnn_trace_span(trace, "step", step0, dtnn_trace_clock(trace));
+        if ((i == 0 && dtnn_model_prefetch(b->m, b->x, batch, err)) ||
+            dtnn_model_forward(b->m, b->x, batch, 1, err) ||
+            dtnn_model_loss(b->m, b->y, batch, &lp, 1.0f / (float)(batch * b->ranks), NULL,
+                            err) ||
+            dtnn_model_backward(b->m, err) ||
+            (i + 1 < total && dtnn_model_prefetch(b->m, b->x, batch, err)) ||
+            (b->gs && dtnn_grad_sync_finish(b->gs, err)) ||
+            dtnn_optimizer_step(b->opt, 0.01f, err))
+            return err->code;
+        dtnn_trace_span(b->trace, "step", step0, dtnn_trace_clock(b->trace));
     }
-    dtnn_model_sync(m);
-    double seconds = progress_now() - t0;
-    dtnn_model_set_trace(m, NULL);
+    dtnn_model_sync(b->m);
+    *seconds = progress_now() - t0;
+    dtnn_model_set_trace(b->m, NULL);
     dtnn_comm_set_trace(comm, NULL);
-    if (trace && cli_trace_finish(cmd, trace_path, comm, trace, 0, &err))
+    return DTNN_OK;
+}
+
+/* Rank 0's JSON line (and --profile's table). */
+static void bench_print(const cli_opt *o, int n, dtnn_comm *comm, const bench_run *b,
+                        const bench_result *r)
+{
+    if (cli_flag(o, n, "profile"))
+        print_profile(b->m, b->steps);
+    char blas[128];
+    printf("{\"model\": \"%s\", \"batch_size\": %d, \"ranks\": %d, \"threads\": %d, "
+           "\"steps\": %lld, \"images_per_sec\": %.1f, \"step_ms\": %.3f, \"gflops\": %.2f, "
+           "\"peak_rss_mb\": %.1f, \"blas\": \"%s\", \"cpu_kernels\": \"%s\"",
+           cli_str(o, n, "model"), b->batch, b->ranks, b->threads, (long long)b->steps,
+           r->images_per_sec, r->step_ms, r->gflops, r->peak_rss_mb,
+           dtnn_blas_name(blas, sizeof blas), dtnn_cpu_kernels_name());
+    if (b->ranks > 1) {
+        /* Bus bandwidth as NCCL's tests define it: a ring all-reduce moves 2 (p-1)/p of the
+         * buffer through every rank's link, so the figure is comparable across rank counts. */
+        const int ranks = b->ranks;
+        double bytes = 4.0 * (double)dtnn_model_grads_length(b->m);
+        double bus = 2.0 * (ranks - 1) / ranks * bytes / 1e9;
+        printf(", \"bucket_mb\": %g, \"bucket_auto\": \"%s\"", dtnn_grad_sync_bucket_mb(b->gs),
+               dtnn_grad_sync_bucket_reason(b->gs));
+        printf(", \"allreduce\": \"%s\", \"comm_dtype\": \"%s\", \"buckets\": %d, "
+               "\"exposed_comm\": %.4f, \"gradient_mb\": %.2f, \"allreduce_ms\": %.3f, "
+               "\"allreduce_busbw_gbs\": %.2f, \"mpi_allreduce_ms\": %.3f, "
+               "\"mpi_allreduce_busbw_gbs\": %.2f, \"allreduce_best_ms\": %.3f, "
+               "\"mpi_allreduce_best_ms\": %.3f, \"nodes\": %d", cli_str(o, n, "allreduce"),
+               cli_str(o, n, "comm-dtype"), dtnn_grad_sync_bucket_count(b->gs), r->exposed_comm,
+               bytes / 1048576.0, r->sync_ms, bus / (r->sync_ms / 1e3), r->mpi_ms,
+               bus / (r->mpi_ms / 1e3), r->sync_best_ms, r->mpi_best_ms,
+               dtnn_comm_node_count(comm));
+    }
+    printf("}\n");
+}
+
+/* One benchmark run in this process (one rank of it under MPI). */
+static int run_bench(const cli_opt *o, int n, dtnn_comm *comm, int threads)
+{
+    const char *cmd = "bench";
+    bench_run b = {.rank = dtnn_comm_rank(comm), .ranks = dtnn_comm_size(comm),
+                   .threads = threads};
+    int rc = bench_options(o, n, &b);
+    if (rc)
+        return rc;
+    dtnn_error err = {0};
+    rc = 1;
+    const char *trace_path = cli_str(o, n, "trace");
+    int early = cli_trace_start(cmd, trace_path, comm, &b.trace, &err);
+    if (early >= 0)
+        return early == 1 ? cli_fail(cmd, &err) : early;
+    if (bench_build(o, n, comm, &b, &err))
+        goto out;
+    if (cli_given(o, n, "project") && !strcmp(cli_str(o, n, "project-profile"), "flops")) {
+        rc = project_run(o, n, b.m, 0.0, 1, b.batch);
+        goto out;
+    }
+    double seconds = 0, wait0 = 0;
+    if (bench_batch(&b, &err) || bench_steps(o, n, comm, &b, &seconds, &wait0, &err))
+        goto out;
+    if (b.trace && cli_trace_finish(cmd, trace_path, comm, b.trace, 0, &err))
         goto out;
     bench_result r = {0};
-    r.exposed_comm = gs ? (dtnn_grad_sync_wait_seconds(gs) - wait0) / seconds : 0.0;
-    if (ranks > 1) {
-        if (max_over_ranks(comm, &seconds, 1, &err) || time_allreduce(comm, m, gs, &r, &err))
-            goto out;
-    }
+    r.exposed_comm = b.gs ? (dtnn_grad_sync_wait_seconds(b.gs) - wait0) / seconds : 0.0;
+    if (b.ranks > 1 && (max_over_ranks(comm, &seconds, 1, &err) ||
+                        time_allreduce(comm, b.m, b.gs, &r, &err)))
+        goto out;
     double flops = 0;
-    for (int i = 0; i < dtnn_model_layer_count(m); i++) {
+    for (int i = 0; i < dtnn_model_layer_count(b.m); i++) {
         dtnn_layer_info li;
-        dtnn_model_layer_info(m, i, &li);
+        dtnn_model_layer_info(b.m, i, &li);
         flops += li.flops;
     }
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    r.images_per_sec = (double)batch * ranks * (double)steps / seconds;
-    r.step_ms = 1e3 * seconds / (double)steps;
+    r.images_per_sec = (double)b.batch * b.ranks * (double)b.steps / seconds;
+    r.step_ms = 1e3 * seconds / (double)b.steps;
     r.gflops = 3.0 * flops * r.images_per_sec / 1e9;
     r.peak_rss_mb = ru.ru_maxrss / 1024.0;
-    if (rank == 0) {
-        if (cli_flag(o, n, "profile"))
-            print_profile(m, steps);
-        char blas[128];
-        printf("{\"model\": \"%s\", \"batch_size\": %d, \"ranks\": %d, \"threads\": %d, "
-               "\"steps\": %lld, \"images_per_sec\": %.1f, \"step_ms\": %.3f, \"gflops\": %.2f, "
-               "\"peak_rss_mb\": %.1f, \"blas\": \"%s\", \"cpu_kernels\": \"%s\"",
-               cli_str(o, n, "model"), batch, ranks, threads, (long long)steps,
-               r.images_per_sec, r.step_ms, r.gflops, r.peak_rss_mb,
-               dtnn_blas_name(blas, sizeof blas), dtnn_cpu_kernels_name());
-        if (ranks > 1) {
-            /* Bus bandwidth as NCCL's tests define it: a ring all-reduce moves 2 (p-1)/p of the
-             * buffer through every rank's link, so the figure is comparable across rank counts. */
-            double bytes = 4.0 * (double)dtnn_model_grads_length(m);
-            double bus = 2.0 * (ranks - 1) / ranks * bytes / 1e9;
-            printf(", \"bucket_mb\": %g, \"bucket_auto\": \"%s\"", dtnn_grad_sync_bucket_mb(gs),
-                   dtnn_grad_sync_bucket_reason(gs));
-            printf(", \"allreduce\": \"%s\", \"comm_dtype\": \"%s\", \"buckets\": %d, "
-                   "\"exposed_comm\": %.4f, \"gradient_mb\": %.2f, \"allreduce_ms\": %.3f, "
-                   "\"allreduce_busbw_gbs\": %.2f, \"mpi_allreduce_ms\": %.3f, "
-                   "\"mpi_allreduce_busbw_gbs\": %.2f, \"allreduce_best_ms\": %.3f, "
-                   "\"mpi_allreduce_best_ms\": %.3f, \"nodes\": %d", cli_str(o, n, "allreduce"),
-                   cli_str(o, n, "comm-dtype"), dtnn_grad_sync_bucket_count(gs), r.exposed_comm,
-                   bytes / 1048576.0, r.sync_ms, bus / (r.sync_ms / 1e3), r.mpi_ms,
-                   bus / (r.mpi_ms / 1e3), r.sync_best_ms, r.mpi_best_ms,
-                   dtnn_comm_node_count(comm));
-        }
-        printf("}\n");
-    }
+    if (b.rank == 0)
+        bench_print(o, n, comm, &b, &r);
     rc = 0;
     if (cli_given(o, n, "project"))
-        rc = project_run(o, n, m, seconds / (double)steps, steps, batch);
+        rc = project_run(o, n, b.m, seconds / (double)b.steps, b.steps, b.batch);
 out:
-    if (rc && ranks > 1) {
+    if (rc && b.ranks > 1) {
         char line[600];
         snprintf(line, sizeof line, "dtnn %s: %s", cmd, err.message);
         dtnn_comm_abort(comm, 1, line);
@@ -366,13 +426,13 @@ out:
     if (rc)
         cli_fail(cmd, &err);
     dtnn_comm_set_trace(comm, NULL);
-    dtnn_trace_free(trace);
-    free(x);
-    free(y);
-    dtnn_grad_sync_free(gs);
-    dtnn_comm_free(nccl);
-    dtnn_optimizer_free(opt);
-    dtnn_model_free(m);
+    dtnn_trace_free(b.trace);
+    free(b.x);
+    free(b.y);
+    dtnn_grad_sync_free(b.gs);
+    dtnn_comm_free(b.nccl);
+    dtnn_optimizer_free(b.opt);
+    dtnn_model_free(b.m);
     return rc;
 }
 
