@@ -99,6 +99,106 @@ static const char *idx_kind(uint32_t magic)
  * Opens path, checks the magic and ndims sizes, and reads the ndims-dimensional uint8 payload
  * into *bytes (malloc'ed, caller frees). what names the payload in messages ("pixels").
  */
+/* The header: the magic and ndims big-endian dimensions, checked; *total = their product. */
+static dtnn_status idx_header(gzFile f, const char *path, uint32_t magic_want, int ndims,
+                              const char *what, uint32_t *dims, int64_t *total, dtnn_error *err)
+{
+    unsigned char head[16];
+    const int64_t head_len = 4 + 4 * (int64_t)ndims;
+    const int64_t got = gz_read_full(f, head, head_len);
+#ifdef DTNN_NO_ZLIB
+    if (got >= 2 && head[0] == 0x1f && head[1] == 0x8b)
+        return dtnn_error_set(err, DTNN_ERR_UNSUPPORTED, "%s: gzip-compressed, but this dtnn "
+                              "was built without zlib (-DDTNN_ZLIB=OFF): gunzip it first", path);
+#endif
+    if (got < 0)
+        return dtnn_error_set(err, DTNN_ERR_IO, "%s: read error: %s", path, gz_message(f));
+    if (got < 4)
+        return dtnn_error_set(err, DTNN_ERR_FORMAT, "%s: %s: %lld bytes, too short for an IDX "
+                              "header", path, got == 0 ? "empty file" : "truncated",
+                              (long long)got);
+    const uint32_t magic = be32(head);
+    if (magic != magic_want)
+        return dtnn_error_set(err, DTNN_ERR_FORMAT, "%s: wrong magic 0x%08x (%s), expected "
+                              "0x%08x (%s)", path, (unsigned)magic, idx_kind(magic),
+                              (unsigned)magic_want, idx_kind(magic_want));
+    if (got < head_len)
+        return dtnn_error_set(err, DTNN_ERR_FORMAT, "%s: truncated: header needs %lld bytes, "
+                              "got %lld", path, (long long)head_len, (long long)got);
+    *total = 1;
+    for (int i = 0; i < ndims; i++) {
+        dims[i] = be32(head + 4 + 4 * i);
+        if (dims[i] == 0)
+            return dtnn_error_set(err, DTNN_ERR_FORMAT, "%s: dimension %d is 0: no %s", path, i,
+                                  what);
+        /* Checked before multiplying: 2^34 x a 32-bit dimension would overflow int64 (found by
+         * fuzz/fuzz_idx; the input is kept in fuzz/regressions/fuzz_idx). */
+        if ((int64_t)dims[i] > DTNN_DATA_MAX_ELEMENTS / *total)
+            return dtnn_error_set(err, DTNN_ERR_FORMAT, "%s: absurd dimensions in the header "
+                                  "(more than %lld %s)", path,
+                                  (long long)DTNN_DATA_MAX_ELEMENTS, what);
+        *total *= dims[i];
+    }
+    if (ndims == 3 && (int64_t)dims[1] * dims[2] > IDX_MAX_IMAGE_PIXELS)
+        return dtnn_error_set(err, DTNN_ERR_FORMAT, "%s: absurd image size %ux%u in the header",
+                              path, (unsigned)dims[1], (unsigned)dims[2]);
+    return DTNN_OK;
+}
+
+/* The body: exactly total bytes, then the end of the stream. The buffer grows as data
+ * arrives rather than trusting the header's size up front, so a corrupt header on a small
+ * file cannot force a huge allocation. *bytes: malloc'd, the caller frees it. */
+static dtnn_status idx_body(gzFile f, const char *path, const char *what, int64_t total,
+                            unsigned char **bytes, dtnn_error *err)
+{
+    int64_t cap = DTNN_MIN(total, (int64_t)1 << 24), have = 0;
+    unsigned char *buf = malloc((size_t)cap);
+    if (!buf)
+        return dtnn_error_set(err, DTNN_ERR_NOMEM, "%s: out of memory for %lld bytes", path,
+                              (long long)cap);
+    dtnn_status st = DTNN_OK;
+    for (;;) {
+        const int64_t r = gz_read_full(f, buf + have, cap - have);
+        if (r < 0) {
+            st = dtnn_error_set(err, DTNN_ERR_FORMAT, "%s: read error after %lld bytes of %s: "
+                                "%s", path, (long long)have, what, gz_message(f));
+            break;
+        }
+        have += r;
+        if (have < cap || cap == total)
+            break;
+        const int64_t grown = DTNN_MIN(total, 2 * cap);
+        unsigned char *nb = realloc(buf, (size_t)grown);
+        if (!nb) {
+            st = dtnn_error_set(err, DTNN_ERR_NOMEM, "%s: out of memory for %lld bytes", path,
+                                (long long)grown);
+            break;
+        }
+        buf = nb;
+        cap = grown;
+    }
+    if (!st && have < total) {
+        int code = Z_OK;
+        gzerror(f, &code);
+        st = dtnn_error_set(err, DTNN_ERR_FORMAT, "%s: truncated: expected %lld bytes of %s, got "
+                            "%lld%s", path, (long long)total, what, (long long)have,
+                            code == Z_BUF_ERROR ? " (the gzip stream ends early)" : "");
+    }
+    unsigned char extra;
+    const int64_t more = st ? 0 : gz_read_full(f, &extra, 1);
+    if (more < 0)
+        st = dtnn_error_set(err, DTNN_ERR_FORMAT, "%s: read error after the %s: %s", path, what,
+                            gz_message(f));
+    else if (more > 0)
+        st = dtnn_error_set(err, DTNN_ERR_FORMAT, "%s: trailing data after the %lld bytes of "
+                            "%s the header announces", path, (long long)total, what);
+    if (st)
+        free(buf);
+    else
+        *bytes = buf;
+    return st;
+}
+
 static dtnn_status idx_read(const char *path, uint32_t magic_want, int ndims, const char *what,
                             uint32_t *dims, unsigned char **bytes, int64_t *count,
                             dtnn_error *err)
@@ -120,119 +220,12 @@ static dtnn_status idx_read(const char *path, uint32_t magic_want, int ndims, co
     }
     /* A larger buffer than zlib's 8 KiB default: these files are read once, start to end. */
     gzbuffer(f, 1u << 18);
-
-    dtnn_status st = DTNN_OK;
-    unsigned char *buf = NULL;
-    unsigned char head[16];
-    int64_t head_len = 4 + 4 * (int64_t)ndims;
-    int64_t got = gz_read_full(f, head, head_len);
-#ifdef DTNN_NO_ZLIB
-    if (got >= 2 && head[0] == 0x1f && head[1] == 0x8b) {
-        st = dtnn_error_set(err, DTNN_ERR_UNSUPPORTED, "%s: gzip-compressed, but this dtnn was "
-                            "built without zlib (-DDTNN_ZLIB=OFF): gunzip it first", path);
-        goto done;
-    }
-#endif
-    if (got < 0) {
-        st = dtnn_error_set(err, DTNN_ERR_IO, "%s: read error: %s", path, gz_message(f));
-        goto done;
-    }
-    if (got < 4) {
-        st = dtnn_error_set(err, DTNN_ERR_FORMAT, "%s: %s: %lld bytes, too short for an IDX "
-                            "header", path, got == 0 ? "empty file" : "truncated", (long long)got);
-        goto done;
-    }
-    uint32_t magic = be32(head);
-    if (magic != magic_want) {
-        st = dtnn_error_set(err, DTNN_ERR_FORMAT, "%s: wrong magic 0x%08x (%s), expected 0x%08x "
-                            "(%s)", path, (unsigned)magic, idx_kind(magic), (unsigned)magic_want,
-                            idx_kind(magic_want));
-        goto done;
-    }
-    if (got < head_len) {
-        st = dtnn_error_set(err, DTNN_ERR_FORMAT, "%s: truncated: header needs %lld bytes, got "
-                            "%lld", path, (long long)head_len, (long long)got);
-        goto done;
-    }
-
-    int64_t total = 1;
-    for (int i = 0; i < ndims; i++) {
-        dims[i] = be32(head + 4 + 4 * i);
-        if (dims[i] == 0) {
-            st = dtnn_error_set(err, DTNN_ERR_FORMAT, "%s: dimension %d is 0: no %s", path, i,
-                                what);
-            goto done;
-        }
-        /* Checked before multiplying: 2^34 x a 32-bit dimension would overflow int64 (found by
-         * fuzz/fuzz_idx; the input is kept in fuzz/regressions/fuzz_idx). */
-        if ((int64_t)dims[i] > DTNN_DATA_MAX_ELEMENTS / total) {
-            st = dtnn_error_set(err, DTNN_ERR_FORMAT, "%s: absurd dimensions in the header "
-                                "(more than %lld %s)", path, (long long)DTNN_DATA_MAX_ELEMENTS,
-                                what);
-            goto done;
-        }
-        total *= dims[i];
-    }
-    if (ndims == 3 && (int64_t)dims[1] * dims[2] > IDX_MAX_IMAGE_PIXELS) {
-        st = dtnn_error_set(err, DTNN_ERR_FORMAT, "%s: absurd image size %ux%u in the header",
-                            path, (unsigned)dims[1], (unsigned)dims[2]);
-        goto done;
-    }
-
-    /* Grow the buffer as data arrives rather than trusting the header's size up front, so a
-     * corrupt header on a small file cannot force a huge allocation. */
-    int64_t cap = DTNN_MIN(total, (int64_t)1 << 24);
-    buf = malloc((size_t)cap);
-    if (!buf) {
-        st = dtnn_error_set(err, DTNN_ERR_NOMEM, "%s: out of memory for %lld bytes", path,
-                            (long long)cap);
-        goto done;
-    }
-    int64_t have = 0;
-    for (;;) {
-        int64_t r = gz_read_full(f, buf + have, cap - have);
-        if (r < 0) {
-            st = dtnn_error_set(err, DTNN_ERR_FORMAT, "%s: read error after %lld bytes of %s: "
-                                "%s", path, (long long)have, what, gz_message(f));
-            goto done;
-        }
-        have += r;
-        if (have < cap || cap == total)
-            break;
-        int64_t grown = DTNN_MIN(total, 2 * cap);
-        unsigned char *nb = realloc(buf, (size_t)grown);
-        if (!nb) {
-            st = dtnn_error_set(err, DTNN_ERR_NOMEM, "%s: out of memory for %lld bytes", path,
-                                (long long)grown);
-            goto done;
-        }
-        buf = nb;
-        cap = grown;
-    }
-    if (have < total) {
-        int code = Z_OK;
-        gzerror(f, &code);
-        st = dtnn_error_set(err, DTNN_ERR_FORMAT, "%s: truncated: expected %lld bytes of %s, got "
-                            "%lld%s", path, (long long)total, what, (long long)have,
-                            code == Z_BUF_ERROR ? " (the gzip stream ends early)" : "");
-        goto done;
-    }
-    unsigned char extra;
-    int64_t more = gz_read_full(f, &extra, 1);
-    if (more != 0) {
-        if (more < 0)
-            st = dtnn_error_set(err, DTNN_ERR_FORMAT, "%s: read error after the %s: %s", path,
-                                what, gz_message(f));
-        else
-            st = dtnn_error_set(err, DTNN_ERR_FORMAT, "%s: trailing data after the %lld bytes "
-                                "of %s the header announces", path, (long long)total, what);
-        goto done;
-    }
-    *bytes = buf;
-    *count = total;
-    buf = NULL;
-done:
-    free(buf);
+    int64_t total = 0;
+    dtnn_status st = idx_header(f, path, magic_want, ndims, what, dims, &total, err);
+    if (!st)
+        st = idx_body(f, path, what, total, bytes, err);
+    if (!st)
+        *count = total;
     gzclose_r(f);
     return st;
 }
