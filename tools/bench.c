@@ -22,7 +22,6 @@
 #include "progress.h"
 #include "project.h"
 
-#define N_OPTS(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
 static cli_opt bench_opts[] = {
     {"model", OPT_STRING, NULL, "zoo model name or model file (required but with --loader)", 0,

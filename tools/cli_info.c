@@ -9,7 +9,6 @@
 #include "cli_options.h"
 #include "dtnn.h"
 
-#define N_OPTS(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
 int cmd_models(int argc, char **argv)
 {

@@ -117,6 +117,9 @@ typedef struct {
  * are not passed together. Returns -1 to go on, or 2 after printing a usage error. */
 int cli_distinct_paths(const char *command, const cli_path *paths, int n);
 
+/* The entries of an option table (or any array). */
+#define N_OPTS(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
 /* Commands that live in their own files. */
 int cmd_bench(int argc, char **argv, dtnn_comm *comm);
 int cmd_launch(int argc, char **argv);
@@ -133,6 +136,7 @@ int cli_need_load(const cli_opt *o, int n, const char *cmd);
 dtnn_status cli_load_weights(const cli_opt *o, int n, dtnn_model *m, dtnn_dataset *norm,
                              dtnn_error *err);
 int cmd_export(int argc, char **argv);
+int cmd_predict(int argc, char **argv);   /* predict.c */
 int cmd_import(int argc, char **argv);
 
 #endif

@@ -18,7 +18,6 @@
 #include "dtnn.h"
 #include "progress.h"
 
-#define N_OPTS(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
 static dtnn_status data_params(const cli_opt *o, int n, dtnn_data_params *dp,
                                int with_synthetic_size, dtnn_error *err)
@@ -288,11 +287,11 @@ static int start_state(const cli_opt *o, int n, int argc, char **argv, const cha
     return -1;
 }
 
-/* Rank 0's start-up lines: model, data, settings, device, the ranks and the buckets (auto's
- * choice and its reason, or NULL for a size given). */
+/* Rank 0's start-up lines: model, data, settings, device, the ranks, the buckets (auto's
+ * choice and its reason, or NULL for a size given) and what --freeze froze. */
 static void print_start(const cli_opt *o, int n, const cli_data *cd, const dtnn_model *m,
                         const dtnn_train_params *tp, dtnn_opt_kind kind, int threads,
-                        dtnn_comm *comm, const char *bucket_reason)
+                        dtnn_comm *comm, const char *bucket_reason, const dtnn_build_params *bp)
 {
     char blas[128];
     const int ranks = dtnn_comm_size(comm);
@@ -317,6 +316,11 @@ static void print_start(const cli_opt *o, int n, const cli_data *cd, const dtnn_
         printf("dtnn: buckets: %s\n", bucket_reason);
     else if (ranks > 1 && tp->allreduce != DTNN_ALLREDUCE_BLOCKING)
         printf("dtnn: buckets: %g MiB (--bucket-mb)\n", tp->bucket_mb);
+    if (bp->n_freeze)
+        printf("dtnn: frozen: %zu of %zu parameters (%zu train), batch norms of frozen layers "
+               "in %s mode\n", dtnn_model_param_count(m) - dtnn_model_trainable_count(m),
+               dtnn_model_param_count(m), dtnn_model_trainable_count(m),
+               bp->freeze_bn ? "eval" : "training");
     fflush(stdout);
 }
 
@@ -363,6 +367,83 @@ static int train_and_test(const cli_opt *o, int n, const char *cmd, cli_data *cd
     return 0;
 }
 
+/* The files train reads and writes, distinct ones where they must be (-1: they are; else the
+ * exit code, the message printed). --resume and --save are one file by design (a run
+ * continues its own checkpoint). */
+static int train_check_paths(const cli_opt *o, int n, const char *cmd)
+{
+    const cli_path files[] = {
+        {"--model", cli_str(o, n, "model"), 0}, {"--init", cli_str(o, n, "init"), 0},
+        {"--save", cli_str(o, n, "save"), 1},   {"--log", cli_str(o, n, "log"), 1},
+        {"--trace", cli_str(o, n, "trace"), 1},
+    };
+    const cli_path resumed[] = {
+        {"--resume", cli_str(o, n, "resume"), 0}, {"--model", cli_str(o, n, "model"), 0},
+        {"--log", cli_str(o, n, "log"), 1}, {"--trace", cli_str(o, n, "trace"), 1},
+    };
+    int early = cli_distinct_paths(cmd, files, N_OPTS(files));
+    return early >= 0 ? early : cli_distinct_paths(cmd, resumed, N_OPTS(resumed));
+}
+
+/* The model built for micro-batches of bp->max_batch (the options' freezing and weight checks
+ * applied) and its optimizer: -1, or the exit code (1: err says why). */
+static int train_build(const cli_opt *o, int n, int argc, char **argv, const char *cmd,
+                       dtnn_build_params *bp, const dtnn_opt_params *op, dtnn_model *m,
+                       dtnn_optimizer **opt, dtnn_error *err)
+{
+    bp->optimizer_slots = dtnn_opt_state_slots(op);
+    bp->allow_nonfinite_weights = cli_flag(o, n, "allow-nonfinite-weights");
+    const char *freeze[CLI_MAX_VALUES];
+    bp->n_freeze = cli_strs("freeze", argc, argv, 2, freeze);
+    bp->freeze = freeze;    /* the model keeps its own copies */
+    bp->freeze_bn = cli_flag(o, n, "freeze-bn");
+    if (bp->freeze_bn && !bp->n_freeze)
+        return cli_usage_error(cmd, "%s", "--freeze-bn needs --freeze PATTERN");
+    const int failed = dtnn_model_build(m, bp, err) || !(*opt = dtnn_optimizer_create(m, op, err));
+    bp->freeze = NULL;
+    return failed ? 1 : -1;
+}
+
+/* --bucket-mb auto is chosen here rather than inside training so that the start-up line can
+ * say what and why (*reason, or NULL for a size given); the trainer then gets the size (the
+ * same on every rank: rank 0's). The trace notes the size and the choice. */
+static dtnn_status train_buckets(dtnn_comm *comm, dtnn_model *m, dtnn_train_params *tp,
+                                 dtnn_bucket_auto_info *bucket, const char **reason,
+                                 dtnn_error *err)
+{
+    *reason = NULL;
+    if (dtnn_comm_size(comm) <= 1)
+        return DTNN_OK;
+    if (tp->bucket_mb > 0) {
+        dtnn_trace_note(tp->trace, "bucket_mb", "%g", tp->bucket_mb);
+        return DTNN_OK;
+    }
+    if (dtnn_bucket_auto(comm, m, tp->allreduce, tp->comm_dtype, bucket, err))
+        return err->code;
+    tp->bucket_mb = bucket->bucket_mb;
+    *reason = bucket->reason;
+    dtnn_trace_note(tp->trace, "bucket_mb", "%g", bucket->bucket_mb);
+    dtnn_trace_note(tp->trace, "bucket_choice", "%s", bucket->reason);
+    return DTNN_OK;
+}
+
+/* The exit code for rc (1: err's code). One rank's failure ends them all, with its message
+ * and its exit code, instead of a hang; the launcher exits with that code, which is what
+ * dtnn launch classifies. */
+static int train_exit(const char *cmd, dtnn_comm *comm, int rc, dtnn_error *err)
+{
+    if (rc == 1)
+        rc = cli_exit_code(err);
+    if ((rc == CLI_EXIT_ERROR || rc == CLI_EXIT_COMM) && dtnn_comm_size(comm) > 1) {
+        char line[600];
+        snprintf(line, sizeof line, "dtnn %s: %s", cmd, err->message);
+        dtnn_comm_abort(comm, rc, line);
+    }
+    if (rc == CLI_EXIT_ERROR || rc == CLI_EXIT_COMM)
+        cli_fail(cmd, err);
+    return rc;
+}
+
 static int cmd_train(int argc, char **argv, dtnn_comm *comm)
 {
     cli_opt *o = train_opts;
@@ -377,18 +458,7 @@ static int cmd_train(int argc, char **argv, dtnn_comm *comm)
     dtnn_opt_kind kind;
     dtnn_train_params tp;
     dtnn_build_params bp;
-    /* --resume and --save are one file by design (a run continues its own checkpoint). */
-    const cli_path files[] = {
-        {"--model", cli_str(o, n, "model"), 0}, {"--init", cli_str(o, n, "init"), 0},
-        {"--save", cli_str(o, n, "save"), 1},   {"--log", cli_str(o, n, "log"), 1},
-        {"--trace", cli_str(o, n, "trace"), 1},
-    };
-    const cli_path resumed[] = {
-        {"--resume", cli_str(o, n, "resume"), 0}, {"--model", cli_str(o, n, "model"), 0},
-        {"--log", cli_str(o, n, "log"), 1}, {"--trace", cli_str(o, n, "trace"), 1},
-    };
-    if ((early = cli_distinct_paths(cmd, files, N_OPTS(files))) >= 0 ||
-        (early = cli_distinct_paths(cmd, resumed, N_OPTS(resumed))) >= 0)
+    if ((early = train_check_paths(o, n, cmd)) >= 0)
         return early;
     if ((early = optimizer_options(o, n, cmd, &op, &kind)) >= 0 ||
         (early = run_options(o, n, cmd, &tp)) >= 0 || (early = build_options(o, n, cmd, &bp)) >= 0)
@@ -427,22 +497,14 @@ static int cmd_train(int argc, char **argv, dtnn_comm *comm)
     if (!m)
         goto out;
     bp.max_batch = micro;
-    bp.optimizer_slots = dtnn_opt_state_slots(&op);
     bp.seed = tp.seed;
     bp.threads = threads;
     bp.device = device;
     bp.precision = precision;
-    bp.allow_nonfinite_weights = cli_flag(o, n, "allow-nonfinite-weights");
-    const char *freeze[CLI_MAX_VALUES];
-    bp.n_freeze = cli_strs("freeze", argc, argv, 2, freeze);
-    bp.freeze = freeze;
-    bp.freeze_bn = cli_flag(o, n, "freeze-bn");
-    if (bp.freeze_bn && !bp.n_freeze) {
-        rc = cli_usage_error(cmd, "%s", "--freeze-bn needs --freeze PATTERN");
+    if ((early = train_build(o, n, argc, argv, cmd, &bp, &op, m, &opt, &err)) >= 0) {
+        rc = early;
         goto out;
     }
-    if (dtnn_model_build(m, &bp, &err) || !(opt = dtnn_optimizer_create(m, &op, &err)))
-        goto out;
     dtnn_train_state ts;
     if ((early = start_state(o, n, argc, argv, cmd, m, opt, &tp, rank, &ts, &err)) >= 0) {
         rc = early;
@@ -451,40 +513,16 @@ static int cmd_train(int argc, char **argv, dtnn_comm *comm)
     if ((rc = cli_trace_start(cmd, cli_str(o, n, "trace"), comm, &tp.trace, &err)) >= 0)
         goto out;
     rc = 1;
-    /* auto is chosen here rather than inside training so that the start-up line can say
-     * what and why; the trainer then gets the size (the same on every rank: rank 0's). */
     dtnn_bucket_auto_info bucket = {0};
-    const int bucket_auto = ranks > 1 && tp.bucket_mb <= 0;
-    if (bucket_auto) {
-        if (dtnn_bucket_auto(comm, m, tp.allreduce, tp.comm_dtype, &bucket, &err))
-            goto out;
-        tp.bucket_mb = bucket.bucket_mb;
-        dtnn_trace_note(tp.trace, "bucket_mb", "%g", bucket.bucket_mb);
-        dtnn_trace_note(tp.trace, "bucket_choice", "%s", bucket.reason);
-    } else if (ranks > 1) {
-        dtnn_trace_note(tp.trace, "bucket_mb", "%g", tp.bucket_mb);
-    }
+    const char *bucket_reason;
+    if (train_buckets(comm, m, &tp, &bucket, &bucket_reason, &err))
+        goto out;
     if (rank == 0)
-        print_start(o, n, &cd, m, &tp, kind, threads, comm, bucket_auto ? bucket.reason : NULL);
-    if (rank == 0 && bp.n_freeze)
-        printf("dtnn: frozen: %zu of %zu parameters (%zu train), batch norms of frozen layers "
-               "in %s mode\n", dtnn_model_param_count(m) - dtnn_model_trainable_count(m),
-               dtnn_model_param_count(m), dtnn_model_trainable_count(m),
-               bp.freeze_bn ? "eval" : "training");
+        print_start(o, n, &cd, m, &tp, kind, threads, comm, bucket_reason, &bp);
     rc = train_and_test(o, n, cmd, &cd, m, opt, comm, &tp, &ts, bp.max_batch, &err);
     rc = cli_trace_finish(cmd, cli_str(o, n, "trace"), comm, tp.trace, rc, &err);
 out:
-    if (rc == 1)
-        rc = cli_exit_code(&err);
-    if ((rc == CLI_EXIT_ERROR || rc == CLI_EXIT_COMM) && ranks > 1) {
-        /* One rank's failure ends them all, with its message and its exit code, instead of a
-         * hang; the launcher exits with that code, which is what dtnn launch classifies. */
-        char line[600];
-        snprintf(line, sizeof line, "dtnn %s: %s", cmd, err.message);
-        dtnn_comm_abort(comm, rc, line);
-    }
-    if (rc == CLI_EXIT_ERROR || rc == CLI_EXIT_COMM)
-        cli_fail(cmd, &err);
+    rc = train_exit(cmd, comm, rc, &err);
     cli_data_report_skipped(&cd, cmd, rank, ranks);
     dtnn_trace_free(tp.trace);
     dtnn_optimizer_free(opt);
@@ -579,129 +617,6 @@ out:
     cli_data_report_skipped(&cd, cmd, 0, 1);
     dtnn_model_free(m);
     cli_data_close(&cd);
-    return rc;
-}
-
-/* ---- predict --------------------------------------------------------------------------- */
-
-static cli_opt predict_opts[] = {
-    {"model", OPT_STRING, NULL, "zoo model name, model file or .onnx file", 1, NULL, 0},
-    {"load", OPT_STRING, NULL, "checkpoint with the weights (required but for an .onnx "
-     "--model: its own weights)", 0, NULL, 0},
-    {"input", OPT_STRING, NULL, "float32 .npy [N, C, H, W] ([N, H, W] for C = 1, [N, F] for "
-     "Fx1x1), in the dataset's units; the checkpoint's normalisation is applied", 1, NULL, 0},
-    {"output", OPT_STRING, NULL, "float32 .npy of logits [N, classes]", 1, NULL, 0},
-    {"classes", OPT_INT, "0", "output classes of a zoo model (0: its own)", 0, NULL, 0},
-    {"batch-size", OPT_INT, "256", "inference batch size", 0, NULL, 0},
-    {"threads", OPT_INT, "0", "kernel threads (0: the cores given to this process)", 0, NULL, 0},
-    CLI_DEVICE_OPTION,
-    CLI_PRECISION_OPTION,
-    {"allow-nonfinite-weights", OPT_FLAG, NULL, "load weights that hold NaN or Inf (forensics "
-     "on a diverged run; refused otherwise)", 0, NULL, 0},
-    {"help", OPT_FLAG, NULL, "show this help", 0, NULL, 0},
-};
-
-static int cmd_predict(int argc, char **argv)
-{
-    cli_opt *o = predict_opts;
-    const int n = N_OPTS(predict_opts);
-    const char *cmd = "predict";
-    int early = cli_start(cmd, "Runs inference on an .npy array and writes the logits.", o, n,
-                          argc, argv);
-    if (early >= 0 || (early = cli_need_load(o, n, cmd)) >= 0)
-        return early;
-    const cli_path files[] = {
-        {"--model", cli_str(o, n, "model"), 0}, {"--load", cli_str(o, n, "load"), 0},
-        {"--input", cli_str(o, n, "input"), 0}, {"--output", cli_str(o, n, "output"), 1},
-    };
-    if ((early = cli_distinct_paths(cmd, files, N_OPTS(files))) >= 0)
-        return early;
-    int batch = (int)cli_int(o, n, "batch-size");
-    if (batch <= 0 || batch > 1 << 20)
-        return cli_usage_error(cmd, "--batch-size must be in [1, 1048576], got %s",
-                           cli_str(o, n, "batch-size"));
-    int threads = cli_threads(cmd, o, n, NULL), device_rc = 2;
-    const char *device = threads > 0 ? cli_device(cmd, o, n, &device_rc) : NULL;
-    if (!device)
-        return device_rc;
-    dtnn_precision precision = DTNN_PRECISION_FP32;
-    if (cli_precision(cmd, o, n, &precision))
-        return 2;
-    dtnn_error err = {0};
-    float *x = NULL, *logits = NULL;
-    dtnn_model *m = NULL;
-    int rc = 1;
-    int64_t dims[8];
-    int ndim = 0;
-    if (dtnn_file_check_output(cli_str(o, n, "output"), ".npy file", &err) ||
-        dtnn_npy_load_f32(cli_str(o, n, "input"), &x, dims, &ndim, &err))
-        goto out;
-    if (ndim < 2 || ndim > 4) {
-        dtnn_error_set(&err, DTNN_ERR_SHAPE, "%s: expected [N, C, H, W], [N, H, W] or "
-                       "[N, features], got %d dimensions", cli_str(o, n, "input"), ndim);
-        goto out;
-    }
-    int64_t count = dims[0];
-    /* [N, features] is the Fx1x1 input of a model on feature vectors (an imported MLP). */
-    int c = ndim == 4 ? (int)dims[1] : ndim == 2 ? (int)dims[1] : 1;
-    int h = ndim == 2 ? 1 : (int)dims[ndim - 2], w = ndim == 2 ? 1 : (int)dims[ndim - 1];
-    m = dtnn_model_from_spec(cli_str(o, n, "model"), (int)cli_int(o, n, "classes"), c, h, w,
-                             &err);
-    if (!m)
-        goto out;
-    int mc, mh, mw;
-    dtnn_model_input_shape(m, &mc, &mh, &mw);
-    if (mc != c || mh != h || mw != w) {
-        dtnn_error_set(&err, DTNN_ERR_SHAPE, "%s holds %dx%dx%d samples but the model takes "
-                       "%dx%dx%d", cli_str(o, n, "input"), c, h, w, mc, mh, mw);
-        goto out;
-    }
-    dtnn_build_params bp;
-    dtnn_build_params_default(&bp);
-    bp.max_batch = (int)(count < batch ? (count > 0 ? count : 1) : batch);
-    bp.training = 0;
-    bp.threads = threads;
-    bp.device = device;
-    bp.precision = precision;
-    bp.allow_nonfinite_weights = cli_flag(o, n, "allow-nonfinite-weights");
-    dtnn_dataset norm;
-    memset(&norm, 0, sizeof norm);
-    if (dtnn_model_build(m, &bp, &err) || cli_load_weights(o, n, m, &norm, &err))
-        goto out;
-    size_t sample = (size_t)c * h * w;
-    for (int64_t i = 0; i < count; i++)
-        for (int ch = 0; ch < c; ch++) {
-            float mean = ch < 4 ? norm.mean[ch] : 0.0f, sd = ch < 4 ? norm.std[ch] : 1.0f;
-            if (sd == 0.0f)
-                sd = 1.0f;
-            float *p = x + (size_t)i * sample + (size_t)ch * h * w;
-            for (int j = 0; j < h * w; j++)
-                p[j] = (p[j] - mean) / sd;
-        }
-    int classes = 0;
-    for (int64_t i = 0; i < count; i += batch) {
-        int nb = (int)(count - i < batch ? count - i : batch);
-        if (dtnn_model_forward(m, x + (size_t)i * sample, nb, 0, &err))
-            goto out;
-        dtnn_model_output_shape(m, NULL, &classes);
-        if (!logits && !(logits = malloc(sizeof(float) * (size_t)count * classes))) {
-            dtnn_error_set(&err, DTNN_ERR_NOMEM, "out of memory for %lld x %d logits",
-                           (long long)count, classes);
-            goto out;
-        }
-        dtnn_model_read_output(m, logits + (size_t)i * classes);
-    }
-    int64_t odims[2] = {count, classes};
-    if (dtnn_npy_save_f32(cli_str(o, n, "output"), logits, odims, 2, &err))
-        goto out;
-    printf("wrote %s: %lld x %d logits\n", cli_str(o, n, "output"), (long long)count, classes);
-    rc = 0;
-out:
-    if (rc)
-        cli_fail(cmd, &err);
-    free(x);
-    free(logits);
-    dtnn_model_free(m);
     return rc;
 }
 

@@ -13,7 +13,6 @@
 #include "cli_options.h"
 #include "dtnn.h"
 
-#define N_OPTS(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
 static cli_opt export_opts[] = {
     {"model", OPT_STRING, NULL, "zoo model name or model file", 1, NULL, 0},

@@ -44,7 +44,6 @@
 #include "cli_options.h"
 #include "dtnn.h"
 
-#define N_OPTS(a) ((int)(sizeof(a) / sizeof((a)[0])))
 #define MAX_HOSTS 1024
 #define MAX_ARGS 4096
 
