@@ -3,7 +3,9 @@
 # relu6, dropout), densenet121 (concat, average pools), models/onnx_all_layers.model (every
 # other layer type and setting the exporter writes) and models/mobile_blocks.model (hardswish,
 # hardsigmoid, broadcast mul / add, sub and their constant operands, constant padding, clamp,
-# hardtanh, ceil-mode, asymmetric and dilated pools, global max pooling), each trained 2 steps
+# hardtanh, ceil-mode, asymmetric and dilated pools, global max pooling) and
+# models/gelu_blocks.model (gelu in both forms, decomposed: export only until the importer
+# maps Erf), each trained 2 steps
 # so weights and batch-norm statistics are not the defaults, exported to ONNX, checked by
 # onnx.checker with full_check (Debian's python3-onnx) and by tools/onnx_check.py (initializer
 # and node names),
@@ -42,7 +44,7 @@ fi
 fail=0
 all_layers=models/onnx_all_layers.model
 for spec in lenet5:1x28x28 resnet20:3x32x32 mobilenet_v2:3x64x64 densenet121:3x64x64 \
-        $all_layers:3x8x8 models/mobile_blocks.model:3x32x32; do
+        $all_layers:3x8x8 models/mobile_blocks.model:3x32x32 models/gelu_blocks.model:3x8x8; do
     model=${spec%%:*}
     shape=${spec#*:}
     d="$tmp/$(basename "$model" .model)"

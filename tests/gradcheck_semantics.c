@@ -1,6 +1,7 @@
 /*
  * gradcheck_semantics.c — finite-difference checks of the layers and options that ONNX models
- * bring (issue 20), part of test_gradcheck: hardsigmoid, hardswish, clamp, hardtanh; mul, sub
+ * bring (issue 20), part of test_gradcheck: hardsigmoid, hardswish, clamp, hardtanh, gelu
+ * (both forms); mul, sub
  * and add broadcast as NumPy; global max pooling; ceil-mode, dilated and asymmetrically padded
  * pooling; asymmetric convolution padding; add, mul and sub of a constant operand; constant
  * padding (pad); their option and shape errors. Their PyTorch
@@ -25,6 +26,15 @@ static void check_activations(void)
     layer(m, "conv2d", "filters=5 kernel=3 padding=1");
     layer(m, "hardsigmoid", "");
     gradcheck(m, 3, "hardswish -> conv2d -> hardsigmoid", KINK_EPS, KINK_TOL);
+
+    /* gelu is smooth everywhere: the erf form on the input, the tanh form after a conv, over
+     * inputs of a few units (where both curve the most). */
+    m = model_new(3, 5, 4);
+    layer(m, "gelu", "");
+    layer(m, "conv2d", "filters=5 kernel=3 padding=1");
+    layer(m, "gelu", "approximate=tanh");
+    layer(m, "conv2d", "filters=3 kernel=1");
+    gradcheck(m, 3, "gelu -> conv2d -> gelu(tanh) -> conv2d", SMOOTH_EPS, TOL);
 
     /* hardtanh after a conv: a small map at batch 1, as for ReLU in test_gradcheck.c. */
     m = model_new(3, 3, 3);
@@ -278,6 +288,8 @@ static void check_accumulates(void)
 {
     check_accumulate("hardsigmoid", "", 3, 4, 3, TOL);
     check_accumulate("hardswish", "", 3, 4, 3, TOL);
+    check_accumulate("gelu", "", 3, 4, 3, TOL);
+    check_accumulate("gelu", "approximate=tanh", 3, 4, 3, TOL);
     check_accumulate("clamp", "min=-0.5 max=0.5", 3, 4, 3, KINK_TOL);
     check_accumulate("hardtanh", "min=-2 max=2", 3, 4, 3, TOL);
     check_accumulate("global_maxpool", "", 3, 5, 4, KINK_TOL);
@@ -311,6 +323,8 @@ static void check_errors(void)
                      "count_include_pad");
     expect_add_error("maxpool", "kernel=3 count_include_pad=0", NULL, 0, DTNN_ERR_ARG,
                      "dilation");
+    expect_add_error("gelu", "approximate=sigmoid", NULL, 0, DTNN_ERR_ARG, "none (erf");
+    expect_add_error("gelu", "slope=2", NULL, 0, DTNN_ERR_ARG, "(approximate)");
 }
 
 void check_semantics(void)

@@ -369,6 +369,7 @@ def layer_cases():
 
     new_layer_cases(w, cases, sel)
     constant_cases(w, cases)
+    gelu_cases(w, cases)
     w.meta["cases"] = " ".join(cases)
     w.meta["generator"] = f"tools/gen_reference.py, torch {torch.__version__}"
     return w
@@ -541,6 +542,15 @@ def constant_cases(w, cases):
     record(w, cases, "pad_channels",
            ["type=pad pads=2,1,0,1 pad_front=1 pad_back=2 value=-0.5"],
            Lambda(lambda x: F.pad(x, (1, 1, 2, 0, 1, 2), value=-0.5)), torch.randn(2, 3, 4, 3))
+
+
+def gelu_cases(w, cases):
+    """GELU in both of nn.GELU's forms, over inputs of a few units (where both curve the
+    most). Its own seed, after all older cases, so those keep their values."""
+    torch.manual_seed(2031)
+    record(w, cases, "gelu", ["type=gelu"], nn.GELU(), torch.randn(2, 3, 5, 4) * 3.0)
+    record(w, cases, "gelu_tanh", ["type=gelu approximate=tanh"], nn.GELU(approximate="tanh"),
+           torch.randn(2, 3, 5, 4) * 3.0)
 
 
 # ---- zoo models and optimizers -----------------------------------------------------------------

@@ -100,7 +100,9 @@ typedef struct {
     X(ACT_HARDSIGMOID, "hardsigmoid")                                                          \
     X(ACT_HARDSWISH, "hardswish")                                                              \
     X(ACT_CLAMP, "clamp")       /* torch.clamp: gradient passed where lo <= x <= hi */        \
-    X(ACT_HARDTANH, "hardtanh") /* nn.Hardtanh: gradient passed where lo < x < hi */
+    X(ACT_HARDTANH, "hardtanh") /* nn.Hardtanh: gradient passed where lo < x < hi */        \
+    X(ACT_GELU, "gelu")         /* nn.GELU(): 0.5 x (1 + erf(x / sqrt 2)) */                  \
+    X(ACT_GELU_TANH, "gelu_tanh") /* nn.GELU(approximate='tanh') */
 
 #define ACT_KIND_ENUM(kind, name) kind,
 typedef enum { DTNN_ACT_KINDS(ACT_KIND_ENUM) } act_kind;

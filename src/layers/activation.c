@@ -7,7 +7,8 @@
  * clamp (min=, max=: torch.clamp, and ONNX Clip; a bound left out is infinite) and hardtanh
  * (min=, max=, default -1 and 1, also min_val= / max_val= as nn.Hardtanh). clamp and hardtanh
  * compute the same values and differ only at the bounds in backward, as in PyTorch: clamp
- * passes the gradient at x == min or max, hardtanh does not. They differ only in the kernel
+ * passes the gradient at x == min or max, hardtanh does not. gelu is nn.GELU (approximate=
+ * none, the erf form, or tanh), ConvNeXt's and the transformers' activation. They differ only in the kernel
  * they call, so they share one file and one set of functions with small ops tables, rather
  * than copies of the same code.
  */
@@ -32,6 +33,13 @@ static dtnn_status act_set(void *cfg, const char *key, const char *value, dtnn_e
         return layer_opt_float(key, value, -1e6, 1e6, &c->alpha, err);
     if (c->kind == ACT_HARDSIGMOID && !strcmp(key, "beta"))
         return layer_opt_float(key, value, -1e6, 1e6, &c->beta, err);
+    if ((c->kind == ACT_GELU || c->kind == ACT_GELU_TANH) && !strcmp(key, "approximate")) {
+        if (strcmp(value, "none") && strcmp(value, "tanh"))
+            return dtnn_error_set(err, DTNN_ERR_ARG, "approximate=%s: none (erf, the default) or "
+                                  "tanh, as nn.GELU", value);
+        c->kind = strcmp(value, "tanh") ? ACT_GELU : ACT_GELU_TANH;
+        return DTNN_OK;
+    }
     if (c->kind == ACT_CLAMP || c->kind == ACT_HARDTANH) {
         /* Finite bounds only: an infinite one is the default of clamp, and a NaN would make
          * every comparison false. */
@@ -44,6 +52,7 @@ static dtnn_status act_set(void *cfg, const char *key, const char *value, dtnn_e
                           c->kind == ACT_LEAKY_RELU ? " (slope)" :
                           c->kind == ACT_CLAMP || c->kind == ACT_HARDTANH ? " (min, max)" :
                           c->kind == ACT_HARDSIGMOID ? " (alpha, beta)" :
+                          c->kind == ACT_GELU || c->kind == ACT_GELU_TANH ? " (approximate)" :
                           " (it has none)");
 }
 
@@ -84,7 +93,8 @@ static void act_describe(const layer *l, layer_attrs *a)
 {
     const act_cfg *c = l->cfg;
     *a = (layer_attrs){.alpha = c->kind == ACT_HARDSIGMOID ? c->alpha : c->slope,
-                       .beta = c->beta, .bounds = {c->lo, c->hi}};
+                       .beta = c->beta, .bounds = {c->lo, c->hi},
+                       .approximate = c->kind == ACT_GELU_TANH};
 }
 
 #define ACT_LAYER(ident, type_name, kind_value, text, in_place, reads_output, lo_, hi_)      \
@@ -130,5 +140,8 @@ ACT_LAYER(hardsigmoid, "hardsigmoid", ACT_HARDSIGMOID,
 ACT_LAYER(hardswish, "hardswish", ACT_HARDSWISH, "x * relu6(x + 3) / 6", 0, 0, 0.0f, 0.0f)
 ACT_LAYER(clamp, "clamp", ACT_CLAMP, "min(max(x, min), max) (min=-inf, max=inf; torch.clamp)",
           0, 0, -INFINITY, INFINITY)
+ACT_LAYER(gelu, "gelu", ACT_GELU,
+          "x Phi(x) = 0.5 x (1 + erf(x / sqrt 2)), or with approximate=tanh 0.5 x (1 + "
+          "tanh(sqrt(2 / pi) (x + 0.044715 x^3))) (nn.GELU)", 0, 0, 0.0f, 0.0f)
 ACT_LAYER(hardtanh, "hardtanh", ACT_HARDTANH, "min(max(x, min), max) (min=-1, max=1)", 0, 0,
           -1.0f, 1.0f)

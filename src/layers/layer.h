@@ -90,6 +90,7 @@ typedef struct {
     int reverse;                /* sub: constant - x */
     int pad_sides[6];           /* pad: top, left, bottom, right, front, back (channels) */
     float pad_value;            /* pad: the fill */
+    int approximate;            /* gelu: the tanh form */
 } layer_attrs;
 
 typedef struct {

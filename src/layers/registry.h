@@ -16,6 +16,7 @@
     X(hardswish)           \
     X(clamp)               \
     X(hardtanh)            \
+    X(gelu)                \
     X(maxpool)             \
     X(avgpool)             \
     X(global_avgpool)      \

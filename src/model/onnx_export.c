@@ -391,6 +391,56 @@ static emit_result emit_softmax(onnx_writer *w, emit_ctx *c, dtnn_error *err)
     return made(w, nd);
 }
 
+/* One step of a decomposed layer: op of a and either value b or the scalar constant v
+ * (b NULL: the initializer <layer>.<step>), as the value <layer>/<step> or the layer's out. */
+static const char *emit_step(onnx_writer *w, const emit_ctx *c, const char *step, const char *op,
+                             const char *a, const char *b, float v, int last)
+{
+    const char *out = last ? c->out : onnxw_printf(w, "%s/%s", c->l->name, step);
+    const char *node = last ? c->l->name : out;
+    if (!b) {
+        b = onnxw_printf(w, "%s.%s", c->l->name, step);
+        if (!b || onnxw_const_f32(w, b, v))
+            return NULL;
+    }
+    const char *ins[2] = {a, b};
+    return out && onnxw_node(w, op, node, ins, 2, out) ? out : NULL;
+}
+
+/* gelu in opsets without Gelu (added in 20), as the layer computes it: x * 0.5 * (1 +
+ * erf(x / sqrt 2)), or with the tanh form x * 0.5 * (1 + tanh(sqrt(2 / pi) (x + 0.044715
+ * x^3))). */
+static emit_result emit_gelu(onnx_writer *w, emit_ctx *c, dtnn_error *err)
+{
+    (void)err;
+    const char *x = onnxw_input_as(w, c->l, 0, 0), *t = NULL;
+    c->rank = input_rank(w, c->l);
+    if (!x)
+        return EMIT_NOMEM;
+    if (!c->a.approximate) {
+        const char *s = emit_step(w, c, "scaled", "Mul", x, NULL, 0.70710678118654752440f, 0);
+        const char *e = s ? onnxw_printf(w, "%s/%s", c->l->name, "erf") : NULL;
+        if (!e || !onnxw_node(w, "Erf", e, &s, 1, e))
+            return EMIT_NOMEM;
+        t = e;
+    } else {
+        const char *x2 = emit_step(w, c, "square", "Mul", x, x, 0.0f, 0);
+        const char *x3 = x2 ? emit_step(w, c, "cube", "Mul", x2, x, 0.0f, 0) : NULL;
+        const char *k = x3 ? emit_step(w, c, "kappa", "Mul", x3, NULL, 0.044715f, 0) : NULL;
+        const char *sum = k ? emit_step(w, c, "sum", "Add", x, k, 0.0f, 0) : NULL;
+        const char *in = sum ? emit_step(w, c, "beta", "Mul", sum, NULL,
+                                         0.79788456080286535588f, 0) : NULL;
+        const char *th = in ? onnxw_printf(w, "%s/%s", c->l->name, "tanh") : NULL;
+        if (!th || !onnxw_node(w, "Tanh", th, &in, 1, th))
+            return EMIT_NOMEM;
+        t = th;
+    }
+    const char *one = emit_step(w, c, "one", "Add", t, NULL, 1.0f, 0);
+    const char *half = one ? emit_step(w, c, "half", "Mul", x, NULL, 0.5f, 0) : NULL;
+    return half && emit_step(w, c, "gelu", "Mul", half, one, 0.0f, 1) && !w->oom ? EMIT_OK
+                                                                                  : EMIT_NOMEM;
+}
+
 static emit_result emit_shortcut_a(onnx_writer *w, emit_ctx *c, dtnn_error *err)
 {
     (void)err;
@@ -416,6 +466,7 @@ static const struct {
     {"hardtanh", emit_clip},
     {"hardsigmoid", emit_hard},
     {"hardswish", emit_hard},
+    {"gelu", emit_gelu},
     {"pad", emit_pad},
     {"add", emit_nary},
     {"mul", emit_nary},

@@ -74,6 +74,24 @@ static inline DTNN_HOST_DEVICE float act_clamp(float x, float lo, float hi)
     return x < lo ? lo : (x > hi ? hi : x);
 }
 
+/* GELU as PyTorch computes it (aten's GeluKernel, float): exact, x Phi(x) = 0.5 x (1 +
+ * erf(x / sqrt 2)); tanh form, 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))). */
+#define ACT_GELU_SQRT1_2 0.70710678118654752440f
+#define ACT_GELU_BETA 0.79788456080286535588f   /* sqrt(2 / pi) */
+#define ACT_GELU_KAPPA 0.044715f
+#define ACT_GELU_ALPHA 0.39894228040143267794f  /* 1 / sqrt(2 pi) */
+
+static inline DTNN_HOST_DEVICE float act_gelu(float x)
+{
+    return x * 0.5f * (1.0f + erff(x * ACT_GELU_SQRT1_2));
+}
+
+static inline DTNN_HOST_DEVICE float act_gelu_tanh(float x)
+{
+    const float inner = ACT_GELU_BETA * (x + ACT_GELU_KAPPA * (x * x * x));
+    return 0.5f * x * (1.0f + tanhf(inner));
+}
+
 /* The derivatives: dy times the activation's slope at x (or, where that is cheaper and as
  * PyTorch does, at its output y). */
 
@@ -128,6 +146,26 @@ static inline DTNN_HOST_DEVICE float act_hardtanh_grad(float x, float dy, float 
     return x <= lo || x >= hi ? 0.0f : dy;
 }
 
+/* GELU's slopes as PyTorch's backward computes them: exact, Phi(x) + x phi(x); tanh form,
+ * 0.5 (1 + t) + 0.5 x (1 - t^2) sqrt(2 / pi) (1 + 3 0.044715 x^2), t = tanh(inner). */
+static inline DTNN_HOST_DEVICE float act_gelu_grad(float x, float dy)
+{
+    const float cdf = 0.5f * (1.0f + erff(x * ACT_GELU_SQRT1_2));
+    const float pdf = expf(-0.5f * x * x) * ACT_GELU_ALPHA;
+    return dy * (cdf + x * pdf);
+}
+
+static inline DTNN_HOST_DEVICE float act_gelu_tanh_grad(float x, float dy)
+{
+    const float x_sq = x * x, x_cube = x_sq * x;
+    const float t = tanhf(ACT_GELU_BETA * (x + ACT_GELU_KAPPA * x_cube));
+    const float left = 0.5f * x, right = 1.0f + t;
+    const float left_derivative = 0.5f * right;
+    const float right_derivative =
+        (1.0f - t * t) * (ACT_GELU_BETA * (1.0f + 3.0f * ACT_GELU_KAPPA * x_sq));
+    return dy * (left_derivative + left * right_derivative);
+}
+
 /* Any activation's value and gradient by its kind: the one dispatch that the CUDA kernels and
  * the CPU's loop for the less common kinds call (the CPU gives its common kinds loops of their
  * own, which vectorise). torch: hardsigmoid in PyTorch's form (act_hardsigmoid_is_torch, asked
@@ -153,6 +191,10 @@ static inline DTNN_HOST_DEVICE float act_value(act_kind kind, float x, float a, 
     case ACT_CLAMP:
     case ACT_HARDTANH:
         return act_clamp(x, a, b);
+    case ACT_GELU:
+        return act_gelu(x);
+    case ACT_GELU_TANH:
+        return act_gelu_tanh(x);
     }
     return x;
 }
@@ -187,6 +229,10 @@ static inline DTNN_HOST_DEVICE float act_gradient(act_kind kind, float x, float 
         return act_clamp_grad(x, dy, a, b);
     case ACT_HARDTANH:
         return act_hardtanh_grad(x, dy, a, b);
+    case ACT_GELU:
+        return act_gelu_grad(x, dy);
+    case ACT_GELU_TANH:
+        return act_gelu_tanh_grad(x, dy);
     }
     return 0.0f;
 }
