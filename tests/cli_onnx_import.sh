@@ -164,6 +164,13 @@ save("padrelu", [helper.make_node("Pad", ["x", "p"], ["z"], name="padz"),
                  helper.make_node("Relu", ["z"], ["y"], name="relu")],
      {"p": np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64)}, [1, 3, 10, 10])
 np.save(f"{tmp}/ref_padrelu.npy", np.maximum(np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1))), 0))
+# ReduceMean over H and W: keepdims 0 (negative axes) is [N, C], global average pooling;
+# over channels it is refused.
+save("rmean", [helper.make_node("ReduceMean", ["x"], ["y"], name="rmean", axes=[-1, -2],
+                                keepdims=0)], {}, [1, 3])
+np.save(f"{tmp}/ref_rmean.npy", x.astype(np.float64).mean(axis=(2, 3)))
+save("rmeanc", [helper.make_node("ReduceMean", ["x"], ["y"], name="rmeanc", axes=[1])], {},
+     [1, 1, 8, 8])
 save("reflect", [helper.make_node("Pad", ["x", "p"], ["y"], name="refl", mode="reflect")],
      {"p": np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64)}, [1, 3, 10, 10])
 save("alpha", [helper.make_node("Flatten", ["x"], ["f"], name="flat"),
@@ -172,7 +179,7 @@ save("alpha", [helper.make_node("Flatten", ["x"], ["f"], name="flat"),
 save("wdims", [helper.make_node("Conv", ["x", "w"], ["y"], name="conv_w")],
      {"w": np.ones((4, 2, 3, 3), np.float32)}, [1, 4, 6, 6])
 P
-    for g in asym gmax hsig mulc rsub adds featc pad15 pad9 padrelu; do
+    for g in asym gmax hsig mulc rsub adds featc pad15 pad9 padrelu rmean; do
         "$dtnn" predict --model "$tmp/$g.onnx" --input "$tmp/h_x.npy" --output "$tmp/o_$g.npy" \
             --threads 1 >/dev/null || { echo "FAIL: predict $g.onnx"; fail=1; continue; }
         # dtnn writes [N, features] where ONNX has [N, C, 1, 1]: compare the values
@@ -186,6 +193,8 @@ np.save(sys.argv[1], a.reshape(b.shape) if a.size == b.size else a)" \
     expect "node 'erf' (Erf): operator Erf is not supported" "$dtnn" import "$tmp/erf.onnx" \
         --output-model "$tmp/m" --output-weights "$tmp/w"
     expect "node 'refl' (Pad): attribute mode='reflect'" "$dtnn" info --model "$tmp/reflect.onnx"
+    expect "node 'rmeanc' (ReduceMean): only the mean over H and W" "$dtnn" info \
+        --model "$tmp/rmeanc.onnx"
     expect "node 'fc' (Gemm): attribute transA=1" "$dtnn" info --model "$tmp/alpha.onnx"
     expect "node 'conv_w' (Conv): weight 'w' \[4, 2, ...\] does not fit 3 input channels" \
         "$dtnn" info --model "$tmp/wdims.onnx"

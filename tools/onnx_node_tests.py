@@ -46,7 +46,7 @@ SUPPORTED = {
     "Conv", "Gemm", "MatMul", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool",
     "BatchNormalization", "Relu", "LeakyRelu", "Sigmoid", "Tanh", "Clip", "HardSigmoid",
     "HardSwish", "Softmax", "Add", "Mul", "Sub", "Concat", "Flatten", "Reshape", "Squeeze",
-    "Unsqueeze", "Dropout", "Identity", "Pad", "Constant", "Shape",
+    "Unsqueeze", "Dropout", "Identity", "Pad", "Constant", "Shape", "ReduceMean",
 }
 
 

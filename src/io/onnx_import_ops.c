@@ -244,6 +244,31 @@ static dtnn_status op_global_pool(imp *p, const Onnx__NodeProto *nd, dtnn_error 
                ? err->code : DTNN_OK;
 }
 
+/* ReduceMean over H and W (squeeze-and-excitation and the classifier's pooling as timm and
+ * torch.mean((2, 3)) write them): global average pooling, [N, C, 1, 1] with keepdims (the
+ * default) or [N, C] without. Other axes have no dtnn layer yet and are refused by name. */
+static dtnn_status op_reduce_mean(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
+{
+    int x = imp_in_layer(p, nd, 0, 0, err);
+    if (x < 0)
+        return err->code;
+    const imp_value X = p->v[x];
+    int64_t axes[IMP_MAX_DIMS];
+    const int na = imp_attr_ints(nd, "axes", axes, IMP_MAX_DIMS);
+    int spatial = X.rank == 4 && na == 2;
+    for (int k = 0; k < na && spatial; k++) {
+        const int a = axis_norm(axes[k], 4);
+        spatial = (a == 2 || a == 3) && axis_norm(axes[1 - k], 4) != a;
+    }
+    if (!spatial)
+        return FAIL("only the mean over H and W of [N, C, H, W] (axes 2, 3: global average "
+                    "pooling) is supported");
+    const int keep = imp_attr_int(nd, "keepdims", 1) != 0;
+    return imp_layer_new(p, nd, "global_avgpool", NULL, &x, 1, keep ? 4 : 2, X.c, 1, 1, err) < 0
+               ? err->code
+               : DTNN_OK;
+}
+
 /* ---- normalisation, activations ---------------------------------------------------------- */
 
 static dtnn_status op_batchnorm(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
@@ -745,6 +770,7 @@ static const char *const a_pad[] = {"mode", "pads", "value", NULL};
 static const char *const a_slice[] = {"starts", "ends", "axes", NULL};
 static const char *const a_value[] = {"value", NULL};
 static const char *const a_perm[] = {"perm", NULL};
+static const char *const a_reduce[] = {"axes", "keepdims", NULL};
 
 /* since9: the oldest version of the operator that computes what its opset-9 version computes
  * for every attribute this importer accepts (from ONNX's operator changelog). A model of an
@@ -765,6 +791,7 @@ static const struct {
     {"AveragePool", op_pool, a_avgpool, 1},
     {"GlobalAveragePool", op_global_pool, a_none, 1},
     {"GlobalMaxPool", op_global_pool, a_none, 1},
+    {"ReduceMean", op_reduce_mean, a_reduce, 1},
     {"BatchNormalization", op_batchnorm, a_bn, 6},
     {"Relu", op_unary, a_none, 6},
     {"Sigmoid", op_unary, a_none, 6},
