@@ -24,8 +24,9 @@
  * (dtnn_cpu_kernels_name); everything else lives in the handles. It does set two settings of
  * the process that belong to other libraries: making a cpu backend sets the BLAS to one thread
  * (dtnn's own threads run it, dtnn/cpu.h), and each backend call sets OpenMP's thread count
- * of the calling thread for its duration, restoring the caller's after. Parameters, gradients and optimizer state each live in one flat
- * buffer per model; dtnn_model_tensor() gives the named layout (PyTorch state_dict names).
+ * of the calling thread for its duration, restoring the caller's after. Parameters, gradients
+ * and optimizer state each live in one flat buffer per model; dtnn_model_tensor() gives the
+ * named layout (PyTorch state_dict names).
  */
 #ifndef DTNN_H
 #define DTNN_H

@@ -5,8 +5,9 @@
  * work (steps, data waits, forward and backward with their layers, blocking collectives, the
  * optimizer, checkpoints), and tid 1, gradient buckets in flight (async events: they overlap).
  *
- * Clocks: each rank records its own monotonic clock. At creation (perf/trace_ranks.c) the ranks meet a few times
- * (an all-reduce as a barrier, then an all-gather of every rank's clock); a rank's offset to
+ * Clocks: each rank records its own monotonic clock. At creation (perf/trace_ranks.c) the
+ * ranks meet a few times (an all-reduce as a barrier, then an all-gather of every rank's
+ * clock); a rank's offset to
  * rank 0 is the median over those rounds of its clock minus rank 0's, so every timestamp in
  * the file is on rank 0's clock, counted from rank 0's start. Leaving a barrier is not
  * simultaneous: the offsets are good to about one collective's latency (microseconds on one

@@ -198,7 +198,8 @@ static void winograd_gemm_pass(const wino_geom *wg, int n, int chunk, int ins, i
             float *o = out + (size_t)(n0 + i) * out_image + (size_t)k * plane;
             const float bk = bias ? bias[k] : 0.0f;
             for (int r = 0; r < wg->tiles; r += wg->lanes)
-                wino_transform_output(wg, mk + r, m_stride, bk, r / wg->TW, r % wg->TW, o, accumulate);
+                wino_transform_output(wg, mk + r, m_stride, bk, r / wg->TW, r % wg->TW, o,
+                                      accumulate);
         }
     }
 }
