@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # The CPU kernel sets from the outside: DTNN_CPU=generic runs (and `dtnn info` reports) the
-# portable kernels; the default runs avx2+fma where the build has them and the CPU has AVX2 and
-# FMA; DTNN_CPU=avx2 runs them or fails with a message saying why; an unknown DTNN_CPU fails.
-# ResNet-20 trained 3 steps on either set ends with the same weights within rounding (below).
-# Where the CPU (or build) lacks AVX2 both runs are generic and must be bitwise identical.
-# Usage: isa_kernels.sh DTNN CKDIFF SETS TMPDIR, SETS the build's sets: generic or generic,avx2.
+# portable kernels; the default runs the fastest set the build has and the CPU runs (avx512
+# where it has AVX-512 F, BW, VL and DQ, else avx2+fma where it has AVX2 and FMA); DTNN_CPU=avx2
+# and avx512 run theirs or fail with a message saying why; an unknown DTNN_CPU fails.
+# ResNet-20 trained 3 steps on each set ends with the same weights as on generic within
+# rounding (below). Where the CPU (or build) has no fast set, two runs are generic and must be
+# bitwise identical.
+# Usage: isa_kernels.sh DTNN CKDIFF SETS TMPDIR, SETS the build's sets, comma-separated:
+# generic, generic,avx2 or generic,avx2,avx512.
 #
 # Tolerance, per tensor of weights and batch-norm statistics (not the optimizer's momentum, the
 # gradient itself): the difference may be RTOL = 0.25 of how far the tensor moved from its start
@@ -40,17 +43,33 @@ fail() {
 kernels_of() { # DTNN_CPU value: the set `dtnn info` reports
     DTNN_CPU=$1 "$dtnn" info --model resnet20 | sed -n 's/^cpu kernels: \([^ ]*\).*/\1/p'
 }
+cpu_has() { # flags of /proc/cpuinfo, all of them
+    for flag; do grep -qw "$flag" /proc/cpuinfo 2>/dev/null || return 1; done
+}
 
-expected=generic
-if [[ $sets == *avx2* ]]; then
-    if grep -qw avx2 /proc/cpuinfo 2>/dev/null && grep -qw fma /proc/cpuinfo 2>/dev/null; then
-        expected=avx2+fma
-    else
-        echo "isa_kernels: this CPU lacks AVX2 + FMA: every run uses the generic kernels"
+# The build's fast sets the CPU runs, fastest first (DTNN_CPU value, name reported).
+runnable=()
+declare -A name_of=([avx2]=avx2+fma [avx512]=avx512)
+for set in avx512 avx2; do
+    [[ ,$sets, == *,$set,* ]] || continue
+    case $set in
+    avx2) needs=(avx2 fma) ;;
+    avx512) needs=(avx2 fma avx512f avx512bw avx512vl avx512dq) ;;
+    esac
+    if cpu_has "${needs[@]}"; then
+        runnable+=("$set")
+        continue
     fi
-else
-    echo "isa_kernels: this build has the generic kernels only: every run uses them"
-fi
+    echo "isa_kernels: this CPU lacks ${needs[*]}: DTNN_CPU=$set must be refused"
+    if DTNN_CPU=$set "$dtnn" info --model resnet20 >"$tmp/out" 2>&1; then
+        fail "DTNN_CPU=$set accepted where the kernels cannot run"
+    fi
+    grep -q "DTNN_CPU=$set, but" "$tmp/out" ||
+        fail "DTNN_CPU=$set without its CPU features: unclear message: $(cat "$tmp/out")"
+done
+expected=generic
+((${#runnable[@]})) && expected=${name_of[${runnable[0]}]}
+[[ $sets == *avx* ]] || echo "isa_kernels: this build has the generic kernels only"
 
 got=$(kernels_of generic)
 [[ $got == generic ]] || fail "DTNN_CPU=generic: dtnn info reports '$got', not generic"
@@ -59,21 +78,21 @@ got=$(kernels_of "")
 DTNN_CPU=generic "$dtnn" info --model resnet20 |
     grep -q '^cpu kernels: generic (forced by DTNN_CPU=generic)$' ||
     fail "DTNN_CPU=generic: dtnn info does not say it was forced"
-
-if DTNN_CPU=avx512 "$dtnn" info --model resnet20 >"$tmp/out" 2>&1; then
-    fail "DTNN_CPU=avx512 accepted"
+for set in "${runnable[@]}"; do
+    got=$(kernels_of "$set")
+    [[ $got == "${name_of[$set]}" ]] || fail "DTNN_CPU=$set: dtnn info reports '$got'"
+done
+if DTNN_CPU=sse9 "$dtnn" info --model resnet20 >"$tmp/out" 2>&1; then
+    fail "DTNN_CPU=sse9 accepted"
 fi
-grep -q "DTNN_CPU='avx512' is not a CPU kernel set" "$tmp/out" ||
-    fail "DTNN_CPU=avx512: unclear message: $(cat "$tmp/out")"
-if [[ $expected == avx2+fma ]]; then
-    got=$(kernels_of avx2)
-    [[ $got == avx2+fma ]] || fail "DTNN_CPU=avx2: dtnn info reports '$got'"
-else
-    if DTNN_CPU=avx2 "$dtnn" info --model resnet20 >"$tmp/out" 2>&1; then
-        fail "DTNN_CPU=avx2 accepted where the kernels cannot run"
+grep -q "DTNN_CPU='sse9' is not a CPU kernel set" "$tmp/out" ||
+    fail "DTNN_CPU=sse9: unclear message: $(cat "$tmp/out")"
+if [[ $sets != *avx512* ]]; then
+    if DTNN_CPU=avx512 "$dtnn" info --model resnet20 >"$tmp/out" 2>&1; then
+        fail "DTNN_CPU=avx512 accepted by a build without those kernels"
     fi
-    grep -q "DTNN_CPU=avx2, but" "$tmp/out" ||
-        fail "DTNN_CPU=avx2 without AVX2: unclear message: $(cat "$tmp/out")"
+    grep -q "DTNN_CPU=avx512, but this build has no AVX-512 kernels" "$tmp/out" ||
+        fail "DTNN_CPU=avx512 in a build without it: unclear message: $(cat "$tmp/out")"
 fi
 
 train=(train --model resnet20 --dataset synthetic --synthetic-samples 256 --batch-size 32
@@ -81,23 +100,26 @@ train=(train --model resnet20 --dataset synthetic --synthetic-samples 256 --batc
 "$dtnn" "${train[@]}" --steps 1 --lr 1e-30 --quiet --save "$tmp/init.safetensors" >/dev/null
 DTNN_CPU=generic "$dtnn" "${train[@]}" --steps 3 --save "$tmp/generic.safetensors" \
     >"$tmp/generic.out"
-"$dtnn" "${train[@]}" --steps 3 --save "$tmp/default.safetensors" >"$tmp/default.out"
 grep -q "generic kernels$" "$tmp/generic.out" || fail "DTNN_CPU=generic: train does not name them"
-grep -q "$expected kernels$" "$tmp/default.out" || fail "default: train does not name $expected"
-if [[ $expected == generic ]]; then
-    cmp "$tmp/generic.safetensors" "$tmp/default.safetensors" ||
-        fail "two generic runs differ"
-else
-    if cmp -s "$tmp/generic.safetensors" "$tmp/default.safetensors"; then
-        fail "generic and avx2+fma runs are bitwise identical: DTNN_CPU had no effect?"
-    fi
-    "$ckdiff" "$tmp/generic.safetensors" "$tmp/default.safetensors" "$atol" --weights-only \
-        --init "$tmp/init.safetensors" "$rtol" ||
-        fail "generic and avx2+fma weights differ by more than $rtol of their change + $atol"
+if ((${#runnable[@]} == 0)); then
+    "$dtnn" "${train[@]}" --steps 3 --save "$tmp/default.safetensors" >"$tmp/default.out"
+    cmp "$tmp/generic.safetensors" "$tmp/default.safetensors" || fail "two generic runs differ"
 fi
+for set in "${runnable[@]}"; do
+    name=${name_of[$set]}
+    DTNN_CPU=$set "$dtnn" "${train[@]}" --steps 3 --save "$tmp/$set.safetensors" \
+        >"$tmp/$set.out"
+    grep -q "$name kernels$" "$tmp/$set.out" || fail "DTNN_CPU=$set: train does not name $name"
+    if cmp -s "$tmp/generic.safetensors" "$tmp/$set.safetensors"; then
+        fail "generic and $name runs are bitwise identical: DTNN_CPU had no effect?"
+    fi
+    "$ckdiff" "$tmp/generic.safetensors" "$tmp/$set.safetensors" "$atol" --weights-only \
+        --init "$tmp/init.safetensors" "$rtol" ||
+        fail "generic and $name weights differ by more than $rtol of their change + $atol"
+done
 
 if ((failures)); then
     echo "$failures failed"
     exit 1
 fi
-echo "isa_kernels: ok (default $expected)"
+echo "isa_kernels: ok (default $expected; sets run: generic ${runnable[*]})"

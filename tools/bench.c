@@ -459,10 +459,11 @@ static int time_sgemm(int size, int threads, int reps)
         if (r > 0 && t < best)
             best = t;
     }
-    char blas[128];
-    printf("{\"sgemm\": %d, \"threads\": %d, \"gflops\": %.1f, \"blas\": \"%s\"}\n", size,
-           threads, 2.0 * size * (double)size * size / best / 1e9,
-           dtnn_blas_name(blas, sizeof blas));
+    char gemm[128];
+    printf("{\"sgemm\": %d, \"threads\": %d, \"gflops\": %.1f, \"gemm\": \"%s\", "
+           "\"cpu_kernels\": \"%s\"}\n", size, threads,
+           2.0 * size * (double)size * size / best / 1e9, dtnn_cpu_gemm_name(gemm, sizeof gemm),
+           dtnn_cpu_kernels_name());
     free(a), free(b), free(c);
     return 0;
 }

@@ -92,6 +92,9 @@ int cmd_info(int argc, char **argv)
            mem.buffers / mib, mem.activations / mib, mem.workspace / mib,
            dtnn_memory_available() / mib);
     printf("cpu kernels: %s (%s)\n", dtnn_cpu_kernels_name(), dtnn_cpu_kernels_reason());
+    char gemm[128], blas[128];
+    printf("gemm: %s; blas linked: %s\n", dtnn_cpu_gemm_name(gemm, sizeof gemm),
+           dtnn_blas_name(blas, sizeof blas));
     dtnn_model_free(m);
     return 0;
 }

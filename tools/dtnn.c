@@ -293,15 +293,15 @@ static void print_start(const cli_opt *o, int n, const cli_data *cd, const dtnn_
                         const dtnn_train_params *tp, dtnn_opt_kind kind, int threads,
                         dtnn_comm *comm, const char *bucket_reason, const dtnn_build_params *bp)
 {
-    char blas[128];
+    char gemm[128];
     const int ranks = dtnn_comm_size(comm);
     printf("dtnn: training %s on %s (%lld train / %lld test samples of %dx%dx%d, %d "
-           "classes), %zu parameters, batch %d, %s lr %g, device %s, %d thread%s, %s, %s "
+           "classes), %zu parameters, batch %d, %s lr %g, device %s, %d thread%s, gemm %s, %s "
            "kernels\n",
            cli_str(o, n, "model"), cd->name, (long long)cd->shape.n, (long long)cd->test_n,
            cd->shape.c, cd->shape.h, cd->shape.w, cd->shape.classes, dtnn_model_param_count(m),
            tp->batch_size, dtnn_opt_name(kind), tp->sched.base_lr, dtnn_model_device(m),
-           threads, threads == 1 ? "" : "s", dtnn_blas_name(blas, sizeof blas),
+           threads, threads == 1 ? "" : "s", dtnn_cpu_gemm_name(gemm, sizeof gemm),
            dtnn_cpu_kernels_name());
     /* The launcher and the hosts: in a batch job's log, what ran where. */
     const char *launcher = dtnn_comm_launcher(comm);

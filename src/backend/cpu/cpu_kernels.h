@@ -25,8 +25,23 @@
 /* This compile's operation table (cpu_backend.c); cpu_select.c picks one of the compiles'. */
 extern const dtnn_backend_ops cpu_backend_table;
 
+/* C = alpha op(A) op(B) + beta C, row-major: this set's GEMM (gemm_packed.c: dtnn's own in
+ * the fast sets, the BLAS in the generic one) and the BLAS's (gemm_blas.c). */
 void cpu_gemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
               int lda, const float *b, int ldb, float beta, float *c, int ldc);
+void cpu_gemm_blas(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
+                   int lda, const float *b, int ldb, float beta, float *c, int ldc);
+const char *cpu_gemm_name(char *buf, size_t len);
+
+/* What cpu_select.c needs of each compile of this folder: its table and its GEMM (renamed
+ * per set by cmake/isa_rename.sh like every global here: cpu_kernel_set_avx2). */
+typedef struct {
+    const dtnn_backend_ops *table;
+    void (*gemm)(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
+                 int lda, const float *b, int ldb, float beta, float *c, int ldc);
+    const char *(*gemm_name)(char *buf, size_t len);
+} cpu_kernel_set;
+extern const cpu_kernel_set cpu_kernels;
 void cpu_im2col(const conv_geom *g, const float *x, int images, float *col, int ldcol);
 void cpu_col2im(const conv_geom *g, const float *col, int ldcol, int images, float *dx);
 int cpu_conv_direct_supported(const conv_geom *g);

@@ -2,10 +2,10 @@
  * cpu_select.c — the "cpu" backend's registration: it picks the CPU kernel set (the
  * DTNN_CPU request checked, dtnn_cpu_kernels_name) and makes the backend on that set's table.
  * The kernels of src/backend/cpu/ are compiled portable and, on
- * x86-64, once more with -mavx2 -mfma (CMakeLists.txt, cmake/isa_rename.sh); the faster set runs
- * where the CPU has AVX2 and FMA and the OS saves the ymm registers, unless DTNN_CPU says
+ * x86-64, once more per kernel set (-mavx2 -mfma; the AVX-512 flags; CMakeLists.txt,
+ * cmake/isa_rename.sh); the fastest set the CPU and its OS run is taken, unless DTNN_CPU says
  * otherwise. So one binary runs on every x86-64, and the sanitizer builds run the kernels users
- * run.
+ * run. It also routes dtnn_sgemm to the chosen set's GEMM.
  *
  * This file is compiled once, for the baseline target: it runs before anything is known about
  * the CPU. It deliberately picks once per process (see cpu_choice): layers plan their
@@ -16,52 +16,102 @@
 #include <string.h>
 
 #include "../../core/internal.h"
-#include "../backend.h"
+#include "cpu_kernels.h"
 #include "dtnn.h"
 
-/* The tables of the two compiles of cpu_backend.c; the second exists where CMake found the
- * target x86-64 and the compiler taking -mavx2 -mfma (and then defines DTNN_CPU_AVX2). */
-extern const dtnn_backend_ops cpu_backend_table;
-#ifdef DTNN_CPU_AVX2
-extern const dtnn_backend_ops cpu_backend_table_avx2;
-#endif
-
-typedef enum {
-    CHOICE_NONE = 0,      /* not chosen yet */
-    CHOICE_AVX2,          /* DTNN_CPU unset, auto or avx2, and the CPU has AVX2 + FMA */
-    CHOICE_NO_AVX2,       /* DTNN_CPU unset or auto, and the CPU or this build lacks them */
-    CHOICE_FORCED,        /* DTNN_CPU=generic */
-    CHOICE_AVX2_MISSING,  /* DTNN_CPU=avx2, which the CPU or this build lacks: an error */
-    CHOICE_UNKNOWN,       /* DTNN_CPU is not a set's name: an error */
-} cpu_choice_kind;
-
-static const char avx2_name[] = "avx2+fma";
-
-/* Whether the AVX2 + FMA kernels can run here: built, and the CPU and OS support them
- * (__builtin_cpu_supports tests the OS's saving of the ymm registers, through XGETBV, as
- * part of "avx2"). */
-static int cpu_has_avx2(void)
+/* Each compile's kernels (cpu_backend.c's cpu_kernels, suffixed per set by
+ * cmake/isa_rename.sh). CMake defines DTNN_CPU_HAS_<SET> for each set it built: the target is
+ * x86-64 and the compiler takes the set's flags (DTNN_CPU_ISA_FLAGS_<set>). */
+extern const cpu_kernel_set cpu_kernels;
+#ifdef DTNN_CPU_HAS_AVX2
+extern const cpu_kernel_set cpu_kernels_avx2;
+/* __builtin_cpu_supports also tests that the OS saves the registers (XGETBV's mask: ymm for
+ * "avx2", zmm and the mask registers for the AVX-512 names), never a table of CPU models. The
+ * init is needed only when called before the constructors have run (from another library's
+ * constructor, say); cheap and harmless otherwise. */
+static int runs_avx2(void)
 {
-#ifdef DTNN_CPU_AVX2
-    /* Needed only when called before the constructors have run (from another library's
-     * constructor, say); cheap and harmless otherwise. */
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-#else
-    return 0;
+}
 #endif
+#ifdef DTNN_CPU_HAS_AVX512
+extern const cpu_kernel_set cpu_kernels_avx512;
+static int runs_avx512(void)
+{
+    __builtin_cpu_init();
+    return runs_avx2() && __builtin_cpu_supports("avx512f") &&
+           __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+           __builtin_cpu_supports("avx512dq");
+}
+#endif
+
+typedef struct {
+    const char *name;              /* what dtnn_cpu_kernels_name says */
+    const char *request;           /* its DTNN_CPU value (the name is accepted too) */
+    const cpu_kernel_set *set;     /* NULL where this build lacks it */
+    int (*runs_here)(void);        /* NULL: every CPU */
+    const char *forced, *lacks_cpu, *lacks_build;
+} isa_entry;
+
+/* Fastest first: auto takes the first that is built and runs here. */
+static const isa_entry isa_sets[] = {
+    {"avx512", "avx512",
+#ifdef DTNN_CPU_HAS_AVX512
+     &cpu_kernels_avx512, runs_avx512,
+#else
+     NULL, NULL,
+#endif
+     "forced by DTNN_CPU=avx512",
+     "DTNN_CPU=avx512, but this CPU or its OS lacks AVX-512 F, BW, VL and DQ",
+     "DTNN_CPU=avx512, but this build has no AVX-512 kernels"},
+    {"avx2+fma", "avx2",
+#ifdef DTNN_CPU_HAS_AVX2
+     &cpu_kernels_avx2, runs_avx2,
+#else
+     NULL, NULL,
+#endif
+     "forced by DTNN_CPU=avx2", "DTNN_CPU=avx2, but this CPU or its OS lacks AVX2 + FMA",
+     "DTNN_CPU=avx2, but this build has no AVX2 kernels"},
+    {"generic", "generic", &cpu_kernels, NULL, "forced by DTNN_CPU=generic", NULL, NULL},
+};
+enum { ISA_COUNT = sizeof isa_sets / sizeof isa_sets[0], ISA_GENERIC = ISA_COUNT - 1 };
+
+typedef enum {
+    CHOICE_AUTO,          /* DTNN_CPU unset or auto: the fastest set built that runs here */
+    CHOICE_FORCED,        /* DTNN_CPU named a set that is built and runs here */
+    CHOICE_LACKS_CPU,     /* DTNN_CPU named a set this CPU or OS cannot run: an error */
+    CHOICE_LACKS_BUILD,   /* DTNN_CPU named a set this build lacks: an error */
+    CHOICE_UNKNOWN,       /* DTNN_CPU is not a set's name: an error */
+} choice_kind;
+
+/* Packed in one int for the atomic below: kind * 16 + set index + 1 (0: not chosen). */
+static int choice_pack(choice_kind kind, int set) { return (int)kind * 16 + set + 1; }
+static choice_kind choice_kind_of(int c) { return (choice_kind)((c - 1) / 16); }
+static int choice_set_of(int c) { return (c - 1) % 16; }
+
+static int set_runs(int i)
+{
+    return isa_sets[i].set && (!isa_sets[i].runs_here || isa_sets[i].runs_here());
 }
 
-static cpu_choice_kind cpu_choose(void)
+static int cpu_choose(void)
 {
     const char *want = getenv("DTNN_CPU");
-    if (!want || !*want || !strcmp(want, "auto"))
-        return cpu_has_avx2() ? CHOICE_AVX2 : CHOICE_NO_AVX2;
-    if (!strcmp(want, "generic"))
-        return CHOICE_FORCED;
-    if (!strcmp(want, "avx2") || !strcmp(want, avx2_name))
-        return cpu_has_avx2() ? CHOICE_AVX2 : CHOICE_AVX2_MISSING;
-    return CHOICE_UNKNOWN;
+    if (!want || !*want || !strcmp(want, "auto")) {
+        int i = 0;
+        while (!set_runs(i))
+            i++;
+        return choice_pack(CHOICE_AUTO, i);
+    }
+    for (int i = 0; i < ISA_COUNT; i++) {
+        if (strcmp(want, isa_sets[i].request) && strcmp(want, isa_sets[i].name))
+            continue;
+        if (!isa_sets[i].set)
+            return choice_pack(CHOICE_LACKS_BUILD, i);
+        return choice_pack(set_runs(i) ? CHOICE_FORCED : CHOICE_LACKS_CPU, i);
+    }
+    return choice_pack(CHOICE_UNKNOWN, ISA_GENERIC);
 }
 
 /* The choice, made at the first call. This is the library's only process-wide cached value,
@@ -69,69 +119,73 @@ static cpu_choice_kind cpu_choose(void)
  * during it, and every model and layer must see the same table (a layer sizes its workspace
  * with the table its model then runs). Racing first calls compute the same value; the
  * compare-exchange keeps whichever came first, even so. */
-static cpu_choice_kind cpu_choice(void)
+static int cpu_choice(void)
 {
     static atomic_int chosen;
     int c = atomic_load(&chosen);
-    if (c == CHOICE_NONE) {
-        int expected = CHOICE_NONE;
-        c = (int)cpu_choose();
+    if (c == 0) {
+        int expected = 0;
+        c = cpu_choose();
         if (!atomic_compare_exchange_strong(&chosen, &expected, c))
             c = expected;
     }
-    return (cpu_choice_kind)c;
+    return c;
 }
 
-static const dtnn_backend_ops *cpu_backend_ops(void)
+/* The set that runs: the chosen one, or generic when the request is an error. */
+static const isa_entry *cpu_running(void)
 {
-#ifdef DTNN_CPU_AVX2
-    if (cpu_choice() == CHOICE_AVX2)
-        return &cpu_backend_table_avx2;
-#endif
-    return &cpu_backend_table;
+    const int c = cpu_choice();
+    const choice_kind kind = choice_kind_of(c);
+    return &isa_sets[kind == CHOICE_AUTO || kind == CHOICE_FORCED ? choice_set_of(c)
+                                                                  : ISA_GENERIC];
 }
 
-const char *dtnn_cpu_kernels_name(void)
-{
-    return cpu_choice() == CHOICE_AVX2 ? avx2_name : "generic";
-}
+const char *dtnn_cpu_kernels_name(void) { return cpu_running()->name; }
 
 const char *dtnn_cpu_kernels_reason(void)
 {
-    switch (cpu_choice()) {
-    case CHOICE_AVX2:
-        return "DTNN_CPU=generic forces portable";
+    const int c = cpu_choice();
+    const isa_entry *e = &isa_sets[choice_set_of(c)];
+    switch (choice_kind_of(c)) {
+    case CHOICE_AUTO:
+        return choice_set_of(c) == 0 ? "the fastest set of this build"
+                                     : "the fastest set of this build that this CPU runs";
     case CHOICE_FORCED:
-        return "forced by DTNN_CPU=generic";
-#ifdef DTNN_CPU_AVX2
-    case CHOICE_NO_AVX2:
-        return "this CPU or its OS lacks AVX2 + FMA";
-    case CHOICE_AVX2_MISSING:
-        return "DTNN_CPU=avx2, but this CPU or its OS lacks AVX2 + FMA";
-#else
-    case CHOICE_NO_AVX2:
-        return "the only set of this build";
-    case CHOICE_AVX2_MISSING:
-        return "DTNN_CPU=avx2, but this build has no AVX2 kernels";
-#endif
+        return e->forced;
+    case CHOICE_LACKS_CPU:
+        return e->lacks_cpu;
+    case CHOICE_LACKS_BUILD:
+        return e->lacks_build;
     case CHOICE_UNKNOWN:
-        return "DTNN_CPU is not auto, generic or avx2";
-    case CHOICE_NONE:
-        break;
+        return "DTNN_CPU is not auto, generic, avx2 or avx512";
     }
     return "not chosen";
 }
 
+const char *dtnn_cpu_gemm_name(char *buf, size_t len)
+{
+    return cpu_running()->set->gemm_name(buf, len);
+}
+
+void dtnn_sgemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
+                int lda, const float *b, int ldb, float beta, float *c, int ldc)
+{
+    cpu_running()->set->gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
 dtnn_status dtnn_cpu_kernels_check(dtnn_error *err)
 {
-    const cpu_choice_kind c = cpu_choice();
-    if (c == CHOICE_AVX2_MISSING)
-        return dtnn_error_set(err, DTNN_ERR_UNSUPPORTED, "%s: unset DTNN_CPU, or set "
-                              "DTNN_CPU=generic", dtnn_cpu_kernels_reason());
-    if (c == CHOICE_UNKNOWN) {
+    const int c = cpu_choice();
+    const choice_kind kind = choice_kind_of(c);
+    if (kind == CHOICE_LACKS_CPU || kind == CHOICE_LACKS_BUILD)
+        return dtnn_error_set(err, DTNN_ERR_UNSUPPORTED, "%s: unset DTNN_CPU (the fastest set "
+                              "this CPU runs), or set DTNN_CPU=generic",
+                              dtnn_cpu_kernels_reason());
+    if (kind == CHOICE_UNKNOWN) {
         const char *want = getenv("DTNN_CPU");
         return dtnn_error_set(err, DTNN_ERR_ARG, "DTNN_CPU='%s' is not a CPU kernel set: auto "
-                              "(or unset: the fastest this CPU runs), generic or avx2",
+                              "(or unset: the fastest this CPU runs), generic, avx2 or avx512",
                               want ? want : "");
     }
     return DTNN_OK;
@@ -150,7 +204,7 @@ static dtnn_backend *cpu_create(int threads, dtnn_error *err)
         return NULL;
     }
     dtnn_set_threads(0);    /* the BLAS single-threaded inside dtnn's threads: gemm_blas.c */
-    be->op = cpu_backend_ops();
+    be->op = cpu_running()->set->table;
     be->name = "cpu";
     be->host_memory = 1;
     be->threads = threads;

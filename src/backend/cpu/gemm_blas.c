@@ -1,10 +1,11 @@
 /*
  * gemm_blas.c — GEMM through the CBLAS of the BLAS this build links (OpenBLAS or BLIS, chosen
  * by CMake; never the reference libblas) or, built with DTNN_BLAS=none, plain C loops, and the
- * thread setting.
+ * thread setting. The generic kernel set's GEMM (the fast sets run their own, gemm_packed.c,
+ * and come here only when its buffers cannot be had), and the cross-check of the tests.
  *
  * Threading: there is exactly one thread pool, OpenMP's. The BLAS always runs single-threaded
- * and cpu_gemm splits a large product into one block of rows or columns per OpenMP thread.
+ * and cpu_gemm_blas splits a large product into one block of rows or columns per OpenMP thread.
  * OpenBLAS's own pthreads next to OpenMP's spinning workers made 2 threads train far slower
  * than 1 on the 2-core machine: the two pools fought over the cores (measurements:
  * docs/perf-notes.md). With one pool they cannot. Each block of C is computed by one
@@ -57,8 +58,8 @@ static void gemm_block(int trans_a, int trans_b, int m, int n, int k, float alph
 }
 #endif
 
-void cpu_gemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
-              int lda, const float *b, int ldb, float beta, float *c, int ldc)
+void cpu_gemm_blas(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
+                   int lda, const float *b, int ldb, float beta, float *c, int ldc)
 {
     if (m <= 0 || n <= 0)
         return;
@@ -115,10 +116,4 @@ const char *dtnn_blas_name(char *buf, size_t len)
     snprintf(buf, len, "%s (core %s)", openblas_get_config(), openblas_get_corename());
 #endif
     return buf;
-}
-
-void dtnn_sgemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
-                int lda, const float *b, int ldb, float beta, float *c, int ldc)
-{
-    cpu_gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }

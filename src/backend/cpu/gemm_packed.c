@@ -1,0 +1,293 @@
+/*
+ * gemm_packed.c — dtnn's own GEMM, the one every convolution path and fully connected layer
+ * of the fast kernel sets runs: C = alpha op(A) op(B) + beta C, row-major, any shape and
+ * transposition. BLIS's loop order: the sum over k in blocks of KC; per block, op(A) packed
+ * into row panels of MR and a block of op(B)'s columns into column panels of NR (zero-padded,
+ * so the register tile never reads past a matrix), then jobs of MC rows x JOB_PANELS column
+ * panels, each running the MR x NR register tile over its panels with B's panel (KC x NR) in
+ * L1 and A's rows in L2. The tile is MR = 6 rows by two vectors: 6 x 16 with AVX2, 6 x 32
+ * with AVX-512 (12 accumulators: FMA latency 4 x 2 ports on Intel's two 512-bit FMA units,
+ * and Zen 4's split zmm alike; 2 loads and 6 broadcasts per 12 FMAs).
+ *
+ * It does not depend on the BLAS knowing the CPU: Debian's OpenBLAS 0.3.21 runs its SSE3
+ * kernels on Intel's family 6 model 207. The generic set keeps the BLAS (gemm_blas.c).
+ *
+ * Determinism: every tile of C is summed by one job, its KC blocks in order with a barrier
+ * between, so the bits do not depend on the thread count; and the tile's epilogue is the same
+ * rounding for full and partial tiles (alpha * sum, then fma(beta, C, that)), so they do not
+ * depend on where a tile falls either.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu_kernels.h"
+
+#if defined(__AVX512F__)
+#define GEMM_OWN 1
+typedef __m512 vec;
+enum { VW = 16, KC = 192 };
+#define VLOAD(p) _mm512_loadu_ps(p)
+#define VSTORE(p, v) _mm512_storeu_ps(p, v)
+#define VSET1(x) _mm512_set1_ps(x)
+#define VMUL(a, b) _mm512_mul_ps(a, b)
+#define VFMA(a, b, c) _mm512_fmadd_ps(a, b, c)
+#define VZERO() _mm512_setzero_ps()
+#define KEEP(v) __asm__("" : "+v"(v))
+#define GEMM_ISA "avx512"
+#elif defined(__AVX2__) && defined(__FMA__)
+#define GEMM_OWN 1
+typedef __m256 vec;
+enum { VW = 8, KC = 256 };
+#define VLOAD(p) _mm256_loadu_ps(p)
+#define VSTORE(p, v) _mm256_storeu_ps(p, v)
+#define VSET1(x) _mm256_set1_ps(x)
+#define VMUL(a, b) _mm256_mul_ps(a, b)
+#define VFMA(a, b, c) _mm256_fmadd_ps(a, b, c)
+#define VZERO() _mm256_setzero_ps()
+#define KEEP(v) __asm__("" : "+x"(v))
+#define GEMM_ISA "avx2+fma"
+#else
+#define GEMM_OWN 0
+#endif
+
+#if GEMM_OWN
+#include <stdio.h>
+
+/* MC rows x JOB_PANELS column panels per job: ~6 MFLOP with AVX2, enough to amortise the
+ * scheduling, small enough for 2 threads to share a layer of a CIFAR network. NC bounds the
+ * packed block of B (KC x NC floats: 2 MiB with AVX2). */
+enum { MR = 6, NR = 2 * VW, MC = 16 * MR, JOB_PANELS = 8, NC = 2048 };
+
+typedef struct {
+    float alpha, beta;
+    int overwrite;      /* beta applied and 0 (the first k block, beta 0): C is not read */
+} tile_epilogue;
+
+static inline vec tile_out(vec acc, const float *c, vec valpha, vec vbeta, int overwrite)
+{
+    vec out = VMUL(valpha, acc);
+    return overwrite ? out : VFMA(vbeta, VLOAD(c), out);
+}
+
+/* One packed tile: a as [kc][MR], b as [kc][NR]. Named accumulators and the empty asm on the
+ * loaded vectors, as gemm_tiles.c's: without them GCC 12 spilled or re-read operands. */
+#define TILE_ROW(j)                                                                            \
+    do {                                                                                       \
+        vec w##j = VSET1(a[j]);                                                                \
+        c##j##0 = VFMA(w##j, b0, c##j##0);                                                     \
+        c##j##1 = VFMA(w##j, b1, c##j##1);                                                     \
+    } while (0)
+#define TILE_STORE(j)                                                                          \
+    do {                                                                                       \
+        float *cj = c + (size_t)(j) * ldc;                                                     \
+        VSTORE(cj, tile_out(c##j##0, cj, va, vb, ep->overwrite));                              \
+        VSTORE(cj + VW, tile_out(c##j##1, cj + VW, va, vb, ep->overwrite));                    \
+    } while (0)
+
+static void tile_6x2v(int kc, const float *a, const float *b, float *c, size_t ldc,
+                      const tile_epilogue *ep)
+{
+    vec c00 = VZERO(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
+    vec c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+#pragma GCC unroll 2
+    for (int p = 0; p < kc; p++, a += MR, b += NR) {
+        vec b0 = VLOAD(b), b1 = VLOAD(b + VW);
+        KEEP(b0);
+        KEEP(b1);
+        TILE_ROW(0);
+        TILE_ROW(1);
+        TILE_ROW(2);
+        TILE_ROW(3);
+        TILE_ROW(4);
+        TILE_ROW(5);
+    }
+    const vec va = VSET1(ep->alpha), vb = VSET1(ep->beta);
+    TILE_STORE(0);
+    TILE_STORE(1);
+    TILE_STORE(2);
+    TILE_STORE(3);
+    TILE_STORE(4);
+    TILE_STORE(5);
+}
+
+/* A tile cut by the edge of C: computed whole into a local tile (alpha applied, C unread),
+ * then the covered part combined with C by the same fma as a full tile's lanes. */
+static void tile_partial(int kc, const float *a, const float *b, float *c, size_t ldc,
+                         int rows, int cols, const tile_epilogue *ep)
+{
+    float t[MR][NR];
+    const tile_epilogue local = {ep->alpha, 0.0f, 1};
+    tile_6x2v(kc, a, b, t[0], NR, &local);
+    for (int i = 0; i < rows; i++)
+        for (int j = 0; j < cols; j++) {
+            float *ci = c + (size_t)i * ldc + j;
+            *ci = ep->overwrite ? t[i][j] : fmaf(ep->beta, *ci, t[i][j]);
+        }
+}
+
+typedef struct {
+    int trans_a, trans_b, m, n, k;
+    const float *a, *b;
+    int lda, ldb;
+    float *c;
+    int ldc;
+    float alpha, beta;
+} gemm_args;
+
+/* Rows [MR * panel, + MR) of op(A), columns [p0, p0 + kc), as [kc][MR]; rows past m zero. */
+static void pack_a_panel(const gemm_args *g, int panel, int p0, int kc, float *dst)
+{
+    const int i0 = panel * MR;
+    for (int j = 0; j < MR; j++) {
+        const int i = i0 + j;
+        if (i >= g->m) {
+            for (int p = 0; p < kc; p++)
+                dst[(size_t)p * MR + j] = 0.0f;
+        } else if (g->trans_a) {
+            for (int p = 0; p < kc; p++)
+                dst[(size_t)p * MR + j] = g->a[(size_t)(p0 + p) * g->lda + i];
+        } else {
+            const float *row = g->a + (size_t)i * g->lda + p0;
+            for (int p = 0; p < kc; p++)
+                dst[(size_t)p * MR + j] = row[p];
+        }
+    }
+}
+
+/* Columns [j0, j0 + NR) of op(B), rows [p0, p0 + kc), as [kc][NR]; columns past n zero. */
+static void pack_b_panel(const gemm_args *g, int j0, int p0, int kc, float *dst)
+{
+    const int cols = g->n - j0 < NR ? g->n - j0 : NR;
+    if (!g->trans_b) {
+        for (int p = 0; p < kc; p++) {
+            const float *row = g->b + (size_t)(p0 + p) * g->ldb + j0;
+            memcpy(dst + (size_t)p * NR, row, sizeof(float) * cols);
+            memset(dst + (size_t)p * NR + cols, 0, sizeof(float) * (NR - cols));
+        }
+        return;
+    }
+    for (int j = 0; j < NR; j++) {
+        if (j >= cols) {
+            for (int p = 0; p < kc; p++)
+                dst[(size_t)p * NR + j] = 0.0f;
+            continue;
+        }
+        const float *col = g->b + (size_t)(j0 + j) * g->ldb + p0;
+        for (int p = 0; p < kc; p++)
+            dst[(size_t)p * NR + j] = col[p];
+    }
+}
+
+/* One job: rows [MC * mb, + MC) against column panels [panel0, panel1) of the packed block
+ * starting at column jc. */
+static void run_job(const gemm_args *g, const float *pa, const float *pb, int kc, int jc,
+                    int mb, int panel0, int panel1, const tile_epilogue *ep)
+{
+    const int r_end = (mb + 1) * MC < g->m ? (mb + 1) * MC : g->m;
+    for (int pn = panel0; pn < panel1; pn++) {
+        const int c0 = jc + pn * NR, cols = g->n - c0 < NR ? g->n - c0 : NR;
+        const float *bp = pb + (size_t)pn * kc * NR;
+        for (int r0 = mb * MC; r0 < r_end; r0 += MR) {
+            const int rows = g->m - r0 < MR ? g->m - r0 : MR;
+            const float *ap = pa + (size_t)(r0 / MR) * kc * MR;
+            float *ct = g->c + (size_t)r0 * g->ldc + c0;
+            if (rows == MR && cols == NR)
+                tile_6x2v(kc, ap, bp, ct, (size_t)g->ldc, ep);
+            else
+                tile_partial(kc, ap, bp, ct, (size_t)g->ldc, rows, cols, ep);
+        }
+    }
+}
+
+static void scale_c(const gemm_args *g)
+{
+    for (int i = 0; i < g->m; i++)
+        for (int j = 0; j < g->n; j++) {
+            float *ci = g->c + (size_t)i * g->ldc + j;
+            *ci = g->beta == 0.0f ? 0.0f : g->beta * *ci;
+        }
+}
+
+/* The packed product; 0, or -1 when its buffers cannot be had (the caller falls back). */
+static int gemm_packed(const gemm_args *g)
+{
+    if (g->k <= 0) {
+        scale_c(g);
+        return 0;
+    }
+    const int a_panels = (g->m + MR - 1) / MR;
+    const int kc_max = g->k < KC ? g->k : KC;
+    const int nc_max = g->n < NC ? g->n : NC;
+    const int b_panels_max = (nc_max + NR - 1) / NR;
+    const size_t a_len = (size_t)a_panels * MR * kc_max;
+    const size_t b_len = (size_t)b_panels_max * NR * kc_max;
+    /* not dtnn__alloc_aligned: its zeroing would be a third pass over the packed blocks */
+    float *pa = aligned_alloc(64, (sizeof(float) * (a_len + b_len) + 63) / 64 * 64);
+    if (!pa)
+        return -1;
+    float *pb = pa + a_len;
+    int threads = 1;
+#ifdef _OPENMP
+    /* Below ~1 MFLOP a fork/join costs more than it saves; inside a thread's own chunk
+     * (Winograd's per-thread products) that thread runs it alone. */
+    if (!omp_in_parallel() && 2.0 * g->m * g->n * g->k >= 1e6)
+        threads = omp_get_max_threads();
+#endif
+    const int mblocks = (g->m + MC - 1) / MC;
+#pragma omp parallel num_threads(threads) if (threads > 1)
+    for (int p0 = 0; p0 < g->k; p0 += KC) {
+        const int kc = g->k - p0 < KC ? g->k - p0 : KC;
+        const tile_epilogue ep = {g->alpha, p0 == 0 ? g->beta : 1.0f,
+                                  p0 == 0 && g->beta == 0.0f};
+#pragma omp for schedule(static)
+        for (int pn = 0; pn < a_panels; pn++)
+            pack_a_panel(g, pn, p0, kc, pa + (size_t)pn * MR * kc);
+        for (int jc = 0; jc < g->n; jc += NC) {
+            const int nc = g->n - jc < NC ? g->n - jc : NC;
+            const int b_panels = (nc + NR - 1) / NR;
+            const int groups = (b_panels + JOB_PANELS - 1) / JOB_PANELS;
+#pragma omp for schedule(static)
+            for (int pn = 0; pn < b_panels; pn++)
+                pack_b_panel(g, jc + pn * NR, p0, kc, pb + (size_t)pn * NR * kc);
+            /* rows-major: a thread's consecutive jobs reuse one block of A from L2 */
+#pragma omp for schedule(guided)
+            for (int job = 0; job < mblocks * groups; job++) {
+                const int mb = job / groups, grp = job % groups;
+                const int panel1 = (grp + 1) * JOB_PANELS;
+                run_job(g, pa, pb, kc, jc, mb, grp * JOB_PANELS,
+                        panel1 < b_panels ? panel1 : b_panels, &ep);
+            }
+        }
+    }
+    free(pa);
+    return 0;
+}
+
+void cpu_gemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
+              int lda, const float *b, int ldb, float beta, float *c, int ldc)
+{
+    if (m <= 0 || n <= 0)
+        return;
+    const gemm_args g = {trans_a, trans_b, m, n, k, a, b, lda, ldb, c, ldc, alpha, beta};
+    if (gemm_packed(&g) != 0)
+        cpu_gemm_blas(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+const char *cpu_gemm_name(char *buf, size_t len)
+{
+    snprintf(buf, len, "dtnn packed %dx%d tile (%s)", MR, NR, GEMM_ISA);
+    return buf;
+}
+
+#else
+
+void cpu_gemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
+              int lda, const float *b, int ldb, float beta, float *c, int ldc)
+{
+    cpu_gemm_blas(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+const char *cpu_gemm_name(char *buf, size_t len) { return dtnn_blas_name(buf, len); }
+
+#endif

@@ -1,0 +1,158 @@
+/*
+ * test_gemm.c — dtnn_sgemm, the GEMM every convolution path and fully connected layer runs, on
+ * the kernel set DTNN_CPU picks (ctest runs it on the default set, as _generic on the BLAS and,
+ * where the build has AVX-512, as _avx2): every transposition, alpha and beta, leading
+ * dimensions past the row, and shapes on each side of the register tile's edges (6 rows; 16
+ * or 32 columns), of the k blocks (192, 256) and of the column blocks (2048).
+ *
+ * Tolerance, from the rounding: each element is a float sum of k products (each product exact
+ * inside an FMA, or rounded once), in any order and grouping, then scaled by alpha and added
+ * to beta C; every step rounds once, at most k + 2 steps on any path to the result, so
+ * |got - exact| <= gamma(k + 2) (|alpha| sum |a||b| + |beta c|), gamma(j) = j u / (1 - j u),
+ * u = 2^-24 (Higham, Accuracy and Stability, 3.1 and 3.5). The exact value is computed in
+ * double, whose own error is 2^29 times smaller.
+ *
+ * Bitwise, for dtnn's own GEMM (not the BLAS, whose edge kernels may sum in another order):
+ * the result does not depend on the thread count, nor on where an element falls in the
+ * register tiles (the top-left corner of a product equals the product of the corner), by
+ * construction: one job sums each tile, its k blocks in order, with the same epilogue for
+ * full and cut tiles (src/backend/cpu/gemm_packed.c).
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testutil.h"
+
+typedef struct {
+    int trans_a, trans_b, m, n, k;
+    float alpha, beta;
+} gemm_case;
+
+typedef struct {
+    int lda, ldb, ldc;
+    float *a, *b, *c0;
+} operands;
+
+static void operands_make(const gemm_case *t, operands *o, unsigned seed)
+{
+    const int a_rows = t->trans_a ? t->k : t->m, a_cols = t->trans_a ? t->m : t->k;
+    const int b_rows = t->trans_b ? t->n : t->k, b_cols = t->trans_b ? t->k : t->n;
+    o->lda = a_cols + 3;
+    o->ldb = b_cols + 5;
+    o->ldc = t->n + 2;
+    o->a = malloc(sizeof(float) * ((size_t)a_rows * o->lda + 1));
+    o->b = malloc(sizeof(float) * ((size_t)b_rows * o->ldb + 1));
+    o->c0 = malloc(sizeof(float) * (size_t)t->m * o->ldc);
+    test_fill(o->a, (size_t)a_rows * o->lda + 1, seed);
+    test_fill(o->b, (size_t)b_rows * o->ldb + 1, seed + 1);
+    test_fill(o->c0, (size_t)t->m * o->ldc, seed + 2);
+    /* beta 0 must overwrite, as a BLAS does: a NaN in C must not survive */
+    if (t->beta == 0.0f)
+        for (size_t i = 0; i < (size_t)t->m * o->ldc; i += 7)
+            o->c0[i] = NAN;
+}
+
+static void operands_free(operands *o)
+{
+    free(o->a), free(o->b), free(o->c0);
+}
+
+static float *run(const gemm_case *t, const operands *o, int m, int n)
+{
+    float *c = malloc(sizeof(float) * (size_t)t->m * o->ldc);
+    memcpy(c, o->c0, sizeof(float) * (size_t)t->m * o->ldc);
+    dtnn_sgemm(t->trans_a, t->trans_b, m, n, t->k, t->alpha, o->a, o->lda, o->b, o->ldb,
+               t->beta, c, o->ldc);
+    return c;
+}
+
+/* Against the exact product, within the bound above; untouched past n in each row. */
+static void check_bound(const gemm_case *t, const operands *o, const float *c)
+{
+    const double u = ldexp(1.0, -24), j = t->k + 2.0, gamma = j * u / (1.0 - j * u);
+    int bad = 0, padding_touched = 0;
+    double worst = 0.0;
+    for (int i = 0; i < t->m; i++) {
+        for (int col = 0; col < t->n; col++) {
+            double sum = 0.0, mag = 0.0;
+            for (int p = 0; p < t->k; p++) {
+                const double av = t->trans_a ? o->a[(size_t)p * o->lda + i]
+                                             : o->a[(size_t)i * o->lda + p];
+                const double bv = t->trans_b ? o->b[(size_t)col * o->ldb + p]
+                                             : o->b[(size_t)p * o->ldb + col];
+                sum += av * bv;
+                mag += fabs(av * bv);
+            }
+            const double c0 = t->beta == 0.0f ? 0.0 : o->c0[(size_t)i * o->ldc + col];
+            const double want = t->alpha * sum + t->beta * c0;
+            const double bound = gamma * (fabs(t->alpha) * mag + fabs(t->beta * c0));
+            const double err = fabs(c[(size_t)i * o->ldc + col] - want);
+            if (!(err <= bound))
+                bad++;
+            if (bound > 0 && err / bound > worst)
+                worst = err / bound;
+        }
+        for (int col = t->n; col < o->ldc; col++) {
+            const float was = o->c0[(size_t)i * o->ldc + col], is = c[(size_t)i * o->ldc + col];
+            if (memcmp(&was, &is, sizeof was))
+                padding_touched++;
+        }
+    }
+    printf("gemm %c%c m %4d n %4d k %4d alpha %g beta %g: worst error %.3f of the bound%s\n",
+           t->trans_a ? 'T' : 'N', t->trans_b ? 'T' : 'N', t->m, t->n, t->k, (double)t->alpha,
+           (double)t->beta, worst, bad ? "  FAIL" : "");
+    CHECK(bad == 0);
+    CHECK(padding_touched == 0);
+}
+
+/* The corner [0, m') x [0, n') of the whole product, computed alone: the same bits. */
+static void check_corner(const gemm_case *t, const operands *o, const float *whole)
+{
+    const int m2 = t->m > 7 ? t->m - 7 : t->m, n2 = t->n > 17 ? t->n - 17 : t->n;
+    float *c = run(t, o, m2, n2);
+    int differ = 0;
+    for (int i = 0; i < m2; i++)
+        differ += memcmp(c + (size_t)i * o->ldc, whole + (size_t)i * o->ldc,
+                         sizeof(float) * n2) != 0;
+    CHECK(differ == 0);
+    free(c);
+}
+
+int main(void)
+{
+    dtnn_error err = {0};
+    if (dtnn_cpu_kernels_check(&err) != DTNN_OK) {
+        printf("test_gemm: skipped: %s\n", err.message);
+        return 77;
+    }
+    char name[128];
+    const int own = strncmp(dtnn_cpu_gemm_name(name, sizeof name), "dtnn", 4) == 0;
+    printf("test_gemm: cpu kernels %s, gemm %s\n", dtnn_cpu_kernels_name(), name);
+    const gemm_case cases[] = {
+        {0, 0, 1, 1, 1, 1.0f, 0.0f},       {0, 0, 5, 15, 3, 1.0f, 0.0f},
+        {0, 0, 6, 16, 7, 1.0f, 1.0f},      {0, 0, 7, 33, 191, 0.5f, 0.0f},
+        {1, 0, 13, 31, 192, 1.0f, 1.0f},   {0, 1, 12, 32, 193, -2.0f, 0.25f},
+        {1, 1, 19, 47, 257, 1.0f, 0.0f},   {0, 0, 64, 100, 0, 1.0f, 0.5f},
+        {0, 1, 64, 576, 1100, 1.0f, 1.0f}, {1, 0, 100, 2100, 300, 1.0f, 0.0f},
+        {0, 0, 97, 2049, 64, 1.0f, -1.0f}, {0, 1, 200, 10, 512, 1.0f, 0.0f},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const gemm_case *t = &cases[i];
+        operands o;
+        operands_make(t, &o, 11 + (unsigned)i);
+        dtnn_set_threads(2);
+        float *c = run(t, &o, t->m, t->n);
+        check_bound(t, &o, c);
+        if (own) {
+            dtnn_set_threads(1);
+            float *c1 = run(t, &o, t->m, t->n);
+            CHECK(memcmp(c, c1, sizeof(float) * (size_t)t->m * o.ldc) == 0);
+            free(c1);
+            check_corner(t, &o, c);
+        }
+        free(c);
+        operands_free(&o);
+    }
+    return test_finish("test_gemm");
+}
