@@ -1,7 +1,7 @@
 /*
  * test_gemm.c — dtnn_sgemm, the GEMM every convolution path and fully connected layer runs, on
  * the kernel set DTNN_CPU picks (ctest runs it on the default set, as _generic on the BLAS and,
- * where the build has AVX-512, as _avx2): every transposition, alpha and beta, leading
+ * where the build has AVX-512, as _avx2 and _avx512): every transposition, alpha and beta, leading
  * dimensions past the row, and shapes on each side of the register tile's edges (6 rows; 16
  * or 32 columns), of the k blocks (192, 256) and of the column blocks (2048).
  *
@@ -121,11 +121,8 @@ static void check_corner(const gemm_case *t, const operands *o, const float *who
 
 int main(void)
 {
-    dtnn_error err = {0};
-    if (dtnn_cpu_kernels_check(&err) != DTNN_OK) {
-        printf("test_gemm: skipped: %s\n", err.message);
+    if (tu_kernels_unavailable("test_gemm"))
         return 77;
-    }
     char name[128];
     const int own = strncmp(dtnn_cpu_gemm_name(name, sizeof name), "dtnn", 4) == 0;
     printf("test_gemm: cpu kernels %s, gemm %s\n", dtnn_cpu_kernels_name(), name);

@@ -305,3 +305,12 @@ int tu_same_bits(const char *label, const void *got, const void *want, size_t by
     test_failures += bad;
     return !bad;
 }
+
+int tu_kernels_unavailable(const char *test)
+{
+    dtnn_error err = {0};
+    if (dtnn_cpu_kernels_check(&err) == DTNN_OK)
+        return 0;
+    printf("%s: skipped: %s\n", test, err.message);
+    return 1;
+}

@@ -43,6 +43,10 @@ int tu_same_bits(const char *label, const void *got, const void *want, size_t by
 /* Fills x with a fixed pseudo-random pattern in [-1, 1) from seed. */
 void test_fill(float *x, size_t n, unsigned seed);
 
+/* 1 (and says why) when the CPU kernel set DTNN_CPU asks for cannot run here: the test's
+ * variant for that set (NAME_avx2, NAME_avx512) then exits 77, skipped. */
+int tu_kernels_unavailable(const char *test);
+
 /* Prints the summary line and returns the exit code. */
 int test_finish(const char *name);
 

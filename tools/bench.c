@@ -17,7 +17,6 @@
 #include <unistd.h>
 
 #include "cli_options.h"
-#include "fma_peak.h"
 #include "dtnn.h"
 #include "progress.h"
 #include "project.h"
@@ -468,11 +467,12 @@ static int time_sgemm(int size, int threads, int reps)
     return 0;
 }
 
-/* The register-only FMA peak (fma_peak.c), ymm and zmm, best of 3 runs each. */
+/* The register-only FMA peak (dtnn_fma_peak_gflops), ymm and zmm, best of 3 runs of 0.2 s. */
 static int time_fma_peak(int threads)
 {
-    const double ymm = fma_peak_gflops(0, threads, 3), zmm = fma_peak_gflops(1, threads, 3);
-    if (ymm <= 0.0 && fma_peak_has_ymm()) {
+    const double ymm = dtnn_fma_peak_gflops(0, threads, 3, 0.2);
+    const double zmm = dtnn_fma_peak_gflops(1, threads, 3, 0.2);
+    if (ymm <= 0.0 && dtnn_fma_has_ymm()) {
         fprintf(stderr, "dtnn bench: could not start %d threads for the FMA peak\n", threads);
         return 1;
     }

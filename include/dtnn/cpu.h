@@ -42,6 +42,14 @@ const char *dtnn_cpu_kernels_reason(void);
  * then; dtnn_model_build returns this error, so nothing trains on a set not asked for. */
 dtnn_status dtnn_cpu_kernels_check(dtnn_error *err);
 
+/* The float32 FMA peak from a register-only loop: whether the CPU and the OS give 256-bit
+ * AVX2 + FMA, and 512-bit AVX-512F; GFLOP/s (an FMA counts 2) of `threads` threads running
+ * the loop at once, in ymm (zmm = 0) or zmm registers, best of `repeats` runs of about
+ * `seconds`; 0 where the vectors are not available or threads could not be started. */
+int dtnn_fma_has_ymm(void);
+int dtnn_fma_has_zmm(void);
+double dtnn_fma_peak_gflops(int zmm, int threads, int repeats, double seconds);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,6 +1,6 @@
 /*
  * cpu_kernels.h — the CPU kernels that cpu_backend.c puts into the backend table. One family
- * per file: gemm_blas.c, im2col.c, conv_direct.c, conv_winograd.c,
+ * per file: gemm_packed.c, gemm_blas.c, im2col.c, conv_direct.c, conv_winograd.c,
  * gemm_tiles.c, depthwise.c, pool.c, activation.c, batchnorm.c, softmax.c.
  *
  * Threads: loops over jobs (planes, channels, tile and filter blocks) are schedule(guided):

@@ -44,6 +44,19 @@ static int runs_avx512(void)
            __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
            __builtin_cpu_supports("avx512dq");
 }
+
+/* Whether zmm pays here, by measurement: no cpuid bit says how wide the FMA units are. Intel's
+ * server cores have two 512-bit FMA ports (zmm about 2x ymm), AMD Zen 4 splits a zmm FMA in two
+ * 256-bit halves (about 1x), where the zmm kernels' wider tiles only waste more at the edges
+ * (ResNet-50 and VGG 5-10% slower than the avx2 set, measurements: docs/perf-notes.md). The
+ * loop is register-only, best of 5 runs of 1 ms each way (noise only slows a run), and 1.4
+ * lies far from both kinds of core, so the choice does not flip between runs of a machine. */
+static int avx512_pays(void)
+{
+    const double ymm = dtnn_fma_peak_gflops(0, 1, 5, 1e-3);
+    const double zmm = dtnn_fma_peak_gflops(1, 1, 5, 1e-3);
+    return zmm >= 1.4 * ymm;
+}
 #endif
 
 typedef struct {
@@ -51,6 +64,7 @@ typedef struct {
     const char *request;           /* its DTNN_CPU value (the name is accepted too) */
     const cpu_kernel_set *set;     /* NULL where this build lacks it */
     int (*runs_here)(void);        /* NULL: every CPU */
+    int (*pays)(void);             /* NULL: faster wherever it runs; else auto asks */
     const char *forced, *lacks_cpu, *lacks_build;
 } isa_entry;
 
@@ -58,27 +72,28 @@ typedef struct {
 static const isa_entry isa_sets[] = {
     {"avx512", "avx512",
 #ifdef DTNN_CPU_HAS_AVX512
-     &cpu_kernels_avx512, runs_avx512,
+     &cpu_kernels_avx512, runs_avx512, avx512_pays,
 #else
-     NULL, NULL,
+     NULL, NULL, NULL,
 #endif
      "forced by DTNN_CPU=avx512",
      "DTNN_CPU=avx512, but this CPU or its OS lacks AVX-512 F, BW, VL and DQ",
      "DTNN_CPU=avx512, but this build has no AVX-512 kernels"},
     {"avx2+fma", "avx2",
 #ifdef DTNN_CPU_HAS_AVX2
-     &cpu_kernels_avx2, runs_avx2,
+     &cpu_kernels_avx2, runs_avx2, NULL,
 #else
-     NULL, NULL,
+     NULL, NULL, NULL,
 #endif
      "forced by DTNN_CPU=avx2", "DTNN_CPU=avx2, but this CPU or its OS lacks AVX2 + FMA",
      "DTNN_CPU=avx2, but this build has no AVX2 kernels"},
-    {"generic", "generic", &cpu_kernels, NULL, "forced by DTNN_CPU=generic", NULL, NULL},
+    {"generic", "generic", &cpu_kernels, NULL, NULL, "forced by DTNN_CPU=generic", NULL, NULL},
 };
 enum { ISA_COUNT = sizeof isa_sets / sizeof isa_sets[0], ISA_GENERIC = ISA_COUNT - 1 };
 
 typedef enum {
     CHOICE_AUTO,          /* DTNN_CPU unset or auto: the fastest set built that runs here */
+    CHOICE_AUTO_MEASURED, /* the same, after a faster-looking set measured no gain here */
     CHOICE_FORCED,        /* DTNN_CPU named a set that is built and runs here */
     CHOICE_LACKS_CPU,     /* DTNN_CPU named a set this CPU or OS cannot run: an error */
     CHOICE_LACKS_BUILD,   /* DTNN_CPU named a set this build lacks: an error */
@@ -99,10 +114,15 @@ static int cpu_choose(void)
 {
     const char *want = getenv("DTNN_CPU");
     if (!want || !*want || !strcmp(want, "auto")) {
-        int i = 0;
-        while (!set_runs(i))
-            i++;
-        return choice_pack(CHOICE_AUTO, i);
+        int skipped = 0, i = 0;
+        for (;; i++) {
+            if (!set_runs(i))
+                continue;
+            if (!isa_sets[i].pays || isa_sets[i].pays())
+                break;
+            skipped = 1;
+        }
+        return choice_pack(skipped ? CHOICE_AUTO_MEASURED : CHOICE_AUTO, i);
     }
     for (int i = 0; i < ISA_COUNT; i++) {
         if (strcmp(want, isa_sets[i].request) && strcmp(want, isa_sets[i].name))
@@ -137,8 +157,8 @@ static const isa_entry *cpu_running(void)
 {
     const int c = cpu_choice();
     const choice_kind kind = choice_kind_of(c);
-    return &isa_sets[kind == CHOICE_AUTO || kind == CHOICE_FORCED ? choice_set_of(c)
-                                                                  : ISA_GENERIC];
+    const int ok = kind == CHOICE_AUTO || kind == CHOICE_AUTO_MEASURED || kind == CHOICE_FORCED;
+    return &isa_sets[ok ? choice_set_of(c) : ISA_GENERIC];
 }
 
 const char *dtnn_cpu_kernels_name(void) { return cpu_running()->name; }
@@ -151,6 +171,9 @@ const char *dtnn_cpu_kernels_reason(void)
     case CHOICE_AUTO:
         return choice_set_of(c) == 0 ? "the fastest set of this build"
                                      : "the fastest set of this build that this CPU runs";
+    case CHOICE_AUTO_MEASURED:
+        return "AVX-512 runs here, but its zmm FMAs measured under 1.4x ymm (512-bit units "
+               "split in two halves), so the narrower set is faster";
     case CHOICE_FORCED:
         return e->forced;
     case CHOICE_LACKS_CPU:

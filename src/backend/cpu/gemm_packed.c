@@ -135,47 +135,96 @@ typedef struct {
     float alpha, beta;
 } gemm_args;
 
-/* Rows [MR * panel, + MR) of op(A), columns [p0, p0 + kc), as [kc][MR]; rows past m zero. */
-static void pack_a_panel(const gemm_args *g, int panel, int p0, int kc, float *dst)
+/* 8 x 8 floats transposed in ymm registers: out[q] = (in[0][q], ..., in[7][q]). */
+static inline void transpose8(__m256 r[8])
 {
-    const int i0 = panel * MR;
-    for (int j = 0; j < MR; j++) {
-        const int i = i0 + j;
-        if (i >= g->m) {
-            for (int p = 0; p < kc; p++)
-                dst[(size_t)p * MR + j] = 0.0f;
-        } else if (g->trans_a) {
-            for (int p = 0; p < kc; p++)
-                dst[(size_t)p * MR + j] = g->a[(size_t)(p0 + p) * g->lda + i];
-        } else {
-            const float *row = g->a + (size_t)i * g->lda + p0;
-            for (int p = 0; p < kc; p++)
-                dst[(size_t)p * MR + j] = row[p];
+    __m256 t[8];
+    for (int i = 0; i < 4; i++) {
+        t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    __m256 u[8];
+    for (int i = 0; i < 2; i++)
+        for (int h = 0; h < 2; h++) {
+            const __m256 a = t[4 * i + h], b = t[4 * i + 2 + h];
+            u[4 * i + 2 * h] = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(1, 0, 1, 0));
+            u[4 * i + 2 * h + 1] = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 2, 3, 2));
         }
+    for (int q = 0; q < 4; q++) {
+        r[q] = _mm256_permute2f128_ps(u[q], u[4 + q], 0x20);
+        r[4 + q] = _mm256_permute2f128_ps(u[q], u[4 + q], 0x31);
     }
 }
 
-/* Columns [j0, j0 + NR) of op(B), rows [p0, p0 + kc), as [kc][NR]; columns past n zero. */
+/* Rows [MR * panel, + MR) of op(A), columns [p0, p0 + kc), as [kc][MR]; rows past m zero.
+ * Untransposed A is a transpose of MR rows: 8 columns at a time through transpose8 (two zero
+ * rows), each packed column stored as 4 + 2 lanes (a masked store is microcoded on AMD
+ * Zen); packing one element at a time
+ * cost as much as a quarter of a product whose other side is 64 long (a pointwise
+ * convolution's weight gradient). */
+static void pack_a_panel(const gemm_args *g, int panel, int p0, int kc, float *dst)
+{
+    const int i0 = panel * MR, rows = g->m - i0 < MR ? g->m - i0 : MR;
+    int p = 0;
+    if (!g->trans_a && rows == MR) {
+        for (; p + 8 <= kc; p += 8) {
+            __m256 r[8];
+            for (int j = 0; j < MR; j++)
+                r[j] = _mm256_loadu_ps(g->a + (size_t)(i0 + j) * g->lda + p0 + p);
+            r[6] = r[7] = _mm256_setzero_ps();
+            transpose8(r);
+            for (int q = 0; q < 8; q++) {
+                float *d = dst + (size_t)(p + q) * MR;
+                _mm_storeu_ps(d, _mm256_castps256_ps128(r[q]));
+                _mm_storel_pi((__m64 *)(d + 4), _mm256_extractf128_ps(r[q], 1));
+            }
+        }
+    }
+    for (; p < kc; p++)
+        for (int j = 0; j < MR; j++) {
+            const int i = i0 + j;
+            float v = 0.0f;
+            if (j < rows)
+                v = g->trans_a ? g->a[(size_t)(p0 + p) * g->lda + i]
+                               : g->a[(size_t)i * g->lda + p0 + p];
+            dst[(size_t)p * MR + j] = v;
+        }
+}
+
+/* Columns [j0, j0 + NR) of op(B), rows [p0, p0 + kc), as [kc][NR]; columns past n zero.
+ * Transposed B (a weight gradient's input side) by 8 x 8 blocks through transpose8, for the
+ * same reason as A's. */
 static void pack_b_panel(const gemm_args *g, int j0, int p0, int kc, float *dst)
 {
     const int cols = g->n - j0 < NR ? g->n - j0 : NR;
     if (!g->trans_b) {
         for (int p = 0; p < kc; p++) {
             const float *row = g->b + (size_t)(p0 + p) * g->ldb + j0;
+            if (cols == NR) {
+                VSTORE(dst + (size_t)p * NR, VLOAD(row));
+                VSTORE(dst + (size_t)p * NR + VW, VLOAD(row + VW));
+                continue;
+            }
             memcpy(dst + (size_t)p * NR, row, sizeof(float) * cols);
             memset(dst + (size_t)p * NR + cols, 0, sizeof(float) * (NR - cols));
         }
         return;
     }
-    for (int j = 0; j < NR; j++) {
-        if (j >= cols) {
-            for (int p = 0; p < kc; p++)
-                dst[(size_t)p * NR + j] = 0.0f;
-            continue;
-        }
-        const float *col = g->b + (size_t)(j0 + j) * g->ldb + p0;
-        for (int p = 0; p < kc; p++)
-            dst[(size_t)p * NR + j] = col[p];
+    for (int jj = 0; jj < NR; jj += 8) {
+        int p = 0;
+        if (jj + 8 <= cols)
+            for (; p + 8 <= kc; p += 8) {
+                __m256 r[8];
+                for (int t = 0; t < 8; t++)
+                    r[t] = _mm256_loadu_ps(g->b + (size_t)(j0 + jj + t) * g->ldb + p0 + p);
+                transpose8(r);
+                for (int q = 0; q < 8; q++)
+                    _mm256_storeu_ps(dst + (size_t)(p + q) * NR + jj, r[q]);
+            }
+        for (; p < kc; p++)
+            for (int j = jj; j < jj + 8; j++)
+                dst[(size_t)p * NR + j] =
+                    j < cols ? g->b[(size_t)(j0 + j) * g->ldb + p0 + p] : 0.0f;
     }
 }
 

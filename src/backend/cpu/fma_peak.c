@@ -5,11 +5,13 @@
  * threads at once. A BLAS's SGEMM is no measure of the machine: Debian's OpenBLAS runs SSE3
  * kernels on CPUs it does not know. Intel server cores have two 512-bit FMA ports (zmm twice
  * ymm); AMD Zen 4 splits a zmm FMA in two 256-bit halves (zmm about equal to ymm). dtnn bench
- * --fma-peak prints it; bench/torch_compare.py divides achieved GFLOP/s by it.
+ * --fma-peak prints it; bench/torch_compare.py divides achieved GFLOP/s by it; cpu_select.c
+ * runs it briefly to choose between the avx512 and avx2 kernel sets. Compiled once, for the
+ * baseline target (like cpu_select.c): each loop carries its own target attribute.
  */
 #define _GNU_SOURCE
 
-#include "fma_peak.h"
+#include "dtnn.h"
 
 #include <immintrin.h>
 #include <pthread.h>
@@ -117,15 +119,15 @@ static void gate_open(start_gate *g, int go)
 }
 
 /* GFLOP/s of `threads` threads running the loop at once (the slowest one's time), best of
- * `repeats`; 0 on failure. */
-static double measure(int zmm, int threads, int repeats)
+ * `repeats` runs of about `seconds`; 0 on failure. */
+static double measure(int zmm, int threads, int repeats, double seconds)
 {
     enum { MAX_THREADS = 256 };
     if (threads < 1 || threads > MAX_THREADS)
         return 0.0;
     const int lanes = zmm ? 16 : 8, chains = zmm ? ZMM_CHAINS : YMM_CHAINS;
-    /* About 0.2 s per run at 3 GHz and two 256-bit FMAs a cycle. */
-    const long iters = 1200L * 1000 * 1000 / (lanes * chains);
+    /* `seconds` a run at 3 GHz and two 256-bit FMAs a cycle. */
+    const long iters = (long)(6e9 * seconds) / (lanes * chains) + 1;
     double best = 0.0;
     for (int r = 0; r < repeats; r++) {
         peak_job jobs[MAX_THREADS];
@@ -155,7 +157,7 @@ static double measure(int zmm, int threads, int repeats)
     return best;
 }
 
-int fma_peak_has_zmm(void)
+int dtnn_fma_has_zmm(void)
 {
     /* libgcc's check covers the OS's saved state (XCR0's opmask and zmm bits) as well as
      * cpuid, so a kernel that does not save zmm registers reads as no AVX-512. */
@@ -163,15 +165,15 @@ int fma_peak_has_zmm(void)
     return __builtin_cpu_supports("avx512f");
 }
 
-int fma_peak_has_ymm(void)
+int dtnn_fma_has_ymm(void)
 {
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 }
 
-double fma_peak_gflops(int zmm, int threads, int repeats)
+double dtnn_fma_peak_gflops(int zmm, int threads, int repeats, double seconds)
 {
-    if (zmm ? !fma_peak_has_zmm() : !fma_peak_has_ymm())
+    if (zmm ? !dtnn_fma_has_zmm() : !dtnn_fma_has_ymm())
         return 0.0;
-    return measure(zmm, threads, repeats);
+    return measure(zmm, threads, repeats, seconds);
 }
