@@ -98,8 +98,10 @@ typedef enum {
  * fp32, a fully connected layer's stay fp32 (cuBLAS accumulates into fp32), and every bias
  * gradient is summed from the fp32 output gradient. The weights the optimizer updates stay
  * fp32 (master weights); bf16's range is fp32's, so no loss scaling. On the GPU this runs on
- * tensor cores; the CPU computes the same rounding around its fp32 kernels, the reference the
- * GPU is tested against, no faster than fp32. */
+ * tensor cores. On the CPU the GEMMs (im2col, pointwise, fully connected) multiply bf16 pairs
+ * on vdpbf16ps where the CPU has AVX512_BF16 (subnormal operands read as zero, as that
+ * instruction defines it), and elsewhere compute the same rounding around fp32 kernels
+ * (dtnn_cpu_bf16_products says which); the CPU is the reference the GPU is tested against. */
 typedef enum { DTNN_PRECISION_FP32 = 0, DTNN_PRECISION_BF16 } dtnn_precision;
 /* "fp32", "bf16"; NULL for a value outside the enum. */
 const char *dtnn_precision_name(dtnn_precision p);

@@ -233,6 +233,10 @@ int main(void)
         {5, 7, 9, 3, "filters=11 kernel=1", "pointwise"},
         {13, 1, 1, 1, "filters=3 kernel=1 bias=0", NULL},
         {16, 8, 8, 2, "filters=24 kernel=1 bias=0", NULL},
+        /* the batch in one strided GEMM: over a k block (forward: 260 channels; weight
+         * gradient: 400 pixels) and a register tile's rows and columns */
+        {260, 5, 5, 3, "filters=20 kernel=1", "pointwise"},
+        {8, 20, 20, 3, "filters=13 kernel=1 bias=0", "pointwise"},
         /* direct: stride 1, one group, any kernel up to 7x7, padding below the kernel size */
         {1, 28, 28, 3, "filters=6 kernel=5 padding=2", "direct"},     /* LeNet-5 */
         {6, 14, 14, 2, "filters=16 kernel=5", NULL},

@@ -303,6 +303,8 @@ static void print_start(const cli_opt *o, int n, const cli_data *cd, const dtnn_
            tp->batch_size, dtnn_opt_name(kind), tp->sched.base_lr, dtnn_model_device(m),
            threads, threads == 1 ? "" : "s", dtnn_cpu_gemm_name(gemm, sizeof gemm),
            dtnn_cpu_kernels_name());
+    if (bp->precision == DTNN_PRECISION_BF16 && !strncmp(dtnn_model_device(m), "cpu", 3))
+        printf("dtnn: bf16 on the CPU: %s\n", dtnn_cpu_bf16_products());
     /* The launcher and the hosts: in a batch job's log, what ran where. */
     const char *launcher = dtnn_comm_launcher(comm);
     if (ranks > 1)

@@ -35,6 +35,10 @@ const char *dtnn_cpu_gemm_name(char *buf, size_t len);
  * those. The sets' results differ by float rounding only (other summation orders: dtnn's own
  * GEMM, Winograd and the direct convolution run only in the fast sets). */
 const char *dtnn_cpu_kernels_name(void);
+/* How --precision bf16 multiplies on the CPU: on vdpbf16ps in the GEMMs where the CPU has
+ * AVX512_BF16 and a fast set runs, else emulated (fp32 products of rounded operands); the
+ * results are the same definition (dtnn.h) either way. */
+const char *dtnn_cpu_bf16_products(void);
 /* A few words on why that set runs, e.g. "DTNN_CPU=generic forces portable" (for `dtnn info`). */
 const char *dtnn_cpu_kernels_reason(void);
 /* DTNN_OK, or an error when DTNN_CPU cannot be honoured: DTNN_ERR_ARG for an unknown value,

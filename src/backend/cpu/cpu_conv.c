@@ -241,6 +241,10 @@ conv_plan *cpu_conv_plan_create(dtnn_backend *be, const conv_desc *d, dtnn_error
     return c;
 }
 
+/* bf16: the products take rounded copies (cpu_conv_forward, cpu_conv_backward below), which
+ * the GEMM may multiply as bf16 pairs. */
+static int gemm_flags(const conv_plan *c) { return c->bf16 ? CPU_GEMM_BF16 : 0; }
+
 /* The im2col path's product with group gi's filters W_g [Kg, CRSg]: out [m, ld] = W_g b
  * (forward: b = the columns) or, with `trans`, W_g^T b (input gradient: b = dy), on
  * gemm_tiles.c's register tiles with the filters packed once a call (algo im2col-tiles) or on
@@ -255,8 +259,8 @@ static void filter_product(const conv_plan *c, int tiles, int trans,
     if (tiles)
         cpu_gemm_tiles(m, ld, k, b, ld, out, ld, packs + gi * c->pack_floats);
     else
-        cpu_gemm(trans, 0, m, ld, k, 1.0f, w + (size_t)gi * Kg * CRSg, CRSg, b, ld, 0.0f,
-                      out, ld);
+        cpu_gemm_strided(1, trans, 0, m, ld, k, 1.0f, w + (size_t)gi * Kg * CRSg, CRSg, 0, b, ld,
+                         0, 0.0f, out, ld, 0, gemm_flags(c));
 }
 
 static void forward_f32(const conv_plan *c, int n, const float *x, const float *w,
@@ -280,14 +284,14 @@ static void forward_f32(const conv_plan *c, int n, const float *x, const float *
         return;
     }
     if (c->algo == CONV_POINTWISE) {
-        for (int i = 0; i < n; i++) {
-            float *yi = y + (size_t)i * g->K * PQ;
-            cpu_gemm(0, 0, g->K, PQ, g->C, 1.0f, w, g->C, x + (size_t)i * g->C * PQ, PQ, 0.0f,
-                     yi, PQ);
-            for (int k = 0; b && k < g->K; k++)
+        /* one call for the batch: the filters packed once, not once an image */
+        const size_t in = (size_t)g->C * PQ, out = (size_t)g->K * PQ;
+        cpu_gemm_strided(n, 0, 0, g->K, PQ, g->C, 1.0f, w, g->C, 0, x, PQ, in, 0.0f, y, PQ, out,
+                         gemm_flags(c));
+        for (int i = 0; b && i < n; i++)
+            for (int k = 0; k < g->K; k++)
                 for (int j = 0; j < PQ; j++)
-                    yi[(size_t)k * PQ + j] += b[k];
-        }
+                    y[i * out + (size_t)k * PQ + j] += b[k];
         return;
     }
     const int tiles = c->algo == CONV_IM2COL_TILES;
@@ -351,14 +355,14 @@ static void backward_f32(const conv_plan *c, int n, const float *x, const float 
         return;
     }
     if (c->algo == CONV_POINTWISE) {
-        for (int i = 0; i < n; i++) {
-            const float *dyi = dy + (size_t)i * g->K * PQ, *xi = x + (size_t)i * g->C * PQ;
-            if (dw)
-                cpu_gemm(0, 1, g->K, g->C, PQ, 1.0f, dyi, PQ, xi, PQ, 1.0f, dw, g->C);
-            if (dx)
-                cpu_gemm(1, 0, g->C, PQ, g->K, 1.0f, w, g->C, dyi, PQ, accumulate ? 1.0f : 0.0f,
-                         dx + (size_t)i * g->C * PQ, PQ);
-        }
+        /* one call each for the batch: W^T packed once; dw the sum of the images' products */
+        const size_t in = (size_t)g->C * PQ, out = (size_t)g->K * PQ;
+        if (dw)
+            cpu_gemm_strided(n, 0, 1, g->K, g->C, PQ, 1.0f, dy, PQ, out, x, PQ, in, 1.0f, dw,
+                             g->C, 0, gemm_flags(c));
+        if (dx)
+            cpu_gemm_strided(n, 1, 0, g->C, PQ, g->K, 1.0f, w, g->C, 0, dy, PQ, out,
+                             accumulate ? 1.0f : 0.0f, dx, PQ, in, gemm_flags(c));
         return;
     }
     /* stride 2 with a direct forward: the weight gradient on the direct kernels too */
@@ -394,7 +398,8 @@ static void backward_f32(const conv_plan *c, int n, const float *x, const float 
             if (tiles)
                 cpu_gemm_dots(Kg, CRSg, ld, tg, ld, cg, ld, dwg, CRSg);
             else
-                cpu_gemm(0, 1, Kg, CRSg, ld, 1.0f, tg, ld, cg, ld, 1.0f, dwg, CRSg);
+                cpu_gemm_strided(1, 0, 1, Kg, CRSg, ld, 1.0f, tg, ld, 0, cg, ld, 0, 1.0f, dwg,
+                                 CRSg, 0, gemm_flags(c));
         }
         if (!dx)
             continue;

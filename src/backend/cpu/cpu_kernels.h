@@ -31,6 +31,21 @@ void cpu_gemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const 
               int lda, const float *b, int ldb, float beta, float *c, int ldc);
 void cpu_gemm_blas(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
                    int lda, const float *b, int ldb, float beta, float *c, int ldc);
+/* `count` products C_i = alpha op(A_i) op(B_i) + beta C_i, X_i = x + i * stride_x. Stride 0
+ * shares a matrix: a shared A is packed once for all (a pointwise convolution's filters, for
+ * every image), a shared C sums the products (beta applied once, then the products in order
+ * i = 0, 1, ...). flags CPU_GEMM_BF16: A and B hold bf16 values (rounded copies:
+ * --precision bf16), which the fast sets multiply as bf16 pairs on vdpbf16ps where the CPU
+ * has AVX512_BF16 (fp32 sums either way, the definition of dtnn.h's bf16). */
+enum { CPU_GEMM_BF16 = 1 };
+void cpu_gemm_strided(int count, int trans_a, int trans_b, int m, int n, int k, float alpha,
+                      const float *a, int lda, size_t stride_a, const float *b, int ldb,
+                      size_t stride_b, float beta, float *c, int ldc, size_t stride_c,
+                      int flags);
+void cpu_gemm_strided_blas(int count, int trans_a, int trans_b, int m, int n, int k,
+                           float alpha, const float *a, int lda, size_t stride_a,
+                           const float *b, int ldb, size_t stride_b, float beta, float *c,
+                           int ldc, size_t stride_c);
 const char *cpu_gemm_name(char *buf, size_t len);
 
 /* What cpu_select.c needs of each compile of this folder: its table and its GEMM (renamed

@@ -117,3 +117,13 @@ const char *dtnn_blas_name(char *buf, size_t len)
 #endif
     return buf;
 }
+
+void cpu_gemm_strided_blas(int count, int trans_a, int trans_b, int m, int n, int k,
+                           float alpha, const float *a, int lda, size_t stride_a,
+                           const float *b, int ldb, size_t stride_b, float beta, float *c,
+                           int ldc, size_t stride_c)
+{
+    for (int i = 0; i < count; i++)
+        cpu_gemm_blas(trans_a, trans_b, m, n, k, alpha, a + i * stride_a, lda, b + i * stride_b,
+                      ldb, stride_c || i == 0 ? beta : 1.0f, c + i * stride_c, ldc);
+}

@@ -34,6 +34,8 @@ enum { VW = 16, KC = 192 };
 #define VFMA(a, b, c) _mm512_fmadd_ps(a, b, c)
 #define VZERO() _mm512_setzero_ps()
 #define KEEP(v) __asm__("" : "+v"(v))
+#define VDPBF16(c, a, b) _mm512_dpbf16_ps(c, (__m512bh)(a), (__m512bh)(b))
+#define BF16_TARGET __attribute__((target("avx512bf16")))
 #define GEMM_ISA "avx512"
 #elif defined(__AVX2__) && defined(__FMA__)
 #define GEMM_OWN 1
@@ -46,6 +48,8 @@ enum { VW = 8, KC = 256 };
 #define VFMA(a, b, c) _mm256_fmadd_ps(a, b, c)
 #define VZERO() _mm256_setzero_ps()
 #define KEEP(v) __asm__("" : "+x"(v))
+#define VDPBF16(c, a, b) _mm256_dpbf16_ps(c, (__m256bh)(a), (__m256bh)(b))
+#define BF16_TARGET __attribute__((target("avx512bf16,avx512vl")))
 #define GEMM_ISA "avx2+fma"
 #else
 #define GEMM_OWN 0
@@ -70,13 +74,18 @@ static inline vec tile_out(vec acc, const float *c, vec valpha, vec vbeta, int o
     return overwrite ? out : VFMA(vbeta, VLOAD(c), out);
 }
 
-/* One packed tile: a as [kc][MR], b as [kc][NR]. Named accumulators and the empty asm on the
- * loaded vectors, as gemm_tiles.c's: without them GCC 12 spilled or re-read operands. */
-#define TILE_ROW(j)                                                                            \
+/* One packed tile: a as [steps][MR], b as [steps][NR] slots of 32 bits: a float each, or
+ * (bf16) a pair of bfloat16 along k, multiplied by vdpbf16ps: two products a lane, summed in
+ * fp32 (subnormal operands and results flushed to zero, as AVX512_BF16 defines it). Named
+ * accumulators and the empty asm on the loaded vectors, as gemm_tiles.c's: without them GCC
+ * 12 spilled or re-read operands. */
+#define MADD_F32(w, b, c) VFMA(w, b, c)
+#define MADD_BF16(w, b, c) VDPBF16(c, w, b)
+#define TILE_ROW(j, MADD)                                                                      \
     do {                                                                                       \
         vec w##j = VSET1(a[j]);                                                                \
-        c##j##0 = VFMA(w##j, b0, c##j##0);                                                     \
-        c##j##1 = VFMA(w##j, b1, c##j##1);                                                     \
+        c##j##0 = MADD(w##j, b0, c##j##0);                                                     \
+        c##j##1 = MADD(w##j, b1, c##j##1);                                                     \
     } while (0)
 #define TILE_STORE(j)                                                                          \
     do {                                                                                       \
@@ -84,46 +93,65 @@ static inline vec tile_out(vec acc, const float *c, vec valpha, vec vbeta, int o
         VSTORE(cj, tile_out(c##j##0, cj, va, vb, ep->overwrite));                              \
         VSTORE(cj + VW, tile_out(c##j##1, cj + VW, va, vb, ep->overwrite));                    \
     } while (0)
+#define TILE_BODY(MADD)                                                                        \
+    vec c00 = VZERO(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;                  \
+    vec c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;                      \
+    _Pragma("GCC unroll 2") for (int p = 0; p < steps; p++, a += MR, b += NR)                  \
+    {                                                                                          \
+        vec b0 = VLOAD(b), b1 = VLOAD(b + VW);                                                 \
+        KEEP(b0);                                                                              \
+        KEEP(b1);                                                                              \
+        TILE_ROW(0, MADD);                                                                     \
+        TILE_ROW(1, MADD);                                                                     \
+        TILE_ROW(2, MADD);                                                                     \
+        TILE_ROW(3, MADD);                                                                     \
+        TILE_ROW(4, MADD);                                                                     \
+        TILE_ROW(5, MADD);                                                                     \
+    }                                                                                          \
+    const vec va = VSET1(ep->alpha), vb = VSET1(ep->beta);                                     \
+    TILE_STORE(0);                                                                             \
+    TILE_STORE(1);                                                                             \
+    TILE_STORE(2);                                                                             \
+    TILE_STORE(3);                                                                             \
+    TILE_STORE(4);                                                                             \
+    TILE_STORE(5)
 
-static void tile_6x2v(int kc, const float *a, const float *b, float *c, size_t ldc,
+typedef void tile_fn(int steps, const float *a, const float *b, float *c, size_t ldc,
+                     const tile_epilogue *ep);
+
+static void tile_6x2v(int steps, const float *a, const float *b, float *c, size_t ldc,
                       const tile_epilogue *ep)
 {
-    vec c00 = VZERO(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
-    vec c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
-#pragma GCC unroll 2
-    for (int p = 0; p < kc; p++, a += MR, b += NR) {
-        vec b0 = VLOAD(b), b1 = VLOAD(b + VW);
-        KEEP(b0);
-        KEEP(b1);
-        TILE_ROW(0);
-        TILE_ROW(1);
-        TILE_ROW(2);
-        TILE_ROW(3);
-        TILE_ROW(4);
-        TILE_ROW(5);
-    }
-    const vec va = VSET1(ep->alpha), vb = VSET1(ep->beta);
-    TILE_STORE(0);
-    TILE_STORE(1);
-    TILE_STORE(2);
-    TILE_STORE(3);
-    TILE_STORE(4);
-    TILE_STORE(5);
+    TILE_BODY(MADD_F32);
+}
+
+BF16_TARGET static void tile_6x2v_bf16(int steps, const float *a, const float *b, float *c,
+                                       size_t ldc, const tile_epilogue *ep)
+{
+    TILE_BODY(MADD_BF16);
 }
 
 /* A tile cut by the edge of C: computed whole into a local tile (alpha applied, C unread),
  * then the covered part combined with C by the same fma as a full tile's lanes. */
-static void tile_partial(int kc, const float *a, const float *b, float *c, size_t ldc,
-                         int rows, int cols, const tile_epilogue *ep)
+static void tile_partial(tile_fn *tile, int steps, const float *a, const float *b, float *c,
+                         size_t ldc, int rows, int cols, const tile_epilogue *ep)
 {
     float t[MR][NR];
     const tile_epilogue local = {ep->alpha, 0.0f, 1};
-    tile_6x2v(kc, a, b, t[0], NR, &local);
+    tile(steps, a, b, t[0], NR, &local);
     for (int i = 0; i < rows; i++)
         for (int j = 0; j < cols; j++) {
             float *ci = c + (size_t)i * ldc + j;
             *ci = ep->overwrite ? t[i][j] : fmaf(ep->beta, *ci, t[i][j]);
         }
+}
+
+/* Whether this CPU multiplies bf16 pairs (AVX512_BF16; its ymm form also needs AVX512VL):
+ * libgcc's check includes the OS's saved AVX-512 state. */
+static int has_bf16_dot(void)
+{
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512vl");
 }
 
 typedef struct {
@@ -133,7 +161,22 @@ typedef struct {
     float *c;
     int ldc;
     float alpha, beta;
+    int count;                          /* products; the pointers are the first's */
+    size_t stride_a, stride_b, stride_c;
+    int bf16;                           /* operands bf16 values, packed as pairs */
 } gemm_args;
+
+/* The upper halves of two floats (bf16 values: exact) as one pair slot, lo first along k. */
+static inline float bf16_pair(float lo, float hi)
+{
+    uint32_t l, h;
+    memcpy(&l, &lo, sizeof l);
+    memcpy(&h, &hi, sizeof h);
+    const uint32_t pair = (h & 0xffff0000u) | (l >> 16);
+    float out;
+    memcpy(&out, &pair, sizeof out);
+    return out;
+}
 
 /* 8 x 8 floats transposed in ymm registers: out[q] = (in[0][q], ..., in[7][q]). */
 static inline void transpose8(__m256 r[8])
@@ -156,6 +199,98 @@ static inline void transpose8(__m256 r[8])
     }
 }
 
+static float op_a(const gemm_args *g, int i, int p)
+{
+    return g->trans_a ? g->a[(size_t)p * g->lda + i] : g->a[(size_t)i * g->lda + p];
+}
+
+static float op_b(const gemm_args *g, int p, int j)
+{
+    return g->trans_b ? g->b[(size_t)j * g->ldb + p] : g->b[(size_t)p * g->ldb + j];
+}
+
+/* 16 consecutive floats (bf16 values) as 8 pair slots: the upper halves, in order. */
+static inline __m256 pairs8(const float *x)
+{
+    const __m256i upper = _mm256_setr_epi8(2, 3, 6, 7, 10, 11, 14, 15, -1, -1, -1, -1, -1, -1,
+                                           -1, -1, 2, 3, 6, 7, 10, 11, 14, 15, -1, -1, -1, -1,
+                                           -1, -1, -1, -1);
+    const __m256i lo = _mm256_shuffle_epi8(_mm256_loadu_si256((const __m256i *)x), upper);
+    const __m256i hi = _mm256_shuffle_epi8(_mm256_loadu_si256((const __m256i *)(x + 8)), upper);
+    /* 64-bit quarters: slots 0-1, 4-5, 2-3, 6-7, put in order */
+    const __m256i q = _mm256_unpacklo_epi64(lo, hi);
+    return _mm256_castsi256_ps(_mm256_permute4x64_epi64(q, _MM_SHUFFLE(3, 1, 2, 0)));
+}
+
+/* bf16: as the float panels below, each slot a pair along k ([steps][MR] and [steps][NR],
+ * steps = kc / 2 rounded up), zero past the matrix and past an odd k. Where k runs along
+ * memory (untransposed A, transposed B: a weight gradient's operands), 8 rows' pairs8 go
+ * through transpose8; untransposed B (the columns of im2col, a pointwise convolution's
+ * images) pairs two rows 8 lanes at a time. The rest, a slot at a time. */
+static void pack_a_panel_bf16(const gemm_args *g, int panel, int p0, int kc, float *dst)
+{
+    const int i0 = panel * MR, rows = g->m - i0 < MR ? g->m - i0 : MR;
+    int s = 0;
+    if (!g->trans_a && rows == MR)
+        for (; 2 * (s + 8) <= kc; s += 8) {
+            __m256 r[8];
+            for (int j = 0; j < MR; j++)
+                r[j] = pairs8(g->a + (size_t)(i0 + j) * g->lda + p0 + 2 * s);
+            r[6] = r[7] = _mm256_setzero_ps();
+            transpose8(r);
+            for (int q = 0; q < 8; q++) {
+                float *d = dst + (size_t)(s + q) * MR;
+                _mm_storeu_ps(d, _mm256_castps256_ps128(r[q]));
+                _mm_storel_pi((__m64 *)(d + 4), _mm256_extractf128_ps(r[q], 1));
+            }
+        }
+    for (; s < (kc + 1) / 2; s++)
+        for (int j = 0; j < MR; j++) {
+            const int i = i0 + j, p = p0 + 2 * s;
+            const float lo = j < rows ? op_a(g, i, p) : 0.0f;
+            const float hi = j < rows && 2 * s + 1 < kc ? op_a(g, i, p + 1) : 0.0f;
+            dst[(size_t)s * MR + j] = bf16_pair(lo, hi);
+        }
+}
+
+static void pack_b_panel_bf16(const gemm_args *g, int j0, int p0, int kc, float *dst)
+{
+    const int cols = g->n - j0 < NR ? g->n - j0 : NR;
+    int s = 0;
+    if (!g->trans_b && cols == NR) {
+        const __m256i upper = _mm256_set1_epi32((int)0xffff0000u);
+        for (; 2 * s + 1 < kc; s++) {
+            const float *r0 = g->b + (size_t)(p0 + 2 * s) * g->ldb + j0, *r1 = r0 + g->ldb;
+            for (int j = 0; j < NR; j += 8) {
+                const __m256i lo = _mm256_loadu_si256((const __m256i *)(r0 + j));
+                const __m256i hi = _mm256_loadu_si256((const __m256i *)(r1 + j));
+                const __m256i pair =
+                    _mm256_or_si256(_mm256_and_si256(hi, upper), _mm256_srli_epi32(lo, 16));
+                _mm256_storeu_si256((__m256i *)(dst + (size_t)s * NR + j), pair);
+            }
+        }
+    }
+    for (int jj = 0; jj < NR; jj += 8) {
+        int t = s;
+        if (g->trans_b && jj + 8 <= cols)
+            for (; 2 * (t + 8) <= kc; t += 8) {
+                __m256 r[8];
+                for (int c = 0; c < 8; c++)
+                    r[c] = pairs8(g->b + (size_t)(j0 + jj + c) * g->ldb + p0 + 2 * t);
+                transpose8(r);
+                for (int q = 0; q < 8; q++)
+                    _mm256_storeu_ps(dst + (size_t)(t + q) * NR + jj, r[q]);
+            }
+        for (; t < (kc + 1) / 2; t++)
+            for (int j = jj; j < jj + 8; j++) {
+                const int p = p0 + 2 * t;
+                const float lo = j < cols ? op_b(g, p, j0 + j) : 0.0f;
+                const float hi = j < cols && 2 * t + 1 < kc ? op_b(g, p + 1, j0 + j) : 0.0f;
+                dst[(size_t)t * NR + j] = bf16_pair(lo, hi);
+            }
+    }
+}
+
 /* Rows [MR * panel, + MR) of op(A), columns [p0, p0 + kc), as [kc][MR]; rows past m zero.
  * Untransposed A is a transpose of MR rows: 8 columns at a time through transpose8 (two zero
  * rows), each packed column stored as 4 + 2 lanes (a masked store is microcoded on AMD
@@ -164,6 +299,10 @@ static inline void transpose8(__m256 r[8])
  * convolution's weight gradient). */
 static void pack_a_panel(const gemm_args *g, int panel, int p0, int kc, float *dst)
 {
+    if (g->bf16) {
+        pack_a_panel_bf16(g, panel, p0, kc, dst);
+        return;
+    }
     const int i0 = panel * MR, rows = g->m - i0 < MR ? g->m - i0 : MR;
     int p = 0;
     if (!g->trans_a && rows == MR) {
@@ -196,6 +335,10 @@ static void pack_a_panel(const gemm_args *g, int panel, int p0, int kc, float *d
  * same reason as A's. */
 static void pack_b_panel(const gemm_args *g, int j0, int p0, int kc, float *dst)
 {
+    if (g->bf16) {
+        pack_b_panel_bf16(g, j0, p0, kc, dst);
+        return;
+    }
     const int cols = g->n - j0 < NR ? g->n - j0 : NR;
     if (!g->trans_b) {
         for (int p = 0; p < kc; p++) {
@@ -230,47 +373,53 @@ static void pack_b_panel(const gemm_args *g, int j0, int p0, int kc, float *dst)
 
 /* One job: rows [MC * mb, + MC) against column panels [panel0, panel1) of the packed block
  * starting at column jc. */
-static void run_job(const gemm_args *g, const float *pa, const float *pb, int kc, int jc,
+static void run_job(const gemm_args *g, const float *pa, const float *pb, int steps, int jc,
                     int mb, int panel0, int panel1, const tile_epilogue *ep)
 {
+    tile_fn *tile = g->bf16 ? tile_6x2v_bf16 : tile_6x2v;
     const int r_end = (mb + 1) * MC < g->m ? (mb + 1) * MC : g->m;
     for (int pn = panel0; pn < panel1; pn++) {
         const int c0 = jc + pn * NR, cols = g->n - c0 < NR ? g->n - c0 : NR;
-        const float *bp = pb + (size_t)pn * kc * NR;
+        const float *bp = pb + (size_t)pn * steps * NR;
         for (int r0 = mb * MC; r0 < r_end; r0 += MR) {
             const int rows = g->m - r0 < MR ? g->m - r0 : MR;
-            const float *ap = pa + (size_t)(r0 / MR) * kc * MR;
+            const float *ap = pa + (size_t)(r0 / MR) * steps * MR;
             float *ct = g->c + (size_t)r0 * g->ldc + c0;
             if (rows == MR && cols == NR)
-                tile_6x2v(kc, ap, bp, ct, (size_t)g->ldc, ep);
+                tile(steps, ap, bp, ct, (size_t)g->ldc, ep);
             else
-                tile_partial(kc, ap, bp, ct, (size_t)g->ldc, rows, cols, ep);
+                tile_partial(tile, steps, ap, bp, ct, (size_t)g->ldc, rows, cols, ep);
         }
     }
 }
 
 static void scale_c(const gemm_args *g)
 {
-    for (int i = 0; i < g->m; i++)
-        for (int j = 0; j < g->n; j++) {
-            float *ci = g->c + (size_t)i * g->ldc + j;
-            *ci = g->beta == 0.0f ? 0.0f : g->beta * *ci;
-        }
+    for (int item = 0; item < (g->stride_c ? g->count : 1); item++)
+        for (int i = 0; i < g->m; i++)
+            for (int j = 0; j < g->n; j++) {
+                float *ci = g->c + item * g->stride_c + (size_t)i * g->ldc + j;
+                *ci = g->beta == 0.0f ? 0.0f : g->beta * *ci;
+            }
 }
 
-/* The packed product; 0, or -1 when its buffers cannot be had (the caller falls back). */
+/* The packed products; 0, or -1 when their buffers cannot be had (the caller falls back). A
+ * shared A (stride 0) is packed once per k block for all products; a shared C gets them in
+ * order, the first with beta. */
 static int gemm_packed(const gemm_args *g)
 {
     if (g->k <= 0) {
         scale_c(g);
         return 0;
     }
+    /* bf16: k blocks twice as long, the same bytes (a slot holds two) */
+    const int kcb = g->bf16 ? 2 * KC : KC;
     const int a_panels = (g->m + MR - 1) / MR;
-    const int kc_max = g->k < KC ? g->k : KC;
+    const int kc_max = g->k < kcb ? g->k : kcb, steps_max = g->bf16 ? (kc_max + 1) / 2 : kc_max;
     const int nc_max = g->n < NC ? g->n : NC;
     const int b_panels_max = (nc_max + NR - 1) / NR;
-    const size_t a_len = (size_t)a_panels * MR * kc_max;
-    const size_t b_len = (size_t)b_panels_max * NR * kc_max;
+    const size_t a_len = (size_t)a_panels * MR * steps_max;
+    const size_t b_len = (size_t)b_panels_max * NR * steps_max;
     /* not dtnn__alloc_aligned: its zeroing would be a third pass over the packed blocks */
     float *pa = aligned_alloc(64, (sizeof(float) * (a_len + b_len) + 63) / 64 * 64);
     if (!pa)
@@ -280,32 +429,41 @@ static int gemm_packed(const gemm_args *g)
 #ifdef _OPENMP
     /* Below ~1 MFLOP a fork/join costs more than it saves; inside a thread's own chunk
      * (Winograd's per-thread products) that thread runs it alone. */
-    if (!omp_in_parallel() && 2.0 * g->m * g->n * g->k >= 1e6)
+    if (!omp_in_parallel() && 2.0 * g->count * g->m * g->n * g->k >= 1e6)
         threads = omp_get_max_threads();
 #endif
     const int mblocks = (g->m + MC - 1) / MC;
 #pragma omp parallel num_threads(threads) if (threads > 1)
-    for (int p0 = 0; p0 < g->k; p0 += KC) {
-        const int kc = g->k - p0 < KC ? g->k - p0 : KC;
-        const tile_epilogue ep = {g->alpha, p0 == 0 ? g->beta : 1.0f,
-                                  p0 == 0 && g->beta == 0.0f};
+    for (int p0 = 0; p0 < g->k; p0 += kcb) {
+        const int kc = g->k - p0 < kcb ? g->k - p0 : kcb, steps = g->bf16 ? (kc + 1) / 2 : kc;
+        for (int item = 0; item < g->count; item++) {
+            gemm_args it = *g;
+            it.a += item * g->stride_a;
+            it.b += item * g->stride_b;
+            it.c += item * g->stride_c;
+            const int first = p0 == 0 && (g->stride_c || item == 0);
+            const tile_epilogue ep = {g->alpha, first ? g->beta : 1.0f,
+                                      first && g->beta == 0.0f};
+            if (item == 0 || g->stride_a) {
 #pragma omp for schedule(static)
-        for (int pn = 0; pn < a_panels; pn++)
-            pack_a_panel(g, pn, p0, kc, pa + (size_t)pn * MR * kc);
-        for (int jc = 0; jc < g->n; jc += NC) {
-            const int nc = g->n - jc < NC ? g->n - jc : NC;
-            const int b_panels = (nc + NR - 1) / NR;
-            const int groups = (b_panels + JOB_PANELS - 1) / JOB_PANELS;
+                for (int pn = 0; pn < a_panels; pn++)
+                    pack_a_panel(&it, pn, p0, kc, pa + (size_t)pn * MR * steps);
+            }
+            for (int jc = 0; jc < g->n; jc += NC) {
+                const int nc = g->n - jc < NC ? g->n - jc : NC;
+                const int b_panels = (nc + NR - 1) / NR;
+                const int groups = (b_panels + JOB_PANELS - 1) / JOB_PANELS;
 #pragma omp for schedule(static)
-            for (int pn = 0; pn < b_panels; pn++)
-                pack_b_panel(g, jc + pn * NR, p0, kc, pb + (size_t)pn * NR * kc);
-            /* rows-major: a thread's consecutive jobs reuse one block of A from L2 */
+                for (int pn = 0; pn < b_panels; pn++)
+                    pack_b_panel(&it, jc + pn * NR, p0, kc, pb + (size_t)pn * NR * steps);
+                /* rows-major: a thread's consecutive jobs reuse one block of A from L2 */
 #pragma omp for schedule(guided)
-            for (int job = 0; job < mblocks * groups; job++) {
-                const int mb = job / groups, grp = job % groups;
-                const int panel1 = (grp + 1) * JOB_PANELS;
-                run_job(g, pa, pb, kc, jc, mb, grp * JOB_PANELS,
-                        panel1 < b_panels ? panel1 : b_panels, &ep);
+                for (int job = 0; job < mblocks * groups; job++) {
+                    const int mb = job / groups, grp = job % groups;
+                    const int panel1 = (grp + 1) * JOB_PANELS;
+                    run_job(&it, pa, pb, steps, jc, mb, grp * JOB_PANELS,
+                            panel1 < b_panels ? panel1 : b_panels, &ep);
+                }
             }
         }
     }
@@ -313,14 +471,19 @@ static int gemm_packed(const gemm_args *g)
     return 0;
 }
 
-void cpu_gemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
-              int lda, const float *b, int ldb, float beta, float *c, int ldc)
+void cpu_gemm_strided(int count, int trans_a, int trans_b, int m, int n, int k, float alpha,
+                      const float *a, int lda, size_t stride_a, const float *b, int ldb,
+                      size_t stride_b, float beta, float *c, int ldc, size_t stride_c,
+                      int flags)
 {
-    if (m <= 0 || n <= 0)
+    if (m <= 0 || n <= 0 || count <= 0)
         return;
-    const gemm_args g = {trans_a, trans_b, m, n, k, a, b, lda, ldb, c, ldc, alpha, beta};
+    const int bf16 = (flags & CPU_GEMM_BF16) && has_bf16_dot();
+    const gemm_args g = {trans_a, trans_b, m, n, k, a, b, lda, ldb, c, ldc, alpha, beta,
+                         count, stride_a, stride_b, stride_c, bf16};
     if (gemm_packed(&g) != 0)
-        cpu_gemm_blas(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+        cpu_gemm_strided_blas(count, trans_a, trans_b, m, n, k, alpha, a, lda, stride_a, b, ldb,
+                              stride_b, beta, c, ldc, stride_c);
 }
 
 const char *cpu_gemm_name(char *buf, size_t len)
@@ -331,12 +494,23 @@ const char *cpu_gemm_name(char *buf, size_t len)
 
 #else
 
-void cpu_gemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
-              int lda, const float *b, int ldb, float beta, float *c, int ldc)
+void cpu_gemm_strided(int count, int trans_a, int trans_b, int m, int n, int k, float alpha,
+                      const float *a, int lda, size_t stride_a, const float *b, int ldb,
+                      size_t stride_b, float beta, float *c, int ldc, size_t stride_c,
+                      int flags)
 {
-    cpu_gemm_blas(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    (void)flags;
+    cpu_gemm_strided_blas(count, trans_a, trans_b, m, n, k, alpha, a, lda, stride_a, b, ldb,
+                          stride_b, beta, c, ldc, stride_c);
 }
 
 const char *cpu_gemm_name(char *buf, size_t len) { return dtnn_blas_name(buf, len); }
 
 #endif
+
+void cpu_gemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
+              int lda, const float *b, int ldb, float beta, float *c, int ldc)
+{
+    cpu_gemm_strided(1, trans_a, trans_b, m, n, k, alpha, a, lda, 0, b, ldb, 0, beta, c, ldc, 0,
+                     0);
+}

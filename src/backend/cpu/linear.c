@@ -31,14 +31,15 @@ size_t cpu_linear_workspace(const linear_desc *d, int max_batch)
 void cpu_linear_forward(const linear_desc *d, int n, const float *x, const float *w,
                         const float *b, float *y, void *workspace)
 {
-    const int out = d->out, in = d->in;
-    if (d->precision == DTNN_PRECISION_BF16) {
+    const int out = d->out, in = d->in, bf16 = d->precision == DTNN_PRECISION_BF16;
+    if (bf16) {
         rounded r = rounded_at(d, n, workspace);
         cpu_round_bf16((size_t)n * in, x, r.x);
         cpu_round_bf16((size_t)out * in, w, r.w);
         x = r.x, w = r.w;
     }
-    cpu_gemm(0, 1, n, out, in, 1.0f, x, in, w, in, 0.0f, y, out);
+    cpu_gemm_strided(1, 0, 1, n, out, in, 1.0f, x, in, 0, w, in, 0, 0.0f, y, out, 0,
+                     bf16 ? CPU_GEMM_BF16 : 0);
     if (!b)
         return;
     for (int i = 0; i < n; i++)
@@ -50,13 +51,14 @@ void cpu_linear_backward(const linear_desc *d, int n, const float *x, const floa
                          const float *w, float *dw, float *db, float *dx, int accumulate,
                          void *workspace)
 {
-    const int out = d->out, in = d->in;
+    const int out = d->out, in = d->in, bf16 = d->precision == DTNN_PRECISION_BF16;
+    const int flags = bf16 ? CPU_GEMM_BF16 : 0;
     if (db)     /* from the unrounded gradient in either precision */
         for (int i = 0; i < n; i++)
             for (int o = 0; o < out; o++)
                 db[o] += dy[(size_t)i * out + o];
     const float *dy_p = dy;
-    if (d->precision == DTNN_PRECISION_BF16) {
+    if (bf16) {
         rounded r = rounded_at(d, n, workspace);
         cpu_round_bf16((size_t)n * out, dy, r.dy);
         dy_p = r.dy;
@@ -70,7 +72,9 @@ void cpu_linear_backward(const linear_desc *d, int n, const float *x, const floa
         }
     }
     if (dw)     /* NULL: a frozen weight (--freeze) */
-        cpu_gemm(1, 0, out, in, n, 1.0f, dy_p, out, x, in, 1.0f, dw, in);
+        cpu_gemm_strided(1, 1, 0, out, in, n, 1.0f, dy_p, out, 0, x, in, 0, 1.0f, dw, in, 0,
+                         flags);
     if (dx)
-        cpu_gemm(0, 0, n, in, out, 1.0f, dy_p, out, w, in, accumulate ? 1.0f : 0.0f, dx, in);
+        cpu_gemm_strided(1, 0, 0, n, in, out, 1.0f, dy_p, out, 0, w, in, 0,
+                         accumulate ? 1.0f : 0.0f, dx, in, 0, flags);
 }
