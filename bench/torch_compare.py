@@ -1,10 +1,11 @@
 """dtnn against PyTorch on the same CPU cores: training images/s of the same architecture
 (batch 64, synthetic data, SGD with momentum, forward + backward + update, after warm-up), at 1
 and 2 threads (torch.set_num_threads = dtnn --threads), against the PyTorch users have:
-Debian's python3-torch (1.13) and the PyTorch 2.x that pip installs today, in a venv this
-script creates (build/torch2-venv; skipped with a message where pip cannot reach PyPI), in the
-variants users pick: fp32 NCHW, fp32 channels_last, channels_last under torch.compile, and
-bfloat16 autocast. dtnn runs in fp32 and in --precision bf16.
+Debian's python3-torch (1.13) and the PyTorch 2.x that pip installs today (with torchvision,
+for the ImageNet models such as resnet50), in a venv this script creates (build/torch2-venv;
+skipped with a message where pip cannot reach PyPI), in the variants users pick: fp32 NCHW,
+fp32 channels_last, channels_last under torch.compile, and bfloat16 autocast. dtnn runs in fp32
+and in --precision bf16.
 
 Every run of a row alternates with the others (dtnn, each PyTorch variant, the peak), and each
 is the best of --repeats (noise only ever slows a run down). "ratio" is dtnn fp32 over the best
@@ -36,12 +37,13 @@ def torch2_python(args):
     """The venv's python with PyTorch 2.x, made on first use; None (and why) where it cannot be."""
     venv = os.path.abspath(args.torch2_venv)
     python = os.path.join(venv, "bin", "python")
-    probe = [python, "-c", "import torch; assert int(torch.__version__.split('.')[0]) >= 2"]
+    probe = [python, "-c", "import torch, torchvision; "
+             "assert int(torch.__version__.split('.')[0]) >= 2"]
     if os.path.exists(python) and subprocess.run(probe, capture_output=True).returncode == 0:
         return python, None
     print(f"PyTorch 2.x: installing into {venv} (pip, from PyPI; a few GB, once)", flush=True)
     steps = [[DEBIAN_PYTHON, "-m", "venv", venv],
-             [python, "-m", "pip", "install", "--quiet", "torch>=2", "numpy"]]
+             [python, "-m", "pip", "install", "--quiet", "torch>=2", "torchvision", "numpy"]]
     for cmd in steps:
         out = subprocess.run(cmd, capture_output=True, text=True)
         if out.returncode != 0:

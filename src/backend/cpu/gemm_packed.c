@@ -5,17 +5,17 @@
  * into row panels of MR and a block of op(B)'s columns into column panels of NR (zero-padded,
  * so the register tile never reads past a matrix), then jobs of MC rows x JOB_PANELS column
  * panels, each running the MR x NR register tile over its panels with B's panel (KC x NR) in
- * L1 and A's rows in L2. The tile is MR = 6 rows by two vectors: 6 x 16 with AVX2, 6 x 32
+ * L1 and A's rows in L2. Threads take blocks of C (gemm_packed). The tile is MR = 6 rows by two vectors: 6 x 16 with AVX2, 6 x 32
  * with AVX-512 (12 accumulators: FMA latency 4 x 2 ports on Intel's two 512-bit FMA units,
  * and Zen 4's split zmm alike; 2 loads and 6 broadcasts per 12 FMAs).
  *
  * It does not depend on the BLAS knowing the CPU: Debian's OpenBLAS 0.3.21 runs its SSE3
  * kernels on Intel's family 6 model 207. The generic set keeps the BLAS (gemm_blas.c).
  *
- * Determinism: every tile of C is summed by one job, its KC blocks in order with a barrier
- * between, so the bits do not depend on the thread count; and the tile's epilogue is the same
- * rounding for full and partial tiles (alpha * sum, then fma(beta, C, that)), so they do not
- * depend on where a tile falls either.
+ * Determinism: every element of C is summed by one thread, its KC blocks in order, and the
+ * tile's epilogue is the same rounding for full and partial tiles (alpha * sum, then
+ * fma(beta, C, that)), so the bits depend neither on the thread count nor on where a tile
+ * falls.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -58,9 +58,9 @@ enum { VW = 8, KC = 256 };
 #if GEMM_OWN
 #include <stdio.h>
 
-/* MC rows x JOB_PANELS column panels per job: ~6 MFLOP with AVX2, enough to amortise the
- * scheduling, small enough for 2 threads to share a layer of a CIFAR network. NC bounds the
- * packed block of B (KC x NC floats: 2 MiB with AVX2). */
+/* A job is MC rows x JOB_PANELS column panels: the rows' packed A (96 x 256 floats with AVX2)
+ * stays in L2 while the panels pass. NC bounds the packed block of B (KC x NC floats: 2 MiB
+ * with AVX2). */
 enum { MR = 6, NR = 2 * VW, MC = 16 * MR, JOB_PANELS = 8, NC = 2048 };
 
 typedef struct {
@@ -403,37 +403,27 @@ static void scale_c(const gemm_args *g)
             }
 }
 
-/* The packed products; 0, or -1 when their buffers cannot be had (the caller falls back). A
- * shared A (stride 0) is packed once per k block for all products; a shared C gets them in
- * order, the first with beta. */
-static int gemm_packed(const gemm_args *g)
+/* Floats of packing scratch for one thread's products (a bound for any part of them). */
+static size_t scratch_floats(const gemm_args *g, size_t *a_len)
 {
-    if (g->k <= 0) {
-        scale_c(g);
-        return 0;
-    }
-    /* bf16: k blocks twice as long, the same bytes (a slot holds two) */
     const int kcb = g->bf16 ? 2 * KC : KC;
-    const int a_panels = (g->m + MR - 1) / MR;
     const int kc_max = g->k < kcb ? g->k : kcb, steps_max = g->bf16 ? (kc_max + 1) / 2 : kc_max;
     const int nc_max = g->n < NC ? g->n : NC;
-    const int b_panels_max = (nc_max + NR - 1) / NR;
-    const size_t a_len = (size_t)a_panels * MR * steps_max;
-    const size_t b_len = (size_t)b_panels_max * NR * steps_max;
-    /* not dtnn__alloc_aligned: its zeroing would be a third pass over the packed blocks */
-    float *pa = aligned_alloc(64, (sizeof(float) * (a_len + b_len) + 63) / 64 * 64);
-    if (!pa)
-        return -1;
+    *a_len = (size_t)((g->m + MR - 1) / MR) * MR * steps_max;
+    return *a_len + (size_t)((nc_max + NR - 1) / NR) * NR * steps_max;
+}
+
+/* The packed products on the calling thread, in pa (scratch_floats of them). A shared A
+ * (stride 0) is packed once per k block for all products; a shared C gets them in order,
+ * the first with beta. */
+static void gemm_serial(const gemm_args *g, float *pa)
+{
+    size_t a_len;
+    scratch_floats(g, &a_len);
     float *pb = pa + a_len;
-    int threads = 1;
-#ifdef _OPENMP
-    /* Below ~1 MFLOP a fork/join costs more than it saves; inside a thread's own chunk
-     * (Winograd's per-thread products) that thread runs it alone. */
-    if (!omp_in_parallel() && 2.0 * g->count * g->m * g->n * g->k >= 1e6)
-        threads = omp_get_max_threads();
-#endif
-    const int mblocks = (g->m + MC - 1) / MC;
-#pragma omp parallel num_threads(threads) if (threads > 1)
+    /* bf16: k blocks twice as long, the same bytes (a slot holds two) */
+    const int kcb = g->bf16 ? 2 * KC : KC;
+    const int a_panels = (g->m + MR - 1) / MR, mblocks = (g->m + MC - 1) / MC;
     for (int p0 = 0; p0 < g->k; p0 += kcb) {
         const int kc = g->k - p0 < kcb ? g->k - p0 : kcb, steps = g->bf16 ? (kc + 1) / 2 : kc;
         for (int item = 0; item < g->count; item++) {
@@ -444,20 +434,16 @@ static int gemm_packed(const gemm_args *g)
             const int first = p0 == 0 && (g->stride_c || item == 0);
             const tile_epilogue ep = {g->alpha, first ? g->beta : 1.0f,
                                       first && g->beta == 0.0f};
-            if (item == 0 || g->stride_a) {
-#pragma omp for schedule(static)
+            if (item == 0 || g->stride_a)
                 for (int pn = 0; pn < a_panels; pn++)
                     pack_a_panel(&it, pn, p0, kc, pa + (size_t)pn * MR * steps);
-            }
             for (int jc = 0; jc < g->n; jc += NC) {
                 const int nc = g->n - jc < NC ? g->n - jc : NC;
                 const int b_panels = (nc + NR - 1) / NR;
                 const int groups = (b_panels + JOB_PANELS - 1) / JOB_PANELS;
-#pragma omp for schedule(static)
                 for (int pn = 0; pn < b_panels; pn++)
                     pack_b_panel(&it, jc + pn * NR, p0, kc, pb + (size_t)pn * NR * steps);
-                /* rows-major: a thread's consecutive jobs reuse one block of A from L2 */
-#pragma omp for schedule(guided)
+                /* rows-major: consecutive jobs reuse one block of A from L2 */
                 for (int job = 0; job < mblocks * groups; job++) {
                     const int mb = job / groups, grp = job % groups;
                     const int panel1 = (grp + 1) * JOB_PANELS;
@@ -467,7 +453,66 @@ static int gemm_packed(const gemm_args *g)
             }
         }
     }
-    free(pa);
+}
+
+/* Thread t's part of the products: a block of C's columns (NR-aligned) or, where C has more
+ * rows than columns, of its rows (MR-aligned); NULL-sized (m or n 0) when it has none. */
+static gemm_args thread_part(const gemm_args *g, int t, int threads)
+{
+    gemm_args p = *g;
+    const int split_n = g->n >= g->m, len = split_n ? g->n : g->m, align = split_n ? NR : MR;
+    int block = (len + threads - 1) / threads;
+    block = (block + align - 1) / align * align;
+    const int lo = t * block < len ? t * block : len, hi = lo + block < len ? lo + block : len;
+    if (split_n) {
+        p.n = hi - lo;
+        p.b += g->trans_b ? (size_t)lo * g->ldb : (size_t)lo;
+        p.c += lo;
+    } else {
+        p.m = hi - lo;
+        p.a += g->trans_a ? (size_t)lo : (size_t)lo * g->lda;
+        p.c += (size_t)lo * g->ldc;
+    }
+    return p;
+}
+
+/* The packed products; 0, or -1 when their buffers cannot be had (the caller falls back,
+ * nothing written). With T threads each takes a contiguous block of C and runs the whole
+ * product on it alone, as the BLAS path splits: one fork and join, no barrier between
+ * packing and tiles (a finer split, with the team packing together, trained vgg16-64 20%
+ * slower at 2 threads on this 2-vCPU VM, whose second core at times runs slower). Every
+ * element is summed the same way whatever block holds it (tile edges fall on NR and MR
+ * multiples, cut tiles round as full ones), so the bits do not depend on the threads. */
+static int gemm_packed(const gemm_args *g)
+{
+    if (g->k <= 0) {
+        scale_c(g);
+        return 0;
+    }
+    int threads = 1;
+#ifdef _OPENMP
+    /* Below ~1 MFLOP a fork/join costs more than it saves; inside a thread's own chunk
+     * (Winograd's per-thread products) that thread runs it alone. */
+    if (!omp_in_parallel() && 2.0 * g->count * g->m * g->n * g->k >= 1e6)
+        threads = omp_get_max_threads();
+#endif
+    size_t a_len;
+    const size_t per_thread = (scratch_floats(g, &a_len) + 15) / 16 * 16;
+    /* not dtnn__alloc_aligned: its zeroing would be a third pass over the packed blocks */
+    float *scratch = aligned_alloc(64, sizeof(float) * per_thread * threads);
+    if (!scratch)
+        return -1;
+    if (threads == 1) {
+        gemm_serial(g, scratch);
+    } else {
+#pragma omp parallel for schedule(static) num_threads(threads)
+        for (int t = 0; t < threads; t++) {
+            const gemm_args part = thread_part(g, t, threads);
+            if (part.m > 0 && part.n > 0)
+                gemm_serial(&part, scratch + per_thread * t);
+        }
+    }
+    free(scratch);
     return 0;
 }
 
