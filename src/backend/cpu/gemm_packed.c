@@ -199,6 +199,19 @@ static inline void transpose8(__m256 r[8])
     }
 }
 
+/* r[0..5]: 8 consecutive values of each of MR = 6 rows, stored as 8 packed columns of 6 at
+ * dst, dst + MR, ... (4 + 2 lanes each: a masked store is microcoded on AMD Zen). */
+static inline void store_rows6_transposed(__m256 r[8], float *dst)
+{
+    r[6] = r[7] = _mm256_setzero_ps();
+    transpose8(r);
+    for (int q = 0; q < 8; q++) {
+        float *d = dst + (size_t)q * MR;
+        _mm_storeu_ps(d, _mm256_castps256_ps128(r[q]));
+        _mm_storel_pi((__m64 *)(d + 4), _mm256_extractf128_ps(r[q], 1));
+    }
+}
+
 static float op_a(const gemm_args *g, int i, int p)
 {
     return g->trans_a ? g->a[(size_t)p * g->lda + i] : g->a[(size_t)i * g->lda + p];
@@ -236,13 +249,7 @@ static void pack_a_panel_bf16(const gemm_args *g, int panel, int p0, int kc, flo
             __m256 r[8];
             for (int j = 0; j < MR; j++)
                 r[j] = pairs8(g->a + (size_t)(i0 + j) * g->lda + p0 + 2 * s);
-            r[6] = r[7] = _mm256_setzero_ps();
-            transpose8(r);
-            for (int q = 0; q < 8; q++) {
-                float *d = dst + (size_t)(s + q) * MR;
-                _mm_storeu_ps(d, _mm256_castps256_ps128(r[q]));
-                _mm_storel_pi((__m64 *)(d + 4), _mm256_extractf128_ps(r[q], 1));
-            }
+            store_rows6_transposed(r, dst + (size_t)s * MR);
         }
     for (; s < (kc + 1) / 2; s++)
         for (int j = 0; j < MR; j++) {
@@ -292,11 +299,9 @@ static void pack_b_panel_bf16(const gemm_args *g, int j0, int p0, int kc, float 
 }
 
 /* Rows [MR * panel, + MR) of op(A), columns [p0, p0 + kc), as [kc][MR]; rows past m zero.
- * Untransposed A is a transpose of MR rows: 8 columns at a time through transpose8 (two zero
- * rows), each packed column stored as 4 + 2 lanes (a masked store is microcoded on AMD
- * Zen); packing one element at a time
- * cost as much as a quarter of a product whose other side is 64 long (a pointwise
- * convolution's weight gradient). */
+ * Untransposed A is a transpose of MR rows: 8 columns at a time (store_rows6_transposed);
+ * packing one element at a time cost as much as a quarter of a product whose other side is
+ * 64 long (a pointwise convolution's weight gradient). */
 static void pack_a_panel(const gemm_args *g, int panel, int p0, int kc, float *dst)
 {
     if (g->bf16) {
@@ -310,13 +315,7 @@ static void pack_a_panel(const gemm_args *g, int panel, int p0, int kc, float *d
             __m256 r[8];
             for (int j = 0; j < MR; j++)
                 r[j] = _mm256_loadu_ps(g->a + (size_t)(i0 + j) * g->lda + p0 + p);
-            r[6] = r[7] = _mm256_setzero_ps();
-            transpose8(r);
-            for (int q = 0; q < 8; q++) {
-                float *d = dst + (size_t)(p + q) * MR;
-                _mm_storeu_ps(d, _mm256_castps256_ps128(r[q]));
-                _mm_storel_pi((__m64 *)(d + 4), _mm256_extractf128_ps(r[q], 1));
-            }
+            store_rows6_transposed(r, dst + (size_t)p * MR);
         }
     }
     for (; p < kc; p++)
