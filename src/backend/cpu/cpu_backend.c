@@ -423,4 +423,5 @@ const dtnn_backend_ops cpu_backend_table = {
     .half_unpack = op_half_unpack,
 };
 
-const cpu_kernel_set cpu_kernels = {&cpu_backend_table, cpu_gemm, cpu_gemm_name};
+const cpu_kernel_set cpu_kernels = {&cpu_backend_table, cpu_gemm, cpu_gemm_name,
+                                    cpu_gemm_bf16_dot};

@@ -47,6 +47,8 @@ void cpu_gemm_strided_blas(int count, int trans_a, int trans_b, int m, int n, in
                            const float *b, int ldb, size_t stride_b, float beta, float *c,
                            int ldc, size_t stride_c);
 const char *cpu_gemm_name(char *buf, size_t len);
+/* Whether this set's GEMM multiplies CPU_GEMM_BF16 operands on vdpbf16ps here. */
+int cpu_gemm_bf16_dot(void);
 
 /* What cpu_select.c needs of each compile of this folder: its table and its GEMM (renamed
  * per set by cmake/isa_rename.sh like every global here: cpu_kernel_set_avx2). */
@@ -55,6 +57,7 @@ typedef struct {
     void (*gemm)(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
                  int lda, const float *b, int ldb, float beta, float *c, int ldc);
     const char *(*gemm_name)(char *buf, size_t len);
+    int (*gemm_bf16_dot)(void);
 } cpu_kernel_set;
 extern const cpu_kernel_set cpu_kernels;
 void cpu_im2col(const conv_geom *g, const float *x, int images, float *col, int ldcol);

@@ -188,15 +188,12 @@ const char *dtnn_cpu_kernels_reason(void)
 
 const char *dtnn_cpu_bf16_products(void)
 {
-    if (cpu_running() == &isa_sets[ISA_GENERIC])
-        return "emulated: fp32 products of bf16-rounded operands (the generic kernels)";
-#if defined(DTNN_CPU_HAS_AVX2) || defined(DTNN_CPU_HAS_AVX512)
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512vl"))
+    if (cpu_running()->set->gemm_bf16_dot())
         return "bf16 pairs on vdpbf16ps (AVX512_BF16) in the GEMMs (im2col, pointwise, "
                "linear); fp32 products of the rounded operands in Winograd, direct and "
                "depthwise convolutions";
-#endif
+    if (cpu_running() == &isa_sets[ISA_GENERIC])
+        return "emulated: fp32 products of bf16-rounded operands (the generic kernels)";
     return "emulated: fp32 products of bf16-rounded operands (this CPU lacks AVX512_BF16)";
 }
 

@@ -536,6 +536,8 @@ const char *cpu_gemm_name(char *buf, size_t len)
     return buf;
 }
 
+int cpu_gemm_bf16_dot(void) { return has_bf16_dot(); }
+
 #else
 
 void cpu_gemm_strided(int count, int trans_a, int trans_b, int m, int n, int k, float alpha,
@@ -549,6 +551,8 @@ void cpu_gemm_strided(int count, int trans_a, int trans_b, int m, int n, int k, 
 }
 
 const char *cpu_gemm_name(char *buf, size_t len) { return dtnn_blas_name(buf, len); }
+
+int cpu_gemm_bf16_dot(void) { return 0; }
 
 #endif
 
