@@ -432,6 +432,9 @@ typedef struct {
 struct dtnn_backend {
     const dtnn_backend_ops *op;
     const char *name;
+    /* Which code computes, where the name does not say it all (the cpu backends' kernel set:
+     * sets round differently, so data-parallel ranks must agree on it); NULL otherwise. */
+    const char *arithmetic;
     /* 1: the host may read and write this backend's memory directly (MPI then works in
      * place); 0: only through upload / download (buffers are staged). */
     int host_memory;

@@ -32,6 +32,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "../backend/backend.h"
 #include "../core/atomic_file.h"
 #include "../core/internal.h"
 #include "../io/checkpoint_files.h"
@@ -82,7 +83,7 @@ static dtnn_status check_agreement(dtnn_model *m, dtnn_optimizer *opt, dtnn_load
                                    dtnn_comm *comm, const dtnn_train_params *p,
                                    const dtnn_train_state *ts, dtnn_error *err)
 {
-    uint64_t h[3] = {DTNN_FNV1A_INIT, DTNN_FNV1A_INIT, DTNN_FNV1A_INIT};
+    uint64_t h[4] = {DTNN_FNV1A_INIT, DTNN_FNV1A_INIT, DTNN_FNV1A_INIT, DTNN_FNV1A_INIT};
     for (int i = 0; i < dtnn_model_tensor_count(m); i++) {
         const dtnn_tensor_info *t = dtnn_model_tensor(m, i);
         h[0] = dtnn__fnv1a(h[0], t->name, strlen(t->name));
@@ -115,19 +116,30 @@ static dtnn_status check_agreement(dtnn_model *m, dtnn_optimizer *opt, dtnn_load
         if (info[k].labels)
             h[2] = dtnn__fnv1a(h[2], info[k].labels, sizeof(int32_t) * (size_t)info[k].n);
     }
+    /* Kernel sets round differently (FMA tiles of other widths), so ranks computing on
+     * different sets would drift apart too. */
+    const char *arithmetic = model_backend(m)->arithmetic;
+    if (arithmetic)
+        h[3] = dtnn__fnv1a(h[3], arithmetic, strlen(arithmetic));
     int size = dtnn_comm_size(comm);
     uint64_t *all = malloc(sizeof h * (size_t)size);
     if (!all)
         return dtnn_error_set(err, DTNN_ERR_NOMEM, "out of memory");
     comm_set_purpose(comm, "start-up agreement", -1, 0);
     dtnn_status st = dtnn_comm_allgather(comm, h, sizeof h, all, err);
-    static const char *const what[3] = {"model", "training options", "dataset"};
+    static const char *const what[4] = {"model", "training options", "dataset",
+                                        "CPU kernel set"};
+    static const char *const fix[4] = {
+        "every rank must run the same command on the same files",
+        "every rank must run the same command on the same files",
+        "every rank must run the same command on the same files",
+        "their CPUs differ, or DTNN_CPU does: set DTNN_CPU to one set every node runs (dtnn "
+        "devices names a node's), e.g. DTNN_CPU=avx2"};
     for (int r = 1; r < size && !st; r++)
-        for (int k = 0; k < 3 && !st; k++)
-            if (all[3 * r + k] != all[k])
-                st = dtnn_error_set(err, DTNN_ERR_ARG, "rank %d disagrees with rank 0 on the %s: "
-                                    "every rank must run the same command on the same files",
-                                    r, what[k]);
+        for (int k = 0; k < 4 && !st; k++)
+            if (all[4 * r + k] != all[k])
+                st = dtnn_error_set(err, DTNN_ERR_ARG, "rank %d disagrees with rank 0 on the %s: %s",
+                                    r, what[k], fix[k]);
     free(all);
     return st;
 }

@@ -49,6 +49,8 @@ void cpu_gemm_strided_blas(int count, int trans_a, int trans_b, int m, int n, in
 const char *cpu_gemm_name(char *buf, size_t len);
 /* Whether this set's GEMM multiplies CPU_GEMM_BF16 operands on vdpbf16ps here. */
 int cpu_gemm_bf16_dot(void);
+/* zmm's register-only FMA rate over ymm's on this thread (fma_peak.c); 0 without both. */
+double cpu_fma_zmm_speedup(int pairs, double seconds);
 
 /* What cpu_select.c needs of each compile of this folder: its table and its GEMM (renamed
  * per set by cmake/isa_rename.sh like every global here: cpu_kernel_set_avx2). */

@@ -49,13 +49,16 @@ static int runs_avx512(void)
  * server cores have two 512-bit FMA ports (zmm about 2x ymm), AMD Zen 4 splits a zmm FMA in two
  * 256-bit halves (about 1x), where the zmm kernels' wider tiles only waste more at the edges
  * (ResNet-50 and VGG 5-10% slower than the avx2 set, measurements: docs/perf-notes.md). The
- * loop is register-only, best of 5 runs of 1 ms each way (noise only slows a run), and 1.4
- * lies far from both kinds of core, so the choice does not flip between runs of a machine. */
+ * loop is register-only, 5 alternating pairs of 1 ms runs on the thread's CPU clock
+ * (fma_peak.c), and 1.4 lies far from both kinds of core, so the choice does not flip between
+ * the processes of a machine, however busy it is; a ratio near the line (load on an SMT
+ * sibling, say) is measured again, 4 times as long. */
 static int avx512_pays(void)
 {
-    const double ymm = dtnn_fma_peak_gflops(0, 1, 5, 1e-3);
-    const double zmm = dtnn_fma_peak_gflops(1, 1, 5, 1e-3);
-    return zmm >= 1.4 * ymm;
+    double speedup = cpu_fma_zmm_speedup(5, 1e-3);
+    if (speedup > 1.15 && speedup < 1.7)
+        speedup = cpu_fma_zmm_speedup(20, 1e-3);
+    return speedup >= 1.4;
 }
 #endif
 
@@ -240,6 +243,7 @@ static dtnn_backend *cpu_create(int threads, dtnn_error *err)
     dtnn_set_threads(0);    /* the BLAS single-threaded inside dtnn's threads: gemm_blas.c */
     be->op = cpu_running()->set->table;
     be->name = "cpu";
+    be->arithmetic = cpu_running()->name;
     be->host_memory = 1;
     be->threads = threads;
     return be;

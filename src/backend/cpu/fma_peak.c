@@ -11,6 +11,7 @@
  */
 #define _GNU_SOURCE
 
+#include "cpu_kernels.h"
 #include "dtnn.h"
 
 #include <immintrin.h>
@@ -24,11 +25,25 @@
 #define YMM_CHAINS 12
 #define ZMM_CHAINS 16
 
-static double now_s(void)
+static double clock_s(clockid_t clock)
 {
     struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
+    clock_gettime(clock, &t);
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static double now_s(void) { return clock_s(CLOCK_MONOTONIC); }
+
+/* Loop iterations of about `seconds` at 3 GHz and two 256-bit FMAs a cycle, and the flops
+ * they do on one thread. */
+static long loop_iters(int zmm, double seconds)
+{
+    return (long)(6e9 * seconds) / (zmm ? 16 * ZMM_CHAINS : 8 * YMM_CHAINS) + 1;
+}
+
+static double loop_flops(int zmm, long iters)
+{
+    return 2.0 * (zmm ? 16 * ZMM_CHAINS : 8 * YMM_CHAINS) * (double)iters;
 }
 
 /* The empty asm statements keep each accumulator in its register and stop the compiler from
@@ -125,9 +140,7 @@ static double measure(int zmm, int threads, int repeats, double seconds)
     enum { MAX_THREADS = 256 };
     if (threads < 1 || threads > MAX_THREADS)
         return 0.0;
-    const int lanes = zmm ? 16 : 8, chains = zmm ? ZMM_CHAINS : YMM_CHAINS;
-    /* `seconds` a run at 3 GHz and two 256-bit FMAs a cycle. */
-    const long iters = (long)(6e9 * seconds) / (lanes * chains) + 1;
+    const long iters = loop_iters(zmm, seconds);
     double best = 0.0;
     for (int r = 0; r < repeats; r++) {
         peak_job jobs[MAX_THREADS];
@@ -150,7 +163,7 @@ static double measure(int zmm, int threads, int repeats, double seconds)
         }
         if (made < threads || slowest <= 0.0)
             return 0.0;
-        const double flops = 2.0 * lanes * chains * (double)iters * threads;
+        const double flops = loop_flops(zmm, iters) * threads;
         const double gflops = flops / slowest / 1e9;
         best = gflops > best ? gflops : best;
     }
@@ -176,4 +189,27 @@ double dtnn_fma_peak_gflops(int zmm, int threads, int repeats, double seconds)
     if (zmm ? !dtnn_fma_has_zmm() : !dtnn_fma_has_ymm())
         return 0.0;
     return measure(zmm, threads, repeats, seconds);
+}
+
+/* For the kernel set's choice (cpu_select.c), which must come out the same in every process
+ * of a machine, busy or not: ranks that chose differently would round differently and their
+ * replicas drift apart. So the two widths alternate (a burst of load from another process
+ * falls on both alike), each run is timed by the thread's own CPU clock (time spent
+ * descheduled is not counted), and each width keeps its best run (noise only slows one). */
+double cpu_fma_zmm_speedup(int pairs, double seconds)
+{
+    if (!dtnn_fma_has_zmm() || !dtnn_fma_has_ymm())
+        return 0.0;
+    double best[2] = {0.0, 0.0};
+    for (int r = 0; r < pairs; r++)
+        for (int zmm = 0; zmm < 2; zmm++) {
+            const long iters = loop_iters(zmm, seconds);
+            const double t0 = clock_s(CLOCK_THREAD_CPUTIME_ID);
+            volatile float sink = zmm ? run_zmm(iters) : run_ymm(iters);
+            (void)sink;
+            const double dt = clock_s(CLOCK_THREAD_CPUTIME_ID) - t0;
+            if (dt > 0.0 && loop_flops(zmm, iters) / dt > best[zmm])
+                best[zmm] = loop_flops(zmm, iters) / dt;
+        }
+    return best[0] > 0.0 ? best[1] / best[0] : 0.0;
 }

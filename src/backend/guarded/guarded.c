@@ -118,6 +118,7 @@ static dtnn_backend *guarded_create(int threads, dtnn_error *err)
     if (!cpu)
         return NULL;
     const dtnn_backend_ops *cpu_ops = cpu->op;
+    const char *arithmetic = cpu->arithmetic;
     dtnn__backend_free(cpu);
     dtnn_backend *be = calloc(1, sizeof *be);
     guarded_state *g = calloc(1, sizeof *g);
@@ -136,6 +137,7 @@ static dtnn_backend *guarded_create(int threads, dtnn_error *err)
     g->ops.free = guarded_free;
     be->op = &g->ops;
     be->name = "cpu-guarded";
+    be->arithmetic = arithmetic;
     be->host_memory = 0;
     be->threads = threads;
     be->state = g;
