@@ -344,22 +344,53 @@ size_t dtnn_model_activation_bytes(const dtnn_model *m);
 
 /* ---- optimizers and schedules ------------------------------------------------------------ */
 
-typedef enum { DTNN_OPT_SGD = 0, DTNN_OPT_ADAM, DTNN_OPT_ADAMW, DTNN_OPT_RMSPROP } dtnn_opt_kind;
+/* SGD, Adam, AdamW, RMSProp and NAdam as torch.optim's (NAdam as PyTorch 2's: 1.13 multiplies
+ * mu twice into its mu_product_next); LARS as the MLPerf ResNet-50 reference's (You et al.:
+ * each tensor's step scaled by trust_coefficient ||w|| / (||g|| + weight_decay ||w|| + eps),
+ * momentum on the scaled step); LAMB as timm's Lamb (bias-corrected Adam direction plus
+ * decay, scaled per tensor by ||w|| / ||direction||, no clipping inside: --clip-grad-norm). */
+typedef enum {
+    DTNN_OPT_SGD = 0,
+    DTNN_OPT_ADAM,
+    DTNN_OPT_ADAMW,
+    DTNN_OPT_RMSPROP,
+    DTNN_OPT_NADAM,
+    DTNN_OPT_LARS,
+    DTNN_OPT_LAMB,
+} dtnn_opt_kind;
+
+/* Parameter groups (dtnn_opt_params.no_decay): the parameters of normalisation layers, and
+ * every tensor named "bias". */
+enum { DTNN_GROUP_NORM = 1, DTNN_GROUP_BIAS = 2 };
 
 struct dtnn_opt_params {
     dtnn_opt_kind kind;
-    float momentum;      /* SGD, RMSProp */
+    float momentum;      /* SGD, RMSProp, LARS */
     float dampening;     /* SGD */
-    int nesterov;        /* SGD */
-    float weight_decay;  /* L2 for SGD/Adam/RMSProp, decoupled for AdamW */
-    float beta1, beta2;  /* Adam(W) */
-    float eps;           /* Adam(W), RMSProp */
+    int nesterov;        /* SGD, LARS */
+    float weight_decay;  /* L2 (decoupled for AdamW; added to the direction for LAMB) */
+    float beta1, beta2;  /* Adam(W), NAdam, LAMB */
+    float eps;           /* Adam(W), RMSProp, NAdam, LAMB, LARS (added to the norms) */
     float alpha;         /* RMSProp smoothing */
     int centered;        /* RMSProp */
+    float momentum_decay;     /* NAdam's psi */
+    float trust_coefficient;  /* LARS's eta */
+    /* DTNN_GROUP_* bits: groups without weight decay, and (LARS, LAMB) without the
+     * layer-wise trust ratio, which their updates then take as 1. */
+    unsigned no_decay;
+    /* > 0: before each update the gradient is scaled by min(1, clip_grad_norm / (its L2 norm
+     * over every trainable parameter + 1e-6)), as torch.nn.utils.clip_grad_norm_; in
+     * data-parallel training the gradient is the all-reduced one, the same on every rank. */
+    float clip_grad_norm;
 };
 
-/* PyTorch's defaults for kind (weight decay 0.01 for AdamW, 0 otherwise). */
+/* The reference's defaults for kind: PyTorch's (weight decay 0.01 for AdamW, 0 otherwise;
+ * NAdam's momentum_decay 0.004); LARS momentum 0.9, trust coefficient 0.001, eps 0; LAMB
+ * timm's (eps 1e-6, weight decay 0.01); LARS and LAMB keep norm layers and biases out of decay
+ * and adaptation (MLPerf's skip list; timm's parameter groups), the others decay everything. */
 void dtnn_opt_params_default(dtnn_opt_params *p, dtnn_opt_kind kind);
+/* Parses a --no-decay list: "none", or "norm", "bias" separated by commas. */
+dtnn_status dtnn_opt_parse_groups(const char *text, unsigned *groups, dtnn_error *err);
 /* Parameter-sized state buffers the optimizer keeps (SGD with momentum 1, Adam 2, ...). */
 int dtnn_opt_state_slots(const dtnn_opt_params *p);
 dtnn_status dtnn_opt_parse(const char *name, dtnn_opt_kind *kind, dtnn_error *err);

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Resuming after epoch 1 gives bitwise the same checkpoint as an uninterrupted 2-epoch run
 # (weights, batch-norm statistics, optimizer state), with a model that has batch norm and
-# dropout, SGD with Nesterov momentum and a step schedule. Usage: cli_resume.sh DTNN TMPDIR
+# dropout, SGD with Nesterov momentum and a step schedule, and with NAdam, LARS and LAMB.
+# Usage: cli_resume.sh DTNN TMPDIR
 set -eu
 dtnn=$1
 tmp=$2
@@ -18,6 +19,22 @@ else
     echo "FAIL: resumed run differs from the uninterrupted run"
     exit 1
 fi
+# The same for the optimizers with state beyond the flat buffers' slots (NAdam's float32
+# mu_product, recomputed from the step on resume) or with per-tensor norms (LARS, LAMB),
+# with parameter groups kept from decay and the gradient clipped.
+opt_base=(--model models/small_bn_dropout.model --dataset synthetic --synthetic-samples 200
+          --batch-size 32 --threads 2 --seed 7 --quiet)
+for opt in "nadam --lr 0.01 --weight-decay 1e-3 --no-decay norm,bias" \
+           "lars --lr 2 --weight-decay 5e-4" "lamb --lr 0.01 --clip-grad-norm 1"; do
+    read -ra o <<<"--optimizer $opt"
+    "$dtnn" train "${opt_base[@]}" "${o[@]}" --epochs 2 --save "$tmp/full-o.safetensors"
+    "$dtnn" train "${opt_base[@]}" "${o[@]}" --epochs 1 --save "$tmp/half-o.safetensors"
+    "$dtnn" train "${opt_base[@]}" "${o[@]}" --epochs 2 --resume "$tmp/half-o.safetensors" \
+        --save "$tmp/resumed-o.safetensors"
+    cmp "$tmp/full-o.safetensors" "$tmp/resumed-o.safetensors" ||
+        { echo "FAIL: --optimizer $opt: resumed run differs"; exit 1; }
+    echo "resume --optimizer $opt: bitwise identical"
+done
 # The log has one object per epoch with the documented fields.
 [[ $(wc -l <"$tmp/full.jsonl") -eq 2 ]] || { echo "FAIL: log lines"; exit 1; }
 for key in epoch train_loss train_acc test_loss test_acc images_per_sec seconds lr; do

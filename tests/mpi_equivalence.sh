@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Data parallelism means the same training: 20 SGD-momentum steps of lenet5 on 2 and 4 MPI
-# ranks, with every all-reduce strategy, fp16/bf16 transport and gradient accumulation, end
+# ranks, with every all-reduce strategy, fp16/bf16 transport, gradient accumulation, and
+# NAdam, LARS and LAMB with clipping and parameter groups, end
 # within a stated tolerance of the same command on one process (half-precision transport on
 # cpu-guarded, a device's staged path, equals cpu's bit for bit); a rank count change on resume
 # continues the same run. Usage: mpi_equivalence.sh DTNN CKDIFF MPIRUN TMPDIR, where MPIRUN is the
@@ -69,6 +70,29 @@ mpi 2 "$dtnn" train "${common[@]}" --accumulate 2 --save "$tmp/acc.safetensors" 
 check "2 ranks x accumulate 2" 2e-5 "$tmp/acc.safetensors"
 "$dtnn" train "${common[@]}" --accumulate 4 --save "$tmp/acc1.safetensors" >/dev/null
 check "1 rank x accumulate 4" 2e-5 "$tmp/acc1.safetensors"
+
+# The optimizers that read norms of the all-reduced gradient (LARS's and LAMB's per tensor,
+# clipping's over all of it) or keep more state (NAdam): ranks agree with one process to the
+# fp32 tolerance above. eps 1e-4 keeps the adaptive ones' sensitivity to rounding at lr / eps
+# (the reference tests' reasoning, test_reference.c); LARS and LAMB's trust ratios are ratios
+# of norms, as well conditioned as the norms.
+opt_base=(--model lenet5 --dataset synthetic --synthetic-shape 1x28x28 --synthetic-samples 640
+          --batch-size 32 --threads 1 --seed 3 --quiet --steps 20)
+for opt in "nadam --lr 0.002 --eps 1e-4 --weight-decay 1e-4 --no-decay bias" \
+           "lars --lr 2 --weight-decay 5e-4 --nesterov" \
+           "lamb --lr 0.005 --eps 1e-4 --clip-grad-norm 1"; do
+    read -ra o <<<"--optimizer $opt"
+    "$dtnn" train "${opt_base[@]}" "${o[@]}" --save "$tmp/opt-ref.safetensors" >/dev/null || exit 1
+    for np in 2 4; do
+        mpi $np "$dtnn" train "${opt_base[@]}" "${o[@]}" --save "$tmp/opt-np$np.safetensors" >/dev/null
+        if out=$("$ckdiff" "$tmp/opt-ref.safetensors" "$tmp/opt-np$np.safetensors" 2e-5); then
+            echo "ok: $np ranks, --optimizer $opt: $out"
+        else
+            echo "FAIL: $np ranks, --optimizer $opt: $out"
+            failures=$((failures + 1))
+        fi
+    done
+done
 
 # ResNet-20 (batch norm) with --sync-bn: statistics over the global batch, as one process.
 # 16x16 inputs keep it quick (the network is the same: global average pooling). One step:

@@ -661,6 +661,8 @@ static void test_losses(void)
     drop(&z), drop(&dz);
 }
 
+static int runs_cpu_kernels(const dtnn_backend *b);
+
 static void test_optimizers(void)
 {
     const size_t n = 1001;
@@ -695,6 +697,54 @@ static void test_optimizers(void)
     check("  square_avg", &s2, 1e-6);
     check("  momentum", &s1, 1e-6);
     check("  grad_avg", &s3, 1e-6);
+    const nadam_args na = {1e-4f, 0.1f, 0.999f, 0.001f, 0.002f, 1e-8f, -0.01f, -0.08f};
+    be_run(cpu, nadam_step, &na, n, w.h, g.h, s1.h, s2.h);
+    be_run(other, nadam_step, &na, n, w.d, g.d, s1.d, s2.d);
+    check("nadam w", &w, 1e-6);
+    check("  m1", &s1, 1e-6);
+    check("  m2", &s2, 1e-6);
+    for (int nesterov = 0; nesterov < 2; nesterov++) {
+        const lars_args la = {0.02f, 5e-4f, 0.9f, nesterov};
+        be_run(cpu, lars_step, &la, n, w.h, g.h, s1.h);
+        be_run(other, lars_step, &la, n, w.d, g.d, s1.d);
+    }
+    check("lars (plain, then nesterov) w", &w, 1e-6);
+    check("  momentum", &s1, 1e-6);
+    const lamb_args lb = {0.1f, 0.999f, 0.001f, 0.19f, 0.0447f, 1e-6f, 0.01f};
+    be_run(cpu, lamb_direction, &lb, n, w.h, g.h, s1.h, s2.h, s3.h);
+    be_run(other, lamb_direction, &lb, n, w.d, g.d, s1.d, s2.d, s3.d);
+    check("lamb direction", &s3, 1e-6);
+    check("  m1", &s1, 1e-6);
+    check("  m2", &s2, 1e-6);
+    be_run(cpu, axpby, n, -0.3f, s3.h, 1.0f, w.h);
+    be_run(other, axpby, n, -0.3f, s3.d, 1.0f, w.d);
+    be_run(cpu, axpby, n, 0.0f, NULL, 0.7f, w.h);
+    be_run(other, axpby, n, 0.0f, NULL, 0.7f, w.d);
+    check("axpby (w - 0.3 u, then 0.7 w)", &w, 1e-6);
+    /* Sums of squares: three segments, one empty and one past a 4096-value block. */
+    const size_t big = 9001;
+    buf x = make(big, 116, 1.0f);
+    const size_t begin[3] = {0, 10, 10}, end[3] = {10, 10, big};
+    double want[3], got[3];
+    be_run(cpu, segment_sumsq, 3, begin, end, x.h, want);
+    be_run(other, segment_sumsq, 3, begin, end, x.d, got);
+    for (int s = 0; s < 3; s++) {
+        double exact = 0.0;
+        for (size_t i = begin[s]; i < end[s]; i++)
+            exact += (double)x.h[i] * x.h[i];
+        /* double sums of at most 9001 exact float squares: relative error < 9001 * 2^-53 */
+        if (fabs(want[s] - exact) > 1e-12 * exact || fabs(got[s] - exact) > 1e-12 * exact) {
+            fprintf(stderr, "FAIL segment_sumsq %d: cpu %.17g, %s %.17g, exact %.17g\n", s,
+                    want[s], other->name, got[s], exact);
+            test_failures++;
+        }
+        if (runs_cpu_kernels(other) && got[s] != want[s]) {
+            fprintf(stderr, "FAIL segment_sumsq %d: %s differs from cpu\n", s, other->name);
+            test_failures++;
+        }
+    }
+    printf("segment_sumsq: %g %g %g\n", want[0], want[1], want[2]);
+    drop(&x);
     drop(&w), drop(&g), drop(&s1), drop(&s2), drop(&s3);
 }
 

@@ -1,8 +1,10 @@
 /*
- * test_optim.c — every optimizer against a plain double-precision re-implementation of PyTorch
- * 1.13's update rules (written here from the torch.optim documentation's algorithm boxes) over
- * several steps with changing gradients and learning rates; parameter validation; the schedules
- * at chosen steps (values worked out by hand from PyTorch's closed forms) and their parser.
+ * test_optim.c — every optimizer against a plain double-precision re-implementation of its
+ * reference's update rule (PyTorch 1.13's, NAdam's of PyTorch 2, written here from the
+ * torch.optim documentation's algorithm boxes; LARS from the MLPerf reference's and LAMB from
+ * its paper's and timm's, per tensor) over several steps with changing gradients and learning
+ * rates, with and without biases kept from decay; parameter validation; the schedules at
+ * chosen steps (values worked out by hand from PyTorch's closed forms) and their parser.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -46,23 +48,113 @@ typedef struct {
     dtnn_opt_kind kind;
     double momentum, dampening, wd, beta1, beta2, eps, alpha;
     int nesterov, centered;
+    double momentum_decay, eta;     /* NAdam, LARS */
+    int bias_no_decay;              /* biases kept from decay (and LARS/LAMB adaptation) */
+    double clip;                    /* > 0: the gradient's norm bound */
 } ref_params;
+
+enum { REF_MAX_TENSORS = 8 };
 
 typedef struct {
     size_t n;
     double *p, *buf, *m, *v, *sq, *ga;
     int64_t t;
+    double mu_product;
+    int n_tensors;                  /* the model's parameter tensors */
+    size_t begin[REF_MAX_TENSORS], end[REF_MAX_TENSORS];
+    int bias[REF_MAX_TENSORS];
 } ref_state;
 
+/* The tensor of element i, or -1 in padding. */
+static int ref_tensor_of(const ref_state *s, size_t i)
+{
+    for (int k = 0; k < s->n_tensors; k++)
+        if (i >= s->begin[k] && i < s->end[k])
+            return k;
+    return -1;
+}
+
+static double ref_norm(const double *x, size_t begin, size_t end)
+{
+    double acc = 0.0;
+    for (size_t i = begin; i < end; i++)
+        acc += x[i] * x[i];
+    return sqrt(acc);
+}
+
+/* LARS and LAMB, tensor by tensor (the padding keeps its zeros). */
+static void ref_step_layerwise(const ref_params *rp, ref_state *s, const float *grad, double lr)
+{
+    const double t = (double)s->t;
+    for (int k = 0; k < s->n_tensors; k++) {
+        const int adapt = !(rp->bias_no_decay && s->bias[k]);
+        const double wd = adapt ? rp->wd : 0.0;
+        const size_t b = s->begin[k], e = s->end[k];
+        if (rp->kind == DTNN_OPT_LARS) {
+            double gn = 0.0;
+            for (size_t i = b; i < e; i++)
+                gn += (double)grad[i] * grad[i];
+            gn = sqrt(gn);
+            const double wn = ref_norm(s->p, b, e);
+            const double trust =
+                adapt && wn > 0 && gn > 0 ? rp->eta * wn / (gn + rp->wd * wn + rp->eps) : 1.0;
+            for (size_t i = b; i < e; i++) {
+                const double g = grad[i] + wd * s->p[i];
+                s->buf[i] = rp->momentum * s->buf[i] + lr * trust * g;
+                s->p[i] -= rp->nesterov ? rp->momentum * s->buf[i] + lr * trust * g : s->buf[i];
+            }
+            continue;
+        }
+        double *u = s->ga; /* LAMB's direction: the scratch array the RMSProp case leaves */
+        const double bc1 = 1.0 - pow(rp->beta1, t), bc2 = 1.0 - pow(rp->beta2, t);
+        for (size_t i = b; i < e; i++) {
+            const double g = grad[i];
+            s->m[i] = rp->beta1 * s->m[i] + (1.0 - rp->beta1) * g;
+            s->v[i] = rp->beta2 * s->v[i] + (1.0 - rp->beta2) * g * g;
+            u[i] = s->m[i] / bc1 / (sqrt(s->v[i]) / sqrt(bc2) + rp->eps) + wd * s->p[i];
+        }
+        const double wn = ref_norm(s->p, b, e), un = ref_norm(u, b, e);
+        const double trust = adapt && wd != 0.0 && wn > 0 && un > 0 ? wn / un : 1.0;
+        for (size_t i = b; i < e; i++)
+            s->p[i] -= lr * trust * u[i];
+    }
+}
+
+static void ref_step_clipped(const ref_params *rp, ref_state *s, const float *grad, double lr);
+
+/* clip_grad_norm_ first where asked (in double, then rounded as the scaled float gradient). */
 static void ref_step(const ref_params *rp, ref_state *s, const float *grad, double lr)
+{
+    float *scaled = malloc(sizeof(float) * s->n);
+    double norm = 0.0;
+    for (size_t i = 0; i < s->n; i++)
+        norm += (double)grad[i] * grad[i];
+    const double coef = rp->clip > 0.0 ? rp->clip / (sqrt(norm) + 1e-6) : 1.0;
+    for (size_t i = 0; i < s->n; i++)
+        scaled[i] = coef < 1.0 ? (float)(grad[i] * coef) : grad[i];
+    ref_step_clipped(rp, s, scaled, lr);
+    free(scaled);
+}
+
+static void ref_step_clipped(const ref_params *rp, ref_state *s, const float *grad, double lr)
 {
     s->t++;
     const double t = (double)s->t;
+    if (rp->kind == DTNN_OPT_LARS || rp->kind == DTNN_OPT_LAMB) {
+        ref_step_layerwise(rp, s, grad, lr);
+        return;
+    }
+    const double mu = rp->beta1 * (1.0 - 0.5 * pow(0.96, t * rp->momentum_decay));
+    const double mu_next = rp->beta1 * (1.0 - 0.5 * pow(0.96, (t + 1) * rp->momentum_decay));
+    if (rp->kind == DTNN_OPT_NADAM)
+        s->mu_product *= mu;
     for (size_t i = 0; i < s->n; i++) {
         double g = grad[i], p = s->p[i];
+        const int k = ref_tensor_of(s, i);
+        const double wd = rp->bias_no_decay && k >= 0 && s->bias[k] ? 0.0 : rp->wd;
         switch (rp->kind) {
         case DTNN_OPT_SGD:
-            g += rp->wd * p;
+            g += wd * p;
             if (rp->momentum != 0.0) {
                 s->buf[i] = s->t == 1 ? g : rp->momentum * s->buf[i] + (1.0 - rp->dampening) * g;
                 g = rp->nesterov ? g + rp->momentum * s->buf[i] : s->buf[i];
@@ -72,9 +164,9 @@ static void ref_step(const ref_params *rp, ref_state *s, const float *grad, doub
         case DTNN_OPT_ADAM:
         case DTNN_OPT_ADAMW:
             if (rp->kind == DTNN_OPT_ADAMW)
-                p *= 1.0 - lr * rp->wd;
+                p *= 1.0 - lr * wd;
             else
-                g += rp->wd * p;
+                g += wd * p;
             s->m[i] = rp->beta1 * s->m[i] + (1.0 - rp->beta1) * g;
             s->v[i] = rp->beta2 * s->v[i] + (1.0 - rp->beta2) * g * g;
             {
@@ -83,7 +175,7 @@ static void ref_step(const ref_params *rp, ref_state *s, const float *grad, doub
             }
             break;
         case DTNN_OPT_RMSPROP: {
-            g += rp->wd * p;
+            g += wd * p;
             s->sq[i] = rp->alpha * s->sq[i] + (1.0 - rp->alpha) * g * g;
             double avg;
             if (rp->centered) {
@@ -100,6 +192,18 @@ static void ref_step(const ref_params *rp, ref_state *s, const float *grad, doub
             }
             break;
         }
+        case DTNN_OPT_NADAM: {
+            g += wd * p;
+            s->m[i] = rp->beta1 * s->m[i] + (1.0 - rp->beta1) * g;
+            s->v[i] = rp->beta2 * s->v[i] + (1.0 - rp->beta2) * g * g;
+            const double denom = sqrt(s->v[i] / (1.0 - pow(rp->beta2, t))) + rp->eps;
+            p -= lr * (1.0 - mu) / (1.0 - s->mu_product) * g / denom;
+            p -= lr * mu_next / (1.0 - s->mu_product * mu_next) * s->m[i] / denom;
+            break;
+        }
+        case DTNN_OPT_LARS:
+        case DTNN_OPT_LAMB:
+            break;
         }
         s->p[i] = p;
     }
@@ -161,7 +265,15 @@ static void run_case(const char *label, const dtnn_opt_params *op, const ref_par
     }
     CHECK(dtnn_optimizer_state_slots(o) == expect_slots);
     ref_state s = {len, calloc(len, 8), calloc(len, 8), calloc(len, 8), calloc(len, 8),
-                   calloc(len, 8), calloc(len, 8), 0};
+                   calloc(len, 8), calloc(len, 8), 0, 1.0, 0, {0}, {0}, {0}};
+    for (int i = 0; i < dtnn_model_tensor_count(m) && s.n_tensors < REF_MAX_TENSORS; i++) {
+        const dtnn_tensor_info *ti = dtnn_model_tensor(m, i);
+        if (ti->kind != DTNN_TENSOR_PARAM)
+            continue;
+        s.begin[s.n_tensors] = ti->offset;
+        s.end[s.n_tensors] = ti->offset + ti->count;
+        s.bias[s.n_tensors++] = strstr(ti->name, ".bias") != NULL;
+    }
     for (size_t i = 0; i < len; i++)
         s.p[i] = params[i];
     float *want = malloc(sizeof(float) * len);
@@ -192,6 +304,8 @@ static void run_case(const char *label, const dtnn_opt_params *op, const ref_par
         break;
     case DTNN_OPT_ADAM:
     case DTNN_OPT_ADAMW:
+    case DTNN_OPT_NADAM:
+    case DTNN_OPT_LAMB:
         check_slot(o, label, "exp_avg", s.m, len);
         check_slot(o, label, "exp_avg_sq", s.v, len);
         break;
@@ -201,6 +315,9 @@ static void run_case(const char *label, const dtnn_opt_params *op, const ref_par
             check_slot(o, label, "momentum_buffer", s.buf, len);
         if (rp->centered)
             check_slot(o, label, "grad_avg", s.ga, len);
+        break;
+    case DTNN_OPT_LARS:
+        check_slot(o, label, "momentum_buffer", s.buf, len);
         break;
     }
     free(want);
@@ -220,7 +337,7 @@ static void test_updates(void)
     ref_params rp;
 
     dtnn_opt_params_default(&op, DTNN_OPT_SGD);
-    rp = (ref_params){DTNN_OPT_SGD, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+    rp = (ref_params){DTNN_OPT_SGD, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
     run_case("sgd", &op, &rp, 0.1, 0);
 
     op.momentum = 0.9f;
@@ -240,7 +357,7 @@ static void test_updates(void)
     run_case("sgd nesterov wd", &op, &rp, 0.05, 1);
 
     dtnn_opt_params_default(&op, DTNN_OPT_ADAM);
-    rp = (ref_params){DTNN_OPT_ADAM, 0, 0, 0, 0.9, 0.999, 1e-8, 0, 0, 0};
+    rp = (ref_params){DTNN_OPT_ADAM, 0, 0, 0, 0.9, 0.999, 1e-8, 0, 0, 0, 0, 0, 0, 0};
     run_case("adam", &op, &rp, 0.05, 2);
 
     op.weight_decay = 0.01f;
@@ -255,14 +372,14 @@ static void test_updates(void)
 
     dtnn_opt_params_default(&op, DTNN_OPT_ADAMW);
     CHECK(op.weight_decay == 0.01f);
-    rp = (ref_params){DTNN_OPT_ADAMW, 0, 0, 0.01, 0.9, 0.999, 1e-8, 0, 0, 0};
+    rp = (ref_params){DTNN_OPT_ADAMW, 0, 0, 0.01, 0.9, 0.999, 1e-8, 0, 0, 0, 0, 0, 0, 0};
     run_case("adamw", &op, &rp, 0.05, 2);
     op.weight_decay = 0.1f;
     rp.wd = 0.1;
     run_case("adamw wd 0.1", &op, &rp, 0.2, 2);
 
     dtnn_opt_params_default(&op, DTNN_OPT_RMSPROP);
-    rp = (ref_params){DTNN_OPT_RMSPROP, 0, 0, 0, 0, 0, 1e-8, 0.99, 0, 0};
+    rp = (ref_params){DTNN_OPT_RMSPROP, 0, 0, 0, 0, 0, 1e-8, 0.99, 0, 0, 0, 0, 0, 0};
     run_case("rmsprop", &op, &rp, 0.01, 1);
 
     op.centered = 1;
@@ -282,6 +399,74 @@ static void test_updates(void)
     rp.wd = 0.01;
     rp.alpha = 0.9;
     run_case("rmsprop centered momentum wd", &op, &rp, 0.01, 3);
+
+    /* Biases kept from decay: a run of decayed tensors, then one without, then again. */
+    dtnn_opt_params_default(&op, DTNN_OPT_SGD);
+    op.momentum = 0.9f;
+    op.weight_decay = 0.05f;
+    op.no_decay = DTNN_GROUP_BIAS;
+    rp = (ref_params){DTNN_OPT_SGD, 0.9, 0, 0.05, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0};
+    run_case("sgd momentum wd, biases without", &op, &rp, 0.1, 1);
+    dtnn_opt_params_default(&op, DTNN_OPT_ADAMW);
+    op.weight_decay = 0.1f;
+    op.no_decay = DTNN_GROUP_BIAS;
+    rp = (ref_params){DTNN_OPT_ADAMW, 0, 0, 0.1, 0.9, 0.999, 1e-8, 0, 0, 0, 0, 0, 1, 0};
+    run_case("adamw wd 0.1, biases without", &op, &rp, 0.2, 2);
+
+    dtnn_opt_params_default(&op, DTNN_OPT_NADAM);
+    CHECK(op.momentum_decay == 0.004f && op.eps == 1e-8f && op.weight_decay == 0.0f);
+    rp = (ref_params){DTNN_OPT_NADAM, 0, 0, 0, 0.9, 0.999, 1e-8, 0, 0, 0, 0.004, 0, 0, 0};
+    run_case("nadam", &op, &rp, 0.02, 2);
+    op.weight_decay = 0.01f;
+    op.momentum_decay = 0.1f;
+    op.beta2 = 0.99f;
+    op.no_decay = DTNN_GROUP_BIAS;
+    rp.wd = 0.01;
+    rp.momentum_decay = 0.1;
+    rp.beta2 = 0.99;
+    rp.bias_no_decay = 1;
+    run_case("nadam wd psi 0.1, biases without", &op, &rp, 0.02, 2);
+
+    /* LARS: the defaults keep biases (and norm layers) out; a trust coefficient large enough
+     * that the scaled steps move the weights visibly. */
+    dtnn_opt_params_default(&op, DTNN_OPT_LARS);
+    CHECK(op.momentum == 0.9f && op.eps == 0.0f && op.trust_coefficient == 0.001f &&
+          op.no_decay == (DTNN_GROUP_NORM | DTNN_GROUP_BIAS));
+    op.weight_decay = 1e-3f;
+    op.trust_coefficient = 0.02f;
+    rp = (ref_params){DTNN_OPT_LARS, 0.9, 0, 1e-3, 0, 0, 0, 0, 0, 0, 0, 0.02, 1, 0};
+    run_case("lars wd, biases without", &op, &rp, 1.0, 1);
+    op.no_decay = 0;
+    op.nesterov = 1;
+    op.eps = 1e-3f;
+    rp.bias_no_decay = 0;
+    rp.nesterov = 1;
+    rp.eps = 1e-3;
+    run_case("lars nesterov eps, every tensor", &op, &rp, 1.0, 1);
+
+    dtnn_opt_params_default(&op, DTNN_OPT_LAMB);
+    CHECK(op.eps == 1e-6f && op.weight_decay == 0.01f && op.beta1 == 0.9f);
+    rp = (ref_params){DTNN_OPT_LAMB, 0, 0, 0.01, 0.9, 0.999, 1e-6, 0, 0, 0, 0, 0, 1, 0};
+    run_case("lamb, biases without", &op, &rp, 0.01, 2);
+    op.no_decay = 0;
+    op.weight_decay = 0.1f;
+    rp.bias_no_decay = 0;
+    rp.wd = 0.1;
+    run_case("lamb wd 0.1, every tensor", &op, &rp, 0.01, 2);
+    op.weight_decay = 0.0f;
+    rp.wd = 0.0;
+    run_case("lamb without decay (no adaptation)", &op, &rp, 0.01, 2);
+
+    /* Clipping: a bound below the gradients' norms (~3), so every step scales them. */
+    dtnn_opt_params_default(&op, DTNN_OPT_SGD);
+    op.momentum = 0.9f;
+    op.clip_grad_norm = 0.5f;
+    rp = (ref_params){DTNN_OPT_SGD, 0.9, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0.5};
+    run_case("sgd momentum, gradient norm clipped at 0.5", &op, &rp, 0.1, 1);
+    dtnn_opt_params_default(&op, DTNN_OPT_LAMB);
+    op.clip_grad_norm = 1.0f;
+    rp = (ref_params){DTNN_OPT_LAMB, 0, 0, 0.01, 0.9, 0.999, 1e-6, 0, 0, 0, 0, 0, 1, 1.0};
+    run_case("lamb, clipped at 1 (timm's default)", &op, &rp, 0.01, 2);
 }
 
 static void expect_create_error(dtnn_model *m, const dtnn_opt_params *op, const char *needle)
@@ -339,6 +524,25 @@ static void test_validation(void)
     op.momentum = -1.0f;
     expect_create_error(m, &op, "momentum");
 
+    dtnn_opt_params_default(&op, DTNN_OPT_NADAM);
+    op.momentum_decay = -1.0f;
+    expect_create_error(m, &op, "momentum_decay");
+    dtnn_opt_params_default(&op, DTNN_OPT_LARS);
+    op.trust_coefficient = 0.0f;
+    expect_create_error(m, &op, "trust coefficient");
+    dtnn_opt_params_default(&op, DTNN_OPT_LARS);
+    op.eps = -1.0f;
+    expect_create_error(m, &op, "epsilon");
+    dtnn_opt_params_default(&op, DTNN_OPT_LAMB);
+    op.eps = 0.0f;
+    expect_create_error(m, &op, "epsilon");
+    dtnn_opt_params_default(&op, DTNN_OPT_SGD);
+    op.no_decay = 4;
+    expect_create_error(m, &op, "parameter groups");
+    dtnn_opt_params_default(&op, DTNN_OPT_SGD);
+    op.clip_grad_norm = -1.0f;
+    expect_create_error(m, &op, "gradient norm bound");
+
     /* A non-finite or negative learning rate is refused and changes nothing. */
     dtnn_opt_params_default(&op, DTNN_OPT_SGD);
     dtnn_optimizer *o = dtnn_optimizer_create(m, &op, &err);
@@ -363,14 +567,24 @@ static void test_validation(void)
 
     /* Names. */
     dtnn_opt_kind k;
-    const char *names[] = {"sgd", "adam", "adamw", "rmsprop"};
-    for (int i = 0; i < 4; i++) {
+    const char *names[] = {"sgd", "adam", "adamw", "rmsprop", "nadam", "lars", "lamb"};
+    for (int i = 0; i < 7; i++) {
         CHECK_OK(dtnn_opt_parse(names[i], &k, &err), &err);
         CHECK((int)k == i);
         CHECK(!strcmp(dtnn_opt_name(k), names[i]));
     }
     CHECK(dtnn_opt_parse("Adam", &k, &err) == DTNN_ERR_ARG);
-    CHECK(strstr(err.message, "'Adam'") && strstr(err.message, "sgd, adam, adamw, rmsprop"));
+    CHECK(strstr(err.message, "'Adam'") && strstr(err.message, "sgd, adam, adamw, rmsprop, nadam"));
+    unsigned groups;
+    CHECK_OK(dtnn_opt_parse_groups("norm,bias", &groups, &err), &err);
+    CHECK(groups == (DTNN_GROUP_NORM | DTNN_GROUP_BIAS));
+    CHECK_OK(dtnn_opt_parse_groups("bias", &groups, &err), &err);
+    CHECK(groups == DTNN_GROUP_BIAS);
+    CHECK_OK(dtnn_opt_parse_groups("none", &groups, &err), &err);
+    CHECK(groups == 0);
+    CHECK(dtnn_opt_parse_groups("norm,weights", &groups, &err) == DTNN_ERR_ARG);
+    CHECK(strstr(err.message, "'weights'") != NULL);
+    CHECK(dtnn_opt_parse_groups("", &groups, &err) == DTNN_ERR_ARG);
     CHECK(dtnn_opt_parse("", &k, &err) == DTNN_ERR_ARG);
 }
 

@@ -529,6 +529,10 @@ static void test_layers(void)
 static const char *const optim_files[][2] = {
     {"ref/optim_lenet5.safetensors", "lenet5"},
     {"ref/optim_resnet20.safetensors", "resnet20"},
+    /* NAdam (PyTorch 2's), LARS (the MLPerf rule), LAMB (timm's), SGD with clip_grad_norm_ and
+     * norm layers and biases kept from decay */
+    {"ref/optim_torch2_lenet5.safetensors", "lenet5"},
+    {"ref/optim_torch2_resnet20.safetensors", "resnet20"},
 };
 
 typedef struct {
@@ -559,6 +563,11 @@ static int optim_config_parse(const char *text, optim_config *c)
         if (!eq)
             return 0;
         *eq = '\0';
+        if (!strcmp(tok, "no_decay")) {
+            if (dtnn_opt_parse_groups(eq + 1, &c->p.no_decay, &err) != DTNN_OK)
+                return 0;
+            continue;
+        }
         float v = strtof(eq + 1, NULL);
         if (!strcmp(tok, "lr"))
             c->lr = v;
@@ -570,6 +579,12 @@ static int optim_config_parse(const char *text, optim_config *c)
             c->p.weight_decay = v;
         else if (!strcmp(tok, "eps"))
             c->p.eps = v;
+        else if (!strcmp(tok, "momentum_decay"))
+            c->p.momentum_decay = v;
+        else if (!strcmp(tok, "trust_coefficient"))
+            c->p.trust_coefficient = v;
+        else if (!strcmp(tok, "clip_grad_norm"))
+            c->p.clip_grad_norm = v;
         else
             return 0;
     }

@@ -86,16 +86,24 @@ static cli_opt train_opts[] = {
     {"epochs", OPT_INT, "2", "epochs to train", 0, NULL, 0},
     {"steps", OPT_INT, "0", "total steps (0: epochs x steps per epoch)", 0, NULL, 0},
     {"batch-size", OPT_INT, "64", "global batch size", 0, NULL, 0},
-    {"optimizer", OPT_STRING, "sgd", "sgd | adam | adamw | rmsprop", 0, NULL, 0},
-    {"lr", OPT_FLOAT, "0.01", "learning rate", 0, NULL, 0},
-    {"momentum", OPT_FLOAT, "0", "momentum (sgd, rmsprop)", 0, NULL, 0},
-    {"nesterov", OPT_FLAG, NULL, "Nesterov momentum (sgd)", 0, NULL, 0},
-    {"weight-decay", OPT_FLOAT, NULL, "weight decay (L2; decoupled for adamw) [0; adamw 0.01]", 0,
+    {"optimizer", OPT_STRING, "sgd", "sgd | adam | adamw | rmsprop | nadam | lars | lamb", 0,
      NULL, 0},
-    {"beta1", OPT_FLOAT, "0.9", "Adam beta1", 0, NULL, 0},
-    {"beta2", OPT_FLOAT, "0.999", "Adam beta2", 0, NULL, 0},
-    {"eps", OPT_FLOAT, "1e-8", "Adam / RMSProp epsilon", 0, NULL, 0},
+    {"lr", OPT_FLOAT, "0.01", "learning rate", 0, NULL, 0},
+    {"momentum", OPT_FLOAT, NULL, "momentum (sgd, rmsprop, lars) [0; lars 0.9]", 0, NULL, 0},
+    {"nesterov", OPT_FLAG, NULL, "Nesterov momentum (sgd, lars)", 0, NULL, 0},
+    {"weight-decay", OPT_FLOAT, NULL,
+     "weight decay (L2; decoupled for adamw) [0; adamw, lamb 0.01]", 0, NULL, 0},
+    {"no-decay", OPT_STRING, NULL,
+     "parameter groups without weight decay (and lars/lamb adaptation): none | norm,bias "
+     "[none; lars, lamb norm,bias]", 0, NULL, 0},
+    {"beta1", OPT_FLOAT, "0.9", "Adam / NAdam / LAMB beta1", 0, NULL, 0},
+    {"beta2", OPT_FLOAT, "0.999", "Adam / NAdam / LAMB beta2", 0, NULL, 0},
+    {"eps", OPT_FLOAT, NULL, "epsilon [1e-8; lamb 1e-6, lars 0]", 0, NULL, 0},
     {"alpha", OPT_FLOAT, "0.99", "RMSProp smoothing", 0, NULL, 0},
+    {"momentum-decay", OPT_FLOAT, "0.004", "NAdam momentum decay (psi)", 0, NULL, 0},
+    {"trust-coefficient", OPT_FLOAT, "0.001", "LARS trust coefficient (eta)", 0, NULL, 0},
+    {"clip-grad-norm", OPT_FLOAT, "0",
+     "scale the (all-reduced) gradient to this L2 norm at most (0: off)", 0, NULL, 0},
     {"lr-schedule", OPT_STRING, "constant",
      "constant | step:SIZE[:GAMMA] | multistep:M1,M2[:GAMMA] | cosine[:TMAX[:ETAMIN]]", 0, NULL, 0},
     {"warmup-epochs", OPT_FLOAT, "0", "linear learning-rate warm-up (epochs)", 0, NULL, 0},
@@ -158,14 +166,22 @@ static int optimizer_options(const cli_opt *o, int n, const char *cmd, dtnn_opt_
     if (dtnn_opt_parse(cli_str(o, n, "optimizer"), kind, &err))
         return fprintf(stderr, "dtnn %s: %s\n", cmd, err.message), 2;
     dtnn_opt_params_default(op, *kind);
-    op->momentum = (float)cli_float(o, n, "momentum");
+    if (cli_given(o, n, "momentum"))
+        op->momentum = (float)cli_float(o, n, "momentum");
     op->nesterov = cli_flag(o, n, "nesterov");
     if (cli_given(o, n, "weight-decay"))
         op->weight_decay = (float)cli_float(o, n, "weight-decay");
+    if (cli_given(o, n, "no-decay") &&
+        dtnn_opt_parse_groups(cli_str(o, n, "no-decay"), &op->no_decay, &err))
+        return fprintf(stderr, "dtnn %s: --no-decay: %s\n", cmd, err.message), 2;
     op->beta1 = (float)cli_float(o, n, "beta1");
     op->beta2 = (float)cli_float(o, n, "beta2");
-    op->eps = (float)cli_float(o, n, "eps");
+    if (cli_given(o, n, "eps"))
+        op->eps = (float)cli_float(o, n, "eps");
     op->alpha = (float)cli_float(o, n, "alpha");
+    op->momentum_decay = (float)cli_float(o, n, "momentum-decay");
+    op->trust_coefficient = (float)cli_float(o, n, "trust-coefficient");
+    op->clip_grad_norm = (float)cli_float(o, n, "clip-grad-norm");
     return -1;
 }
 

@@ -7,6 +7,14 @@ Regenerate (from the repository root, with Debian's python3-torch, not a virtual
     /usr/bin/python3 tools/gen_reference.py [FILE ...]   # all files, or only those named
                                                          # (e.g. optim_resnet20.safetensors)
 
+except the optim_torch2_* files, whose references (NAdam as PyTorch 2 fixed it, timm's LAMB)
+need PyTorch 2 and timm, from a virtualenv:
+
+    python3 -m venv /tmp/torch2 && /tmp/torch2/bin/pip install torch torchvision
+    /tmp/torch2/bin/pip install --no-deps timm
+    /tmp/torch2/bin/python tools/gen_reference.py optim_torch2_lenet5.safetensors \
+        optim_torch2_resnet20.safetensors
+
 Output (deterministic: fixed seeds, one thread, so rerunning gives the same bytes on the same
 PyTorch build; every stored tensor is float32, except int64 labels and num_batches_tracked):
 
@@ -30,7 +38,9 @@ PyTorch build; every stored tensor is float32, except int64 labels and num_batch
       rounding, and the reference is simply add / cat of channel slices of x, while dtnn's graph
       plumbing (two producers, gradient accumulation into one input) is exercised for real.
 
-  tests/ref/optim_lenet5.safetensors, tests/ref/optim_resnet20.safetensors
+  tests/ref/optim_lenet5.safetensors, tests/ref/optim_resnet20.safetensors,
+  tests/ref/optim_torch2_lenet5.safetensors, tests/ref/optim_torch2_resnet20.safetensors
+      (the second pair: NAdam, LARS, LAMB, and SGD with gradient clipping and parameter groups)
       The zoo models rebuilt in PyTorch with the same module names (so state_dict keys equal
       dtnn's tensor names): "init.<name>" the initial state_dict, "x" one fixed batch, "labels"
       (int64), and for each optimizer "<opt>.<name>" the state_dict after 5 training steps
@@ -651,14 +661,80 @@ class ResNet20(nn.Module):
 ADAPTIVE_EPS = 1e-4
 OPTIMIZERS = [
     ("sgd", "kind=sgd lr=0.05 momentum=0.9 nesterov=1 weight_decay=0.0005",
-     lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.9, nesterov=True, weight_decay=5e-4)),
+     lambda m: torch.optim.SGD(m.parameters(), lr=0.05, momentum=0.9, nesterov=True,
+                               weight_decay=5e-4), None),
     ("adam", f"kind=adam lr=0.001 weight_decay=0.0001 eps={ADAPTIVE_EPS:g}",
-     lambda p: torch.optim.Adam(p, lr=1e-3, weight_decay=1e-4, eps=ADAPTIVE_EPS)),
+     lambda m: torch.optim.Adam(m.parameters(), lr=1e-3, weight_decay=1e-4, eps=ADAPTIVE_EPS),
+     None),
     ("adamw", f"kind=adamw lr=0.001 weight_decay=0.01 eps={ADAPTIVE_EPS:g}",
-     lambda p: torch.optim.AdamW(p, lr=1e-3, weight_decay=0.01, eps=ADAPTIVE_EPS)),
+     lambda m: torch.optim.AdamW(m.parameters(), lr=1e-3, weight_decay=0.01, eps=ADAPTIVE_EPS),
+     None),
     ("rmsprop", f"kind=rmsprop lr=0.001 momentum=0.9 eps={ADAPTIVE_EPS:g}",
-     lambda p: torch.optim.RMSprop(p, lr=1e-3, momentum=0.9, eps=ADAPTIVE_EPS)),
+     lambda m: torch.optim.RMSprop(m.parameters(), lr=1e-3, momentum=0.9, eps=ADAPTIVE_EPS),
+     None),
 ]
+
+
+def decay_groups(model, weight_decay, **extra):
+    """The large-batch recipes' parameter groups: batch-norm parameters and every bias apart,
+    without weight decay (timm's param_groups_weight_decay; MLPerf LARS's skip list). extra
+    marks the first (decayed) group, e.g. for LARS's adaptation."""
+    norm = {id(p) for mod in model.modules() if isinstance(mod, nn.modules.batchnorm._BatchNorm)
+            for p in mod.parameters(recurse=False)}
+    decayed = [p for n, p in model.named_parameters()
+               if id(p) not in norm and not n.endswith(".bias")]
+    plain = [p for n, p in model.named_parameters() if id(p) in norm or n.endswith(".bias")]
+    return [dict(params=decayed, weight_decay=weight_decay, adapt=True, **extra),
+            dict(params=plain, weight_decay=0.0, adapt=False)]
+
+
+class LarsReference(torch.optim.Optimizer):
+    """LARS as the MLPerf ResNet-50 reference defines it, written here from its rule: for a
+    tensor of an adapted group, trust = eta |w| / (|g| + wd |w| + eps) where both norms are
+    positive (else 1), the step lr * trust, g += wd w; excluded tensors step with lr and no
+    decay; v = momentum v + step g; w -= v. PyTorch has no LARS."""
+
+    def __init__(self, groups, lr, momentum, eta, eps):
+        super().__init__(groups, dict(lr=lr, momentum=momentum, eta=eta, eps=eps,
+                                      weight_decay=0.0, adapt=False))
+
+    @torch.no_grad()
+    def step(self):
+        for group in self.param_groups:
+            for p in group["params"]:
+                g, wd, step = p.grad, group["weight_decay"], group["lr"]
+                if group["adapt"]:
+                    wn, gn = float(p.norm()), float(g.norm())
+                    if wn > 0 and gn > 0:
+                        step = step * group["eta"] * wn / (gn + wd * wn + group["eps"])
+                    g = g + wd * p
+                v = self.state[p].setdefault("momentum_buffer", torch.zeros_like(p))
+                v.mul_(group["momentum"]).add_(g, alpha=step)
+                p.sub_(v)
+
+
+def optimizers_torch2():
+    """NAdam (torch.optim.NAdam of PyTorch 2: 1.13's multiplies mu twice into mu_product_next),
+    LARS, LAMB (timm.optim.Lamb), and SGD with clip_grad_norm_ and parameter groups. Each
+    entry: (name, dtnn configuration, constructor from the model, clip_grad_norm_ bound)."""
+    if int(torch.__version__.split(".")[0]) < 2:
+        raise RuntimeError(f"optim_torch2_* need PyTorch 2 (this is {torch.__version__}): run "
+                           "with a virtualenv's python, see the top of this file")
+    import timm.optim  # pylint: disable=import-outside-toplevel
+    return [
+        ("nadam", f"kind=nadam lr=0.002 weight_decay=0.0001 eps={ADAPTIVE_EPS:g}",
+         lambda m: torch.optim.NAdam(m.parameters(), lr=2e-3, weight_decay=1e-4,
+                                     eps=ADAPTIVE_EPS), None),
+        ("lars", "kind=lars lr=2 momentum=0.9 weight_decay=0.0005",
+         lambda m: LarsReference(decay_groups(m, 5e-4), lr=2.0, momentum=0.9, eta=0.001,
+                                 eps=0.0), None),
+        ("lamb", f"kind=lamb lr=0.01 weight_decay=0.01 eps={ADAPTIVE_EPS:g} clip_grad_norm=1",
+         lambda m: timm.optim.Lamb(decay_groups(m, 0.01), lr=0.01, eps=ADAPTIVE_EPS,
+                                   max_grad_norm=1.0), None),
+        ("sgd_clip", "kind=sgd lr=0.05 momentum=0.9 weight_decay=0.0005 no_decay=norm,bias "
+         "clip_grad_norm=0.5",
+         lambda m: torch.optim.SGD(decay_groups(m, 5e-4), lr=0.05, momentum=0.9), 0.5),
+    ]
 STEPS = 5
 REF_DTYPE = torch.float64
 MIN_MARGIN = 3e-6
@@ -669,17 +745,19 @@ def to_dtype(state, dtype):
     return {k: (v.to(dtype) if v.is_floating_point() else v.clone()) for k, v in state.items()}
 
 
-def train(model_cls, init_state, x, labels, make, dtype):
+def train(model_cls, init_state, x, labels, make, clip, dtype):
     """STEPS training steps in dtype from init_state; returns (state_dict, losses)."""
     model = model_cls().to(dtype)
     model.load_state_dict(to_dtype(init_state, dtype))
     model.train()
-    opt = make(model.parameters())
+    opt = make(model)
     losses = []
     for _ in range(STEPS):
         opt.zero_grad()
         loss = F.cross_entropy(model(x.to(dtype)), labels)
         loss.backward()
+        if clip is not None:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
         opt.step()
         losses.append(loss.item())
     return model.state_dict(), losses
@@ -701,10 +779,11 @@ def mean_deviation(a, b):
     return total / count
 
 
-def optim_file(model_cls, name, batch, first_seed):
+def optim_file(model_cls, name, batch, first_seed, optimizers=None):
     """The reference of one zoo model: the first seed from first_seed whose float64 runs keep
     every ReLU input and max-pool winner at least MIN_MARGIN away from its kink (see the top of
     this file), and the STEPS-step trajectories of every optimizer from it."""
+    optimizers = optimizers or OPTIMIZERS
     for seed in range(first_seed, first_seed + MAX_SEED_TRIES):
         torch.manual_seed(seed)
         init_state = {k: v.clone() for k, v in model_cls().state_dict().items()}
@@ -712,14 +791,14 @@ def optim_file(model_cls, name, batch, first_seed):
         labels = torch.randint(0, 10, (batch[0],), dtype=torch.int64)
         runs = []
         Kinks.enabled = True
-        for _, _, make in OPTIMIZERS:
+        for _, _, make, clip in optimizers:
             Kinks.margin = float("inf")
-            runs.append(train(model_cls, init_state, x, labels, make, REF_DTYPE) +
+            runs.append(train(model_cls, init_state, x, labels, make, clip, REF_DTYPE) +
                         (Kinks.margin,))
             if Kinks.margin < MIN_MARGIN:
                 break
         Kinks.enabled = False
-        if len(runs) == len(OPTIMIZERS) and runs[-1][2] >= MIN_MARGIN:
+        if len(runs) == len(optimizers) and runs[-1][2] >= MIN_MARGIN:
             break
         print(f"  {name} seed {seed}: a kink margin of {Kinks.margin:.2e}, trying the next")
     else:
@@ -730,12 +809,12 @@ def optim_file(model_cls, name, batch, first_seed):
         w.add(f"init.{k}", v)
     w.add("x", x)
     w.add("labels", labels)
-    for (opt_name, config, make), (state, losses, margin) in zip(OPTIMIZERS, runs):
+    for (opt_name, config, make, clip), (state, losses, margin) in zip(optimizers, runs):
         for k, v in to_dtype(state, torch.float32).items():
             w.add(f"{opt_name}.{k}", v)
         w.add(f"{opt_name}.losses", torch.tensor(losses, dtype=torch.float32))
         # PyTorch's own float32 run, for the record: how well conditioned the trajectory is.
-        state32, losses32 = train(model_cls, init_state, x, labels, make, torch.float32)
+        state32, losses32 = train(model_cls, init_state, x, labels, make, clip, torch.float32)
         dev = deviation(state32, state)
         mean_dev = mean_deviation(state32, state)
         loss_dev = max(abs(a - b) / abs(b) for a, b in zip(losses32, losses))
@@ -749,7 +828,7 @@ def optim_file(model_cls, name, batch, first_seed):
     w.meta["model"] = name
     w.meta["seed"] = str(seed)
     w.meta["steps"] = str(STEPS)
-    w.meta["optimizers"] = " ".join(o[0] for o in OPTIMIZERS)
+    w.meta["optimizers"] = " ".join(o[0] for o in optimizers)
     w.meta["reference_dtype"] = str(REF_DTYPE).replace("torch.", "")
     w.meta["generator"] = f"tools/gen_reference.py, torch {torch.__version__}"
     return w
@@ -765,6 +844,10 @@ def main():
         ("optim_lenet5.safetensors", lambda: optim_file(LeNet5, "lenet5", (8, 1, 28, 28), 1)),
         ("optim_resnet20.safetensors",
          lambda: optim_file(ResNet20, "resnet20", (4, 3, 8, 8), 1)),
+        ("optim_torch2_lenet5.safetensors",
+         lambda: optim_file(LeNet5, "lenet5", (8, 1, 28, 28), 1, optimizers_torch2())),
+        ("optim_torch2_resnet20.safetensors",
+         lambda: optim_file(ResNet20, "resnet20", (4, 3, 8, 8), 1, optimizers_torch2())),
     ]
     only = set(sys.argv[1:])
     unknown = only - {fname for fname, _ in outputs}

@@ -173,6 +173,24 @@ typedef struct {
     float alpha, one_minus_alpha, weight_decay, eps, momentum, lr;
 } rmsprop_args;
 
+/* NAdam (torch.optim.NAdam of PyTorch 2): c_grad and c_avg are the step's coefficients of
+ * g / denom and m / denom (negative), bc2 the second moment's bias correction. */
+typedef struct {
+    float weight_decay, one_minus_beta1, beta2, one_minus_beta2, bc2, eps, c_grad, c_avg;
+} nadam_args;
+
+/* LARS over one tensor: its layer-wise scaled learning rate and decay (0 where excluded). */
+typedef struct {
+    float scaled_lr, weight_decay, momentum;
+    int nesterov;
+} lars_args;
+
+/* LAMB's direction over one tensor (before the trust ratio): the Adam ratio with bias
+ * corrections and eps, plus the decay term. */
+typedef struct {
+    float one_minus_beta1, beta2, one_minus_beta2, bc1, bc2_sqrt, eps, weight_decay;
+} lamb_args;
+
 typedef struct dtnn_backend dtnn_backend;
 
 enum { UPLOAD_SLOTS = 2 };
@@ -393,6 +411,25 @@ enum { UPLOAD_SLOTS = 2 };
     X(BE_REQUIRED, void, rmsprop_step,                                                         \
       (dtnn_backend *be, const rmsprop_args *a, size_t n, float *w, const float *g,            \
        float *square_avg, float *momentum_buf, float *grad_avg))                               \
+    X(BE_REQUIRED, void, nadam_step,                                                           \
+      (dtnn_backend *be, const nadam_args *a, size_t n, float *w, const float *g, float *m1,   \
+       float *m2))                                                                             \
+    X(BE_REQUIRED, void, lars_step,                                                            \
+      (dtnn_backend *be, const lars_args *a, size_t n, float *w, const float *g, float *buf))  \
+    /* LAMB's first pass: moments m1, m2 updated, the direction written to u [n]. */           \
+    X(BE_REQUIRED, void, lamb_direction,                                                       \
+      (dtnn_backend *be, const lamb_args *a, size_t n, const float *w, const float *g,         \
+       float *m1, float *m2, float *u))                                                        \
+    /* y = alpha x + beta y over n values; x NULL: y = beta y (LAMB's second pass, gradient    \
+     * clipping's scaling). */                                                                 \
+    X(BE_REQUIRED, void, axpby,                                                                \
+      (dtnn_backend *be, size_t n, float alpha, const float *x, float beta, float *y))         \
+    /* Sums of squares of x over count segments [begin[s], end[s]) (host arrays), into out     \
+     * [count] (host memory: the caller waits for them), in double, each summed in an order    \
+     * fixed by the segment alone (thread counts do not change a bit). */                      \
+    X(BE_REQUIRED, void, segment_sumsq,                                                        \
+      (dtnn_backend *be, int count, const size_t *begin, const size_t *end, const float *x,    \
+       double *out))                                                                           \
                                                                                                \
     /* How many of x [n] are NaN or infinite. */                                               \
     X(BE_REQUIRED, size_t, count_nonfinite, (dtnn_backend *be, const float *x, size_t n))      \

@@ -218,4 +218,5 @@ const layer_ops layer_batchnorm = {
     .relu_epilogue = 1,
     .residual_epilogue = 1,
     .eval_when_frozen = 1,
+    .normalizes = 1,
 };

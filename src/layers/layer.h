@@ -137,6 +137,10 @@ typedef struct {
     int sums_inputs;
     int residual_epilogue;
     int eval_when_frozen;
+    /* A normalisation layer (batch norm): its scale and shift form the "norm" parameter group
+     * that optimizers may keep from weight decay and from layer-wise adaptation (LARS, LAMB),
+     * as the large-batch recipes do. */
+    int normalizes;
 } layer_ops;
 
 struct layer {

@@ -23,6 +23,11 @@ float *model_grads(dtnn_model *m);
 unsigned char *model_buffers(dtnn_model *m);
 /* Parameter values without alignment padding, and those not frozen. */
 size_t model_param_count(const dtnn_model *m);
+/* The parameter groups of tensor i (dtnn_model_tensor's index), for optimizers that treat
+ * them apart: MODEL_GROUP_NORM for a normalisation layer's parameters, MODEL_GROUP_BIAS for a
+ * tensor named "bias" (a batch norm's shift is both). */
+enum { MODEL_GROUP_NORM = DTNN_GROUP_NORM, MODEL_GROUP_BIAS = DTNN_GROUP_BIAS };
+unsigned model_tensor_groups(const dtnn_model *m, int i);
 
 /* A host copy of a whole region of a built model (malloc'd, the caller frees it; its size in
  * *bytes), for code that works on all of it at once: checkpoints, the replica check. NULL with

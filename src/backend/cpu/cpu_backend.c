@@ -342,6 +342,41 @@ static void op_rmsprop_step(dtnn_backend *be, const rmsprop_args *a, size_t n, f
     cpu_rmsprop_step(a, n, w, g, sq, buf, ga);
 }
 
+static void op_nadam_step(dtnn_backend *be, const nadam_args *a, size_t n, float *w,
+                          const float *g, float *m1, float *m2)
+{
+    (void)be;
+    cpu_nadam_step(a, n, w, g, m1, m2);
+}
+
+static void op_lars_step(dtnn_backend *be, const lars_args *a, size_t n, float *w,
+                         const float *g, float *buf)
+{
+    (void)be;
+    cpu_lars_step(a, n, w, g, buf);
+}
+
+static void op_lamb_direction(dtnn_backend *be, const lamb_args *a, size_t n, const float *w,
+                              const float *g, float *m1, float *m2, float *u)
+{
+    (void)be;
+    cpu_lamb_direction(a, n, w, g, m1, m2, u);
+}
+
+static void op_axpby(dtnn_backend *be, size_t n, float alpha, const float *x, float beta,
+                     float *y)
+{
+    (void)be;
+    cpu_axpby(n, alpha, x, beta, y);
+}
+
+static void op_segment_sumsq(dtnn_backend *be, int count, const size_t *begin,
+                             const size_t *end, const float *x, double *out)
+{
+    (void)be;
+    cpu_segment_sumsq(count, begin, end, x, out);
+}
+
 static size_t op_count_nonfinite(dtnn_backend *be, const float *x, size_t n)
 {
     (void)be;
@@ -418,6 +453,11 @@ const dtnn_backend_ops cpu_backend_table = {
     .sgd_step = op_sgd_step,
     .adam_step = op_adam_step,
     .rmsprop_step = op_rmsprop_step,
+    .nadam_step = op_nadam_step,
+    .lars_step = op_lars_step,
+    .lamb_direction = op_lamb_direction,
+    .axpby = op_axpby,
+    .segment_sumsq = op_segment_sumsq,
     .count_nonfinite = op_count_nonfinite,
     .half_pack = op_half_pack,
     .half_unpack = op_half_unpack,

@@ -189,6 +189,14 @@ void cpu_adam_step(const adam_args *a, size_t n, float *w, const float *g, float
                    float *m2);
 void cpu_rmsprop_step(const rmsprop_args *a, size_t n, float *w, const float *g, float *sq,
                       float *buf, float *ga);
+void cpu_nadam_step(const nadam_args *a, size_t n, float *w, const float *g, float *m1,
+                    float *m2);
+void cpu_lars_step(const lars_args *a, size_t n, float *w, const float *g, float *buf);
+void cpu_lamb_direction(const lamb_args *a, size_t n, const float *w, const float *g,
+                        float *m1, float *m2, float *u);
+void cpu_axpby(size_t n, float alpha, const float *x, float beta, float *y);
+void cpu_segment_sumsq(int count, const size_t *begin, const size_t *end, const float *x,
+                       double *out);
 
 /* Small-dimension products (gemm_tiles.c): C = op(A) B, op(A) m x k, B k x n, C m x n, with
  * op(A) packed once into cpu_gemm_tiles_scratch(m, k) bytes of scratch for any number of B;

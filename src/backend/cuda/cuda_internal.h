@@ -211,6 +211,15 @@ void cuda_adam_step(dtnn_backend *be, const adam_args *a, size_t n, float *w, co
 void cuda_rmsprop_step(dtnn_backend *be, const rmsprop_args *a, size_t n, float *w,
                        const float *g, float *square_avg, float *momentum_buf,
                        float *grad_avg);
+void cuda_nadam_step(dtnn_backend *be, const nadam_args *a, size_t n, float *w, const float *g,
+                     float *m1, float *m2);
+void cuda_lars_step(dtnn_backend *be, const lars_args *a, size_t n, float *w, const float *g,
+                    float *buf);
+void cuda_lamb_direction(dtnn_backend *be, const lamb_args *a, size_t n, const float *w,
+                         const float *g, float *m1, float *m2, float *u);
+void cuda_axpby(dtnn_backend *be, size_t n, float alpha, const float *x, float beta, float *y);
+void cuda_segment_sumsq(dtnn_backend *be, int count, const size_t *begin, const size_t *end,
+                        const float *x, double *out);
 
 #ifdef __cplusplus
 }

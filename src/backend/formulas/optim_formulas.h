@@ -81,4 +81,55 @@ static inline DTNN_HOST_DEVICE void optim_rmsprop_update(rmsprop_args a, size_t 
     }
 }
 
+/* NAdam, PyTorch 2's single-tensor order: m moves towards g by lerp (weight 1 - beta1 < 0.5:
+ * m + w (g - m)), v as Adam's, denom = sqrt(v / bc2) + eps, then two addcdiv steps. */
+static inline DTNN_HOST_DEVICE void optim_nadam_update(nadam_args a, size_t i, float *w,
+                                                       const float *grad, float *m1, float *m2)
+{
+    float p = w[i];
+    float g = grad[i];
+    if (a.weight_decay != 0.0f)
+        g = g + a.weight_decay * p;
+    const float m = m1[i] + a.one_minus_beta1 * (g - m1[i]);
+    const float v = a.beta2 * m2[i] + a.one_minus_beta2 * g * g;
+    m1[i] = m;
+    m2[i] = v;
+    const float denom = sqrtf(v / a.bc2) + a.eps;
+    p = p + a.c_grad * (g / denom);
+    w[i] = p + a.c_avg * (m / denom);
+}
+
+/* LARS (the MLPerf reference's rule) over one tensor: decay added to the gradient, momentum on
+ * the scaled learning rate's step, the parameter moved by the velocity. */
+static inline DTNN_HOST_DEVICE void optim_lars_update(lars_args a, size_t i, float *w,
+                                                      const float *grad, float *buf)
+{
+    float g = grad[i];
+    if (a.weight_decay != 0.0f)
+        g = g + a.weight_decay * w[i];
+    const float step = a.scaled_lr * g;
+    const float v = a.momentum * buf[i] + step;
+    buf[i] = v;
+    w[i] = w[i] - (a.nesterov ? a.momentum * v + step : v);
+}
+
+/* LAMB's direction (timm's Lamb with bias correction and grad averaging, whose m moves by
+ * lerp): the bias-corrected Adam ratio plus the decay term; the trust ratio scales it
+ * afterwards. */
+static inline DTNN_HOST_DEVICE void optim_lamb_direction(lamb_args a, size_t i, const float *w,
+                                                         const float *grad, float *m1,
+                                                         float *m2, float *u)
+{
+    const float g = grad[i];
+    const float m = m1[i] + a.one_minus_beta1 * (g - m1[i]);
+    const float v = a.beta2 * m2[i] + a.one_minus_beta2 * g * g;
+    m1[i] = m;
+    m2[i] = v;
+    const float denom = sqrtf(v) / a.bc2_sqrt + a.eps;
+    float d = (m / a.bc1) / denom;
+    if (a.weight_decay != 0.0f)
+        d = d + a.weight_decay * w[i];
+    u[i] = d;
+}
+
 #endif
