@@ -414,25 +414,32 @@ int64_t *dtnn_optimizer_step_count(dtnn_optimizer *o);
 const dtnn_opt_params *dtnn_optimizer_params(const dtnn_optimizer *o);
 
 typedef enum {
-    DTNN_SCHED_CONSTANT = 0, DTNN_SCHED_STEP, DTNN_SCHED_MULTISTEP, DTNN_SCHED_COSINE
+    DTNN_SCHED_CONSTANT = 0, DTNN_SCHED_STEP, DTNN_SCHED_MULTISTEP, DTNN_SCHED_COSINE,
+    DTNN_SCHED_POLY,        /* PolynomialLR: base (1 - min(e, T) / T)^power, T = t_max */
+    DTNN_SCHED_PLATEAU,     /* ReduceLROnPlateau (mode min, threshold 1e-4 relative): base x
+                             * gamma^cuts, a cut after more than `patience` epochs without a
+                             * lower monitored loss (dtnn_train's; constant for
+                             * dtnn_sched_lr, which knows no metric) */
 } dtnn_sched_kind;
 
 typedef struct {
     dtnn_sched_kind kind;
     float base_lr;
-    float gamma;            /* step, multistep */
+    float gamma;            /* step, multistep; plateau's factor */
     int step_size;          /* step: epochs between decays */
     int milestones[16];     /* multistep: epochs at which lr *= gamma */
     int n_milestones;
-    int t_max;              /* cosine: period in epochs (0 = the run's epochs) */
+    int t_max;              /* cosine: period, poly: length in epochs (0 = the run's epochs) */
     float eta_min;          /* cosine */
+    float power;            /* poly */
+    int patience;           /* plateau */
     float warmup_epochs;    /* linear warm-up from warmup_start_factor*lr over this many epochs */
     float warmup_start_factor;
 } dtnn_sched_params;
 
 void dtnn_sched_params_default(dtnn_sched_params *p);
 /* Parses "constant", "step:SIZE[:GAMMA]", "multistep:M1,M2,...[:GAMMA]",
- * "cosine[:TMAX[:ETAMIN]]". */
+ * "cosine[:TMAX[:ETAMIN]]", "poly:POWER[:T]", "plateau:PATIENCE[:FACTOR]". */
 dtnn_status dtnn_sched_parse(const char *spec, dtnn_sched_params *p, dtnn_error *err);
 /* LR for step `step` (0-based, global) with steps_per_epoch steps in an epoch. Decays apply at
  * epoch boundaries as PyTorch's epoch-stepped schedulers; warm-up ramps per step (Goyal 2017). */
@@ -758,6 +765,12 @@ typedef struct {
     uint64_t seed;
     int64_t global_batch;
     int64_t skipped;        /* steps skipped as non-finite in this run (not saved) */
+    /* The epoch-end monitor (--lr-schedule plateau, --early-stop): epochs monitored so far,
+     * the best monitored loss of each rule (ReduceLROnPlateau's needs a 1e-4 relative gain,
+     * early stopping any gain) and its epochs since, the plateau's cuts. Saved. */
+    int64_t monitored;
+    double plateau_best, early_best;
+    int64_t plateau_bad, early_bad, plateau_cuts;
 } dtnn_train_state;
 
 /* Writes parameters and buffers with PyTorch state_dict names, plus (when opt is not NULL) the
@@ -829,6 +842,12 @@ typedef struct {
     dtnn_loss_params loss;
     dtnn_sched_params sched;
     int eval_each_epoch;
+    /* Ends the run after an epoch (checkpoint saved): > 0 stop_at_accuracy, the first whose
+     * test top-1 accuracy (a fraction) reaches it (needs the test split); > 0 early_stop,
+     * after that many epochs in a row without a lower monitored loss. The monitored loss is
+     * the test loss where the test split is evaluated, else the epoch's training loss. */
+    float stop_at_accuracy;
+    int early_stop;
     const char *log_path;       /* JSONL, one object per epoch (NULL = none) */
     const char *save_path;      /* checkpoint at every epoch end and at the end (NULL = none) */
     /* data parallelism (ignored on one rank) */
@@ -874,6 +893,8 @@ typedef struct {
     int64_t skipped;                /* steps skipped as non-finite so far (--skip-nonfinite) */
     int64_t skipped_images;         /* unreadable images skipped so far, over all ranks at
                                      * epoch ends, this rank's during an epoch */
+    const char *stopping;           /* at an epoch end: why the run ends now, before its
+                                     * epochs (target accuracy, early stop); else NULL */
 } dtnn_progress;
 
 typedef void (*dtnn_progress_fn)(const dtnn_progress *p, void *user);

@@ -207,7 +207,7 @@ static void test_round_trip(void)
     fill_buffers(a, 7);
     dtnn_optimizer *oa = stepped_adam(a, 3);
     dtnn_model_set_step(a, 77);
-    dtnn_train_state ts = {123, 4, 5, 0xFEDCBA9876543210ull, 256, 0};
+    dtnn_train_state ts = {123, 4, 5, 0xFEDCBA9876543210ull, 256, 0, 9, 0.12345678901234567, 2.0 / 3.0, 3, 2, 5};
     dtnn_dataset norm;
     memset(&norm, 0, sizeof norm);
     snprintf(norm.name, sizeof norm.name, "fashion-mnist");
@@ -330,7 +330,7 @@ static void test_mismatches(void)
     dtnn_model *a = small_cnn(5, 1, 1, 1);
     fill_buffers(a, 3);
     dtnn_optimizer *oa = stepped_adam(a, 2);
-    dtnn_train_state ts = {10, 1, 2, 42, 64, 0};
+    dtnn_train_state ts = {10, 1, 2, 42, 64, 0, 0, 0.0, 0.0, 0, 0, 0};
     CHECK_OK(dtnn_checkpoint_save(path, a, oa, &ts, NULL, &err), &err);
     CHECK_OK(dtnn_checkpoint_save(weights_only, a, NULL, NULL, NULL, &err), &err);
 
@@ -341,7 +341,7 @@ static void test_mismatches(void)
     dtnn_optimizer *ob = stepped_adam(b, 1);
     snapshot sb = take(b);
     float *ob_state = state_copy(ob, 2, sb.np);
-    dtnn_train_state ts_b = {1, 2, 3, 4, 5, 0}, ts_copy = ts_b;
+    dtnn_train_state ts_b = {1, 2, 3, 4, 5, 0, 0, 0.0, 0.0, 0, 0, 0}, ts_copy = ts_b;
     dtnn_dataset nb;
     memset(&nb, 0, sizeof nb);
     nb.mean[0] = 0.5f;
@@ -506,7 +506,7 @@ static void test_corrupt_files(void)
     const char *path = tmp_path("good.safetensors"), *bad = tmp_path("bad.safetensors");
     dtnn_model *m = small_cnn(5, 1, 1, 1);
     dtnn_optimizer *o = stepped_adam(m, 1);
-    dtnn_train_state ts = {1, 0, 1, 42, 2, 0};
+    dtnn_train_state ts = {1, 0, 1, 42, 2, 0, 0, 0.0, 0.0, 0, 0, 0};
     CHECK_OK(dtnn_checkpoint_save(path, m, o, &ts, NULL, &err), &err);
     snapshot s = take(m);
     size_t n;

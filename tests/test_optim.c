@@ -662,6 +662,26 @@ static void test_schedules(void)
     p.t_max = 4;
     expect_lr(&p, 10, 5, 0.05, "cosine t_max set by the caller");
 
+    /* PolynomialLR: base (1 - min(e, T) / T)^power, 0 from T on. */
+    p = parsed("poly:2:10", 0.4f);
+    CHECK(p.kind == DTNN_SCHED_POLY && p.power == 2.0f && p.t_max == 10);
+    expect_lr(&p, 4, 5, 0.4, "poly");
+    expect_lr(&p, 5, 5, 0.4 * 0.81, "poly");
+    expect_lr(&p, 27, 5, 0.4 * 0.25, "poly");
+    expect_lr(&p, 50, 5, 0.0, "poly");
+    expect_lr(&p, 99, 5, 0.0, "poly");
+    p = parsed("poly:0.5", 1.0f);
+    CHECK(p.t_max == 0);
+    expect_lr(&p, 7, 5, 1.0, "poly without T");
+    p.t_max = 4;
+    expect_lr(&p, 15, 5, sqrt(0.25), "poly T set by the caller");
+    /* ReduceLROnPlateau: constant here (its cuts come from the trainer's monitor). */
+    p = parsed("plateau:3:0.5", 0.2f);
+    CHECK(p.kind == DTNN_SCHED_PLATEAU && p.patience == 3 && p.gamma == 0.5f);
+    expect_lr(&p, 99, 5, 0.2, "plateau");
+    p = parsed("plateau:0", 0.2f);
+    CHECK(p.patience == 0 && p.gamma == 0.1f);
+
     /* Warm-up over 2 epochs of 10 steps from 0.1 x lr, per step. */
     p = parsed("constant", 1.0f);
     p.warmup_epochs = 2.0f;
@@ -718,6 +738,16 @@ static void test_schedules(void)
         {"cosine:10:-0.1", "'-0.1'"},
         {"cosine:10:inf", "'inf'"},
         {"cosine:10:0:1", "'1'"},
+        {"poly", "poly needs a power"},
+        {"poly:0", "POWER"},
+        {"poly:-1", "POWER"},
+        {"poly:2:-3", "'-3'"},
+        {"poly:2:3:4", "'4'"},
+        {"plateau", "plateau needs a patience"},
+        {"plateau:-1", "PATIENCE"},
+        {"plateau:2:1", "FACTOR"},
+        {"plateau:2:0", "FACTOR"},
+        {"plateau:2:1.5", "FACTOR"},
         {"constant:5", "'5'"},
         {"constant ", "'constant '"},
     };

@@ -105,7 +105,14 @@ static cli_opt train_opts[] = {
     {"clip-grad-norm", OPT_FLOAT, "0",
      "scale the (all-reduced) gradient to this L2 norm at most (0: off)", 0, NULL, 0},
     {"lr-schedule", OPT_STRING, "constant",
-     "constant | step:SIZE[:GAMMA] | multistep:M1,M2[:GAMMA] | cosine[:TMAX[:ETAMIN]]", 0, NULL, 0},
+     "constant | step:SIZE[:GAMMA] | multistep:M1,M2[:GAMMA] | cosine[:TMAX[:ETAMIN]] | "
+     "poly:POWER[:T] | plateau:PATIENCE[:FACTOR] (on the test loss, else the training loss)",
+     0, NULL, 0},
+    {"stop-at-accuracy", OPT_FLOAT, "0",
+     "end after the first epoch whose test accuracy reaches this fraction (0: off)", 0, NULL, 0},
+    {"early-stop", OPT_INT, "0",
+     "end after this many epochs in a row without a lower test (else training) loss (0: off)",
+     0, NULL, 0},
     {"warmup-epochs", OPT_FLOAT, "0", "linear learning-rate warm-up (epochs)", 0, NULL, 0},
     {"loss", OPT_STRING, "cross-entropy", "cross-entropy | bce | mse", 0, NULL, 0},
     {"label-smoothing", OPT_FLOAT, "0", "cross-entropy label smoothing", 0, NULL, 0},
@@ -207,6 +214,12 @@ static int run_options(const cli_opt *o, int n, const char *cmd, dtnn_train_para
         return cli_usage_error(cmd, "%s", "--checkpoint-every and --keep need --save PATH");
     tp->keep = (int)keep;
     tp->skip_nonfinite = cli_flag(o, n, "skip-nonfinite");
+    tp->stop_at_accuracy = (float)cli_float(o, n, "stop-at-accuracy");
+    const int64_t early = cli_int(o, n, "early-stop");
+    if (early < 0 || early > 1000000 || !(tp->stop_at_accuracy >= 0.0f && tp->stop_at_accuracy <= 1.0f))
+        return cli_usage_error(cmd, "%s", "--early-stop must be 0 or more epochs, "
+                               "--stop-at-accuracy a fraction in [0, 1] (e.g. 0.759)");
+    tp->early_stop = (int)early;
     tp->stop = &stop_signal;
     if (tp->batch_size <= 0 || tp->batch_size > 1 << 20)
         return cli_usage_error(cmd, "--batch-size must be in [1, 1048576], got %s",

@@ -48,6 +48,9 @@ void progress_update(const dtnn_progress *p, void *user)
             fprintf(s->out, " | %lld unreadable image%s skipped", (long long)p->skipped_images,
                     p->skipped_images == 1 ? "" : "s");
         fprintf(s->out, "\n");
+        if (p->stopping)
+            fprintf(s->out, "stopping after epoch %lld: %s\n", (long long)p->epoch + 1,
+                    p->stopping);
         fflush(s->out);
         s->last_tenth = -1;
         return;

@@ -8,7 +8,8 @@
  * Metadata (strings): format "dtnn-checkpoint", version "2", crc32c (the whole file's checksum,
  * added by the safetensors writer and required from version 2 on), model_input "CxHxW", model_step
  * (the dropout stream position); with an optimizer: optimizer (its name) and opt_step; with a
- * training state: step, epoch, step_in_epoch, seed, global_batch; with a dataset: dataset,
+ * training state: step, epoch, step_in_epoch, seed, global_batch, monitor (the epoch-end
+ * decisions' state: train/monitor.c); with a dataset: dataset,
  * norm_mean and norm_std (per channel, comma-separated, %.9g so floats round-trip).
  *
  * Loading validates the whole file before it changes anything: every model tensor present with
@@ -269,6 +270,10 @@ dtnn_status dtnn_checkpoint_save(const char *path, dtnn_model *m, dtnn_optimizer
         meta_add(&ml, "step_in_epoch", "%" PRId64, ts->step_in_epoch);
         meta_add(&ml, "seed", "%" PRIu64, ts->seed);
         meta_add(&ml, "global_batch", "%" PRId64, ts->global_batch);
+        /* %.17g: the doubles come back bit for bit, so a resumed monitor decides alike */
+        meta_add(&ml, "monitor", "%" PRId64 ",%.17g,%.17g,%" PRId64 ",%" PRId64 ",%" PRId64,
+                 ts->monitored, ts->plateau_best, ts->early_best, ts->plateau_bad,
+                 ts->early_bad, ts->plateau_cuts);
     }
     if (norm) {
         const int c = norm_channels(m);
@@ -364,6 +369,30 @@ static dtnn_status meta_i64(const char *path, const st_file *f, const char *key,
     if (st == DTNN_OK)
         *out = (int64_t)v;
     return st;
+}
+
+/* The epoch-end monitor's state ("monitor": monitored,plateau_best,early_best,plateau_bad,
+ * early_bad,plateau_cuts); checkpoints from before it have none, which is a fresh monitor. */
+static dtnn_status meta_monitor(const char *path, const st_file *f, dtnn_train_state *ts,
+                                dtnn_error *err)
+{
+    const char *s = st_meta(f, "monitor");
+    ts->monitored = ts->plateau_bad = ts->early_bad = ts->plateau_cuts = 0;
+    ts->plateau_best = ts->early_best = 0.0;
+    if (!s)
+        return DTNN_OK;
+    long long n[4];
+    int used = 0;
+    if (sscanf(s, "%lld,%lf,%lf,%lld,%lld,%lld%n", &n[0], &ts->plateau_best, &ts->early_best,
+               &n[1], &n[2], &n[3], &used) != 6 || s[used] || n[0] < 0 || n[1] < 0 ||
+        n[2] < 0 || n[3] < 0 || !isfinite(ts->plateau_best) || !isfinite(ts->early_best))
+        return dtnn_error_set(err, DTNN_ERR_FORMAT, "checkpoint %s: metadata 'monitor' is "
+                              "malformed: '%.80s'", path, s);
+    ts->monitored = n[0];
+    ts->plateau_bad = n[1];
+    ts->early_bad = n[2];
+    ts->plateau_cuts = n[3];
+    return DTNN_OK;
 }
 
 /* "a,b,c": 1 to 4 finite floats (positive ones when positive is set). */
@@ -586,6 +615,7 @@ static dtnn_status plan_load(const char *path, const st_file *f, dtnn_model *m,
             (st = meta_i64(path, f, "step_in_epoch", &lp->ts.step_in_epoch, err)) ||
             (st = meta_u64(path, f, "seed", UINT64_MAX, &lp->ts.seed, err)) ||
             (st = meta_i64(path, f, "global_batch", &lp->ts.global_batch, err)) ||
+            (st = meta_monitor(path, f, &lp->ts, err)) ||
             (st = meta_i64(path, f, "model_step", &lp->model_step, err)))
             return st;
     }
@@ -735,8 +765,9 @@ dtnn_status dtnn_checkpoint_read_state(const char *path, dtnn_train_state *ts, d
     else if (!(st = meta_i64(path, &f, "step", &s.step, err)) &&
              !(st = meta_i64(path, &f, "epoch", &s.epoch, err)) &&
              !(st = meta_i64(path, &f, "step_in_epoch", &s.step_in_epoch, err)) &&
-             !(st = meta_u64(path, &f, "seed", UINT64_MAX, &s.seed, err)))
-        st = meta_i64(path, &f, "global_batch", &s.global_batch, err);
+             !(st = meta_u64(path, &f, "seed", UINT64_MAX, &s.seed, err)) &&
+             !(st = meta_i64(path, &f, "global_batch", &s.global_batch, err)))
+        st = meta_monitor(path, &f, &s, err);
     if (st == DTNN_OK)
         *ts = s;
     st_free(&f);

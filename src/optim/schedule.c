@@ -2,13 +2,14 @@
  * schedule.c — learning-rate schedules as closed forms of PyTorch's epoch-stepped schedulers:
  * StepLR (base * gamma^floor(e / step_size)), MultiStepLR (base * gamma^(milestones <= e)) and
  * CosineAnnealingLR (eta_min + (base - eta_min) (1 + cos(pi e / T_max)) / 2, which, as
- * PyTorch's, rises again past T_max), with e = step / steps_per_epoch, so the rate changes only at
- * epoch boundaries. An optional linear warm-up (Goyal et al. 2017, "Accurate, Large Minibatch
+ * PyTorch's, rises again past T_max) and PolynomialLR (base (1 - min(e, T) / T)^power), with
+ * e = step / steps_per_epoch, so the rate changes only at epoch boundaries. ReduceLROnPlateau
+ * is parsed here, but its cuts come from a metric: train/monitor.c keeps them. An optional linear warm-up (Goyal et al. 2017, "Accurate, Large Minibatch
  * SGD") ramps per step from warmup_start_factor x lr to lr over warmup_epochs epochs, multiplied
  * onto the schedule as torch.optim.lr_scheduler.LinearLR chained with it would.
  *
- * Not here: ReduceLROnPlateau (needs a metric) and per-step cosine; the parser covers only the
- * decay, the trainer sets base_lr and the warm-up fields from its own flags.
+ * Not here: per-step cosine; the parser covers only the decay, the trainer sets base_lr and the
+ * warm-up fields from its own flags.
  */
 #include <math.h>
 #include <string.h>
@@ -16,7 +17,7 @@
 #include "../core/internal.h"
 
 #define SCHED_GRAMMAR "constant, step:SIZE[:GAMMA], multistep:M1,M2,...[:GAMMA], " \
-                      "cosine[:TMAX[:ETAMIN]]"
+                      "cosine[:TMAX[:ETAMIN]], poly:POWER[:T], plateau:PATIENCE[:FACTOR]"
 
 /* base_lr 0.01 is a common SGD starting point (Adam runs usually want 1e-3); step_size 30 and
  * gamma 0.1 are the classic ImageNet recipe; warm-up is off, and when switched on starts at
@@ -33,6 +34,8 @@ void dtnn_sched_params_default(dtnn_sched_params *p)
     p->eta_min = 0.0f;
     p->warmup_epochs = 0.0f;
     p->warmup_start_factor = 0.1f;
+    p->power = 1.0f;
+    p->patience = 10;
 }
 
 static dtnn_status bad_part(const char *spec, const char *what, const char *part,
@@ -96,6 +99,8 @@ dtnn_status dtnn_sched_parse(const char *spec, dtnn_sched_params *p, dtnn_error 
     memset(q.milestones, 0, sizeof q.milestones);
     q.t_max = d.t_max;
     q.eta_min = d.eta_min;
+    q.power = d.power;
+    q.patience = d.patience;
     const char *kind = part[0];
     int max_parts;
     if (!strcmp(kind, "constant")) {
@@ -142,6 +147,28 @@ dtnn_status dtnn_sched_parse(const char *spec, dtnn_sched_params *p, dtnn_error 
                             "epochs), not", part[1], err);
         if (n_parts >= 3 && (parse_real(part[2], &q.eta_min) != 0 || q.eta_min < 0.0f))
             return bad_part(spec, "ETAMIN must be a number >= 0, not", part[2], err);
+    } else if (!strcmp(kind, "poly")) {
+        q.kind = DTNN_SCHED_POLY;
+        max_parts = 3;
+        if (n_parts < 2)
+            return dtnn_error_set(err, DTNN_ERR_ARG, "schedule '%s': poly needs a power, e.g. "
+                                  "poly:2 (MLPerf's LARS recipe)", spec);
+        if (parse_real(part[1], &q.power) != 0 || !(q.power > 0.0f))
+            return bad_part(spec, "POWER must be a number > 0, not", part[1], err);
+        if (n_parts >= 3 && parse_count(part[2], 0, &q.t_max) != 0)
+            return bad_part(spec, "poly length T must be an integer >= 0 (0 = the run's "
+                            "epochs), not", part[2], err);
+    } else if (!strcmp(kind, "plateau")) {
+        q.kind = DTNN_SCHED_PLATEAU;
+        max_parts = 3;
+        if (n_parts < 2)
+            return dtnn_error_set(err, DTNN_ERR_ARG, "schedule '%s': plateau needs a patience "
+                                  "in epochs, e.g. plateau:10 or plateau:10:0.1", spec);
+        if (parse_count(part[1], 0, &q.patience) != 0)
+            return bad_part(spec, "PATIENCE must be an integer >= 0, not", part[1], err);
+        if (n_parts == 3 && (parse_real(part[2], &q.gamma) != 0 || !(q.gamma > 0.0f) ||
+                             !(q.gamma < 1.0f)))
+            return bad_part(spec, "FACTOR must be a number in (0, 1), not", part[2], err);
     } else {
         return bad_part(spec, "unknown kind", kind, err);
     }
@@ -183,6 +210,14 @@ float dtnn_sched_lr(const dtnn_sched_params *p, int64_t step, int64_t steps_per_
         if (p->t_max > 0)
             lr = p->eta_min + (base - p->eta_min) *
                  (1.0 + cos(pi * (double)e / (double)p->t_max)) / 2.0;
+        break;
+    case DTNN_SCHED_POLY:
+        /* t_max 0: the trainer fills in the run's epochs, as for cosine */
+        if (p->t_max > 0)
+            lr = base * pow(1.0 - (double)DTNN_MIN(e, (int64_t)p->t_max) / (double)p->t_max,
+                            (double)p->power);
+        break;
+    case DTNN_SCHED_PLATEAU:
         break;
     }
     const double warm = (double)p->warmup_epochs * (double)spe;

@@ -39,6 +39,7 @@
 #include "../comm/comm.h"
 #include "../model/model.h"
 #include "../core/trace.h"
+#include "monitor.h"
 
 void dtnn_train_params_default(dtnn_train_params *p)
 {
@@ -97,11 +98,12 @@ static dtnn_status check_agreement(dtnn_model *m, dtnn_optimizer *opt, dtnn_load
         int64_t epochs, steps, batch, accumulate, shuffle, loss, allreduce, dtype, sync_bn,
             collectives;
         uint64_t seed;
-        double smoothing, lr, bucket;
-        int64_t step, epoch, step_in_epoch;
+        double smoothing, lr, bucket, target;
+        int64_t step, epoch, step_in_epoch, early_stop;
     } f = {p->epochs, p->steps, p->batch_size, p->accumulate, p->shuffle, p->loss.kind,
            p->allreduce, p->comm_dtype, p->sync_bn, p->collectives, p->seed,
-           p->loss.label_smoothing, p->sched.base_lr, p->bucket_mb, ts->step, ts->epoch, ts->step_in_epoch};
+           p->loss.label_smoothing, p->sched.base_lr, p->bucket_mb, p->stop_at_accuracy,
+           ts->step, ts->epoch, ts->step_in_epoch, p->early_stop};
     h[1] = dtnn__fnv1a(h[1], &f, sizeof f);
     h[1] = dtnn__fnv1a(h[1], &p->sched, sizeof p->sched);
     h[1] = dtnn__fnv1a(h[1], dtnn_optimizer_params(opt), sizeof(dtnn_opt_params));
@@ -317,6 +319,8 @@ typedef struct {
     dtnn_comm *nccl;                /* --collectives nccl: the gradients' communicator */
     unsigned char *saved_buffers;   /* --skip-nonfinite: the buffers before the step */
     int64_t skipped_images;         /* over all ranks, up to the last epoch end */
+    int finished;                   /* the monitor ended the run (monitor.c) */
+    char stopping[160];             /* why */
     /* The next step's batch, taken from the loader and prefetched to the device during this
      * step's backward (a device backend: dtnn_model_prefetches); valid while `ready`. */
     struct {
@@ -377,8 +381,19 @@ static dtnn_status run_check(train_run_state *r, dtnn_error *err)
     r->total_steps = p->steps > 0 ? p->steps : (int64_t)p->epochs * r->steps_per_epoch;
     r->epochs = (r->total_steps + r->steps_per_epoch - 1) / r->steps_per_epoch;
     r->sched = p->sched;
-    if (r->sched.kind == DTNN_SCHED_COSINE && r->sched.t_max <= 0)
+    if ((r->sched.kind == DTNN_SCHED_COSINE || r->sched.kind == DTNN_SCHED_POLY) &&
+        r->sched.t_max <= 0)
         r->sched.t_max = (int)r->epochs;
+    if (!(p->stop_at_accuracy >= 0.0f && p->stop_at_accuracy <= 1.0f))
+        return dtnn_error_set(err, DTNN_ERR_ARG, "the target accuracy %g is not a fraction in "
+                              "[0, 1] (MLPerf's ResNet-50 target is 0.759)",
+                              (double)p->stop_at_accuracy);
+    if (p->stop_at_accuracy > 0.0f && !(r->test && p->eval_each_epoch))
+        return dtnn_error_set(err, DTNN_ERR_ARG, "stopping at a test accuracy needs the test "
+                              "split evaluated at every epoch's end");
+    if (p->early_stop < 0)
+        return dtnn_error_set(err, DTNN_ERR_ARG, "early-stop patience %d: give a number of "
+                              "epochs > 0, or 0 for none", p->early_stop);
     if (r->ts->step >= r->total_steps)
         return dtnn_error_set(err, DTNN_ERR_ARG, "the run is already at step %lld of %lld: "
                               "nothing to train (raise --epochs or --steps)",
@@ -542,7 +557,8 @@ static dtnn_status run_step(train_run_state *r, int64_t epoch, int64_t s, epoch_
                               (long long)ts->step + 1, (long long)epoch + 1, where,
                               step_met.loss_sum);
     }
-    es->lr = dtnn_sched_lr(&r->sched, ts->step, r->steps_per_epoch);
+    es->lr = (float)(dtnn_sched_lr(&r->sched, ts->step, r->steps_per_epoch) *
+                     train_monitor_lr_factor(r->p, ts));
     if (bad) {
         /* Skipped: no update, and the running statistics from before the step. */
         if ((st = dtnn_model_write(m, DTNN_REGION_BUFFERS, 0, r->saved_buffers,
@@ -615,6 +631,11 @@ static dtnn_status run_epoch_end(train_run_state *r, int64_t epoch, epoch_state 
     if (finished_epoch) {
         ts->epoch = epoch + 1;
         ts->step_in_epoch = 0;
+        /* Full epochs only: a run cut short by --steps ends anyway. */
+        r->finished = train_monitor_epoch(r->p, ts, pr->has_test ? pr->test_loss : pr->loss,
+                                          pr->has_test, pr->test_acc, r->stopping,
+                                          sizeof r->stopping);
+        pr->stopping = r->finished ? r->stopping : NULL;
     }
     if (r->log)
         log_epoch(r->log, pr);
@@ -637,8 +658,8 @@ static dtnn_status train_run(dtnn_model *m, dtnn_optimizer *opt, dtnn_loader *tr
     if (st)
         return st;
     if (!(st = run_open(&r, err))) {
-        for (int64_t epoch = ts->epoch; epoch < r.epochs && ts->step < r.total_steps && !st;
-             epoch++) {
+        for (int64_t epoch = ts->epoch;
+             epoch < r.epochs && ts->step < r.total_steps && !st && !r.finished; epoch++) {
             const int64_t end = DTNN_MIN(r.steps_per_epoch,
                                          ts->step_in_epoch + (r.total_steps - ts->step));
             if ((st = dtnn_loader_start(train, epoch, ts->step_in_epoch, end, err)))
