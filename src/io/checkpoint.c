@@ -21,12 +21,12 @@
 #include <fnmatch.h>
 #include <inttypes.h>
 #include <math.h>
-#include <stdarg.h>
 #include <string.h>
 
 #include "../core/internal.h"
 #include "../model/model.h"
 #include "../optim/optimizer.h"
+#include "checkpoint_meta.h"
 #include "safetensors.h"
 
 #define CKPT_FORMAT "dtnn-checkpoint"
@@ -106,28 +106,6 @@ static dtnn_status check_model(const char *path, const dtnn_model *m, const dtnn
 
 /* ---- saving ---------------------------------------------------------------------------------- */
 
-typedef struct {
-    const char *keys[20];
-    const char *values[20];
-    char store[20][192];
-    int n;
-} meta_list;
-
-#if defined(__GNUC__)
-__attribute__((format(printf, 3, 4)))
-#endif
-static void meta_add(meta_list *ml, const char *key, const char *fmt, ...)
-{
-    DTNN_ASSERT(ml->n < (int)(sizeof ml->keys / sizeof ml->keys[0]));
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(ml->store[ml->n], sizeof ml->store[ml->n], fmt, ap);
-    va_end(ap);
-    ml->keys[ml->n] = key;
-    ml->values[ml->n] = ml->store[ml->n];
-    ml->n++;
-}
-
 /* What trains: the number of frozen tensors and a hash of their names and of --freeze-bn,
  * which a resume must match (the optimizer state holds the trainable tensors only), as
  * "N HASH"; and the --freeze patterns, for the message when it does not. */
@@ -156,14 +134,6 @@ static void freeze_patterns(const dtnn_model *m, char *buf, size_t len)
         k += (size_t)snprintf(buf + k, len - k, "%s%s", i ? " " : "", model_build_params(m)->freeze[i]);
     if (model_build_params(m)->n_freeze && model_build_params(m)->freeze_bn && k + 1 < len)
         snprintf(buf + k, len - k, " with --freeze-bn");
-}
-
-static void floats_csv(char *buf, size_t len, const float *v, int n)
-{
-    size_t k = 0;
-    buf[0] = '\0';
-    for (int i = 0; i < n && k < len; i++)
-        k += (size_t)snprintf(buf + k, len - k, "%s%.9g", i ? "," : "", (double)v[i]);
 }
 
 static int norm_channels(const dtnn_model *m)
@@ -247,42 +217,42 @@ dtnn_status dtnn_checkpoint_save(const char *path, dtnn_model *m, dtnn_optimizer
 
     meta_list ml;
     ml.n = 0;
-    meta_add(&ml, "format", CKPT_FORMAT);
-    meta_add(&ml, "version", CKPT_VERSION);
+    ckpt_meta_add(&ml, "format", CKPT_FORMAT);
+    ckpt_meta_add(&ml, "version", CKPT_VERSION);
     int in_c, in_h, in_w;
     dtnn_model_input_shape(m, &in_c, &in_h, &in_w);
-    meta_add(&ml, "model_input", "%dx%dx%d", in_c, in_h, in_w);
-    meta_add(&ml, "model_step", "%" PRId64, dtnn_model_step(m));
+    ckpt_meta_add(&ml, "model_input", "%dx%dx%d", in_c, in_h, in_w);
+    ckpt_meta_add(&ml, "model_step", "%" PRId64, dtnn_model_step(m));
     if (opt) {
-        meta_add(&ml, "optimizer", "%s", dtnn_opt_name(optimizer_kind(opt)));
-        meta_add(&ml, "opt_step", "%" PRId64, optimizer_step(opt));
+        ckpt_meta_add(&ml, "optimizer", "%s", dtnn_opt_name(optimizer_kind(opt)));
+        ckpt_meta_add(&ml, "opt_step", "%" PRId64, optimizer_step(opt));
     }
     if (dtnn_model_trainable_count(m) < model_param_count(m)) {
         char buf[192];
         freeze_signature(m, buf, sizeof buf);
-        meta_add(&ml, "frozen", "%s", buf);
+        ckpt_meta_add(&ml, "frozen", "%s", buf);
         freeze_patterns(m, buf, sizeof buf);
-        meta_add(&ml, "freeze", "%s", buf);
+        ckpt_meta_add(&ml, "freeze", "%s", buf);
     }
     if (ts) {
-        meta_add(&ml, "step", "%" PRId64, ts->step);
-        meta_add(&ml, "epoch", "%" PRId64, ts->epoch);
-        meta_add(&ml, "step_in_epoch", "%" PRId64, ts->step_in_epoch);
-        meta_add(&ml, "seed", "%" PRIu64, ts->seed);
-        meta_add(&ml, "global_batch", "%" PRId64, ts->global_batch);
+        ckpt_meta_add(&ml, "step", "%" PRId64, ts->step);
+        ckpt_meta_add(&ml, "epoch", "%" PRId64, ts->epoch);
+        ckpt_meta_add(&ml, "step_in_epoch", "%" PRId64, ts->step_in_epoch);
+        ckpt_meta_add(&ml, "seed", "%" PRIu64, ts->seed);
+        ckpt_meta_add(&ml, "global_batch", "%" PRId64, ts->global_batch);
         /* %.17g: the doubles come back bit for bit, so a resumed monitor decides alike */
-        meta_add(&ml, "monitor", "%" PRId64 ",%.17g,%.17g,%" PRId64 ",%" PRId64 ",%" PRId64,
+        ckpt_meta_add(&ml, "monitor", "%" PRId64 ",%.17g,%.17g,%" PRId64 ",%" PRId64 ",%" PRId64,
                  ts->monitored, ts->plateau_best, ts->early_best, ts->plateau_bad,
                  ts->early_bad, ts->plateau_cuts);
     }
     if (norm) {
         const int c = norm_channels(m);
         char csv[128];
-        meta_add(&ml, "dataset", "%.63s", norm->name);
-        floats_csv(csv, sizeof csv, norm->mean, c);
-        meta_add(&ml, "norm_mean", "%s", csv);
-        floats_csv(csv, sizeof csv, norm->std, c);
-        meta_add(&ml, "norm_std", "%s", csv);
+        ckpt_meta_add(&ml, "dataset", "%.63s", norm->name);
+        ckpt_floats_csv(csv, sizeof csv, norm->mean, c);
+        ckpt_meta_add(&ml, "norm_mean", "%s", csv);
+        ckpt_floats_csv(csv, sizeof csv, norm->std, c);
+        ckpt_meta_add(&ml, "norm_std", "%s", csv);
     }
     st = st_write(path, e, n_entries, ml.keys, ml.values, ml.n, err);
 done:
@@ -328,96 +298,6 @@ static dtnn_status match_tensor(const char *path, const st_file *f, const char *
                               "the model expects %s", path, name, got, want);
     *out = t;
     return DTNN_OK;
-}
-
-/* Strict decimal: digits only, no sign or spaces. */
-static int parse_u64(const char *s, uint64_t *out)
-{
-    if (!s || !*s)
-        return -1;
-    uint64_t v = 0;
-    for (; *s; s++) {
-        if (*s < '0' || *s > '9')
-            return -1;
-        unsigned d = (unsigned)(*s - '0');
-        if (v > (UINT64_MAX - d) / 10)
-            return -1;
-        v = v * 10 + d;
-    }
-    *out = v;
-    return 0;
-}
-
-static dtnn_status meta_u64(const char *path, const st_file *f, const char *key, uint64_t max,
-                            uint64_t *out, dtnn_error *err)
-{
-    const char *v = st_meta(f, key);
-    if (!v)
-        return dtnn_error_set(err, DTNN_ERR_FORMAT, "checkpoint %s: metadata '%s' is missing",
-                              path, key);
-    if (parse_u64(v, out) != 0 || *out > max)
-        return dtnn_error_set(err, DTNN_ERR_FORMAT, "checkpoint %s: metadata '%s' is '%.64s', "
-                              "not a non-negative integer", path, key, v);
-    return DTNN_OK;
-}
-
-static dtnn_status meta_i64(const char *path, const st_file *f, const char *key, int64_t *out,
-                            dtnn_error *err)
-{
-    uint64_t v;
-    dtnn_status st = meta_u64(path, f, key, (uint64_t)INT64_MAX, &v, err);
-    if (st == DTNN_OK)
-        *out = (int64_t)v;
-    return st;
-}
-
-/* The epoch-end monitor's state ("monitor": monitored,plateau_best,early_best,plateau_bad,
- * early_bad,plateau_cuts); checkpoints from before it have none, which is a fresh monitor. */
-static dtnn_status meta_monitor(const char *path, const st_file *f, dtnn_train_state *ts,
-                                dtnn_error *err)
-{
-    const char *s = st_meta(f, "monitor");
-    ts->monitored = ts->plateau_bad = ts->early_bad = ts->plateau_cuts = 0;
-    ts->plateau_best = ts->early_best = 0.0;
-    if (!s)
-        return DTNN_OK;
-    long long n[4];
-    int used = 0;
-    if (sscanf(s, "%lld,%lf,%lf,%lld,%lld,%lld%n", &n[0], &ts->plateau_best, &ts->early_best,
-               &n[1], &n[2], &n[3], &used) != 6 || s[used] || n[0] < 0 || n[1] < 0 ||
-        n[2] < 0 || n[3] < 0 || !isfinite(ts->plateau_best) || !isfinite(ts->early_best))
-        return dtnn_error_set(err, DTNN_ERR_FORMAT, "checkpoint %s: metadata 'monitor' is "
-                              "malformed: '%.80s'", path, s);
-    ts->monitored = n[0];
-    ts->plateau_bad = n[1];
-    ts->early_bad = n[2];
-    ts->plateau_cuts = n[3];
-    return DTNN_OK;
-}
-
-/* "a,b,c": 1 to 4 finite floats (positive ones when positive is set). */
-static dtnn_status meta_floats(const char *path, const st_file *f, const char *key,
-                               int positive, float *v, int *n, dtnn_error *err)
-{
-    const char *s = st_meta(f, key);
-    *n = 0;
-    if (!s)
-        return dtnn_error_set(err, DTNN_ERR_FORMAT, "checkpoint %s: metadata '%s' is missing",
-                              path, key);
-    for (;;) {
-        char *end = (char *)s;
-        int number_start = (*s >= '0' && *s <= '9') || *s == '-' || *s == '.';
-        double x = number_start ? strtod(s, &end) : NAN;
-        if (*n == 4 || !isfinite(x) || (positive && !(x > 0.0)) || fabs(x) > 3.0e38 ||
-            (*end != ',' && *end != '\0'))
-            return dtnn_error_set(err, DTNN_ERR_FORMAT, "checkpoint %s: metadata '%s' is "
-                                  "'%.64s', not 1 to 4 comma-separated %s numbers", path, key,
-                                  st_meta(f, key), positive ? "positive" : "finite");
-        v[(*n)++] = (float)x;
-        if (*end == '\0')
-            return DTNN_OK;
-        s = end + 1;
-    }
 }
 
 /* Everything a load will write, gathered and checked before anything is written. */
@@ -489,7 +369,7 @@ static dtnn_status check_optimizer(const char *path, const st_file *f, dtnn_mode
     if (strcmp(oname, want) != 0)
         return dtnn_error_set(err, DTNN_ERR_ARG, "checkpoint %s holds %.32s optimizer state, "
                               "but the optimizer is %s", path, oname, want);
-    dtnn_status st = meta_i64(path, f, "opt_step", &lp->opt_step, err);
+    dtnn_status st = ckpt_meta_i64(path, f, "opt_step", &lp->opt_step, err);
     if (st)
         return st;
     int expected = 0;
@@ -610,19 +490,19 @@ static dtnn_status plan_load(const char *path, const st_file *f, dtnn_model *m,
     if (opt && (st = check_optimizer(path, f, m, opt, lp, err)) != DTNN_OK)
         return st;
     if (want_ts) {
-        if ((st = meta_i64(path, f, "step", &lp->ts.step, err)) ||
-            (st = meta_i64(path, f, "epoch", &lp->ts.epoch, err)) ||
-            (st = meta_i64(path, f, "step_in_epoch", &lp->ts.step_in_epoch, err)) ||
-            (st = meta_u64(path, f, "seed", UINT64_MAX, &lp->ts.seed, err)) ||
-            (st = meta_i64(path, f, "global_batch", &lp->ts.global_batch, err)) ||
-            (st = meta_monitor(path, f, &lp->ts, err)) ||
-            (st = meta_i64(path, f, "model_step", &lp->model_step, err)))
+        if ((st = ckpt_meta_i64(path, f, "step", &lp->ts.step, err)) ||
+            (st = ckpt_meta_i64(path, f, "epoch", &lp->ts.epoch, err)) ||
+            (st = ckpt_meta_i64(path, f, "step_in_epoch", &lp->ts.step_in_epoch, err)) ||
+            (st = ckpt_meta_u64(path, f, "seed", UINT64_MAX, &lp->ts.seed, err)) ||
+            (st = ckpt_meta_i64(path, f, "global_batch", &lp->ts.global_batch, err)) ||
+            (st = ckpt_meta_monitor(path, f, &lp->ts, err)) ||
+            (st = ckpt_meta_i64(path, f, "model_step", &lp->model_step, err)))
             return st;
     }
     if (want_norm && (st_meta(f, "norm_mean") || st_meta(f, "norm_std"))) {
         int nm, ns;
-        if ((st = meta_floats(path, f, "norm_mean", 0, lp->mean, &nm, err)) ||
-            (st = meta_floats(path, f, "norm_std", 1, lp->std, &ns, err)))
+        if ((st = ckpt_meta_floats(path, f, "norm_mean", 0, lp->mean, &nm, err)) ||
+            (st = ckpt_meta_floats(path, f, "norm_std", 1, lp->std, &ns, err)))
             return st;
         if (nm != ns)
             return dtnn_error_set(err, DTNN_ERR_FORMAT, "checkpoint %s: norm_mean has %d "
@@ -762,12 +642,12 @@ dtnn_status dtnn_checkpoint_read_state(const char *path, dtnn_train_state *ts, d
     else if (!version || (strcmp(version, "1") != 0 && !f.checksummed))
         st = dtnn_error_set(err, DTNN_ERR_FORMAT, "checkpoint %s: version '%.32s' without its "
                             "checksum: the file was altered", path, version ? version : "(none)");
-    else if (!(st = meta_i64(path, &f, "step", &s.step, err)) &&
-             !(st = meta_i64(path, &f, "epoch", &s.epoch, err)) &&
-             !(st = meta_i64(path, &f, "step_in_epoch", &s.step_in_epoch, err)) &&
-             !(st = meta_u64(path, &f, "seed", UINT64_MAX, &s.seed, err)) &&
-             !(st = meta_i64(path, &f, "global_batch", &s.global_batch, err)))
-        st = meta_monitor(path, &f, &s, err);
+    else if (!(st = ckpt_meta_i64(path, &f, "step", &s.step, err)) &&
+             !(st = ckpt_meta_i64(path, &f, "epoch", &s.epoch, err)) &&
+             !(st = ckpt_meta_i64(path, &f, "step_in_epoch", &s.step_in_epoch, err)) &&
+             !(st = ckpt_meta_u64(path, &f, "seed", UINT64_MAX, &s.seed, err)) &&
+             !(st = ckpt_meta_i64(path, &f, "global_batch", &s.global_batch, err)))
+        st = ckpt_meta_monitor(path, &f, &s, err);
     if (st == DTNN_OK)
         *ts = s;
     st_free(&f);
