@@ -803,6 +803,10 @@ dtnn_status dtnn_checkpoint_newest(const char *save_path, int64_t not_before, ch
 dtnn_status dtnn_checkpoint_load_weights(const char *path, dtnn_model *m,
                                          const char *const *exclude, int n_exclude,
                                          dtnn_error *err);
+/* The weights' average a run with --ema saved (dtnn_train_params.ema_decay) as m's
+ * parameters and buffers: to evaluate, predict with or export the averaged model.
+ * DTNN_ERR_FORMAT when the checkpoint holds none. */
+dtnn_status dtnn_checkpoint_load_average(const char *path, dtnn_model *m, dtnn_error *err);
 
 /* ---- ONNX --------------------------------------------------------------------------------- */
 
@@ -848,6 +852,15 @@ typedef struct {
      * the test loss where the test split is evaluated, else the epoch's training loss. */
     float stop_at_accuracy;
     int early_stop;
+    /* > 0: an exponential moving average of the weights, as torchvision's --model-ema: every
+     * ema_steps optimizer steps avg = ema_decay avg + (1 - ema_decay) w over the parameters
+     * and the float buffers (batch-norm statistics; batch counts copied), the first update
+     * and every update during the warm-up epochs a copy. It is evaluated beside the trained
+     * weights at each epoch's end and saved in checkpoints as "ema.<name>"; a resumed run
+     * (ts->step > 0) continues the average of resume_from, which must hold one. */
+    float ema_decay;
+    int ema_steps;
+    const char *resume_from;
     const char *log_path;       /* JSONL, one object per epoch (NULL = none) */
     const char *save_path;      /* checkpoint at every epoch end and at the end (NULL = none) */
     /* data parallelism (ignored on one rank) */
@@ -895,6 +908,8 @@ typedef struct {
                                      * epoch ends, this rank's during an epoch */
     const char *stopping;           /* at an epoch end: why the run ends now, before its
                                      * epochs (target accuracy, early stop); else NULL */
+    int has_ema_test;               /* the weights' average evaluated too (--ema) */
+    double ema_test_loss, ema_test_acc;
 } dtnn_progress;
 
 typedef void (*dtnn_progress_fn)(const dtnn_progress *p, void *user);

@@ -25,7 +25,8 @@ fi
 opt_base=(--model models/small_bn_dropout.model --dataset synthetic --synthetic-samples 200
           --batch-size 32 --threads 2 --seed 7 --quiet)
 for opt in "nadam --lr 0.01 --weight-decay 1e-3 --no-decay norm,bias" \
-           "lars --lr 2 --weight-decay 5e-4" "lamb --lr 0.01 --clip-grad-norm 1"; do
+           "lars --lr 2 --weight-decay 5e-4" "lamb --lr 0.01 --clip-grad-norm 1" \
+           "sgd --lr 0.05 --momentum 0.9 --ema 0.9 --ema-steps 2 --warmup-epochs 0.5"; do
     read -ra o <<<"--optimizer $opt"
     "$dtnn" train "${opt_base[@]}" "${o[@]}" --epochs 2 --save "$tmp/full-o.safetensors"
     "$dtnn" train "${opt_base[@]}" "${o[@]}" --epochs 1 --save "$tmp/half-o.safetensors"
@@ -35,6 +36,20 @@ for opt in "nadam --lr 0.01 --weight-decay 1e-3 --no-decay norm,bias" \
         { echo "FAIL: --optimizer $opt: resumed run differs"; exit 1; }
     echo "resume --optimizer $opt: bitwise identical"
 done
+# The weights' average is in the checkpoint ("ema.<name>"): eval and export take it with
+# --ema, the trained weights without; a resume with --ema needs one.
+"$dtnn" eval --model models/small_bn_dropout.model --dataset synthetic --load "$tmp/full-o.safetensors" \
+    --ema >"$tmp/eval-ema.out"
+"$dtnn" eval --model models/small_bn_dropout.model --dataset synthetic --load "$tmp/full-o.safetensors" \
+    >"$tmp/eval.out"
+cmp -s "$tmp/eval.out" "$tmp/eval-ema.out" && { echo "FAIL: eval --ema gave the trained weights' result"; exit 1; }
+if "$dtnn" train "${common[@]}" --quiet --epochs 2 --ema 0.9 --resume "$tmp/half.safetensors" \
+        2>"$tmp/no-ema.err"; then
+    echo "FAIL: resumed with --ema from a checkpoint without an average"; exit 1
+fi
+grep -q "holds no averaged weights (saved without --ema): resume without --ema" "$tmp/no-ema.err" ||
+    { echo "FAIL: message:"; cat "$tmp/no-ema.err"; exit 1; }
+echo "--ema: eval takes the average, a resume without one is refused"
 # ReduceLROnPlateau's state (best loss, epochs without gain, cuts) is in the checkpoint: with
 # patience 0 this run's test loss stops improving after epoch 3 and the rate is cut at epochs
 # 4 and 5; resumed after epoch 5, the rest is the same, bit for bit.

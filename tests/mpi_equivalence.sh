@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Data parallelism means the same training: 20 SGD-momentum steps of lenet5 on 2 and 4 MPI
 # ranks, with every all-reduce strategy, fp16/bf16 transport, gradient accumulation, and
-# NAdam, LARS and LAMB with clipping and parameter groups, end
+# NAdam, LARS and LAMB with clipping and parameter groups, the weights' average, end
 # within a stated tolerance of the same command on one process (half-precision transport on
 # cpu-guarded, a device's staged path, equals cpu's bit for bit); a rank count change on resume
 # continues the same run. Usage: mpi_equivalence.sh DTNN CKDIFF MPIRUN TMPDIR, where MPIRUN is the
@@ -80,7 +80,8 @@ opt_base=(--model lenet5 --dataset synthetic --synthetic-shape 1x28x28 --synthet
           --batch-size 32 --threads 1 --seed 3 --quiet --steps 20)
 for opt in "nadam --lr 0.002 --eps 1e-4 --weight-decay 1e-4 --no-decay bias" \
            "lars --lr 2 --weight-decay 5e-4 --nesterov" \
-           "lamb --lr 0.005 --eps 1e-4 --clip-grad-norm 1"; do
+           "lamb --lr 0.005 --eps 1e-4 --clip-grad-norm 1" \
+           "sgd --lr 0.05 --momentum 0.9 --ema 0.9 --ema-steps 3"; do
     read -ra o <<<"--optimizer $opt"
     "$dtnn" train "${opt_base[@]}" "${o[@]}" --save "$tmp/opt-ref.safetensors" >/dev/null || exit 1
     for np in 2 4; do

@@ -356,13 +356,20 @@ int cli_need_load(const cli_opt *o, int n, const char *cmd)
                            ".onnx file, which brings its weights)");
 }
 
-/* The weights of eval and predict: --load's checkpoint (and its normalisation), else the
- * ONNX model's initializers. */
+/* The weights of eval and predict: --load's checkpoint (and its normalisation; with --ema its
+ * weights' average), else the ONNX model's initializers. */
 dtnn_status cli_load_weights(const cli_opt *o, int n, dtnn_model *m, dtnn_dataset *norm,
                              dtnn_error *err)
 {
-    if (cli_given(o, n, "load"))
-        return dtnn_checkpoint_load(cli_str(o, n, "load"), m, NULL, NULL, norm, err);
+    if (cli_flag(o, n, "ema") && !cli_given(o, n, "load"))
+        return dtnn_error_set(err, DTNN_ERR_ARG, "--ema reads the average from a checkpoint: "
+                              "give --load");
+    if (cli_given(o, n, "load")) {
+        dtnn_status st = dtnn_checkpoint_load(cli_str(o, n, "load"), m, NULL, NULL, norm, err);
+        if (!st && cli_flag(o, n, "ema"))
+            st = dtnn_checkpoint_load_average(cli_str(o, n, "load"), m, err);
+        return st;
+    }
     return dtnn_onnx_load_weights(cli_str(o, n, "model"), m, err);
 }
 

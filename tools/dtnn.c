@@ -142,6 +142,10 @@ static cli_opt train_opts[] = {
     {"keep", OPT_INT, "0", "also keep the K newest checkpoints as <save>.step<N> copies", 0,
      NULL, 0},
     {"resume", OPT_STRING, NULL, "checkpoint to continue a run from", 0, NULL, 0},
+    {"ema", OPT_FLOAT, "0",
+     "keep an exponential moving average of the weights with this decay (torchvision's "
+     "--model-ema-decay), evaluated and saved beside them (0: none)", 0, NULL, 0},
+    {"ema-steps", OPT_INT, "32", "optimizer steps between updates of the average", 0, NULL, 0},
     {"log", OPT_STRING, NULL, "JSONL metrics log, one object per epoch", 0, NULL, 0},
     {"allreduce", OPT_STRING, "overlap", "MPI gradient all-reduce: overlap | blocking | "
      "hierarchical", 0, NULL, 0},
@@ -220,6 +224,13 @@ static int run_options(const cli_opt *o, int n, const char *cmd, dtnn_train_para
         return cli_usage_error(cmd, "%s", "--early-stop must be 0 or more epochs, "
                                "--stop-at-accuracy a fraction in [0, 1] (e.g. 0.759)");
     tp->early_stop = (int)early;
+    tp->ema_decay = (float)cli_float(o, n, "ema");
+    const int64_t ema_steps = cli_int(o, n, "ema-steps");
+    if (!(tp->ema_decay >= 0.0f && tp->ema_decay < 1.0f) || ema_steps < 1 || ema_steps > 1 << 30)
+        return cli_usage_error(cmd, "%s", "--ema must be a decay in [0, 1) (0: none), "
+                               "--ema-steps at least 1");
+    tp->ema_steps = (int)ema_steps;
+    tp->resume_from = cli_str(o, n, "resume");
     tp->stop = &stop_signal;
     if (tp->batch_size <= 0 || tp->batch_size > 1 << 20)
         return cli_usage_error(cmd, "--batch-size must be in [1, 1048576], got %s",
@@ -568,6 +579,8 @@ static cli_opt eval_opts[] = {
     {"model", OPT_STRING, NULL, "zoo model name, model file or .onnx file", 1, NULL, 0},
     {"load", OPT_STRING, NULL, "checkpoint with the weights (required but for an .onnx "
      "--model: its own weights)", 0, NULL, 0},
+    {"ema", OPT_FLAG, NULL, "the weights' average a run with --ema saved, not its trained "
+     "weights", 0, NULL, 0},
     DATA_OPTIONS,
     {"split", OPT_STRING, "test", "test | train", 0, NULL, 0},
     {"batch-size", OPT_INT, "256", "evaluation batch size", 0, NULL, 0},

@@ -17,6 +17,8 @@
 static cli_opt export_opts[] = {
     {"model", OPT_STRING, NULL, "zoo model name or model file", 1, NULL, 0},
     {"load", OPT_STRING, NULL, "checkpoint with the weights (.safetensors)", 1, NULL, 0},
+    {"ema", OPT_FLAG, NULL, "the weights' average a run with --ema saved, not its trained "
+     "weights", 0, NULL, 0},
     {"output", OPT_STRING, NULL, "ONNX file to write", 1, NULL, 0},
     {"opset", OPT_INT, "13", "ONNX operator set, 11 to 17", 0, NULL, 0},
     {"classes", OPT_INT, "0", "output classes of a zoo model (0: its own), as trained", 0, NULL,
@@ -73,6 +75,7 @@ int cmd_export(int argc, char **argv)
     bp.device = device;
     if (!m || dtnn_model_build(m, &bp, &err) ||
         dtnn_checkpoint_load_weights(cli_str(o, n, "load"), m, NULL, 0, &err) ||
+        (cli_flag(o, n, "ema") && dtnn_checkpoint_load_average(cli_str(o, n, "load"), m, &err)) ||
         dtnn_onnx_export(m, out, (int)opset, &err)) {
         dtnn_model_free(m);
         return cli_fail(cmd, &err);

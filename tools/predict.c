@@ -15,6 +15,8 @@ static cli_opt predict_opts[] = {
     {"model", OPT_STRING, NULL, "zoo model name, model file or .onnx file", 1, NULL, 0},
     {"load", OPT_STRING, NULL, "checkpoint with the weights (required but for an .onnx "
      "--model: its own weights)", 0, NULL, 0},
+    {"ema", OPT_FLAG, NULL, "the weights' average a run with --ema saved, not its trained "
+     "weights", 0, NULL, 0},
     {"input", OPT_STRING, NULL, "float32 .npy [N, C, H, W] ([N, H, W] for C = 1, [N, F] for "
      "Fx1x1), in the dataset's units; the checkpoint's normalisation is applied", 1, NULL, 0},
     {"output", OPT_STRING, NULL, "float32 .npy of logits [N, classes]", 1, NULL, 0},

@@ -42,6 +42,9 @@ void progress_update(const dtnn_progress *p, void *user)
                 (long long)p->epochs, p->loss, 100.0 * p->acc);
         if (p->has_test)
             fprintf(s->out, " | test loss %.4f acc %.2f%%", p->test_loss, 100.0 * p->test_acc);
+        if (p->has_ema_test)
+            fprintf(s->out, " | ema test loss %.4f acc %.2f%%", p->ema_test_loss,
+                    100.0 * p->ema_test_acc);
         fprintf(s->out, " | %.0f img/s | %.1f s | lr %.4g", p->images_per_sec, p->elapsed,
                 p->lr);
         if (p->skipped_images > 0)

@@ -26,6 +26,7 @@
 #include "../core/internal.h"
 #include "../model/model.h"
 #include "../optim/optimizer.h"
+#include "checkpoint.h"
 #include "checkpoint_meta.h"
 #include "safetensors.h"
 
@@ -33,6 +34,7 @@
 /* Version 2 added the file checksum (safetensors.c); version 1 files still load. */
 #define CKPT_VERSION "2"
 #define OPT_PREFIX "optimizer."
+#define AVG_PREFIX "ema."
 
 static const char *dtype_name(dtnn_dtype d) { return d == DTNN_I64 ? "I64" : "F32"; }
 static size_t dtype_bytes(dtnn_dtype d) { return d == DTNN_I64 ? 8 : 4; }
@@ -171,6 +173,13 @@ dtnn_status dtnn_checkpoint_save(const char *path, dtnn_model *m, dtnn_optimizer
                                  const dtnn_train_state *ts, const dtnn_dataset *norm,
                                  dtnn_error *err)
 {
+    return ckpt_save_with_average(path, m, opt, ts, norm, NULL, err);
+}
+
+dtnn_status ckpt_save_with_average(const char *path, dtnn_model *m, dtnn_optimizer *opt,
+                                   const dtnn_train_state *ts, const dtnn_dataset *norm,
+                                   const ckpt_average *avg, dtnn_error *err)
+{
     dtnn_status st = check_model(path, m, opt, "save", err);
     snapshot h = {0};
     if (st || (st = snapshot_take(path, m, opt, &h, err)))
@@ -183,9 +192,10 @@ dtnn_status dtnn_checkpoint_save(const char *path, dtnn_model *m, dtnn_optimizer
     for (int i = 0; i < dtnn_model_tensor_count(m); i++)
         n_param_tensors += dtnn_model_tensor(m, i)->kind == DTNN_TENSOR_PARAM && !dtnn_model_tensor(m, i)->frozen;
     const int n_opt = opt ? optimizer_slot_count(opt) * n_param_tensors : 0;
-    const int n_entries = dtnn_model_tensor_count(m) + n_opt;
+    const int n_avg = avg ? dtnn_model_tensor_count(m) : 0;
+    const int n_entries = dtnn_model_tensor_count(m) + n_opt + n_avg;
     st_entry *e = calloc(n_entries ? n_entries : 1, sizeof *e);
-    char **opt_names = calloc(n_opt ? n_opt : 1, sizeof *opt_names);
+    char **opt_names = calloc(n_opt + n_avg ? n_opt + n_avg : 1, sizeof *opt_names);
     if (!e || !opt_names) {
         st = dtnn_error_set(err, DTNN_ERR_NOMEM, "checkpoint %s: out of memory", path);
         goto done;
@@ -214,6 +224,21 @@ dtnn_status dtnn_checkpoint_save(const char *path, dtnn_model *m, dtnn_optimizer
             k++;
         }
     }
+    /* The average: the model's tensors again, "ema.<name>", from the host copies given. */
+    const snapshot avg_h = {avg ? (float *)avg->params : NULL,
+                            avg ? (unsigned char *)avg->buffers : NULL, NULL};
+    for (int i = 0; i < n_avg; i++) {
+        const dtnn_tensor_info *ti = dtnn_model_tensor(m, i);
+        const size_t len = strlen(AVG_PREFIX) + strlen(ti->name) + 1;
+        if (!(opt_names[n_opt + i] = malloc(len))) {
+            st = dtnn_error_set(err, DTNN_ERR_NOMEM, "checkpoint %s: out of memory", path);
+            goto done;
+        }
+        snprintf(opt_names[n_opt + i], len, AVG_PREFIX "%s", ti->name);
+        e[dtnn_model_tensor_count(m) + n_opt + i] =
+            (st_entry){opt_names[n_opt + i], dtype_name(ti->dtype), ti->ndim, ti->dims,
+                       tensor_host(&avg_h, ti), ti->count * dtype_bytes(ti->dtype)};
+    }
 
     meta_list ml;
     ml.n = 0;
@@ -223,6 +248,8 @@ dtnn_status dtnn_checkpoint_save(const char *path, dtnn_model *m, dtnn_optimizer
     dtnn_model_input_shape(m, &in_c, &in_h, &in_w);
     ckpt_meta_add(&ml, "model_input", "%dx%dx%d", in_c, in_h, in_w);
     ckpt_meta_add(&ml, "model_step", "%" PRId64, dtnn_model_step(m));
+    if (avg)
+        ckpt_meta_add(&ml, "ema_count", "%" PRId64, avg->count);
     if (opt) {
         ckpt_meta_add(&ml, "optimizer", "%s", dtnn_opt_name(optimizer_kind(opt)));
         ckpt_meta_add(&ml, "opt_step", "%" PRId64, optimizer_step(opt));
@@ -256,7 +283,7 @@ dtnn_status dtnn_checkpoint_save(const char *path, dtnn_model *m, dtnn_optimizer
     }
     st = st_write(path, e, n_entries, ml.keys, ml.values, ml.n, err);
 done:
-    for (int i = 0; opt_names && i < n_opt; i++)
+    for (int i = 0; opt_names && i < n_opt + n_avg; i++)
         free(opt_names[i]);
     free(opt_names);
     free(e);
@@ -479,7 +506,8 @@ static dtnn_status plan_load(const char *path, const st_file *f, dtnn_model *m,
     }
     for (int i = 0; i < f->n_tensors; i++) {
         const char *nm = f->tensors[i].name;
-        if (strncmp(nm, OPT_PREFIX, strlen(OPT_PREFIX)) != 0 && !excluded(lp, nm) &&
+        if (strncmp(nm, OPT_PREFIX, strlen(OPT_PREFIX)) != 0 &&
+            strncmp(nm, AVG_PREFIX, strlen(AVG_PREFIX)) != 0 && !excluded(lp, nm) &&
             !dtnn_model_tensor_by_name(m, nm))
             return dtnn_error_set(err, DTNN_ERR_SHAPE, "checkpoint %s: tensor '%s' is not part "
                                   "of this model (a checkpoint of a different model?)", path,
@@ -651,5 +679,49 @@ dtnn_status dtnn_checkpoint_read_state(const char *path, dtnn_train_state *ts, d
     if (st == DTNN_OK)
         *ts = s;
     st_free(&f);
+    return st;
+}
+
+dtnn_status ckpt_read_average(const char *path, dtnn_model *m, void *params, void *buffers,
+                              int64_t *count, dtnn_error *err)
+{
+    st_file f;
+    dtnn_status st = st_read(path, &f, err);
+    if (st)
+        return st;
+    if (!st_meta(&f, "ema_count"))
+        st = dtnn_error_set(err, DTNN_ERR_FORMAT, "checkpoint %s holds no averaged weights "
+                            "(saved without --ema)", path);
+    else
+        st = ckpt_meta_i64(path, &f, "ema_count", count, err);
+    const snapshot h = {params, buffers, NULL};
+    for (int i = 0; i < dtnn_model_tensor_count(m) && !st; i++) {
+        const dtnn_tensor_info *ti = dtnn_model_tensor(m, i);
+        char name[300];
+        snprintf(name, sizeof name, AVG_PREFIX "%s", ti->name);
+        const st_tensor *t;
+        if (!(st = match_tensor(path, &f, name, ti, ti->dtype, &t, err)))
+            memcpy(tensor_host(&h, ti), f.data + t->offset, t->bytes);
+    }
+    st_free(&f);
+    return st;
+}
+
+dtnn_status dtnn_checkpoint_load_average(const char *path, dtnn_model *m, dtnn_error *err)
+{
+    const size_t pbytes = sizeof(float) * dtnn_model_params_padded(m);
+    const size_t bbytes = dtnn_model_buffer_bytes(m);
+    void *params = calloc(1, pbytes ? pbytes : 1), *buffers = calloc(1, bbytes ? bbytes : 1);
+    int64_t count;
+    dtnn_status st = !params || !buffers
+                         ? dtnn_error_set(err, DTNN_ERR_NOMEM, "checkpoint %s: out of memory",
+                                          path)
+                         : ckpt_read_average(path, m, params, buffers, &count, err);
+    if (!st)
+        st = dtnn_model_write(m, DTNN_REGION_PARAMS, 0, params, pbytes, err);
+    if (!st && bbytes)
+        st = dtnn_model_write(m, DTNN_REGION_BUFFERS, 0, buffers, bbytes, err);
+    free(params);
+    free(buffers);
     return st;
 }

@@ -12,9 +12,9 @@
 #include "safetensors.h"
 
 typedef struct {
-    const char *keys[20];
-    const char *values[20];
-    char store[20][192];
+    const char *keys[24];
+    const char *values[24];
+    char store[24][192];
     int n;
 } meta_list;
 

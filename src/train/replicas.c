@@ -34,12 +34,12 @@ dtnn_status train_check_agreement(dtnn_model *m, dtnn_optimizer *opt, dtnn_loade
         int64_t epochs, steps, batch, accumulate, shuffle, loss, allreduce, dtype, sync_bn,
             collectives;
         uint64_t seed;
-        double smoothing, lr, bucket, target;
-        int64_t step, epoch, step_in_epoch, early_stop;
+        double smoothing, lr, bucket, target, ema_decay;
+        int64_t step, epoch, step_in_epoch, early_stop, ema_steps;
     } f = {p->epochs, p->steps, p->batch_size, p->accumulate, p->shuffle, p->loss.kind,
            p->allreduce, p->comm_dtype, p->sync_bn, p->collectives, p->seed,
            p->loss.label_smoothing, p->sched.base_lr, p->bucket_mb, p->stop_at_accuracy,
-           ts->step, ts->epoch, ts->step_in_epoch, p->early_stop};
+           p->ema_decay, ts->step, ts->epoch, ts->step_in_epoch, p->early_stop, p->ema_steps};
     h[1] = dtnn__fnv1a(h[1], &f, sizeof f);
     h[1] = dtnn__fnv1a(h[1], &p->sched, sizeof p->sched);
     h[1] = dtnn__fnv1a(h[1], dtnn_optimizer_params(opt), sizeof(dtnn_opt_params));

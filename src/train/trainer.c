@@ -39,6 +39,8 @@
 #include "../comm/comm.h"
 #include "../model/model.h"
 #include "../core/trace.h"
+#include "../io/checkpoint.h"
+#include "ema.h"
 #include "monitor.h"
 #include "replicas.h"
 
@@ -54,6 +56,7 @@ void dtnn_train_params_default(dtnn_train_params *p)
     p->eval_each_epoch = 1;
     p->allreduce = DTNN_ALLREDUCE_OVERLAP;
     p->accumulate = 1;
+    p->ema_steps = 32;
 }
 
 /* A loader over a split in memory, in its order, this rank's share of each global batch of
@@ -78,25 +81,61 @@ static dtnn_loader *split_loader(const dtnn_split *s, const char *name, dtnn_dat
     return dtnn_loader_create(view, 1, &lp, err);
 }
 
+/* The batch-norm statistics of the weights' average, averaged over the ranks as the model's
+ * own are (each rank's average follows its own statistics), through the model. */
+static dtnn_status average_ema_buffers(dtnn_model *m, train_ema *ema, dtnn_comm *comm,
+                                       dtnn_error *err)
+{
+    if (!ema || dtnn_comm_size(comm) < 2)
+        return DTNN_OK;
+    train_ema_swap(ema);
+    dtnn_status st = train_average_buffers(m, comm, err);
+    train_ema_swap(ema);
+    return st;
+}
+
+/* rank 0's checkpoint, with the weights' average where there is one */
+static dtnn_status write_checkpoint(dtnn_model *m, dtnn_optimizer *opt, const dtnn_dataset *d,
+                                    train_ema *ema, const dtnn_train_params *p,
+                                    const dtnn_train_state *ts, dtnn_error *err)
+{
+    if (!ema)
+        return dtnn_checkpoint_save(p->save_path, m, opt, ts, d, err);
+    ckpt_average avg = {NULL, NULL, train_ema_count(ema)};
+    float *params;
+    void *buffers;
+    dtnn_status st = train_ema_to_host(ema, &params, &buffers, err);
+    if (st)
+        return st;
+    avg.params = params;
+    avg.buffers = buffers;
+    st = ckpt_save_with_average(p->save_path, m, opt, ts, d, &avg, err);
+    free(params);
+    free(buffers);
+    return st;
+}
+
 /* Saves the run's position (rank 0 writes; every rank calls). Mid-epoch the batch-norm
  * running statistics are averaged over the ranks first (averaged is what the epoch end would
  * give too, as the running average is linear), so every checkpoint holds one agreed set. */
 static dtnn_status save_checkpoint(dtnn_model *m, dtnn_optimizer *opt, const dtnn_dataset *d,
-                                   dtnn_comm *comm, const dtnn_train_params *p,
+                                   train_ema *ema, dtnn_comm *comm, const dtnn_train_params *p,
                                    const dtnn_train_state *ts, int average, dtnn_error *err)
 {
     dtnn_status st;
     if (!p->save_path)
         return DTNN_OK;
     double t0 = trace_clock(p->trace);
-    if (average && dtnn_comm_size(comm) > 1 && (st = train_average_buffers(m, comm, err)))
+    if (average && dtnn_comm_size(comm) > 1 &&
+        ((st = train_average_buffers(m, comm, err)) ||
+         (st = average_ema_buffers(m, ema, comm, err))))
         return st;
     if (dtnn_comm_rank(comm) != 0)
         return DTNN_OK;
     dtnn_error e = {0};
     struct stat previous;
     const int had_one = stat(p->save_path, &previous) == 0;
-    if (dtnn_checkpoint_save(p->save_path, m, opt, ts, d, &e))
+    if (write_checkpoint(m, opt, d, ema, p, ts, &e))
         return dtnn_error_set(err, e.code, "the checkpoint at step %lld could not be written, "
                               "so training stops; %s. %s", (long long)ts->step,
                               had_one ? "the last good one is intact"
@@ -148,6 +187,9 @@ static void log_epoch(FILE *log, const dtnn_progress *pr)
         fprintf(log, ", \"test_loss\": %.6f, \"test_acc\": %.6f", pr->test_loss, pr->test_acc);
     else
         fprintf(log, ", \"test_loss\": null, \"test_acc\": null");
+    if (pr->has_ema_test)
+        fprintf(log, ", \"ema_test_loss\": %.6f, \"ema_test_acc\": %.6f", pr->ema_test_loss,
+                pr->ema_test_acc);
     fprintf(log, ", \"images_per_sec\": %.1f, \"seconds\": %.3f, \"comm_wait_seconds\": %.3f, "
             "\"skipped_steps\": %lld", pr->images_per_sec, pr->elapsed, pr->comm_wait,
             (long long)pr->skipped);
@@ -178,6 +220,7 @@ typedef struct {
     unsigned char *saved_buffers;   /* --skip-nonfinite: the buffers before the step */
     int64_t skipped_images;         /* over all ranks, up to the last epoch end */
     int finished;                   /* the monitor ended the run (monitor.c) */
+    train_ema *ema;                 /* --ema: the weights' average, else NULL */
     char stopping[160];             /* why */
     /* The next step's batch, taken from the loader and prefetched to the device during this
      * step's backward (a device backend: dtnn_model_prefetches); valid while `ready`. */
@@ -267,6 +310,39 @@ static dtnn_status run_check(train_run_state *r, dtnn_error *err)
     return DTNN_OK;
 }
 
+/* --ema: the average, continued from the checkpoint a resumed run was loaded from (every rank
+ * reads it: all hold the same). */
+static dtnn_status open_ema(train_run_state *r, dtnn_error *err)
+{
+    const dtnn_train_params *p = r->p;
+    if (!(p->ema_decay > 0.0f && p->ema_decay < 1.0f) || p->ema_steps < 1)
+        return dtnn_error_set(err, DTNN_ERR_ARG, "the weights' average needs a decay in (0, 1) "
+                              "and an update every >= 1 steps, got decay %g every %d",
+                              (double)p->ema_decay, p->ema_steps);
+    if (!(r->ema = train_ema_create(r->m, p->ema_decay, err)))
+        return err->code;
+    if (r->ts->step == 0 || !p->resume_from)
+        return DTNN_OK;
+    float *params = malloc(sizeof(float) * DTNN_MAX(dtnn_model_params_padded(r->m), 1));
+    void *buffers = malloc(DTNN_MAX(dtnn_model_buffer_bytes(r->m), 1));
+    int64_t count = 0;
+    dtnn_status st = !params || !buffers
+                         ? dtnn_error_set(err, DTNN_ERR_NOMEM, "out of memory reading the "
+                                          "weights' average")
+                         : ckpt_read_average(p->resume_from, r->m, params, buffers, &count, err);
+    if (!st)
+        train_ema_from_host(r->ema, params, buffers, count);
+    else if (st == DTNN_ERR_FORMAT) {
+        char why[sizeof err->message];
+        snprintf(why, sizeof why, "%s", err->message);
+        st = dtnn_error_set(err, st, "%s: resume without --ema, or from a checkpoint saved with "
+                            "it", why);
+    }
+    free(params);
+    free(buffers);
+    return st;
+}
+
 /* Everything the loop needs open: the checkpoint folder checked, the log, the saved buffers,
  * and under MPI the ranks' agreement, rank 0's weights everywhere and the gradient sync. */
 static dtnn_status run_open(train_run_state *r, dtnn_error *err)
@@ -311,7 +387,7 @@ static dtnn_status run_open(train_run_state *r, dtnn_error *err)
     }
     dtnn_model_set_step(m, r->ts->step);
     dtnn_model_set_sync_bn(m, p->sync_bn && r->size > 1 ? r->comm : NULL);
-    return DTNN_OK;
+    return p->ema_decay > 0.0f ? open_ema(r, err) : DTNN_OK;
 }
 
 static void run_close(train_run_state *r)
@@ -326,6 +402,7 @@ static void run_close(train_run_state *r)
     if (r->log)
         fclose(r->log);
     free(r->saved_buffers);
+    train_ema_free(r->ema);
 }
 
 /* The error of a run stopped by a signal after its checkpoint was saved. */
@@ -436,6 +513,9 @@ static dtnn_status run_step(train_run_state *r, int64_t epoch, int64_t s, epoch_
     es->images += len;
     ts->step++;
     ts->step_in_epoch = s + 1;
+    /* torchvision restarts the average (n_averaged = 0) in each warm-up epoch's updates. */
+    if (r->ema && !bad && ts->step % p->ema_steps == 0)
+        train_ema_update(r->ema, (double)epoch < (double)p->sched.warmup_epochs);
     trace_span(p->trace, TRACE_STEP, "step", t_step, ts->step);
     if (r->progress) {
         progress_set(&es->pr, ts, es->met.loss_sum, (double)es->met.top1,
@@ -446,7 +526,7 @@ static dtnn_status run_step(train_run_state *r, int64_t epoch, int64_t s, epoch_
     }
     int last = s + 1 == r->steps_per_epoch || ts->step == r->total_steps;
     if ((stop || (!last && p->checkpoint_every > 0 && ts->step % p->checkpoint_every == 0)) &&
-        (st = save_checkpoint(m, r->opt, &r->norm, r->comm, p, ts, 1, err)))
+        (st = save_checkpoint(m, r->opt, &r->norm, r->ema, r->comm, p, ts, 1, err)))
         return st;
     return stop ? stopped(r, epoch, err) : DTNN_OK;
 }
@@ -473,6 +553,7 @@ static dtnn_status run_epoch_end(train_run_state *r, int64_t epoch, epoch_state 
     pr->epoch_end = 1;
     pr->comm_wait = r->gs ? dtnn_grad_sync_wait_seconds(r->gs) - es->wait0 : 0.0;
     if (r->size > 1 && ((st = train_average_buffers(r->m, r->comm, err)) ||
+                        (st = average_ema_buffers(r->m, r->ema, r->comm, err)) ||
                         (st = train_check_replicas(r->m, r->comm, epoch, err))))
         return st;
     if (r->p->eval_each_epoch && r->test) {
@@ -485,6 +566,17 @@ static dtnn_status run_epoch_end(train_run_state *r, int64_t epoch, epoch_state 
         pr->has_test = 1;
         pr->test_loss = tm.loss_sum / (double)tm.count;
         pr->test_acc = (double)tm.top1 / (double)tm.count;
+        if (r->ema) {
+            train_ema_swap(r->ema);
+            st = dtnn_evaluate_loader(r->m, r->test, r->micro_max, &r->p->loss, r->comm, &tm,
+                                      err);
+            train_ema_swap(r->ema);
+            if (st)
+                return st;
+            pr->has_ema_test = 1;
+            pr->ema_test_loss = tm.loss_sum / (double)tm.count;
+            pr->ema_test_acc = (double)tm.top1 / (double)tm.count;
+        }
     }
     if (finished_epoch) {
         ts->epoch = epoch + 1;
@@ -497,7 +589,7 @@ static dtnn_status run_epoch_end(train_run_state *r, int64_t epoch, epoch_state 
     }
     if (r->log)
         log_epoch(r->log, pr);
-    if ((st = save_checkpoint(r->m, r->opt, &r->norm, r->comm, r->p, ts, 0, err)))
+    if ((st = save_checkpoint(r->m, r->opt, &r->norm, r->ema, r->comm, r->p, ts, 0, err)))
         return st;
     if (r->progress)
         r->progress(pr, r->user);
