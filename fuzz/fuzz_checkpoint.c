@@ -44,7 +44,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
         return 0;
     dtnn_optimizer *opt = NULL;
     dtnn_model *m = small_model(&opt);
-    dtnn_train_state ts = {3, 1, 1, 42, 8, 0};
+    dtnn_train_state ts = {3, 1, 1, 42, 8, 0, 0, 0.0, 0.0, 0, 0, 0};
     dtnn_dataset norm;
     memset(&norm, 0, sizeof norm);
     snprintf(norm.name, sizeof norm.name, "synthetic");
