@@ -279,6 +279,16 @@ int main(void)
         {128, 32, 32, 5, "filters=128 kernel=3 padding=1", "winograd"},
         {16, 8, 16, 2, "filters=80 kernel=3 padding=1", "winograd/im2col"},
         {130, 4, 8, 3, "filters=24 kernel=3 padding=1 bias=0", "winograd/im2col-tiles"},
+        /* sizes Winograd's tiles do not take, in layers wider than the direct kernels take (65
+         * channels on): on images extended with zeros (7x7 -> 8x8 and 14x14 -> 14x16 on
+         * F(2x2), ResNet-50's 28x28 -> 28x32 and 12x28 on F(4x4)); 5x5 -> 6x8 would add more
+         * than a third and stays off it; up to 64 channels the direct kernels keep them */
+        {65, 7, 7, 2, "filters=66 kernel=3 padding=1", "winograd-extended"},
+        {66, 14, 14, 3, "filters=40 kernel=3 padding=1 bias=0", "winograd-extended"},
+        {40, 28, 28, 1, "filters=65 kernel=3 padding=1", "winograd-extended"},
+        {65, 12, 28, 2, "filters=70 kernel=3 padding=1", "winograd-extended"},
+        {65, 5, 5, 2, "filters=65 kernel=3 padding=1", "im2col"},
+        {33, 7, 7, 2, "filters=40 kernel=3 padding=1", "direct"},
         /* im2col with up to 64 filters per group: the products on register tiles (row and
          * column counts no multiple of the 4 x 24 tiles, nor of 8 for the dot products) */
         /* stride 2: below 16x16 outputs the forward on the direct kernels over parity planes,

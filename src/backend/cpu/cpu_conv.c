@@ -18,6 +18,10 @@
  *              F(4x4, 3x3) or F(2x2, 3x3) (backend/cpu/conv_winograd.c), 4x or 2.25x fewer
  *              multiply-adds; forward always, backward from 32 channels on, and below the
  *              input gradient where F(4x4) applies (else on the direct or im2col path).
+ *   winograd-extended  the same on images extended with zero rows and columns to an even
+ *              height and a width of a multiple of 8 (conv_extend.c), for layers of 32 to
+ *              512 channels the direct kernels do not take, where that adds at most a third
+ *              of the pixels (ResNet-50's 28x28, 14x14 and 7x7 stages).
  *   direct     stride 1, dilation 1, one group, kernels up to 7x7, padding below the kernel
  *              size, channels x kernel rows at most 192 (3x3 with up to 64 channels:
  *              ResNet-20/32/56's blocks, the first stage of VGG and ResNet-18/34, the CIFAR
@@ -68,6 +72,12 @@ struct conv_plan {
     size_t fp32_bytes;          /* the fp32 path's scratch; the bf16 copies follow it */
     size_t image_in, image_out; /* floats of one image's input and output */
     size_t weights;             /* floats of the filters */
+    /* Winograd on images extended with zeros to gx (conv_extend.c), chunk_extend images at a
+     * time, their copies at extend_offset bytes into the workspace */
+    int extend;
+    conv_geom gx;
+    int chunk_extend;
+    size_t extend_offset;
 };
 
 /* The most images (at least one) whose scratch per chunk (fixed: the part that does not grow
@@ -111,6 +121,18 @@ static size_t plan_direct(conv_plan *c)
     return cpu_conv_direct_workspace(&c->g, c->chunk_direct, c->slots);
 }
 
+/* The extended images' copies after the Winograd scratch: input and output (forward), input,
+ * output gradient and input gradient (backward), for chunks of up to 16 MiB of them (and
+ * within the workspace limit). */
+static void plan_extend(conv_plan *c)
+{
+    const conv_geom *x = &c->gx;
+    const size_t per_image = sizeof(float) * (size_t)(2 * x->C + x->K) * x->H * x->W;
+    c->extend_offset = (c->workspace_bytes + 63) / 64 * 64;
+    c->chunk_extend = chunk_for(c->extend_offset, per_image, (size_t)16 << 20, c);
+    c->workspace_bytes = c->extend_offset + per_image * c->chunk_extend;
+}
+
 static void plan(conv_plan *c, dtnn_conv_algo asked)
 {
     const conv_geom *g = &c->g;
@@ -149,11 +171,26 @@ static void plan(conv_plan *c, dtnn_conv_algo asked)
     const int stride2 = g->stride_h == 2 || g->stride_w == 2;
     const int direct = direct_kind == 2 && (!stride2 || g->P * g->Q >= 256);
     const int strided = direct_kind && stride2 && !direct;
+    int winograd_tile = asked == DTNN_CONV_AUTO && symmetric ? cpu_conv_winograd_supported(g) : 0;
+    /* Sizes Winograd's tiles do not take, in layers too wide for the direct kernels
+     * (ResNet-50's 28x28, 14x14 and 7x7 stages ran on im2col at about 70% of the FMA peak):
+     * on images extended with zeros to an even height and a width of a multiple of 8, where
+     * that adds at most a third (28x28 -> 28x32, 7x7 -> 8x8) and the layer has the channels
+     * for Winograd's backward too (below). */
+    c->extend = 0;
+    if (asked == DTNN_CONV_AUTO && symmetric && !winograd_tile && !direct_fits &&
+        DTNN_MIN(g->C, g->K) >= 32) {
+        const conv_geom x = cpu_conv_extended(g);
+        if ((size_t)x.H * x.W * 3 <= (size_t)g->H * g->W * 4 &&
+            (winograd_tile = cpu_conv_winograd_supported(&x))) {
+            c->extend = 1;
+            c->gx = x;
+        }
+    }
+    const conv_geom *wgeo = c->extend ? &c->gx : g;
     /* Winograd from 16 channels in and out: with 3 (an RGB input) the transforms cost more
      * than the products they save (vgg16-64's first layer ran slower on Winograd than
      * direct; measurements: docs/perf-notes.md). */
-    const int winograd_tile =
-        asked == DTNN_CONV_AUTO && symmetric ? cpu_conv_winograd_supported(g) : 0;
     const int winograd = DTNN_MIN(g->C, g->K) >= 16 && winograd_tile;
     /* Winograd backward from 32 channels on. Below, the transforms (their cost per
      * multiply-add falls with the channel count) ate the gain: ResNet-20's 16-channel stage
@@ -166,7 +203,8 @@ static void plan(conv_plan *c, dtnn_conv_algo asked)
      * all direct, and about as fast as all Winograd (whose F(4x4) weight gradient was off by
      * 1.2e-3 on test_conv_paths' 128-channel case, where the test allows 2e-4 and F(2x2)
      * stays within it, and no faster at 32 channels) (measurements: docs/perf-notes.md). */
-    const int winograd_input_grad = winograd && !winograd_backward && winograd_tile == 4 && direct;
+    const int winograd_input_grad =
+        winograd && !winograd_backward && winograd_tile == 4 && direct && !c->extend;
     /* A scratch per thread (slots) unless one image a thread already passes the workspace
      * limit (large images, many threads): then one, the team splitting every chunk. */
     for (;;) {
@@ -192,11 +230,11 @@ static void plan(conv_plan *c, dtnn_conv_algo asked)
         }
         if (winograd) {
             c->algo = CONV_WINOGRAD;
-            c->chunk_winograd = cpu_conv_winograd_chunk(g, c->max_batch, c->workspace_limit,
+            c->chunk_winograd = cpu_conv_winograd_chunk(wgeo, c->max_batch, c->workspace_limit,
                                                         c->slots, 0);
             c->workspace_bytes =
                 DTNN_MAX(c->workspace_bytes,
-                         cpu_conv_winograd_workspace(g, c->chunk_winograd, c->slots, 0));
+                         cpu_conv_winograd_workspace(wgeo, c->chunk_winograd, c->slots, 0));
         }
         if (winograd_input_grad) {
             c->algo_backward = CONV_WINOGRAD;
@@ -204,12 +242,14 @@ static void plan(conv_plan *c, dtnn_conv_algo asked)
         }
         if (winograd_backward) {
             c->algo_backward = CONV_WINOGRAD;
-            c->chunk_weight_grad = cpu_conv_winograd_chunk(g, c->max_batch, c->workspace_limit,
-                                                           c->slots, 1);
+            c->chunk_weight_grad = cpu_conv_winograd_chunk(wgeo, c->max_batch,
+                                                           c->workspace_limit, c->slots, 1);
             c->workspace_bytes = DTNN_MAX(
                 c->workspace_bytes,
-                cpu_conv_winograd_workspace(g, c->chunk_weight_grad, c->slots, 1));
+                cpu_conv_winograd_workspace(wgeo, c->chunk_weight_grad, c->slots, 1));
         }
+        if (c->extend)
+            plan_extend(c);
         if (c->slots == 1 || c->workspace_bytes <= c->workspace_limit)
             break;
         c->slots = 1;
@@ -263,6 +303,55 @@ static void filter_product(const conv_plan *c, int tiles, int trans,
                          0, 0.0f, out, ld, 0, gemm_flags(c));
 }
 
+/* Winograd on zero-extended copies (conv_extend.c), chunk_extend images at a time. */
+static float *extend_buffer(const conv_plan *c, void *workspace)
+{
+    return (float *)(void *)((char *)workspace + c->extend_offset);
+}
+
+static void extended_forward(const conv_plan *c, int n, const float *x, const float *w,
+                             const float *b, float *y, void *workspace)
+{
+    const conv_geom *g = &c->g, *gx = &c->gx;
+    float *xe = extend_buffer(c, workspace);
+    float *ye = xe + (size_t)c->chunk_extend * gx->C * gx->H * gx->W;
+    for (int n0 = 0; n0 < n; n0 += c->chunk_extend) {
+        const int nb = DTNN_MIN(c->chunk_extend, n - n0);
+        cpu_extend_planes(x + (size_t)n0 * g->C * g->H * g->W, (size_t)nb * g->C, g->H, g->W,
+                          gx->H, gx->W, xe);
+        cpu_conv_winograd_forward(gx, nb, c->chunk_winograd, c->slots, xe, w, b, ye,
+                                  workspace);
+        cpu_crop_planes(ye, (size_t)nb * g->K, gx->H, gx->W, g->P, g->Q,
+                        y + (size_t)n0 * g->K * g->P * g->Q, 0);
+    }
+}
+
+/* The weight gradient adds over the chunks (dw += in each call); the input gradient is
+ * cropped into dx, or added where accumulate. */
+static void extended_backward(const conv_plan *c, int n, const float *x, const float *dy,
+                              const float *w, float *dw, float *dx, int accumulate,
+                              void *workspace)
+{
+    const conv_geom *g = &c->g, *gx = &c->gx;
+    const size_t plane = (size_t)gx->H * gx->W;
+    float *xe = extend_buffer(c, workspace);
+    float *dye = xe + (size_t)c->chunk_extend * gx->C * plane;
+    float *dxe = dye + (size_t)c->chunk_extend * gx->K * plane;
+    for (int n0 = 0; n0 < n; n0 += c->chunk_extend) {
+        const int nb = DTNN_MIN(c->chunk_extend, n - n0);
+        if (dw)
+            cpu_extend_planes(x + (size_t)n0 * g->C * g->H * g->W, (size_t)nb * g->C, g->H,
+                              g->W, gx->H, gx->W, xe);
+        cpu_extend_planes(dy + (size_t)n0 * g->K * g->P * g->Q, (size_t)nb * g->K, g->P, g->Q,
+                          gx->H, gx->W, dye);
+        cpu_conv_winograd_backward(gx, nb, c->chunk_winograd, c->slots, c->chunk_weight_grad,
+                                   xe, dye, w, dw, dx ? dxe : NULL, 0, workspace);
+        if (dx)
+            cpu_crop_planes(dxe, (size_t)nb * g->C, gx->H, gx->W, g->H, g->W,
+                            dx + (size_t)n0 * g->C * g->H * g->W, accumulate);
+    }
+}
+
 static void forward_f32(const conv_plan *c, int n, const float *x, const float *w,
                         const float *b, float *y, void *workspace)
 {
@@ -276,6 +365,10 @@ static void forward_f32(const conv_plan *c, int n, const float *x, const float *
     if (c->algo == CONV_DIRECT) {
         cpu_conv_direct_forward(g, n, c->chunk_direct, c->slots, x, w, b, y,
                                      workspace);
+        return;
+    }
+    if (c->algo == CONV_WINOGRAD && c->extend) {
+        extended_forward(c, n, x, w, b, y, workspace);
         return;
     }
     if (c->algo == CONV_WINOGRAD) {
@@ -337,6 +430,10 @@ static void backward_f32(const conv_plan *c, int n, const float *x, const float 
             cpu_dw_conv_backward_weight(g, n, x, dy, dw);
         if (dx)
             cpu_dw_conv_backward_data(g, n, dy, w, dx, accumulate);
+        return;
+    }
+    if (c->algo_backward == CONV_WINOGRAD && c->extend) {
+        extended_backward(c, n, x, dy, w, dw, dx, accumulate, workspace);
         return;
     }
     if (c->algo_backward == CONV_WINOGRAD) {
@@ -490,6 +587,8 @@ const char *cpu_conv_method(const conv_plan *c)
 {
     static const char *const names[] = {"auto",      "im2col",    "direct",      "winograd",
                                         "depthwise", "pointwise", "im2col-tiles"};
+    if (c->extend)
+        return "winograd-extended";
     if (c->algo == CONV_DIRECT && c->algo_backward != CONV_DIRECT)
         return c->algo_backward == CONV_IM2COL_TILES ? "direct/im2col-tiles" : "direct/im2col";
     if (c->algo == CONV_WINOGRAD && c->algo_backward == CONV_WINOGRAD && c->weight_grad_direct)

@@ -72,6 +72,13 @@ void cpu_conv_direct_backward(const conv_geom *g, int n, int chunk, int slots, c
                               const float *dy, const float *w, float *dw, float *dx,
                               int accumulate, float *workspace);
 int cpu_conv_winograd_supported(const conv_geom *g);
+/* Zero-extended images for Winograd (conv_extend.c): the geometry with height even and width
+ * a multiple of 8, planes [H, W] copied into [Hx, Wx] with zeros, and cropped (or added) back. */
+conv_geom cpu_conv_extended(const conv_geom *g);
+void cpu_extend_planes(const float *src, size_t planes, int H, int W, int Hx, int Wx,
+                       float *dst);
+void cpu_crop_planes(const float *src, size_t planes, int Hx, int Wx, int H, int W, float *dst,
+                     int accumulate);
 size_t cpu_conv_winograd_workspace(const conv_geom *g, int chunk, int slots, int weight_grad);
 int cpu_conv_winograd_chunk(const conv_geom *g, int max_batch, size_t limit, int slots,
                             int weight_grad);
