@@ -562,6 +562,9 @@ typedef struct {
     uint64_t seed;          /* order and augmentation */
     unsigned augment;       /* DTNN_AUG_* */
     int crop_padding;       /* in-memory DTNN_AUG_CROP (4, the CIFAR recipe) */
+    float random_erase;     /* torchvision's RandomErasing(p) after normalisation: with this
+                             * probability a box of 2% to 33% of the image, aspect 0.3 to 3.3,
+                             * set to 0 (value=0, the mean); 0: none */
     int threads;            /* decoding threads; 0 decodes in the caller, at dtnn_loader_next */
     int prefetch;           /* batches decoded ahead (0: max(2, threads)) */
     int image_size;         /* image folders: output H = W (224) */

@@ -64,6 +64,11 @@ int cli_data_options(const char *cmd, const cli_opt *o, int n, int train, cli_da
         return cli_usage_error(cmd, "%s", "--crop-padding and --prefetch must be in [0, 64]");
     out->lp.crop_padding = (int)pad;
     out->lp.prefetch = (int)prefetch;
+    const double erase = cli_float(o, n, "random-erase");
+    if (!(erase >= 0.0 && erase <= 1.0))
+        return cli_usage_error(cmd, "--random-erase must be a probability in [0, 1], not %s",
+                               cli_str(o, n, "random-erase"));
+    out->lp.random_erase = (float)erase;
     return 0;
 }
 
@@ -131,7 +136,7 @@ dtnn_status cli_data_open(cli_data *cd, const cli_data_opts *opts, const dtnn_da
     cd->shape = cd->d.train;
     cd->test_n = cd->d.test.n;
     snprintf(cd->name, sizeof cd->name, "%s", cd->d.name);
-    if (split || (!lp.augment && !lp.threads))
+    if (split || (!lp.augment && !lp.threads && lp.random_erase == 0.0f))
         return DTNN_OK;
     if (!(cd->train = dtnn_loader_create(&cd->d, 0, &lp, err)))
         return err->code;

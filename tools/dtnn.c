@@ -78,6 +78,9 @@ static cli_opt train_opts[] = {
     {"augment", OPT_STRING, "auto", "none | crop | flip | crop,flip (auto: crop,flip for "
      "imagefolder, RandomResizedCrop; else none; in memory crop is RandomCrop with padding)", 0,
      NULL, 0},
+    {"random-erase", OPT_FLOAT, "0",
+     "RandomErasing probability: a box of 2-33% of the image set to the mean (0: none)", 0,
+     NULL, 0},
     {"crop-padding", OPT_INT, "4", "padding of the in-memory crop (the CIFAR recipe)", 0, NULL,
      0},
     {"prefetch", OPT_INT, "0", "batches decoded ahead (0: max(2, loader threads))", 0, NULL, 0},

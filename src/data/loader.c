@@ -116,18 +116,29 @@ static const char *sample_name(const dtnn_loader *l, int64_t k, char *buf, size_
     return buf;
 }
 
+/* RandomErasing after the crops and the normalisation, from the sample's own stream: first
+ * its coin (torch.rand(1) < p), then the box. */
+static void erase_maybe(const dtnn_loader *l, dtnn_rng *r, float *out)
+{
+    int box[4];
+    if (l->p.random_erase > 0.0f && dtnn__rng_uniform(r) < l->p.random_erase &&
+        dtnn__random_erase_box(l->h, l->w, r, box))
+        dtnn__erase_chw(out, l->c, l->h, l->w, box);
+}
+
 /* Decodes and transforms dataset sample k of epoch into out [c, h, w]. */
 static dtnn_status load_one(dtnn_loader *l, loader_worker *wk, int64_t epoch, int64_t k,
                             float *out, dtnn_error *err)
 {
     const unsigned aug = l->p.augment;
     dtnn_rng r;
-    if (aug)
+    if (aug || l->p.random_erase > 0.0f)
         dtnn__augment_rng(&r, l->p.seed, epoch, k);
     if (l->split) {
         const float *src = l->split->x + (size_t)k * l->sample;
         if (!aug) {
             memcpy(out, src, sizeof(float) * l->sample);
+            erase_maybe(l, &r, out);
             return DTNN_OK;
         }
         int pad = aug & DTNN_AUG_CROP ? l->p.crop_padding : 0;
@@ -135,6 +146,7 @@ static dtnn_status load_one(dtnn_loader *l, loader_worker *wk, int64_t epoch, in
         int dx = pad ? (int)dtnn__rng_below(&r, 2 * (uint64_t)pad + 1) : 0;
         int flip = (aug & DTNN_AUG_FLIP) && dtnn__rng_uniform(&r) < 0.5f;
         dtnn__crop_flip_chw(src, l->c, l->h, l->w, pad, dx, dy, flip, l->fill, out);
+        erase_maybe(l, &r, out);
         return DTNN_OK;
     }
     dtnn_status st = dtnn_image_read(l->list.paths[k], &wk->img, err);
@@ -146,8 +158,11 @@ static dtnn_status load_one(dtnn_loader *l, loader_worker *wk, int64_t epoch, in
     else
         dtnn__center_crop_box(wk->img.w, wk->img.h, l->resize, l->h, box);
     int flip = (aug & DTNN_AUG_FLIP) && dtnn__rng_uniform(&r) < 0.5f;
-    return dtnn__resample_rgb(wk->img.pixels, wk->img.w, wk->img.h, box, l->w, l->h, flip,
-                             l->mean, l->std, out, &wk->rs, err);
+    st = dtnn__resample_rgb(wk->img.pixels, wk->img.w, wk->img.h, box, l->w, l->h, flip,
+                            l->mean, l->std, out, &wk->rs, err);
+    if (!st)
+        erase_maybe(l, &r, out);
+    return st;
 }
 
 /* The sample at position pos of the epoch's order, or the next readable one after it. */
@@ -272,6 +287,9 @@ static dtnn_status check_params(const dtnn_loader_params *p, dtnn_error *err)
     if (p->augment & ~(DTNN_AUG_CROP | DTNN_AUG_FLIP))
         return dtnn_error_set(err, DTNN_ERR_ARG, "loader: unknown augmentation flags 0x%x",
                               p->augment);
+    if (!(p->random_erase >= 0.0f && p->random_erase <= 1.0f))
+        return dtnn_error_set(err, DTNN_ERR_ARG, "loader: random erasing probability %g is not "
+                              "in [0, 1]", (double)p->random_erase);
     return DTNN_OK;
 }
 

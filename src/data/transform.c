@@ -1,6 +1,6 @@
 /*
  * transform.c — see transform.h. The crops follow torchvision.transforms (RandomResizedCrop,
- * Resize + CenterCrop, RandomCrop with padding, RandomHorizontalFlip) and the resampling
+ * Resize + CenterCrop, RandomCrop with padding, RandomHorizontalFlip, RandomErasing) and the resampling
  * follows Pillow's ImagingResample (libImaging/Resample.c) for BILINEAR: a separable triangle
  * filter whose support widens with the downscale factor, so downscaling is antialiased, with
  * sample centres at (i + 0.5) * scale from the box's origin. Crop-then-resize is one resample of
@@ -67,6 +67,39 @@ void dtnn__random_resized_crop_box(int w, int h, dtnn_rng *r, float box[4])
     box[1] = (float)y;
     box[2] = (float)(x + cw);
     box[3] = (float)(y + ch);
+}
+
+int dtnn__erase_size(int h, int w, double u_scale, double u_ratio, int *eh, int *ew)
+{
+    const double lo = log(0.3), hi = log(3.3);
+    const double target = (double)h * w * (0.02 + (0.33 - 0.02) * u_scale);
+    const double aspect = exp(lo + (hi - lo) * u_ratio);
+    *eh = (int)rint(sqrt(target * aspect));
+    *ew = (int)rint(sqrt(target / aspect));
+    return *eh < h && *ew < w;
+}
+
+int dtnn__random_erase_box(int h, int w, dtnn_rng *r, int box[4])
+{
+    for (int attempt = 0; attempt < 10; attempt++) {
+        const double u_scale = uniform(r, 0.0, 1.0), u_ratio = uniform(r, 0.0, 1.0);
+        int eh, ew;
+        if (!dtnn__erase_size(h, w, u_scale, u_ratio, &eh, &ew))
+            continue;
+        box[0] = (int)dtnn__rng_below(r, (uint64_t)(h - eh + 1));
+        box[1] = (int)dtnn__rng_below(r, (uint64_t)(w - ew + 1));
+        box[2] = eh;
+        box[3] = ew;
+        return 1;
+    }
+    return 0;
+}
+
+void dtnn__erase_chw(float *img, int c, int h, int w, const int box[4])
+{
+    for (int ch = 0; ch < c; ch++)
+        for (int y = box[0]; y < box[0] + box[2]; y++)
+            memset(img + ((size_t)ch * h + y) * w + box[1], 0, sizeof(float) * (size_t)box[3]);
 }
 
 void dtnn__center_crop_box(int w, int h, int resize, int size, float box[4])

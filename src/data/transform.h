@@ -41,6 +41,18 @@ dtnn_status dtnn__resample_rgb(const unsigned char *src, int sw, int sh, const f
                               int ow, int oh, int flip, const float mean[3], const float std[3],
                               float *out, dtnn_resample_scratch *s, dtnn_error *err);
 
+/* torchvision's RandomErasing.get_params with scale (0.02, 0.33), ratio (0.3, 3.3) and value
+ * 0, for an h x w image: up to 10 random tries of an area and an aspect ratio, the first box
+ * strictly smaller than the image taken (top, left, height, width), then its position. 0 when
+ * no try fits: the image stays as it is. */
+int dtnn__random_erase_box(int h, int w, dtnn_rng *r, int box[4]);
+/* One try's box size from its two uniform draws in [0, 1) (area fraction, log aspect); 1 when
+ * it fits (strictly smaller than the image). */
+int dtnn__erase_size(int h, int w, double u_scale, double u_ratio, int *eh, int *ew);
+/* torchvision.transforms.functional.erase with value 0: the box of every channel of img
+ * [c, h, w] set to 0 (the normalised image's mean). */
+void dtnn__erase_chw(float *img, int c, int h, int w, const int box[4]);
+
 /* torchvision's RandomCrop(padding=pad) then RandomHorizontalFlip on a [c, h, w] tensor: out
  * pixel (y, x) is src (y + dy - pad, x + dx - pad), fill[ch] outside; dx, dy in [0, 2 pad]. */
 void dtnn__crop_flip_chw(const float *src, int c, int h, int w, int pad, int dx, int dy, int flip,
