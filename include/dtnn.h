@@ -768,7 +768,7 @@ typedef struct {
     uint64_t seed;
     int64_t global_batch;
     int64_t skipped;        /* steps skipped as non-finite in this run (not saved) */
-    /* The epoch-end monitor (--lr-schedule plateau, --early-stop): epochs monitored so far,
+    /* The epoch-end monitor (--lr-schedule plateau, --early-stop): epochs with a finite loss,
      * the best monitored loss of each rule (ReduceLROnPlateau's needs a 1e-4 relative gain,
      * early stopping any gain) and its epochs since, the plateau's cuts. Saved. */
     int64_t monitored;

@@ -22,21 +22,23 @@ static int plateau_improves(double loss, double best) { return loss < best * (1.
 int train_monitor_epoch(const dtnn_train_params *p, dtnn_train_state *ts, double loss,
                         int has_acc, double acc, char *why, size_t len)
 {
-    const int first = ts->monitored == 0;
-    ts->monitored++;
-    if (first || plateau_improves(loss, ts->plateau_best)) {
+    /* A non-finite loss (an epoch of skipped steps, --skip-nonfinite) is no gain and never
+     * the best: PyTorch's comparisons with NaN are false too. */
+    const int finite = isfinite(loss), first = ts->monitored == 0;
+    if (finite && (first || plateau_improves(loss, ts->plateau_best))) {
         ts->plateau_best = loss;
         ts->plateau_bad = 0;
     } else if (++ts->plateau_bad > p->sched.patience && p->sched.kind == DTNN_SCHED_PLATEAU) {
         ts->plateau_cuts++;
         ts->plateau_bad = 0;
     }
-    if (first || loss < ts->early_best) {
+    if (finite && (first || loss < ts->early_best)) {
         ts->early_best = loss;
         ts->early_bad = 0;
     } else {
         ts->early_bad++;
     }
+    ts->monitored += finite;
     if (p->stop_at_accuracy > 0.0f && has_acc && acc >= (double)p->stop_at_accuracy) {
         snprintf(why, len, "test accuracy %.2f%% reached the target %.2f%%", 100.0 * acc,
                  100.0 * (double)p->stop_at_accuracy);
