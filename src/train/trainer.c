@@ -310,6 +310,17 @@ static dtnn_status run_check(train_run_state *r, dtnn_error *err)
     return DTNN_OK;
 }
 
+/* What a checkpoint of the run takes on disk: the model and optimizer, and with --ema the
+ * average's copy of the parameters and buffers. */
+static size_t checkpoint_bytes(const train_run_state *r)
+{
+    const size_t avg = r->p->ema_decay > 0.0f
+                           ? sizeof(float) * dtnn_model_params_padded(r->m) +
+                                 dtnn_model_buffer_bytes(r->m)
+                           : 0;
+    return ckpt_estimate_bytes(r->m, r->opt) + avg;
+}
+
 /* --ema: the average, continued from the checkpoint a resumed run was loaded from (every rank
  * reads it: all hold the same). */
 static dtnn_status open_ema(train_run_state *r, dtnn_error *err)
@@ -355,7 +366,7 @@ static dtnn_status run_open(train_run_state *r, dtnn_error *err)
         dtnn_comm_set_trace(r->comm, p->trace);
     }
     if (r->rank == 0 && p->save_path &&
-        (st = ckpt_check_writable(p->save_path, "checkpoint", ckpt_estimate_bytes(m, r->opt),
+        (st = ckpt_check_writable(p->save_path, "checkpoint", checkpoint_bytes(r),
                                   err)))
         return st;
     /* The log is appended to as the run goes (core/atomic_file.h says why it alone is not
