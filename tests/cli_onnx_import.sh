@@ -13,7 +13,8 @@
 # efficientnet_b0 (SiLU is Sigmoid + Mul). (c) `dtnn train --model F.onnx` runs 2 steps from the
 # initializers. (d) Graphs written with onnx.helper: Conv with asymmetric pads, GlobalMaxPool,
 # HardSigmoid with ONNX's default alpha 0.2, Mul by a per-channel constant, Sub c - x, Add of a
-# scalar, Mul of a flat value by a [features] vector, Pad by 1.5 with asymmetric pads, Pad in
+# scalar, Div by a per-channel constant and by a computed value, Mul of a flat value by a
+# [features] vector, Pad by 1.5 with asymmetric pads, Pad in
 # opset 9's attribute form with channels, and a zero Pad before a Relu give NumPy's values
 # within 1e-5; an unsupported operator (Erf), Pad mode=reflect, Gemm transA = 1, a weight that
 # does not fit its input, a corrupt and a truncated file each give one line and exit 1.
@@ -143,6 +144,16 @@ np.save(f"{tmp}/ref_rsub.npy", c - x)
 save("adds", [helper.make_node("Add", ["x", "b"], ["y"], name="shift")],
      {"b": np.array(0.75, np.float32)}, [1, 3, 8, 8])
 np.save(f"{tmp}/ref_adds.npy", x + np.float32(0.75))
+# Div: x by a per-channel constant (GELU's x / sqrt(2) is this with a scalar), and x by a
+# computed x * x + 1 (dtnn's two-input div).
+d = (rng.random((1, 3, 1, 1)) + 0.5).astype(np.float32)
+save("divc", [helper.make_node("Div", ["x", "d"], ["y"], name="divc")], {"d": d}, [1, 3, 8, 8])
+np.save(f"{tmp}/ref_divc.npy", x / d)
+save("div2", [helper.make_node("Mul", ["x", "x"], ["sq"], name="sq"),
+              helper.make_node("Add", ["sq", "one"], ["den"], name="den"),
+              helper.make_node("Div", ["x", "den"], ["y"], name="div2")],
+     {"one": np.array(1.0, np.float32)}, [1, 3, 8, 8])
+np.save(f"{tmp}/ref_div2.npy", x / (x * x + np.float32(1.0)))
 v = rng.standard_normal(192).astype(np.float32)
 save("featc", [helper.make_node("Flatten", ["x"], ["f"], name="flat"),
                helper.make_node("Mul", ["f", "v"], ["y"], name="feat_scale")], {"v": v},
@@ -179,7 +190,7 @@ save("alpha", [helper.make_node("Flatten", ["x"], ["f"], name="flat"),
 save("wdims", [helper.make_node("Conv", ["x", "w"], ["y"], name="conv_w")],
      {"w": np.ones((4, 2, 3, 3), np.float32)}, [1, 4, 6, 6])
 P
-    for g in asym gmax hsig mulc rsub adds featc pad15 pad9 padrelu rmean; do
+    for g in asym gmax hsig mulc rsub adds divc div2 featc pad15 pad9 padrelu rmean; do
         "$dtnn" predict --model "$tmp/$g.onnx" --input "$tmp/h_x.npy" --output "$tmp/o_$g.npy" \
             --threads 1 >/dev/null || { echo "FAIL: predict $g.onnx"; fail=1; continue; }
         # dtnn writes [N, features] where ONNX has [N, C, 1, 1]: compare the values

@@ -327,10 +327,38 @@ static void check_errors(void)
     expect_add_error("gelu", "slope=2", NULL, 0, DTNN_ERR_ARG, "(approximate)");
 }
 
+/* Division: its derivatives 1 / b and -a / b^2 stay of order 1 with divisors kept in (1, 2)
+ * (1 + sigmoid) or at constants of 0.7 and more; two inputs with a per-channel divisor (its
+ * gradient a sum over H x W), x by a constant, and a constant by x. */
+static void check_division(void)
+{
+    dtnn_model *m = model_new(3, 4, 5);
+    int c = layer(m, "conv2d", "filters=4 kernel=3 padding=1");
+    layer(m, "global_avgpool", "");
+    layer(m, "conv2d", "filters=4 kernel=1");
+    layer(m, "sigmoid", "");
+    int s = layer(m, "add", "const_shape=1 const_value=1");
+    int cs[2] = {c, s};
+    add_layer(m, "div", "per_channel", "", cs, 2);
+    layer(m, "conv2d", "filters=3 kernel=1");
+    gradcheck(m, 3, "div(conv, 1 + sigmoid(...)) per channel", SMOOTH_EPS, TOL);
+
+    m = model_new(3, 4, 5);
+    layer(m, "conv2d", "filters=4 kernel=3 padding=1");
+    layer(m, "sigmoid", "");
+    layer(m, "add", "const_shape=1 const_value=1");
+    add_layer(m, "div", "rdiv", "const_shape=4x1x1 const_value=0.7 reverse=true", NULL, 0);
+    add_layer(m, "div", "by_c", "const_shape=1 const_value=1.6", NULL, 0);
+    layer(m, "conv2d", "filters=3 kernel=1");
+    gradcheck(m, 3, "1 + sigmoid -> div(0.7, x) per channel -> div(x, 1.6)", SMOOTH_EPS, TOL);
+    check_accumulate("div", "const_shape=3x1x1 const_value=1.3", 3, 4, 3, TOL);
+}
+
 void check_semantics(void)
 {
     check_activations();
     check_broadcast();
+    check_division();
     check_constants();
     check_pools();
     check_conv();

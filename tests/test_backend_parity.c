@@ -539,8 +539,8 @@ static void test_binary_case(const int as[3], const int bs[3], int n, int b_shar
     const size_t ny = (size_t)n * g.C * g.H * g.W;
     buf a = make(na, 81, 1.0f), b = make(nb, 82, 1.0f), y = make(ny, 83, 1.0f);
     buf dy = make(ny, 84, 1.0f), da = make(na, 85, 1.0f), db = make(nb, 86, 1.0f);
-    static const char *const kinds[] = {"add", "sub", "mul"};
-    for (int k = BIN_ADD; k <= BIN_MUL; k++) {
+    static const char *const kinds[] = {"add", "sub", "mul", "div"};
+    for (int k = BIN_ADD; k <= BIN_DIV; k++) {
         char label[96];
         be_run(cpu, binary_forward, (binary_kind)k, &g, n, a.h, b.h, y.h);
         be_run(other, binary_forward, (binary_kind)k, &g, n, a.d, b.d, y.d);

@@ -380,6 +380,7 @@ def layer_cases():
     new_layer_cases(w, cases, sel)
     constant_cases(w, cases)
     gelu_cases(w, cases)
+    div_cases(w, cases)
     w.meta["cases"] = " ".join(cases)
     w.meta["generator"] = f"tools/gen_reference.py, torch {torch.__version__}"
     return w
@@ -552,6 +553,23 @@ def constant_cases(w, cases):
     record(w, cases, "pad_channels",
            ["type=pad pads=2,1,0,1 pad_front=1 pad_back=2 value=-0.5"],
            Lambda(lambda x: F.pad(x, (1, 1, 2, 0, 1, 2), value=-0.5)), torch.randn(2, 3, 4, 3))
+
+
+def div_cases(w, cases):
+    """Division (ONNX Div, torch's /): by a per-channel divisor from the input itself (the
+    sigmoid of its mean over H x W, so both paths carry a gradient and the divisor stays near
+    1/2), by a constant, and a constant by x (x in [0.5, 1.5)). Its own seed, after all older
+    cases, so those keep their values."""
+    torch.manual_seed(2033)
+    record(w, cases, "div_channel",
+           ["type=global_avgpool inputs=input name=g", "type=sigmoid inputs=g name=d",
+            "type=div inputs=input,d"],
+           Lambda(lambda x: x / torch.sigmoid(x.mean((2, 3), keepdim=True))),
+           torch.randn(2, 4, 5, 3))
+    record(w, cases, "div_const_channel", ["type=div const_shape=3x1x1"],
+           ByConstant((3, 1, 1), lambda x, c: x / c), torch.randn(2, 3, 4, 5))
+    record(w, cases, "div_const_reverse", ["type=div const_shape=1x4x5 reverse=true"],
+           ByConstant((1, 4, 5), lambda x, c: c / x), torch.rand(2, 3, 4, 5) + 0.5)
 
 
 def gelu_cases(w, cases):

@@ -45,7 +45,7 @@ SUITES = ("node", "pytorch-converted", "pytorch-operator", "simple")
 SUPPORTED = {
     "Conv", "Gemm", "MatMul", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool",
     "BatchNormalization", "Relu", "LeakyRelu", "Sigmoid", "Tanh", "Clip", "HardSigmoid",
-    "HardSwish", "Softmax", "Add", "Mul", "Sub", "Concat", "Flatten", "Reshape", "Squeeze",
+    "HardSwish", "Softmax", "Add", "Mul", "Sub", "Div", "Concat", "Flatten", "Reshape", "Squeeze",
     "Unsqueeze", "Dropout", "Identity", "Pad", "Constant", "Shape", "ReduceMean",
 }
 

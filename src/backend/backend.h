@@ -72,7 +72,7 @@ typedef struct {
  * b[0] x b[1] x b[2], each size equal to the output's or 1 (repeated along that dimension).
  * An input marked shared has one sample for the whole batch (a layer's constant operand); no
  * gradient is ever asked for it. */
-typedef enum { BIN_ADD = 0, BIN_SUB, BIN_MUL } binary_kind;
+typedef enum { BIN_ADD = 0, BIN_SUB, BIN_MUL, BIN_DIV } binary_kind;
 
 typedef struct {
     int C, H, W;

@@ -677,7 +677,7 @@ static dtnn_status op_binary(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
 {
     if (nd->n_input != 2)
         return BAD("%zu inputs (it takes 2)", nd->n_input);
-    const char *type = nd->op_type[0] == 'M' ? "mul" : "sub";
+    const char *type = nd->op_type[0] == 'M' ? "mul" : nd->op_type[0] == 'D' ? "div" : "sub";
     int ins[2];
     for (int k = 0; k < 2; k++)
         if ((ins[k] = imp_in(p, nd, k, err)) < 0)
@@ -689,14 +689,15 @@ static dtnn_status op_binary(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
     for (int k = 0; k < 2; k++)
         if (p->v[ins[k]].kind != IMP_CONST && imp_in_layer(p, nd, k, 0, err) < 0)
             return err->code;
-    if (c0 || c1)   /* Mul commutes: x * c either way; Sub with the constant first is c - x */
-        return const_operand(p, nd, type, ins[c0 ? 1 : 0], ins[c0 ? 0 : 1], c0 && type[0] == 's',
+    /* Mul commutes: x * c either way; Sub and Div with the constant first are c - x, c / x */
+    if (c0 || c1)
+        return const_operand(p, nd, type, ins[c0 ? 1 : 0], ins[c0 ? 0 : 1], c0 && type[0] != 'm',
                              err);
     imp_value o;
     if (broadcast(p, nd, ins[0], ins[1], &o, err))
         return err->code;
-    return imp_layer_new(p, nd, nd->op_type[0] == 'M' ? "mul" : "sub", NULL, ins, 2, o.rank,
-                         o.c, o.h, o.w, err) < 0 ? err->code : DTNN_OK;
+    return imp_layer_new(p, nd, type, NULL, ins, 2, o.rank, o.c, o.h, o.w, err) < 0 ? err->code
+                                                                                 : DTNN_OK;
 }
 
 /* Concat of constants (shape vectors, axis 0) is folded; of layers it is a channel concat. */
@@ -807,6 +808,7 @@ static const struct {
     {"Sum", op_add, a_none, 8},
     {"Mul", op_binary, a_none, 7},
     {"Sub", op_binary, a_none, 7},
+    {"Div", op_binary, a_none, 7},
     {"Concat", op_concat, a_axis, 4},
     {"Flatten", op_flatten, a_axis, 1},
     {"Reshape", op_reshape, a_reshape, 5},

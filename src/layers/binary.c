@@ -1,6 +1,7 @@
 /*
- * binary.c — the two-input element-wise layers `mul` (y = a * b) and `sub` (y = a - b) with
- * NumPy broadcasting over one sample's C x H x W (ONNX Mul / Sub, torch's * and -): equal
+ * binary.c — the two-input element-wise layers `mul` (y = a * b), `sub` (y = a - b) and `div`
+ * (y = a / b) with NumPy broadcasting over one sample's C x H x W (ONNX Mul / Sub / Div,
+ * torch's *, - and /): equal
  * shapes, a per-channel C x 1 x 1 scale against C x H x W (squeeze-and-excitation, MobileNetV3),
  * a per-sample 1 x 1 x 1 scalar, or any sizes that are equal or 1. The batch is never
  * broadcast: both inputs come from the same samples. Input 0 is a, input 1 is b. No options.
@@ -10,7 +11,8 @@
  *
  * With one input, the second operand is a constant the layer holds (layer.h, layer_constant:
  * const_shape, const_value, and for sub reverse = true for c - x): ONNX's Mul / Sub by an
- * initializer, torch's x * c. It is a buffer, not a parameter, as batch norm's running
+ * initializer, torch's x * c, x / c (GELU's x / sqrt(2)). It is a buffer, not a parameter, as
+ * batch norm's running
  * statistics: checkpoints, export and import carry it, training leaves it alone, and only x
  * gets a gradient. One layer with an optional operand rather than a separate scale layer, so
  * that the model file, the exporter and the importer each have one mul and one sub.
@@ -27,10 +29,11 @@ static dtnn_status binary_set(void *cfg, const char *key, const char *value, dtn
 {
     binary_cfg *c = cfg;
     dtnn_status st;
-    if (layer_opt_constant(key, value, c->kind == BIN_SUB, &c->k, &st, err))
+    const int reversible = c->kind == BIN_SUB || c->kind == BIN_DIV;
+    if (layer_opt_constant(key, value, reversible, &c->k, &st, err))
         return st;
     return dtnn_error_set(err, DTNN_ERR_ARG, "unknown option '%s' for this layer (const_shape, "
-                          "const_value%s)", key, c->kind == BIN_SUB ? ", reverse" : "");
+                          "const_value%s)", key, reversible ? ", reverse" : "");
 }
 
 static dtnn_status binary_infer(layer *l, dtnn_error *err)
@@ -95,7 +98,7 @@ static double binary_flops(const layer *l) { return (double)shape_size(l->out); 
     {                                                                                         \
         binary_cfg *c = cfg;                                                                  \
         c->kind = kind_value;                                                                 \
-        c->k.value = kind_value == BIN_MUL ? 1.0f : 0.0f;                                     \
+        c->k.value = kind_value == BIN_MUL || kind_value == BIN_DIV ? 1.0f : 0.0f;            \
     }                                                                                         \
     const layer_ops layer_##ident = {                                                         \
         .type = type_name,                                                                    \
@@ -118,3 +121,6 @@ BINARY_LAYER(mul, "mul", BIN_MUL,
 BINARY_LAYER(sub, "sub", BIN_SUB,
              "a - b of 2 inputs, broadcast as NumPy, or x - a constant (const_shape, "
              "const_value; reverse: constant - x)")
+BINARY_LAYER(div, "div", BIN_DIV,
+             "a / b of 2 inputs, broadcast as NumPy, or x / a constant (const_shape, "
+             "const_value; reverse: constant / x)")

@@ -28,6 +28,7 @@
     X(add)                 \
     X(mul)                 \
     X(sub)                 \
+    X(div)                 \
     X(concat)              \
     X(pad)                 \
     X(shortcut_a)

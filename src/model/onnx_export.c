@@ -244,7 +244,10 @@ static emit_result emit_constant_operand(onnx_writer *w, emit_ctx *c, dtnn_error
         ins[1] = x0;
     }
     c->rank = 4;
-    return made(w, onnxw_node(w, type[0] == 'm' ? "Mul" : type[0] == 's' ? "Sub" : "Add",
+    return made(w, onnxw_node(w, type[0] == 'm'   ? "Mul"
+                                 : type[0] == 's' ? "Sub"
+                                 : type[0] == 'd' ? "Div"
+                                                  : "Add",
                             l->name, ins, 2, c->out));
 }
 
@@ -282,6 +285,7 @@ static emit_result emit_nary(onnx_writer *w, emit_ctx *c, dtnn_error *err)
             return EMIT_NOMEM;
     const char *op = !strcmp(type, "mul")      ? "Mul"
                      : !strcmp(type, "sub")    ? "Sub"
+                     : !strcmp(type, "div")    ? "Div"
                      : !strcmp(type, "concat") ? "Concat"
                      : l->n_in == 2            ? "Add"
                                                : "Sum";
@@ -471,6 +475,7 @@ static const struct {
     {"add", emit_nary},
     {"mul", emit_nary},
     {"sub", emit_nary},
+    {"div", emit_nary},
     {"concat", emit_nary},
     {"maxpool", emit_pool},
     {"avgpool", emit_pool},

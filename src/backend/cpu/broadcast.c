@@ -1,5 +1,5 @@
 /*
- * broadcast.c — two-input element-wise add, subtract and multiply with NumPy broadcasting over
+ * broadcast.c — two-input element-wise add, subtract, multiply and divide with NumPy broadcasting over
  * one sample's (C, H, W), and their backward, which sums the output gradient over the
  * positions a broadcast input was repeated to (the reduction NumPy's and PyTorch's autograd
  * do). Both inputs have the batch n: per-sample scalars are (1, 1, 1), squeeze-and-excitation
@@ -47,6 +47,10 @@ void cpu_binary_forward(binary_kind kind, const binary_geom *g, int n, const flo
                 for (int w = 0; w < W; w++)
                     yr[w] = binary_apply(BIN_MUL, ar[w * aw], br[w * bw]);
                 break;
+            case BIN_DIV:
+                for (int w = 0; w < W; w++)
+                    yr[w] = binary_apply(BIN_DIV, ar[w * aw], br[w * bw]);
+                break;
             }
         }
     }
@@ -55,7 +59,7 @@ void cpu_binary_forward(binary_kind kind, const binary_geom *g, int n, const flo
 /* dx (the gradient of input x, m->xs) from binary_grad_value, one plane of x per job; written,
  * or added with accumulate. */
 static void reduce_grad(const binary_geom *g, int n, const binary_grad_map *m, const float *o,
-                        const float *dy, float *dx, int accumulate)
+                        const float *p, const float *dy, float *dx, int accumulate)
 {
     const int *xs = m->xs;
     const size_t x_plane = (size_t)xs[1] * xs[2];
@@ -66,7 +70,7 @@ static void reduce_grad(const binary_geom *g, int n, const binary_grad_map *m, c
         float *dxp = dx + (size_t)pl * x_plane;
         for (int xh = 0; xh < xs[1]; xh++)
             for (int xw = 0; xw < xs[2]; xw++) {
-                const float v = binary_grad_value(g, m, s, xc, xh, xw, o, dy);
+                const float v = binary_grad_value(g, m, s, xc, xh, xw, o, p, dy);
                 float *d = dxp + (size_t)xh * xs[2] + xw;
                 *d = accumulate ? *d + v : v;
             }
@@ -77,14 +81,15 @@ void cpu_binary_backward(binary_kind kind, const binary_geom *g, int n, const fl
                          const float *b, const float *dy, float *da, int da_accumulate,
                          float *db, int db_accumulate)
 {
-    const int mul = kind == BIN_MUL;
     DTNN_ASSERT(!(da && g->a_shared) && !(db && g->b_shared));
     if (da) {
-        const binary_grad_map m = binary_grad_map_a(g);
-        reduce_grad(g, n, &m, mul ? b : NULL, dy, da, da_accumulate);
+        const binary_grad_map m = binary_grad_map_a(g, kind);
+        reduce_grad(g, n, &m, binary_grad_o(&m, a, b, 0), binary_grad_p(&m, a), dy, da,
+                    da_accumulate);
     }
     if (db) {
         const binary_grad_map m = binary_grad_map_b(g, kind);
-        reduce_grad(g, n, &m, mul ? a : NULL, dy, db, db_accumulate);
+        reduce_grad(g, n, &m, binary_grad_o(&m, a, b, 1), binary_grad_p(&m, a), dy, db,
+                    db_accumulate);
     }
 }

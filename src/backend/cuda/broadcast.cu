@@ -1,5 +1,5 @@
 /*
- * broadcast.cu — two-input add, subtract and multiply with NumPy broadcasting over one
+ * broadcast.cu — two-input add, subtract, multiply and divide with NumPy broadcasting over one
  * sample's (C, H, W), and their backward, as backend/cpu/broadcast.c and with its formulas
  * (formulas/broadcast_formulas.h): forward one thread per output; backward one thread per
  * input-gradient value, summing its output positions in the CPU's order in double, so the
@@ -30,7 +30,7 @@ static __global__ void binary_k(binary_kind kind, binary_geom g, int n, const fl
 
 /* One thread per value of dx (the gradient of an input x, m.xs). */
 static __global__ void reduce_grad_k(binary_geom g, int n, binary_grad_map m, const float *o,
-                                     const float *dy, float *dx, int acc)
+                                     const float *p, const float *dy, float *dx, int acc)
 {
     const size_t x_plane = (size_t)m.xs[1] * m.xs[2];
     CU_LOOP(e, (size_t)n * m.xs[0] * x_plane)
@@ -38,7 +38,7 @@ static __global__ void reduce_grad_k(binary_geom g, int n, binary_grad_map m, co
         const size_t pl = e / x_plane;
         const int s = (int)(pl / m.xs[0]), xc = (int)(pl % m.xs[0]);
         const int xh = (int)(e % x_plane / m.xs[2]), xw = (int)(e % m.xs[2]);
-        const float v = binary_grad_value(&g, &m, s, xc, xh, xw, o, dy);
+        const float v = binary_grad_value(&g, &m, s, xc, xh, xw, o, p, dy);
         dx[e] = acc ? dx[e] + v : v;
     }
 }
@@ -56,19 +56,22 @@ extern "C" void cuda_binary_backward(dtnn_backend *be, binary_kind kind, const b
                                      float *da, int da_accumulate, float *db, int db_accumulate)
 {
     CU_SKIP_IF_FAILED(be);
-    const int mul = kind == BIN_MUL;
     /* a shared input is a constant: no gradient is ever asked for it (broadcast.c asserts) */
     if ((da && g->a_shared) || (db && g->b_shared)) {
         cuda_fail(be, "binary backward: a gradient asked for a shared (constant) input");
         return;
     }
     /* da first, then db: when both are one buffer, db adds to what da wrote, as on the CPU */
-    if (da)
+    if (da) {
+        const binary_grad_map m = binary_grad_map_a(g, kind);
         CU_LAUNCH(be, "binary backward kernel", reduce_grad_k,
-                  (size_t)n * g->a[0] * g->a[1] * g->a[2], *g, n, binary_grad_map_a(g),
-                  mul ? b : NULL, dy, da, da_accumulate);
-    if (db)
+                  (size_t)n * g->a[0] * g->a[1] * g->a[2], *g, n, m, binary_grad_o(&m, a, b, 0),
+                  binary_grad_p(&m, a), dy, da, da_accumulate);
+    }
+    if (db) {
+        const binary_grad_map m = binary_grad_map_b(g, kind);
         CU_LAUNCH(be, "binary backward kernel", reduce_grad_k,
-                  (size_t)n * g->b[0] * g->b[1] * g->b[2], *g, n, binary_grad_map_b(g, kind),
-                  mul ? a : NULL, dy, db, db_accumulate);
+                  (size_t)n * g->b[0] * g->b[1] * g->b[2], *g, n, m, binary_grad_o(&m, a, b, 1),
+                  binary_grad_p(&m, a), dy, db, db_accumulate);
+    }
 }
