@@ -15,8 +15,8 @@
 # HardSigmoid with ONNX's default alpha 0.2, Mul by a per-channel constant, Sub c - x, Add of a
 # scalar, Div by a per-channel constant and by a computed value, Mul of a flat value by a
 # [features] vector, Pad by 1.5 with asymmetric pads, Pad in
-# opset 9's attribute form with channels, and a zero Pad before a Relu give NumPy's values
-# within 1e-5; an unsupported operator (Erf), Pad mode=reflect, Gemm transA = 1, a weight that
+# opset 9's attribute form with channels, a zero Pad before a Relu, Erf, and GELU as Div, Erf,
+# Add and Mul give NumPy's values within 1e-5; Pad mode=reflect, Gemm transA = 1, a weight that
 # does not fit its input, a corrupt and a truncated file each give one line and exit 1.
 # Skipped (exit 77) without numpy or in a build without ONNX support; part (b) and (c) need
 # Debian's python3-torch and python3-torchvision and say so when they are missing.
@@ -102,7 +102,7 @@ expect "cannot open ONNX file" "$dtnn" info --model "$tmp/missing.onnx"
 # python3-onnx): the line names the node, its operator and the attribute.
 if $py -c "import onnx" 2>/dev/null; then
     $py - "$tmp" <<'P'
-import sys, numpy as np, onnx
+import math, sys, numpy as np, onnx
 from onnx import helper, numpy_helper, TensorProto
 tmp = sys.argv[1]
 def save(name, nodes, inits, out_shape, opset=13):
@@ -129,6 +129,17 @@ save("asym", [helper.make_node("Conv", ["x", "w"], ["y"], name="asym_conv", pads
 np.save(f"{tmp}/ref_gmax.npy", x.max(axis=(2, 3), keepdims=True))
 save("gmax", [helper.make_node("GlobalMaxPool", ["x"], ["y"], name="gmp")], {}, [1, 3, 1, 1])
 save("erf", [helper.make_node("Erf", ["x"], ["y"], name="erf")], {}, [1, 3, 8, 8])
+np.save(f"{tmp}/ref_erf.npy", np.vectorize(math.erf)(x.astype(np.float64)))
+# GELU as torch.onnx writes it before opset 20: x * 0.5 * (1 + Erf(x / sqrt 2))
+save("gelu_ops", [helper.make_node("Div", ["x", "r2"], ["q"], name="div"),
+                  helper.make_node("Erf", ["q"], ["e"], name="erf"),
+                  helper.make_node("Add", ["e", "one"], ["s"], name="add"),
+                  helper.make_node("Mul", ["x", "s"], ["m"], name="mul"),
+                  helper.make_node("Mul", ["m", "half"], ["y"], name="half")],
+     {"r2": np.array(1.4142135, np.float32), "one": np.array(1.0, np.float32),
+      "half": np.array(0.5, np.float32)}, [1, 3, 8, 8])
+np.save(f"{tmp}/ref_gelu_ops.npy",
+        x * 0.5 * (1 + np.vectorize(math.erf)(x.astype(np.float64) / math.sqrt(2))))
 save("hsig", [helper.make_node("HardSigmoid", ["x"], ["y"], name="hs")], {}, [1, 3, 8, 8])
 np.save(f"{tmp}/ref_hsig.npy", np.clip(0.2 * x.astype(np.float64) + 0.5, 0, 1))
 # Constant operands: x * s per channel, c - x over C x H x W, x + a 0-d scalar, and a [192]
@@ -190,7 +201,7 @@ save("alpha", [helper.make_node("Flatten", ["x"], ["f"], name="flat"),
 save("wdims", [helper.make_node("Conv", ["x", "w"], ["y"], name="conv_w")],
      {"w": np.ones((4, 2, 3, 3), np.float32)}, [1, 4, 6, 6])
 P
-    for g in asym gmax hsig mulc rsub adds divc div2 featc pad15 pad9 padrelu rmean; do
+    for g in asym gmax hsig mulc rsub adds divc div2 erf gelu_ops featc pad15 pad9 padrelu rmean; do
         "$dtnn" predict --model "$tmp/$g.onnx" --input "$tmp/h_x.npy" --output "$tmp/o_$g.npy" \
             --threads 1 >/dev/null || { echo "FAIL: predict $g.onnx"; fail=1; continue; }
         # dtnn writes [N, features] where ONNX has [N, C, 1, 1]: compare the values
@@ -199,10 +210,6 @@ np.save(sys.argv[1], a.reshape(b.shape) if a.size == b.size else a)" \
             "$tmp/o_$g.npy" "$tmp/ref_$g.npy"
         compare "$tmp/o_$g.npy" "$tmp/ref_$g.npy" 1e-5 "onnx.helper graph $g against NumPy"
     done
-    expect "node 'erf' (Erf): operator Erf is not supported" \
-        "$dtnn" predict --model "$tmp/erf.onnx" --input "$tmp/h_x.npy" --output "$tmp/o.npy"
-    expect "node 'erf' (Erf): operator Erf is not supported" "$dtnn" import "$tmp/erf.onnx" \
-        --output-model "$tmp/m" --output-weights "$tmp/w"
     expect "node 'refl' (Pad): attribute mode='reflect'" "$dtnn" info --model "$tmp/reflect.onnx"
     expect "node 'rmeanc' (ReduceMean): only the mean over H and W" "$dtnn" info \
         --model "$tmp/rmeanc.onnx"

@@ -36,6 +36,19 @@ static void check_activations(void)
     layer(m, "conv2d", "filters=3 kernel=1");
     gradcheck(m, 3, "gelu -> conv2d -> gelu(tanh) -> conv2d", SMOOTH_EPS, TOL);
 
+    /* GELU as opsets before 20 write it: x * 0.5 * (1 + erf(x / sqrt 2)) from erf, div, add
+     * and mul, which must give gelu's gradient (the same model's value through gelu). */
+    m = model_new(3, 5, 4);
+    int c = layer(m, "conv2d", "filters=4 kernel=3 padding=1");
+    layer(m, "div", "const_shape=1 const_value=1.41421356");
+    layer(m, "erf", "");
+    int e = layer(m, "add", "const_shape=1 const_value=1");
+    int ce[2] = {c, e};
+    add_layer(m, "mul", "x_times", "", ce, 2);
+    layer(m, "mul", "const_shape=1 const_value=0.5");
+    layer(m, "conv2d", "filters=3 kernel=1");
+    gradcheck(m, 3, "conv -> x * 0.5 * (1 + erf(x / sqrt 2)) -> conv", SMOOTH_EPS, TOL);
+
     /* hardtanh after a conv: a small map at batch 1, as for ReLU in test_gradcheck.c. */
     m = model_new(3, 3, 3);
     layer(m, "clamp", "min=-0.3 max=0.45");

@@ -381,6 +381,7 @@ def layer_cases():
     constant_cases(w, cases)
     gelu_cases(w, cases)
     div_cases(w, cases)
+    erf_cases(w, cases)
     w.meta["cases"] = " ".join(cases)
     w.meta["generator"] = f"tools/gen_reference.py, torch {torch.__version__}"
     return w
@@ -570,6 +571,13 @@ def div_cases(w, cases):
            ByConstant((3, 1, 1), lambda x, c: x / c), torch.randn(2, 3, 4, 5))
     record(w, cases, "div_const_reverse", ["type=div const_shape=1x4x5 reverse=true"],
            ByConstant((1, 4, 5), lambda x, c: c / x), torch.rand(2, 3, 4, 5) + 0.5)
+
+
+def erf_cases(w, cases):
+    """erf (ONNX Erf, as GELU's decomposition before opset 20 uses it) over inputs of a few
+    units, where it curves and saturates. Its own seed, after all older cases."""
+    torch.manual_seed(2035)
+    record(w, cases, "erf", ["type=erf"], Lambda(torch.erf), torch.randn(2, 3, 5, 4) * 2.0)
 
 
 def gelu_cases(w, cases):

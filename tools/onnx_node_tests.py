@@ -45,8 +45,8 @@ SUITES = ("node", "pytorch-converted", "pytorch-operator", "simple")
 SUPPORTED = {
     "Conv", "Gemm", "MatMul", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool",
     "BatchNormalization", "Relu", "LeakyRelu", "Sigmoid", "Tanh", "Clip", "HardSigmoid",
-    "HardSwish", "Softmax", "Add", "Mul", "Sub", "Div", "Concat", "Flatten", "Reshape", "Squeeze",
-    "Unsqueeze", "Dropout", "Identity", "Pad", "Constant", "Shape", "ReduceMean",
+    "HardSwish", "Softmax", "Add", "Mul", "Sub", "Div", "Erf", "Concat", "Flatten", "Reshape",
+    "Squeeze", "Unsqueeze", "Dropout", "Identity", "Pad", "Constant", "Shape", "ReduceMean",
 }
 
 

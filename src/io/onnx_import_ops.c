@@ -328,7 +328,8 @@ static dtnn_status activation(imp *p, const Onnx__NodeProto *nd, const char *typ
 static dtnn_status op_unary(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
 {
     static const char *const map[][2] = {{"Relu", "relu"}, {"Sigmoid", "sigmoid"},
-                                         {"Tanh", "tanh"}, {"LeakyRelu", "leaky_relu"}};
+                                         {"Tanh", "tanh"}, {"LeakyRelu", "leaky_relu"},
+                                         {"Erf", "erf"}};
     for (size_t k = 0; k < sizeof map / sizeof map[0]; k++) {
         if (strcmp(nd->op_type, map[k][0]))
             continue;
@@ -797,6 +798,7 @@ static const struct {
     {"Relu", op_unary, a_none, 6},
     {"Sigmoid", op_unary, a_none, 6},
     {"Tanh", op_unary, a_none, 6},
+    {"Erf", op_unary, a_none, 9},
     {"LeakyRelu", op_unary, a_leaky, 6},
     {"Clip", op_clip, a_clip, 6},
     {"HardSigmoid", op_hardsigmoid, a_hsig, 6},

@@ -145,3 +145,4 @@ ACT_LAYER(gelu, "gelu", ACT_GELU,
           "tanh(sqrt(2 / pi) (x + 0.044715 x^3))) (nn.GELU)", 0, 0, 0.0f, 0.0f)
 ACT_LAYER(hardtanh, "hardtanh", ACT_HARDTANH, "min(max(x, min), max) (min=-1, max=1)", 0, 0,
           -1.0f, 1.0f)
+ACT_LAYER(erf, "erf", ACT_ERF, "erf(x) (torch.erf, ONNX Erf)", 0, 0, 0.0f, 0.0f)

@@ -17,6 +17,7 @@
     X(clamp)               \
     X(hardtanh)            \
     X(gelu)                \
+    X(erf)                 \
     X(maxpool)             \
     X(avgpool)             \
     X(global_avgpool)      \

@@ -86,6 +86,8 @@ static inline DTNN_HOST_DEVICE float act_gelu(float x)
     return x * 0.5f * (1.0f + erff(x * ACT_GELU_SQRT1_2));
 }
 
+static inline DTNN_HOST_DEVICE float act_erf(float x) { return erff(x); }
+
 static inline DTNN_HOST_DEVICE float act_gelu_tanh(float x)
 {
     const float inner = ACT_GELU_BETA * (x + ACT_GELU_KAPPA * (x * x * x));
@@ -155,6 +157,13 @@ static inline DTNN_HOST_DEVICE float act_gelu_grad(float x, float dy)
     return dy * (cdf + x * pdf);
 }
 
+/* erf's slope as PyTorch's backward: 2 / sqrt(pi) exp(-x^2) */
+#define ACT_ERF_SLOPE 1.12837916709551257390f
+static inline DTNN_HOST_DEVICE float act_erf_grad(float x, float dy)
+{
+    return ACT_ERF_SLOPE * expf(-(x * x)) * dy;
+}
+
 static inline DTNN_HOST_DEVICE float act_gelu_tanh_grad(float x, float dy)
 {
     const float x_sq = x * x, x_cube = x_sq * x;
@@ -195,6 +204,8 @@ static inline DTNN_HOST_DEVICE float act_value(act_kind kind, float x, float a, 
         return act_gelu(x);
     case ACT_GELU_TANH:
         return act_gelu_tanh(x);
+    case ACT_ERF:
+        return act_erf(x);
     }
     return x;
 }
@@ -233,6 +244,8 @@ static inline DTNN_HOST_DEVICE float act_gradient(act_kind kind, float x, float 
         return act_gelu_grad(x, dy);
     case ACT_GELU_TANH:
         return act_gelu_tanh_grad(x, dy);
+    case ACT_ERF:
+        return act_erf_grad(x, dy);
     }
     return 0.0f;
 }
