@@ -130,6 +130,12 @@ np.save(f"{tmp}/ref_gmax.npy", x.max(axis=(2, 3), keepdims=True))
 save("gmax", [helper.make_node("GlobalMaxPool", ["x"], ["y"], name="gmp")], {}, [1, 3, 1, 1])
 save("erf", [helper.make_node("Erf", ["x"], ["y"], name="erf")], {}, [1, 3, 8, 8])
 np.save(f"{tmp}/ref_erf.npy", np.vectorize(math.erf)(x.astype(np.float64)))
+# Sqrt of x * x + 1 (dtnn's sqrt after mul and add)
+save("sqrt", [helper.make_node("Mul", ["x", "x"], ["sq"], name="sq"),
+              helper.make_node("Add", ["sq", "one"], ["s"], name="plus1"),
+              helper.make_node("Sqrt", ["s"], ["y"], name="sqrt")],
+     {"one": np.array(1.0, np.float32)}, [1, 3, 8, 8])
+np.save(f"{tmp}/ref_sqrt.npy", np.sqrt(x.astype(np.float64) ** 2 + 1))
 # GELU as torch.onnx writes it before opset 20: x * 0.5 * (1 + Erf(x / sqrt 2))
 save("gelu_ops", [helper.make_node("Div", ["x", "r2"], ["q"], name="div"),
                   helper.make_node("Erf", ["q"], ["e"], name="erf"),
@@ -201,7 +207,8 @@ save("alpha", [helper.make_node("Flatten", ["x"], ["f"], name="flat"),
 save("wdims", [helper.make_node("Conv", ["x", "w"], ["y"], name="conv_w")],
      {"w": np.ones((4, 2, 3, 3), np.float32)}, [1, 4, 6, 6])
 P
-    for g in asym gmax hsig mulc rsub adds divc div2 erf gelu_ops featc pad15 pad9 padrelu rmean; do
+    for g in asym gmax hsig mulc rsub adds divc div2 erf gelu_ops sqrt featc pad15 pad9 padrelu \
+             rmean; do
         "$dtnn" predict --model "$tmp/$g.onnx" --input "$tmp/h_x.npy" --output "$tmp/o_$g.npy" \
             --threads 1 >/dev/null || { echo "FAIL: predict $g.onnx"; fail=1; continue; }
         # dtnn writes [N, features] where ONNX has [N, C, 1, 1]: compare the values

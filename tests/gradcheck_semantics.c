@@ -49,6 +49,15 @@ static void check_activations(void)
     layer(m, "conv2d", "filters=3 kernel=1");
     gradcheck(m, 3, "conv -> x * 0.5 * (1 + erf(x / sqrt 2)) -> conv", SMOOTH_EPS, TOL);
 
+    /* sqrt on values kept in (1, 2) (1 + sigmoid), where its slope 1 / (2 sqrt x) is < 1/2 */
+    m = model_new(3, 4, 5);
+    layer(m, "conv2d", "filters=4 kernel=3 padding=1");
+    layer(m, "sigmoid", "");
+    layer(m, "add", "const_shape=1 const_value=1");
+    layer(m, "sqrt", "");
+    layer(m, "conv2d", "filters=3 kernel=1");
+    gradcheck(m, 3, "conv -> sqrt(1 + sigmoid) -> conv", SMOOTH_EPS, TOL);
+
     /* hardtanh after a conv: a small map at batch 1, as for ReLU in test_gradcheck.c. */
     m = model_new(3, 3, 3);
     layer(m, "clamp", "min=-0.3 max=0.45");

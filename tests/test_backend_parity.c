@@ -299,7 +299,11 @@ static void test_activations(void)
 {
     const size_t n = 1001;
     buf x = make(n, 41, 5.0f), y = make(n, 42, 1.0f), dy = make(n, 43, 1.0f);
-    buf dx = make(n, 44, 1.0f);
+    buf dx = make(n, 44, 1.0f), xpos = make(n, 45, 5.0f);
+    /* sqrt's domain: |x| + 0.1 */
+    for (size_t i = 0; i < n; i++)
+        xpos.h[i] = fabsf(xpos.h[i]) + 0.1f;
+    be_upload(other, xpos.d, xpos.h, sizeof(float) * n);
 #define ACT_KIND_NAME(kind, name) name,
     static const char *const names[ACT_KIND_COUNT] = {DTNN_ACT_KINDS(ACT_KIND_NAME)};
 #undef ACT_KIND_NAME
@@ -310,14 +314,15 @@ static void test_activations(void)
         const double tol =
             k == ACT_RELU || k == ACT_RELU6 || k == ACT_CLAMP || k == ACT_HARDTANH ? 0.0 : 1e-6;
         char label[64];
-        be_run(cpu, act_forward, (act_kind)k, a, b, n, x.h, y.h);
-        be_run(other, act_forward, (act_kind)k, a, b, n, x.d, y.d);
+        const buf *in = k == ACT_SQRT ? &xpos : &x;
+        be_run(cpu, act_forward, (act_kind)k, a, b, n, in->h, y.h);
+        be_run(other, act_forward, (act_kind)k, a, b, n, in->d, y.d);
         snprintf(label, sizeof label, "%s forward", names[k]);
         check(label, &y, tol);
         /* backward from the CPU's y on both, so that only the backward is compared */
         be_upload(other, y.d, y.h, sizeof(float) * n);
-        be_run(cpu, act_backward, (act_kind)k, a, b, n, x.h, y.h, dy.h, dx.h, k % 2);
-        be_run(other, act_backward, (act_kind)k, a, b, n, x.d, y.d, dy.d, dx.d, k % 2);
+        be_run(cpu, act_backward, (act_kind)k, a, b, n, in->h, y.h, dy.h, dx.h, k % 2);
+        be_run(other, act_backward, (act_kind)k, a, b, n, in->d, y.d, dy.d, dx.d, k % 2);
         snprintf(label, sizeof label, "%s backward (%s)", names[k], k % 2 ? "+=" : "=");
         check(label, &dx, 1e-6);
     }
@@ -330,7 +335,7 @@ static void test_activations(void)
     be_run(cpu, act_backward, ACT_HARDSIGMOID, 1.0f / 6.0f, 0.5f, n, x.h, y.h, dy.h, dx.h, 0);
     be_run(other, act_backward, ACT_HARDSIGMOID, 1.0f / 6.0f, 0.5f, n, x.d, y.d, dy.d, dx.d, 0);
     check("hardsigmoid (PyTorch's 1/6, 1/2) backward", &dx, 1e-6);
-    drop(&x), drop(&y), drop(&dy), drop(&dx);
+    drop(&x), drop(&y), drop(&dy), drop(&dx), drop(&xpos);
 
     const int rows = 5, cols = 37;
     buf sx = make((size_t)rows * cols, 45, 4.0f), sy = make((size_t)rows * cols, 46, 1.0f);

@@ -575,9 +575,11 @@ def div_cases(w, cases):
 
 def erf_cases(w, cases):
     """erf (ONNX Erf, as GELU's decomposition before opset 20 uses it) over inputs of a few
-    units, where it curves and saturates. Its own seed, after all older cases."""
+    units, where it curves and saturates, and sqrt (ONNX Sqrt) on [0.1, 4.1). Their own seed,
+    after all older cases."""
     torch.manual_seed(2035)
     record(w, cases, "erf", ["type=erf"], Lambda(torch.erf), torch.randn(2, 3, 5, 4) * 2.0)
+    record(w, cases, "sqrt", ["type=sqrt"], Lambda(torch.sqrt), torch.rand(2, 3, 5, 4) * 4.0 + 0.1)
 
 
 def gelu_cases(w, cases):

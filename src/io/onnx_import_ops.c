@@ -329,7 +329,7 @@ static dtnn_status op_unary(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
 {
     static const char *const map[][2] = {{"Relu", "relu"}, {"Sigmoid", "sigmoid"},
                                          {"Tanh", "tanh"}, {"LeakyRelu", "leaky_relu"},
-                                         {"Erf", "erf"}};
+                                         {"Erf", "erf"}, {"Sqrt", "sqrt"}};
     for (size_t k = 0; k < sizeof map / sizeof map[0]; k++) {
         if (strcmp(nd->op_type, map[k][0]))
             continue;
@@ -799,6 +799,7 @@ static const struct {
     {"Sigmoid", op_unary, a_none, 6},
     {"Tanh", op_unary, a_none, 6},
     {"Erf", op_unary, a_none, 9},
+    {"Sqrt", op_unary, a_none, 6},
     {"LeakyRelu", op_unary, a_leaky, 6},
     {"Clip", op_clip, a_clip, 6},
     {"HardSigmoid", op_hardsigmoid, a_hsig, 6},

@@ -146,3 +146,5 @@ ACT_LAYER(gelu, "gelu", ACT_GELU,
 ACT_LAYER(hardtanh, "hardtanh", ACT_HARDTANH, "min(max(x, min), max) (min=-1, max=1)", 0, 0,
           -1.0f, 1.0f)
 ACT_LAYER(erf, "erf", ACT_ERF, "erf(x) (torch.erf, ONNX Erf)", 0, 0, 0.0f, 0.0f)
+ACT_LAYER(sqrt, "sqrt", ACT_SQRT, "sqrt(x) (torch.sqrt, ONNX Sqrt; NaN below 0)", 0, 1, 0.0f,
+          0.0f)

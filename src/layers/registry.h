@@ -18,6 +18,7 @@
     X(hardtanh)            \
     X(gelu)                \
     X(erf)                 \
+    X(sqrt)                \
     X(maxpool)             \
     X(avgpool)             \
     X(global_avgpool)      \

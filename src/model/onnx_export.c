@@ -149,7 +149,7 @@ static emit_result emit_activation(onnx_writer *w, emit_ctx *c, dtnn_error *err)
     (void)err;
     static const char *const ops[][2] = {{"relu", "Relu"}, {"sigmoid", "Sigmoid"},
                                          {"tanh", "Tanh"}, {"leaky_relu", "LeakyRelu"},
-                                         {"erf", "Erf"}};
+                                         {"erf", "Erf"}, {"sqrt", "Sqrt"}};
     const layer *l = c->l;
     const char *op = "";
     for (size_t k = 0; k < sizeof ops / sizeof ops[0]; k++)
@@ -466,6 +466,7 @@ static const struct {
     {"sigmoid", emit_activation},
     {"tanh", emit_activation},
     {"erf", emit_activation},
+    {"sqrt", emit_activation},
     {"leaky_relu", emit_activation},
     {"relu6", emit_relu6},
     {"clamp", emit_clip},

@@ -87,6 +87,7 @@ static inline DTNN_HOST_DEVICE float act_gelu(float x)
 }
 
 static inline DTNN_HOST_DEVICE float act_erf(float x) { return erff(x); }
+static inline DTNN_HOST_DEVICE float act_sqrt(float x) { return sqrtf(x); }
 
 static inline DTNN_HOST_DEVICE float act_gelu_tanh(float x)
 {
@@ -116,6 +117,9 @@ static inline DTNN_HOST_DEVICE float act_tanh_grad(float y, float dy)
 {
     return dy * (1.0f - y * y);
 }
+
+/* PyTorch's sqrt backward: dy / (2 y), from the output (infinite at 0, as PyTorch's) */
+static inline DTNN_HOST_DEVICE float act_sqrt_grad(float y, float dy) { return dy / (2.0f * y); }
 
 static inline DTNN_HOST_DEVICE float act_relu6_grad(float x, float dy)
 {
@@ -206,6 +210,8 @@ static inline DTNN_HOST_DEVICE float act_value(act_kind kind, float x, float a, 
         return act_gelu_tanh(x);
     case ACT_ERF:
         return act_erf(x);
+    case ACT_SQRT:
+        return act_sqrt(x);
     }
     return x;
 }
@@ -213,7 +219,7 @@ static inline DTNN_HOST_DEVICE float act_value(act_kind kind, float x, float a, 
 /* Whether a kind's gradient is computed from its output y rather than its input x. */
 static inline DTNN_HOST_DEVICE int act_gradient_reads_output(act_kind kind)
 {
-    return kind == ACT_SIGMOID || kind == ACT_TANH;
+    return kind == ACT_SIGMOID || kind == ACT_TANH || kind == ACT_SQRT;
 }
 
 /* The gradient at the input from dy; x is the input, y the output (read only by the kinds of
@@ -246,6 +252,8 @@ static inline DTNN_HOST_DEVICE float act_gradient(act_kind kind, float x, float 
         return act_gelu_tanh_grad(x, dy);
     case ACT_ERF:
         return act_erf_grad(x, dy);
+    case ACT_SQRT:
+        return act_sqrt_grad(y, dy);
     }
     return 0.0f;
 }
