@@ -171,6 +171,17 @@ save("div2", [helper.make_node("Mul", ["x", "x"], ["sq"], name="sq"),
               helper.make_node("Div", ["x", "den"], ["y"], name="div2")],
      {"one": np.array(1.0, np.float32)}, [1, 3, 8, 8])
 np.save(f"{tmp}/ref_div2.npy", x / (x * x + np.float32(1.0)))
+# Arithmetic of constants folded at import (MobileViT's scale factors): Mul of [1,3,1,1] by a
+# scalar, Sub of a [3,1,1], Sum of two, Div; then x times the result.
+ca = rng.standard_normal((1, 3, 1, 1)).astype(np.float32)
+cc = rng.standard_normal((3, 1, 1)).astype(np.float32)
+save("cfold", [helper.make_node("Mul", ["ca", "two"], ["m"], name="cmul"),
+               helper.make_node("Sub", ["m", "cc"], ["s"], name="csub"),
+               helper.make_node("Sum", ["s", "cc"], ["t"], name="csum"),
+               helper.make_node("Div", ["t", "two"], ["u"], name="cdiv"),
+               helper.make_node("Mul", ["x", "u"], ["y"], name="xmul")],
+     {"ca": ca, "cc": cc, "two": np.array(2.0, np.float32)}, [1, 3, 8, 8])
+np.save(f"{tmp}/ref_cfold.npy", x * ((ca * np.float32(2) - cc + cc) / np.float32(2)))
 v = rng.standard_normal(192).astype(np.float32)
 save("featc", [helper.make_node("Flatten", ["x"], ["f"], name="flat"),
                helper.make_node("Mul", ["f", "v"], ["y"], name="feat_scale")], {"v": v},
@@ -207,8 +218,8 @@ save("alpha", [helper.make_node("Flatten", ["x"], ["f"], name="flat"),
 save("wdims", [helper.make_node("Conv", ["x", "w"], ["y"], name="conv_w")],
      {"w": np.ones((4, 2, 3, 3), np.float32)}, [1, 4, 6, 6])
 P
-    for g in asym gmax hsig mulc rsub adds divc div2 erf gelu_ops sqrt featc pad15 pad9 padrelu \
-             rmean; do
+    for g in asym gmax hsig mulc rsub adds divc div2 erf gelu_ops sqrt cfold featc pad15 pad9 \
+             padrelu rmean; do
         "$dtnn" predict --model "$tmp/$g.onnx" --input "$tmp/h_x.npy" --output "$tmp/o_$g.npy" \
             --threads 1 >/dev/null || { echo "FAIL: predict $g.onnx"; fail=1; continue; }
         # dtnn writes [N, features] where ONNX has [N, C, 1, 1]: compare the values

@@ -143,6 +143,9 @@ dtnn_status op_constant_of_shape(imp *p, const Onnx__NodeProto *nd, dtnn_error *
 dtnn_status op_transpose(imp *p, const Onnx__NodeProto *nd, dtnn_error *err);
 dtnn_status fold_reshape(imp *p, const Onnx__NodeProto *nd, dtnn_error *err);
 dtnn_status fold_slice(imp *p, const Onnx__NodeProto *nd, dtnn_error *err);
+/* Add (or Sum of two), Sub, Mul or Div (nd's operator) of the constants a and b, broadcast as
+ * NumPy: the node's output becomes a constant. */
+dtnn_status fold_binary(imp *p, const Onnx__NodeProto *nd, int a, int b, dtnn_error *err);
 
 /* Converts node nd (onnx_import_ops.c). */
 dtnn_status imp_node(imp *p, const Onnx__NodeProto *nd, dtnn_error *err);

@@ -2,7 +2,8 @@
  * onnx_import_fold.c — constant folding of the index arithmetic PyTorch writes around a
  * constant F.pad from opset 11 (ConstantOfShape -> Concat -> Reshape -> Slice with step -1 ->
  * Transpose -> Reshape -> Cast gives Pad its pads input): ConstantOfShape, and Reshape, Slice
- * and Transpose of constants. Only constants: on computed values these operators are the
+ * and Transpose of constants; and Add, Sub, Mul and Div of two constants (MobileViT's scale
+ * factors, shape arithmetic). Only constants: on computed values these operators are the
  * layers of onnx_import_shape.c or unsupported. Semantics: onnx/docs/Operators.md.
  */
 #include <string.h>
@@ -205,3 +206,87 @@ dtnn_status fold_slice(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
     gather_strided(&p->v[o], &p->v[x], X.ndim, dims, base, ostep);
     return DTNN_OK;
 }
+
+/* Where one operand's element for output index idx lies (right-aligned, broadcast where its
+ * size is 1). */
+static int64_t operand_offset(const imp_value *v, int out_ndim, const int64_t *idx)
+{
+    int64_t off = 0, stride = 1;
+    for (int d = v->ndim - 1; d >= 0; d--) {
+        const int od = out_ndim - v->ndim + d;
+        off += (v->dims[d] == 1 ? 0 : idx[od]) * stride;
+        stride *= v->dims[d];
+    }
+    return off;
+}
+
+static float as_float(const imp_value *v, int64_t off)
+{
+    return v->is_float ? v->f[off] : (float)v->i[off];
+}
+
+/* Integer arithmetic wraps as the two's complement hardware does (a hostile file's overflow is
+ * a wrong shape later, never undefined behaviour here). */
+static int64_t int_op(char op, int64_t x, int64_t y)
+{
+    const uint64_t ux = (uint64_t)x, uy = (uint64_t)y;
+    switch (op) {
+    case 'S':
+        return (int64_t)(ux - uy);
+    case 'M':
+        return (int64_t)(ux * uy);
+    case 'D':
+        return y == -1 ? (int64_t)(0 - ux) : x / y;
+    default:
+        return (int64_t)(ux + uy);
+    }
+}
+
+dtnn_status fold_binary(imp *p, const Onnx__NodeProto *nd, int a, int b, dtnn_error *err)
+{
+    const imp_value A = p->v[a], B = p->v[b];
+    /* Add and Sum of two add; Sub, Mul, Div */
+    const char op = !strcmp(nd->op_type, "Sub")   ? 'S'
+                    : !strcmp(nd->op_type, "Mul") ? 'M'
+                    : !strcmp(nd->op_type, "Div") ? 'D'
+                                                  : 'A';
+    const int ndim = A.ndim > B.ndim ? A.ndim : B.ndim;
+    int64_t dims[IMP_MAX_DIMS];
+    int64_t count = 1;
+    for (int d = 0; d < ndim; d++) {
+        const int da = d - (ndim - A.ndim), db = d - (ndim - B.ndim);
+        const int64_t sa = da >= 0 ? A.dims[da] : 1, sb = db >= 0 ? B.dims[db] : 1;
+        if (sa != sb && sa != 1 && sb != 1)
+            return BAD("constants '%s' and '%s' do not broadcast (dimension %d: %lld and %lld)",
+                       A.name, B.name, d, (long long)sa, (long long)sb);
+        dims[d] = sa == 1 ? sb : sa;
+        if ((count *= dims[d]) > 1 << 20)
+            return FAIL("a constant of more than 2^20 elements is not folded");
+    }
+    /* ONNX takes one type for both; float where either is, integer arithmetic otherwise */
+    const int is_float = A.is_float || B.is_float;
+    int o = imp_out(p, nd, 0, err);
+    if (o < 0 || imp_const_alloc(p, o, is_float, dims, ndim, err))
+        return err->code;
+    int64_t idx[IMP_MAX_DIMS] = {0};
+    const imp_value *va = &p->v[a], *vb = &p->v[b];
+    for (size_t k = 0; k < p->v[o].count; k++) {
+        const int64_t oa = operand_offset(va, ndim, idx), ob = operand_offset(vb, ndim, idx);
+        if (is_float) {
+            const float fx = as_float(va, oa), fy = as_float(vb, ob);
+            p->v[o].f[k] = op == 'A' ? fx + fy : op == 'S' ? fx - fy : op == 'M' ? fx * fy
+                                                                                : fx / fy;
+        } else {
+            if (op == 'D' && vb->i[ob] == 0)
+                return BAD("integer division of '%s' by zero", A.name);
+            p->v[o].i[k] = int_op(op, va->i[oa], vb->i[ob]);
+        }
+        for (int d = ndim - 1; d >= 0; d--) {
+            if (++idx[d] < dims[d])
+                break;
+            idx[d] = 0;
+        }
+    }
+    return DTNN_OK;
+}
+

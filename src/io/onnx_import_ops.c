@@ -643,6 +643,8 @@ static dtnn_status op_add(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
     for (int k = 0; k < n; k++)
         if ((ins[k] = imp_in(p, nd, k, err)) < 0)
             return err->code;
+    if (n == 2 && p->v[ins[0]].kind == IMP_CONST && p->v[ins[1]].kind == IMP_CONST)
+        return fold_binary(p, nd, ins[0], ins[1], err);
     for (int k = 0; k < n; k++) {
         if (n == 2 && p->v[ins[k]].kind == IMP_CONST && p->v[ins[1 - k]].kind == IMP_LAYER) {
             if (imp_in_layer(p, nd, 1 - k, 0, err) < 0)
@@ -685,8 +687,7 @@ static dtnn_status op_binary(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
             return err->code;
     const int c0 = p->v[ins[0]].kind == IMP_CONST, c1 = p->v[ins[1]].kind == IMP_CONST;
     if (c0 && c1)
-        return FAIL("both inputs are constants; dtnn's %s takes at least one computed value",
-                    type);
+        return fold_binary(p, nd, ins[0], ins[1], err);
     for (int k = 0; k < 2; k++)
         if (p->v[ins[k]].kind != IMP_CONST && imp_in_layer(p, nd, k, 0, err) < 0)
             return err->code;
