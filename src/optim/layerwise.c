@@ -35,7 +35,9 @@ dtnn_status optimizer_spans_init(dtnn_optimizer *o, const dtnn_model *m, dtnn_er
     const int count = dtnn_model_tensor_count(m);
     o->tensors = calloc((size_t)count + 1, sizeof *o->tensors);
     o->runs = calloc((size_t)count + 1, sizeof *o->runs);
-    if (!o->tensors || !o->runs)
+    o->bounds = calloc(2 * (size_t)count + 1, sizeof *o->bounds);
+    o->norms = calloc(2 * (size_t)count + 1, sizeof *o->norms);
+    if (!o->tensors || !o->runs || !o->bounds || !o->norms)
         return dtnn_error_set(err, DTNN_ERR_NOMEM, "out of memory for the optimizer's spans");
     /* The trainable tensors come first in the flat buffers, in the model's tensor order. */
     for (int i = 0; i < count; i++) {
@@ -54,6 +56,10 @@ dtnn_status optimizer_spans_init(dtnn_optimizer *o, const dtnn_model *m, dtnn_er
             o->tensors[k].end = o->tensors[k + 1].begin;
         o->tensors[o->n_tensors - 1].end = o->n;
     }
+    for (int k = 0; k < o->n_tensors; k++) {
+        o->bounds[k] = o->tensors[k].begin;
+        o->bounds[o->n_tensors + k] = o->tensors[k].end;
+    }
     /* Runs of tensors that decay alike: one run of everything without no_decay groups. */
     for (int k = 0; k < o->n_tensors; k++) {
         const opt_span *t = &o->tensors[k];
@@ -66,44 +72,26 @@ dtnn_status optimizer_spans_init(dtnn_optimizer *o, const dtnn_model *m, dtnn_er
     return DTNN_OK;
 }
 
-/* Sums of squares of x over every tensor span, into sums [n_tensors] (host). */
-static dtnn_status tensor_sumsq(dtnn_optimizer *o, const float *x, double *sums,
+/* The tensor norms of x and of y into o->norms [2 n_tensors]; the backend's wait is the only
+ * work besides the sums (the bounds were made with the spans). */
+static dtnn_status tensor_norms(dtnn_optimizer *o, const float *x, const float *y,
                                 dtnn_error *err)
 {
-    size_t *bounds = malloc(sizeof(size_t) * 2 * (size_t)(o->n_tensors ? o->n_tensors : 1));
-    if (!bounds)
-        return dtnn_error_set(err, DTNN_ERR_NOMEM, "out of memory for the tensor norms");
-    for (int k = 0; k < o->n_tensors; k++) {
-        bounds[k] = o->tensors[k].begin;
-        bounds[o->n_tensors + k] = o->tensors[k].end;
-    }
-    be_run(o->be, segment_sumsq, o->n_tensors, bounds, bounds + o->n_tensors, x, sums);
-    free(bounds);
-    return be_check(o->be, err);
-}
-
-/* Both tensor norms of x and y, in one host allocation (sums [2 n_tensors]); NULL on error. */
-static double *tensor_norms(dtnn_optimizer *o, const float *x, const float *y, dtnn_error *err)
-{
-    double *sums = malloc(sizeof(double) * 2 * (size_t)(o->n_tensors ? o->n_tensors : 1));
-    if (!sums) {
-        dtnn_error_set(err, DTNN_ERR_NOMEM, "out of memory for the tensor norms");
-        return NULL;
-    }
-    if (tensor_sumsq(o, x, sums, err) || tensor_sumsq(o, y, sums + o->n_tensors, err)) {
-        free(sums);
-        return NULL;
-    }
-    for (int k = 0; k < 2 * o->n_tensors; k++)
-        sums[k] = sqrt(sums[k]);
-    return sums;
+    const size_t *begin = o->bounds, *end = o->bounds + o->n_tensors;
+    be_run(o->be, segment_sumsq, o->n_tensors, begin, end, x, o->norms);
+    be_run(o->be, segment_sumsq, o->n_tensors, begin, end, y, o->norms + o->n_tensors);
+    dtnn_status st = be_check(o->be, err);
+    for (int k = 0; k < 2 * o->n_tensors && !st; k++)
+        o->norms[k] = sqrt(o->norms[k]);
+    return st;
 }
 
 dtnn_status optimizer_step_lars(dtnn_optimizer *o, double lr, dtnn_error *err)
 {
-    double *norms = tensor_norms(o, o->w, o->g, err);
-    if (!norms)
-        return err->code;
+    dtnn_status st = tensor_norms(o, o->w, o->g, err);
+    if (st)
+        return st;
+    const double *norms = o->norms;
     const double wd = optimizer_decimal(o->p.weight_decay);
     const double eta = optimizer_decimal(o->p.trust_coefficient);
     const double eps = optimizer_decimal(o->p.eps);
@@ -121,7 +109,6 @@ dtnn_status optimizer_step_lars(dtnn_optimizer *o, double lr, dtnn_error *err)
         be_run(o->be, lars_step, &a, s->end - s->begin, o->w + s->begin, o->g + s->begin,
                o->state + s->begin);
     }
-    free(norms);
     return DTNN_OK;
 }
 
@@ -143,9 +130,10 @@ dtnn_status optimizer_step_lamb(dtnn_optimizer *o, double lr, dtnn_error *err)
         be_run(o->be, lamb_direction, &a, s->end - s->begin, o->w + s->begin, o->g + s->begin,
                o->state + s->begin, o->state + o->n + s->begin, o->direction + s->begin);
     }
-    double *norms = tensor_norms(o, o->w, o->direction, err);
-    if (!norms)
-        return err->code;
+    dtnn_status st = tensor_norms(o, o->w, o->direction, err);
+    if (st)
+        return st;
+    const double *norms = o->norms;
     for (int k = 0; k < o->n_tensors; k++) {
         const opt_span *s = &o->tensors[k];
         const double wn = norms[k], un = norms[o->n_tensors + k];
@@ -154,6 +142,5 @@ dtnn_status optimizer_step_lamb(dtnn_optimizer *o, double lr, dtnn_error *err)
         be_run(o->be, axpby, s->end - s->begin, (float)(-lr * trust), o->direction + s->begin,
                1.0f, o->w + s->begin);
     }
-    free(norms);
     return DTNN_OK;
 }

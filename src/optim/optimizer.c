@@ -277,6 +277,8 @@ void dtnn_optimizer_free(dtnn_optimizer *o)
     be_free(o->be, o->direction);
     free(o->tensors);
     free(o->runs);
+    free(o->bounds);
+    free(o->norms);
     free(o);
 }
 

@@ -32,6 +32,10 @@ struct dtnn_optimizer {
      * them that decay alike (all of [0, n) in one run without no_decay groups). */
     opt_span *tensors, *runs;
     int n_tensors, n_runs;
+    /* LARS and LAMB: the tensors' bounds as segment_sumsq takes them (begin [n_tensors], then
+     * end) and room for two norms a tensor, made once with the spans */
+    size_t *bounds;
+    double *norms;
     float *direction;                       /* [n] LAMB's update before its trust ratio */
     float mu_product;                       /* NAdam's product of the momentum schedule, as
                                              * PyTorch keeps it: a float32, for exact resume

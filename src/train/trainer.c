@@ -32,7 +32,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "../backend/backend.h"
 #include "../core/atomic_file.h"
 #include "../core/internal.h"
 #include "../io/checkpoint_files.h"
