@@ -889,6 +889,10 @@ typedef struct {
      * (attached for the run) the model's layers and the communicator's collectives. NULL:
      * none. The caller writes it after the run. */
     dtnn_trace *trace;
+    /* Seconds between the progress callback's calls within an epoch: 0 (the default) after
+     * every step, > 0 at most once per interval, < 0 never; an epoch's last step and its end
+     * are always reported. A callback in another language then costs nothing per step. */
+    double progress_interval;
 } dtnn_train_params;
 
 void dtnn_train_params_default(dtnn_train_params *p);

@@ -221,6 +221,7 @@ typedef struct {
     int finished;                   /* the monitor ended the run (monitor.c) */
     train_ema *ema;                 /* --ema: the weights' average, else NULL */
     char stopping[160];             /* why */
+    double last_progress;           /* when the progress callback was last called in a step */
     /* The next step's batch, taken from the loader and prefetched to the device during this
      * step's backward (a device backend: dtnn_model_prefetches); valid while `ready`. */
     struct {
@@ -230,6 +231,22 @@ typedef struct {
         int64_t len;
     } ahead;
 } train_run_state;
+
+/* Whether this step calls the progress callback (dtnn_train_params.progress_interval): an
+ * epoch's last step always does, so a caller sees every epoch complete. */
+static int progress_due(train_run_state *r, int last_of_epoch)
+{
+    const double interval = r->p->progress_interval;
+    if (interval == 0.0 || last_of_epoch)
+        return 1;
+    if (interval < 0.0)
+        return 0;
+    const double now = dtnn__now();
+    if (now - r->last_progress < interval)
+        return 0;
+    r->last_progress = now;
+    return 1;
+}
 
 /* One epoch's running sums and progress record. */
 typedef struct {
@@ -527,15 +544,15 @@ static dtnn_status run_step(train_run_state *r, int64_t epoch, int64_t s, epoch_
     if (r->ema && !bad && ts->step % p->ema_steps == 0)
         train_ema_update(r->ema, (double)epoch < (double)p->sched.warmup_epochs);
     trace_span(p->trace, TRACE_STEP, "step", t_step, ts->step);
-    if (r->progress) {
+    const int last_of_epoch = s + 1 == r->steps_per_epoch || ts->step == r->total_steps;
+    if (r->progress && progress_due(r, last_of_epoch)) {
         progress_set(&es->pr, ts, es->met.loss_sum, (double)es->met.top1,
                      (double)es->met.count, dtnn__now() - es->t0, es->images, es->lr);
         es->pr.skipped_images = r->skipped_images + dtnn_loader_skipped(r->train, NULL, 0) -
                                 es->skipped0;
         r->progress(&es->pr, r->user);
     }
-    int last = s + 1 == r->steps_per_epoch || ts->step == r->total_steps;
-    if ((stop || (!last && p->checkpoint_every > 0 && ts->step % p->checkpoint_every == 0)) &&
+    if ((stop || (!last_of_epoch && p->checkpoint_every > 0 && ts->step % p->checkpoint_every == 0)) &&
         (st = save_checkpoint(m, r->opt, &r->norm, r->ema, r->comm, p, ts, 1, err)))
         return st;
     return stop ? stopped(r, epoch, err) : DTNN_OK;
