@@ -75,6 +75,9 @@ class Model:
         c, h, w = input_shape if input_shape is not None else (0, 0, 0)
         self._setup(("spec", os.fspath(spec), int(classes), int(c), int(h), int(w)), device,
                     precision, threads, seed, init)
+        # As `dtnn train --model NAME`: a zoo model not told its input or classes takes the
+        # first training data's (before it is built).
+        self._adapts = (input_shape is None, classes <= 0)
 
     @classmethod
     def from_file(cls, path, **kwargs):
@@ -114,6 +117,7 @@ class Model:
         self._onnx_weights = None
         self._built = 0
         self._norm = None
+        self._adapts = (False, False)
         self.device = device
         self.seed = int(seed)
         self.threads = int(threads)
@@ -238,6 +242,21 @@ class Model:
                 self._lr = optimizer.lr
         return self._lr
 
+    def _adapt(self, shape, classes):
+        """Re-creates an unbuilt zoo model for the data's input shape and classes."""
+        if self._built or not any(self._adapts):
+            return
+        kind, spec, k, c, h, w = self._source
+        if self._adapts[0] and len(shape) == 3:
+            c, h, w = (int(v) for v in shape)
+        if self._adapts[1] and classes:
+            k = int(classes)
+        if (k, c, h, w) != self._source[2:]:
+            old = self._m
+            self._source = (kind, spec, k, c, h, w)
+            self._m = self._create()
+            lib.dtnn_model_free(old)
+
     def _data(self, x, y, what):
         """(x, y, normalisation Dataset or None) from arrays, a Split or a Dataset."""
         norm = None
@@ -262,6 +281,10 @@ class Model:
         mpirun each rank passes the whole data set and trains on its share of every global
         batch of batch_size. Returns a History. Ctrl-C or SIGTERM ends the run after the
         current step (with a checkpoint when `save` is given) and raises dtnn.Interrupted."""
+        if isinstance(x, Dataset):
+            self._adapt(x.train.x.shape[1:], x.classes)
+        elif isinstance(x, (Split, np.ndarray)):
+            self._adapt(np.shape(x[0] if isinstance(x, Split) else x)[1:], 0)
         comm = distributed.communicator()
         ranks = lib.dtnn_comm_size(comm)
         if batch_size <= 0 or accumulate < 1 or batch_size % (ranks * accumulate):

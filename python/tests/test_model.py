@@ -111,3 +111,13 @@ def test_rebuild_for_a_larger_batch_keeps_weights(small, mlp_text):
     np.testing.assert_allclose(after["fc1.weight"], fresh.state_dict()["fc1.weight"],
                                atol=1e-6)
     assert before.shape == (3, 4)
+
+
+def test_a_zoo_model_takes_the_datas_shape_and_classes(small):
+    m = dtnn.Model("resnet20")
+    assert m.input_shape == (3, 32, 32)
+    m.fit(small, steps=1, batch_size=8, verbose=0)      # 1x12x12 images in 4 classes
+    assert m.input_shape == (1, 12, 12) and m.classes == 4
+    fixed = dtnn.Model("resnet20", input_shape=(3, 32, 32))
+    with pytest.raises(ValueError, match="3, 32, 32"):
+        fixed.fit(small, steps=1, batch_size=8, verbose=0)
