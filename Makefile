@@ -43,10 +43,11 @@ demo: build
 # needs python3-onnx (the checker) and python3-venv (it pip-installs onnxruntime into a venv);
 # plot_log and mpi_trace draw their pictures with gnuplot (gnuplot-nox); cli_onnx_node_tests
 # walks ONNX's backend node tests (libonnx-testdata); python_package runs the Python package's
-# pytest suite (python3-cffi, python3-pytest).
+# pytest suite (python3-cffi, python3-pytest; python3-mpi4py for its mpi4py case).
 test-deps:
 	@bash scripts/install-deps.sh python3-numpy python3-torch python3-torchvision slurm-wlm munge \
-	    python3-onnx python3-venv gnuplot-nox libonnx-testdata python3-cffi python3-pytest
+	    python3-onnx python3-venv gnuplot-nox libonnx-testdata python3-cffi python3-pytest \
+	    python3-mpi4py
 
 # ctest runs as many tests at once as there are cores: tests that share a resource (the
 # network-namespace hosts) hold a RESOURCE_LOCK, and none measures time against a threshold.

@@ -342,6 +342,70 @@ void dtnn_model_set_trace(dtnn_model *m, dtnn_trace *t);
 /* Bytes planned for activations, gradients of activations, and scratch. */
 size_t dtnn_model_activation_bytes(const dtnn_model *m);
 
+/* ---- layers written outside the library ---------------------------------------------------
+ * An external layer computes with the caller's functions on host copies of its inputs and
+ * parameters (the Python package's layers written in Python): the slow, flexible path beside
+ * the library's own layers, on every backend (its values are copied to and from the
+ * backend's memory around each call). Its parameters live in the model's flat buffers like
+ * any layer's, so the optimizers, the all-reduce, checkpoints and dtnn_model_gradcheck treat
+ * them as the library's own. A model with one has no ONNX form. */
+#define DTNN_EXTERNAL_MAX_INPUTS 4
+#define DTNN_EXTERNAL_MAX_PARAMS 4
+typedef enum {
+    DTNN_EXTERNAL_ZEROS = 0,
+    DTNN_EXTERNAL_ONES,
+    DTNN_EXTERNAL_WEIGHT,   /* as a linear or convolution weight (PyTorch's, or --init-scheme) */
+    DTNN_EXTERNAL_BIAS      /* as their bias: U(-1/sqrt(fan_in), 1/sqrt(fan_in)) */
+} dtnn_external_init;
+typedef struct {
+    int count;                                      /* parameters, up to the maximum */
+    char names[DTNN_EXTERNAL_MAX_PARAMS][24];       /* "weight": tensor <layer>.weight */
+    int ndim[DTNN_EXTERNAL_MAX_PARAMS];             /* 1 to 4 */
+    int64_t dims[DTNN_EXTERNAL_MAX_PARAMS][4];
+    dtnn_external_init init[DTNN_EXTERNAL_MAX_PARAMS];
+    double fan_in[DTNN_EXTERNAL_MAX_PARAMS];        /* WEIGHT, BIAS; 0: the product of dims
+                                                     * after the first (of dims[0] if 1-D) */
+} dtnn_external_params;
+/* The functions of an external layer (user: theirs). Arrays are float32, dense, NCHW:
+ * inputs x[i] [n, in_chw[3i..3i+2]], the output y [n, out_chw], parameters in their dims.
+ * Each returns DTNN_OK, or a status with err's message saying why (the model's forward or
+ * backward then fails with it, naming the layer). infer (NULL: the output is shaped as input 0,
+ * no parameters) declares the output shape and the parameters. forward writes every value of
+ * y. backward (NULL: the layer cannot train) writes every value of dx[i] and dparams[k] that
+ * is not NULL (NULL: not wanted, as for the model's input or a frozen parameter); the library
+ * adds them where gradients accumulate. */
+typedef struct {
+    const char *type;       /* its type in summaries and messages ("python") */
+    dtnn_status (*infer)(void *user, int n_in, const int *in_chw, int *out_chw,
+                         dtnn_external_params *params, dtnn_error *err);
+    dtnn_status (*forward)(void *user, int n, int training, const float *const *x,
+                           const float *const *params, float *y, dtnn_error *err);
+    dtnn_status (*backward)(void *user, int n, const float *const *x,
+                            const float *const *params, const float *y, const float *dy,
+                            float *const *dx, float *const *dparams, dtnn_error *err);
+    void *user;
+} dtnn_external_ops;
+/* Appends an external layer (ops is copied; user must outlive the model), as dtnn_model_add:
+ * the new node id, or -1 with err set. */
+int dtnn_model_add_external(dtnn_model *m, const char *name, const dtnn_external_ops *ops,
+                            const int *inputs, int n_inputs, dtnn_error *err);
+
+/* The finite-difference check of a model built for training: the gradient backward gives of
+ * L = sum(probe * output), probe a fixed pseudo-random [-1, 1] tensor, against central
+ * differences (L(v + eps) - L(v - eps)) / 2 eps, for up to max_entries evenly spread entries of
+ * every trainable parameter and (when built with input_grad) of the input x [n, C, H, W]. An
+ * entry mismatches when |analytic - numeric| / (|analytic| + |numeric| + 1e-3) > tol. Runs in
+ * training mode at one dropout step (the model's step is restored); batch-norm running
+ * statistics move with each forward. */
+typedef struct {
+    int checked, mismatches;
+    double worst;               /* the largest relative error */
+    char worst_name[128];       /* where: "fc.weight[12]", "input[3]" */
+    double worst_analytic, worst_numeric;
+} dtnn_gradcheck_result;
+dtnn_status dtnn_model_gradcheck(dtnn_model *m, const float *x, int n, double eps, double tol,
+                                 int max_entries, dtnn_gradcheck_result *out, dtnn_error *err);
+
 /* ---- optimizers and schedules ------------------------------------------------------------ */
 
 /* SGD, Adam, AdamW, RMSProp and NAdam as torch.optim's (NAdam as PyTorch 2's: 1.13 multiplies

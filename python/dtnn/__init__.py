@@ -12,6 +12,7 @@ script and `dtnn train` with the same options train the same weights.
 """
 from . import callbacks, datasets, distributed, optim
 from ._lib import LIBRARY_PATH, ArgumentError, Error, Interrupted, ffi, lib, text
+from .layers import Layer
 from .model import Model
 from .sequential import Sequential
 
@@ -39,6 +40,19 @@ def layer_types():
     return out
 
 
+def gradcheck(layer, input_shape, batch=2, eps=1e-2, tol=1e-2, max_entries=24, seed=0):
+    """The library's finite-difference check of a Python layer of one input: its input and
+    parameter gradients, in a model of the layer alone, on a batch of (C, H, W) inputs drawn
+    from N(0, 1) with seed. Returns Model.gradcheck's dict ("ok": all within tol)."""
+    import numpy as np
+    net = Sequential(input_shape=input_shape)
+    net.add(layer, name="layer")
+    model = net.build(seed=seed)
+    model._input_grad = True
+    x = np.random.default_rng(seed).standard_normal((batch,) + tuple(input_shape))
+    return model.gradcheck(x.astype(np.float32), eps=eps, tol=tol, max_entries=max_entries)
+
+
 def cpu_kernels():
     """The CPU kernel set this process runs (generic, avx2+fma, avx512) and its GEMM."""
     buf = ffi.new("char[128]")
@@ -46,5 +60,5 @@ def cpu_kernels():
             "gemm": text(lib.dtnn_cpu_gemm_name(buf, 128))}
 
 
-__all__ = ["Model", "Sequential", "Error", "ArgumentError", "Interrupted", "datasets", "optim", "callbacks",
+__all__ = ["Model", "Sequential", "Layer", "gradcheck", "Error", "ArgumentError", "Interrupted", "datasets", "optim", "callbacks",
            "distributed", "zoo", "layer_types", "cpu_kernels", "LIBRARY_PATH"]

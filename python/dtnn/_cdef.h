@@ -207,6 +207,38 @@ typedef struct {
 
 typedef void (*dtnn_progress_fn)(const dtnn_progress *p, void *user);
 
+typedef enum {
+    DTNN_EXTERNAL_ZEROS = 0, DTNN_EXTERNAL_ONES, DTNN_EXTERNAL_WEIGHT, DTNN_EXTERNAL_BIAS
+} dtnn_external_init;
+
+typedef struct {
+    int count;
+    char names[4][24];
+    int ndim[4];
+    int64_t dims[4][4];
+    dtnn_external_init init[4];
+    double fan_in[4];
+} dtnn_external_params;
+
+typedef struct {
+    const char *type;
+    dtnn_status (*infer)(void *user, int n_in, const int *in_chw, int *out_chw,
+                         dtnn_external_params *params, dtnn_error *err);
+    dtnn_status (*forward)(void *user, int n, int training, const float *const *x,
+                           const float *const *params, float *y, dtnn_error *err);
+    dtnn_status (*backward)(void *user, int n, const float *const *x,
+                            const float *const *params, const float *y, const float *dy,
+                            float *const *dx, float *const *dparams, dtnn_error *err);
+    void *user;
+} dtnn_external_ops;
+
+typedef struct {
+    int checked, mismatches;
+    double worst;
+    char worst_name[128];
+    double worst_analytic, worst_numeric;
+} dtnn_gradcheck_result;
+
 /* ---- functions ---- */
 
 const char *dtnn_strerror(dtnn_status code);
@@ -214,6 +246,13 @@ dtnn_status dtnn_precision_parse(const char *name, dtnn_precision *out, dtnn_err
 void dtnn_build_params_default(dtnn_build_params *p);
 dtnn_model *dtnn_model_create(int c, int h, int w);
 void dtnn_model_free(dtnn_model *m);
+int dtnn_model_add(dtnn_model *m, const char *type, const char *name, const char *options,
+                   const int *inputs, int n_inputs, dtnn_error *err);
+int dtnn_model_find(const dtnn_model *m, const char *name);
+int dtnn_model_add_external(dtnn_model *m, const char *name, const dtnn_external_ops *ops,
+                            const int *inputs, int n_inputs, dtnn_error *err);
+dtnn_status dtnn_model_gradcheck(dtnn_model *m, const float *x, int n, double eps, double tol,
+                                 int max_entries, dtnn_gradcheck_result *out, dtnn_error *err);
 dtnn_status dtnn_model_build(dtnn_model *m, const dtnn_build_params *p, dtnn_error *err);
 dtnn_model *dtnn_model_parse_file(const char *path, dtnn_error *err);
 dtnn_model *dtnn_model_parse_string(const char *text, const char *origin, dtnn_error *err);

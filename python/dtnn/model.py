@@ -19,6 +19,7 @@ from . import optim as _optim
 from ._lib import Error, Interrupted, check, ffi, lib, new_error, raise_error, text
 from .callbacks import History, ProgressBar, wants_batches
 from .datasets import Dataset, Split
+from .layers import Binding, Layer
 
 _INIT = {"default": lib.DTNN_INIT_DEFAULT, "he": lib.DTNN_INIT_HE,
          "xavier": lib.DTNN_INIT_XAVIER}
@@ -118,6 +119,8 @@ class Model:
         self._built = 0
         self._norm = None
         self._adapts = (False, False)
+        self._bindings = []         # Python layers' callbacks, alive as long as the model
+        self._input_grad = False
         self.device = device
         self.seed = int(seed)
         self.threads = int(threads)
@@ -137,12 +140,60 @@ class Model:
         if self._source[0] == "spec":
             _, spec, classes, c, h, w = self._source
             m = lib.dtnn_model_from_spec(spec.encode(), classes, c, h, w, err)
+        elif self._source[0] == "builder":
+            return self._create_layers(*self._source[1:])
         else:
             _, source, origin = self._source
             m = lib.dtnn_model_parse_string(source.encode(), origin.encode(), err)
         if m == ffi.NULL:
             raise_error(err)
         return m
+
+    @classmethod
+    def _from_layers(cls, input_shape, layers, **kwargs):
+        """A model added layer by layer (Sequential with Python layers)."""
+        self = cls.__new__(cls)
+        self._setup(("builder", tuple(input_shape), tuple(layers), "<Sequential>"),
+                    **_model_kwargs(kwargs))
+        return self
+
+    def _create_layers(self, shape, layers, origin):
+        err = new_error()
+        m = lib.dtnn_model_create(*shape)
+        if m == ffi.NULL:
+            raise MemoryError("out of memory creating a model")
+        try:
+            for kind, name, inputs, options in layers:
+                names = [inputs] if isinstance(inputs, str) else list(inputs or [])
+                ids = [lib.dtnn_model_find(m, n.encode()) for n in names]
+                if any(i < 0 for i in ids):
+                    raise ValueError(f"{origin}: inputs {names} of layer {name or kind!r}: "
+                                     "name earlier layers")
+                arr = ffi.new("int[]", ids) if ids else ffi.NULL
+                cname = name.encode() if name else ffi.NULL
+                if isinstance(kind, Layer):
+                    b = Binding(kind)
+                    self._bindings.append(b)
+                    node = lib.dtnn_model_add_external(m, cname, b.ops, arr, len(ids), err)
+                else:
+                    node = lib.dtnn_model_add(m, kind.encode(), cname, options.encode(), arr,
+                                              len(ids), err)
+                if node < 0:
+                    raise_error(err, origin)
+        except BaseException:
+            lib.dtnn_model_free(m)
+            raise
+        return m
+
+    def _check(self, status, err, what=None):
+        """check(), raising first an exception a Python layer's callback raised."""
+        if status == lib.DTNN_OK:
+            return
+        for b in self._bindings:
+            if b.error is not None:
+                e, b.error = b.error, None
+                raise e
+        raise_error(err, what)
 
     # ---- lifetime ----
 
@@ -177,7 +228,9 @@ class Model:
         bp = ffi.new("dtnn_build_params *")
         lib.dtnn_build_params_default(bp)
         bp.max_batch = max_batch
-        bp.training = 1
+        # A Python layer without backward can only run forward: such a model is built for
+        # inference, and fit then says so.
+        bp.training = 0 if any(b.ops.backward == ffi.NULL for b in self._bindings) else 1
         bp.seed = self.seed
         bp.init = _INIT[self.init]
         device = ffi.new("char[]", self.device.encode())
@@ -185,6 +238,7 @@ class Model:
         bp.device = device
         bp.threads = self.threads if self.threads > 0 else distributed.cores()
         bp.precision = self._precision
+        bp.input_grad = 1 if self._input_grad else 0
         return bp
 
     def _build(self, max_batch):
@@ -195,7 +249,8 @@ class Model:
         keep = []
         err = new_error()
         if not self._built:
-            check(lib.dtnn_model_build(self._m, self._build_params(max_batch, keep), err), err)
+            self._check(lib.dtnn_model_build(self._m, self._build_params(max_batch, keep), err),
+                        err)
             self._built = max_batch
             if self._onnx_weights:
                 check(lib.dtnn_onnx_load_weights(_path(self._onnx_weights), self._m, err), err)
@@ -206,8 +261,8 @@ class Model:
             check(lib.dtnn_checkpoint_save(saved, self._m, self._opt, ts, ffi.NULL, err), err)
             fresh, opt = self._create(), ffi.NULL
             try:
-                check(lib.dtnn_model_build(fresh, self._build_params(max_batch, keep), err),
-                      err)
+                self._check(lib.dtnn_model_build(fresh, self._build_params(max_batch, keep),
+                                                  err), err)
                 if self._opt != ffi.NULL:
                     opt = lib.dtnn_optimizer_create(fresh, self._opt_params, err)
                     if opt == ffi.NULL:
@@ -412,7 +467,7 @@ class Model:
             raise state["error"]
         if status != lib.DTNN_OK and not (status == lib.DTNN_ERR_INTERRUPTED and
                                           self.stop_training and not state["signal"]):
-            raise_error(err)
+            self._check(status, err)
         for cb in callbacks:
             cb.on_train_end(self, history)
         return history
@@ -434,8 +489,8 @@ class Model:
         lib.dtnn_loss_params_default(lp)
         check(lib.dtnn_loss_parse(loss.encode(), ffi.addressof(lp[0], "kind"), err), err)
         out = ffi.new("dtnn_metrics *")
-        check(lib.dtnn_evaluate(self._m, s, min(batch_size, self._built), lp,
-                                distributed.communicator(), out, err), err)
+        self._check(lib.dtnn_evaluate(self._m, s, min(batch_size, self._built), lp,
+                                      distributed.communicator(), out, err), err)
         count = max(out.count, 1)
         return {"loss": out.loss_sum / count, "accuracy": out.top1 / count,
                 "top5": out.top5 / count, "count": out.count}
@@ -451,12 +506,33 @@ class Model:
         step = self._built
         for i in range(0, x.shape[0], step):
             chunk = x[i:i + step]
-            check(lib.dtnn_model_forward(self._m, ffi.cast("float *", chunk.ctypes.data),
-                                         chunk.shape[0], 0, err), err)
+            self._check(lib.dtnn_model_forward(self._m, ffi.cast("float *", chunk.ctypes.data),
+                                               chunk.shape[0], 0, err), err)
             lib.dtnn_model_read_output(self._m, ffi.cast("float *", out[i:].ctypes.data))
         return out
 
     __call__ = predict
+
+    def gradcheck(self, x, eps=1e-2, tol=1e-2, max_entries=24):
+        """The library's finite-difference check of this model's gradients at input x (a
+        batch): dtnn_model_gradcheck. Returns a dict: ok, checked, mismatches, worst (the
+        largest relative error), where, analytic, numeric (at the worst entry). The input's
+        gradient is checked too in a model made by dtnn.gradcheck.
+
+        Tolerance: in float32 the central difference of L = sum(probe * output) carries a
+        rounding error of about u |L| / eps (u = 2^-24: about 6e-6 |L| at eps 1e-2) and a
+        truncation error of eps^2 / 6 times L's third derivative; a relative 1e-2 holds both
+        for smooth layers with values of order 1, as the suite's own checks use."""
+        x = _as_images(x, self.input_shape, "gradcheck")
+        self._build(x.shape[0])
+        out = ffi.new("dtnn_gradcheck_result *")
+        err = new_error()
+        self._check(lib.dtnn_model_gradcheck(self._m, ffi.cast("float *", x.ctypes.data),
+                                             x.shape[0], eps, tol, max_entries, out, err), err)
+        return {"ok": out.mismatches == 0 and out.checked > 0, "checked": out.checked,
+                "mismatches": out.mismatches, "worst": out.worst,
+                "where": text(out.worst_name), "analytic": out.worst_analytic,
+                "numeric": out.worst_numeric}
 
     # ---- weights ----
 
@@ -539,7 +615,7 @@ class Model:
         return int(lib.dtnn_model_param_count(self._m))
 
     def __repr__(self):
-        what = self._source[1] if self._source[0] == "spec" else self._source[2]
+        what = self._source[1] if self._source[0] == "spec" else self._source[-1]
         built = f", {self.parameter_count()} parameters" if self._built else ""
         return f"dtnn.Model({what!r}, input {self.input_shape}{built}, device {self.device!r})"
 

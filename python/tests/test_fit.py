@@ -14,11 +14,11 @@ import dtnn
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def _tensors(path):
-    """A checkpoint's tensors, through a fresh model (lenet5)."""
-    m = dtnn.Model("lenet5")
-    m.load(path)
-    return m.state_dict()
+def _script_env():
+    """The environment for a script run by mpirun: this package and its library."""
+    package = os.path.dirname(os.path.dirname(os.path.abspath(dtnn.__file__)))
+    return dict(os.environ, DTNN_LIBRARY=dtnn.LIBRARY_PATH,
+                PYTHONPATH=os.pathsep.join([package, os.environ.get("PYTHONPATH", "")]))
 
 
 def test_fit_is_dtnn_train_bit_for_bit(tmp_path, cli, fmnist):
@@ -127,14 +127,36 @@ def test_two_ranks_under_mpirun_train_as_the_cli(tmp_path, mpirun, cli):
         "momentum=0.9), save=sys.argv[1], verbose=0)\n"
         "assert dtnn.distributed.size() == 2\n")
     py, ref = tmp_path / "py.safetensors", tmp_path / "cli.safetensors"
-    package = os.path.dirname(os.path.dirname(os.path.abspath(dtnn.__file__)))
-    env = dict(os.environ, DTNN_LIBRARY=dtnn.LIBRARY_PATH,
-               PYTHONPATH=os.pathsep.join([package, os.environ.get("PYTHONPATH", "")]))
     subprocess.run([mpirun, "-np", "2", sys.executable, str(script), str(py)], check=True,
-                   timeout=600, env=env)
+                   timeout=600, env=_script_env())
     subprocess.run([mpirun, "-np", "2", cli, "train", "--model", "resnet20", "--dataset",
                     "synthetic", "--synthetic-samples", "512", "--synthetic-shape", "3x16x16",
                     "--epochs", "1", "--batch-size", "64", "--lr", "0.1", "--momentum", "0.9",
                     "--save", str(ref), "--quiet"], check=True, capture_output=True,
                    timeout=600)
     assert py.read_bytes() == ref.read_bytes()
+
+
+def test_an_mpi4py_communicator_is_accepted(tmp_path, mpirun):
+    pytest.importorskip("mpi4py", reason="Debian's python3-mpi4py is not installed")
+    script = tmp_path / "with_mpi4py.py"
+    script.write_text(
+        "from mpi4py import MPI\n"
+        "import dtnn\n"
+        "world = MPI.COMM_WORLD\n"
+        "sub = world.Split(world.Get_rank(), 0)\n"
+        "try:\n"
+        "    dtnn.distributed.init(sub)\n"
+        "    raise SystemExit('a sub-communicator was accepted')\n"
+        "except ValueError as e:\n"
+        "    assert 'sub-communicator' in str(e), e\n"
+        "dtnn.distributed.init(world)\n"
+        "assert (dtnn.distributed.rank(), dtnn.distributed.size()) == "
+        "(world.Get_rank(), world.Get_size()) == (world.Get_rank(), 2)\n"
+        "data = dtnn.datasets.synthetic(samples=128, shape=(1, 8, 8), classes=3)\n"
+        "h = dtnn.Model('mlp').fit(data, epochs=1, batch_size=32, verbose=0)\n"
+        "losses = world.allgather(h.history['train_loss'][0])\n"
+        "assert losses[0] == losses[1], losses\n"
+        "sub.Free()\n")
+    subprocess.run([mpirun, "-np", "2", sys.executable, str(script)], check=True, timeout=600,
+                   env=_script_env())

@@ -141,6 +141,9 @@ typedef struct {
      * that optimizers may keep from weight decay and from layer-wise adaptation (LARS, LAMB),
      * as the large-batch recipes do. */
     int normalizes;
+    /* A layer whose work can fail at run time (an external layer's functions): the model asks
+     * it after every forward and backward and fails with its error; NULL: it cannot fail. */
+    dtnn_status (*failure)(const layer *l, dtnn_error *err);
 } layer_ops;
 
 struct layer {

@@ -133,17 +133,26 @@ int model_add_layer(dtnn_model *m, const char *type, const char *name, const cha
                     const char *const *values, int n_options, const int *inputs, int n_inputs,
                     const char *origin, dtnn_error *err)
 {
+    const layer_ops *ops = layer_ops_find(type);
+    if (!ops) {
+        dtnn_error_set(err, DTNN_ERR_ARG, "%s%sunknown layer type '%s' (dtnn models --layers "
+                       "lists them)", origin ? origin : "", origin ? ": " : "", type);
+        return -1;
+    }
+    return model_append_layer(m, ops, name, keys, values, n_options, inputs, n_inputs, origin,
+                              err);
+}
+
+int model_append_layer(dtnn_model *m, const layer_ops *ops, const char *name,
+                       const char *const *keys, const char *const *values, int n_options,
+                       const int *inputs, int n_inputs, const char *origin, dtnn_error *err)
+{
+    const char *type = ops->type;
     const char *where = origin ? origin : "";
     const char *sep = origin ? ": " : "";
     if (m->built) {
         dtnn_error_set(err, DTNN_ERR_ARG, "%s%scannot add layers to a model already built",
                        where, sep);
-        return -1;
-    }
-    const layer_ops *ops = layer_ops_find(type);
-    if (!ops) {
-        dtnn_error_set(err, DTNN_ERR_ARG, "%s%sunknown layer type '%s' (dtnn models --layers "
-                       "lists them)", where, sep, type);
         return -1;
     }
     int default_input = m->n_layers == 0 ? DTNN_INPUT : m->n_layers - 1;
@@ -645,6 +654,8 @@ dtnn_status dtnn_model_forward(dtnn_model *m, const float *x, int n, int trainin
     if (!training)
         model_prefetch_release(m);  /* the input is read again only by a backward */
     dtnn_status st = be_check(m->be, err);     /* a device's failed operation, if any */
+    if (!st)
+        st = model_layers_failure(m, err);
     m->forward_done = st == DTNN_OK;
     m->loss_done = 0;
     return st;
@@ -683,7 +694,8 @@ dtnn_status dtnn_model_backward(dtnn_model *m, dtnn_error *err)
     trace_span(m->trace, TRACE_BACKWARD, "backward", t0, -1);
     model_prefetch_release(m);
     m->step++;
-    return be_check(m->be, err);
+    dtnn_status st = be_check(m->be, err);
+    return st ? st : model_layers_failure(m, err);
 }
 
 size_t dtnn_model_params_padded(const dtnn_model *m) { return m->n_params_padded; }

@@ -104,5 +104,12 @@ void model_set_views(dtnn_model *m, const dtnn_build_params *p, const memory_pla
 int model_add_layer(dtnn_model *m, const char *type, const char *name, const char *const *keys,
                     const char *const *values, int n_options, const int *inputs, int n_inputs,
                     const char *origin, dtnn_error *err);
+/* model_add_layer with the layer type's table given rather than looked up by name: for
+ * types no model file can name (external layers, model_external.c). */
+int model_append_layer(dtnn_model *m, const layer_ops *ops, const char *name,
+                       const char *const *keys, const char *const *values, int n_options,
+                       const int *inputs, int n_inputs, const char *origin, dtnn_error *err);
+/* The first run-time failure of a layer that can fail (layer_ops.failure), or DTNN_OK. */
+dtnn_status model_layers_failure(const dtnn_model *m, dtnn_error *err);
 
 #endif
