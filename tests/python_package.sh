@@ -19,6 +19,7 @@ if [[ ! -f $build/libdtnn.so ]]; then
     exit 77
 fi
 export DTNN_LIBRARY=$build/libdtnn.so DTNN_CLI=$build/dtnn DTNN_MPIRUN=$build/tests/mpirun
+export DTNN_MAKE_IMAGEFOLDER=$build/make-imagefolder
 export PYTHONDONTWRITEBYTECODE=1
 (cd "$src/python" && "$py" -m pytest -q -p no:cacheprovider tests)
 

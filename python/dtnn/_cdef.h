@@ -239,6 +239,33 @@ typedef struct {
     double worst_analytic, worst_numeric;
 } dtnn_gradcheck_result;
 
+typedef struct dtnn_loader dtnn_loader;
+
+typedef struct {
+    int batch_size;
+    int rank, ranks;
+    int shuffle;
+    uint64_t seed;
+    unsigned augment;
+    int crop_padding;
+    float random_erase;
+    int threads;
+    int prefetch;
+    int image_size;
+    int strict;
+} dtnn_loader_params;
+
+typedef struct {
+    int64_t n;
+    int c, h, w, classes;
+    int64_t steps_per_epoch;
+    int local_max;
+    const int32_t *labels;
+    float mean[4], std[4];
+    char name[64];
+    dtnn_loader_params params;
+} dtnn_loader_info;
+
 /* ---- functions ---- */
 
 const char *dtnn_strerror(dtnn_status code);
@@ -317,6 +344,21 @@ dtnn_status dtnn_train(dtnn_model *m, dtnn_optimizer *opt, const dtnn_dataset *d
 dtnn_status dtnn_evaluate(dtnn_model *m, const dtnn_split *s, int batch_size,
                           const dtnn_loss_params *lp, dtnn_comm *comm, dtnn_metrics *out,
                           dtnn_error *err);
+void dtnn_loader_params_default(dtnn_loader_params *p);
+dtnn_loader *dtnn_loader_create(const dtnn_dataset *d, int test_split,
+                                const dtnn_loader_params *p, dtnn_error *err);
+dtnn_loader *dtnn_loader_create_folder(const char *dir, const char *split,
+                                       const dtnn_loader_params *p, dtnn_error *err);
+void dtnn_loader_free(dtnn_loader *l);
+void dtnn_loader_get_info(const dtnn_loader *l, dtnn_loader_info *info);
+int64_t dtnn_loader_skipped(const dtnn_loader *l, char *paths, size_t len);
+dtnn_status dtnn_train_loader(dtnn_model *m, dtnn_optimizer *opt, dtnn_loader *train,
+                              dtnn_loader *test, dtnn_comm *comm, const dtnn_train_params *p,
+                              dtnn_train_state *ts, dtnn_progress_fn progress, void *user,
+                              dtnn_error *err);
+dtnn_status dtnn_evaluate_loader(dtnn_model *m, dtnn_loader *l, int max_batch,
+                                 const dtnn_loss_params *lp, dtnn_comm *comm, dtnn_metrics *out,
+                                 dtnn_error *err);
 const char *dtnn_cpu_kernels_name(void);
 const char *dtnn_cpu_gemm_name(char *buf, size_t len);
 void free(void *ptr);

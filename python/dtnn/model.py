@@ -20,6 +20,7 @@ from ._lib import Error, Interrupted, check, ffi, lib, new_error, raise_error, t
 from .callbacks import History, ProgressBar, wants_batches
 from .datasets import Dataset, Split
 from .layers import Binding, Layer
+from .loaders import ImageFolder, Loader, loader_params
 
 _INIT = {"default": lib.DTNN_INIT_DEFAULT, "he": lib.DTNN_INIT_HE,
          "xavier": lib.DTNN_INIT_XAVIER}
@@ -329,38 +330,87 @@ class Model:
             validation_data=None, shuffle=True, seed=None, steps=0, callbacks=(), verbose=1,
             save=None, resume=None, log=None, checkpoint_every=0, keep=0, accumulate=1,
             sync_bn=False, allreduce="overlap", comm_dtype="fp32", ema=0.0, ema_steps=32,
-            early_stop=0, stop_at_accuracy=0.0, skip_nonfinite=False):
+            early_stop=0, stop_at_accuracy=0.0, skip_nonfinite=False, augment=None,
+            crop_padding=4, random_erase=0.0, loader_threads=None, prefetch=0):
         """Trains, as `dtnn train` with the same options (each keyword is the option of the
-        same name). x: float32 [N, C, H, W] with integer labels y, or a Dataset from
-        dtnn.datasets (then its test split validates after each epoch, as the CLI's). Under
-        mpirun each rank passes the whole data set and trains on its share of every global
-        batch of batch_size. Returns a History. Ctrl-C or SIGTERM ends the run after the
-        current step (with a checkpoint when `save` is given) and raises dtnn.Interrupted."""
-        if isinstance(x, Dataset):
+        same name). x: float32 [N, C, H, W] with integer labels y, a Dataset from
+        dtnn.datasets (its test split then validates after each epoch, as the CLI's), or a
+        dtnn.datasets.ImageFolder (streamed by loader threads; its val split validates).
+        augment: "none", "crop", "flip" or "crop,flip" (None: crop,flip for an image folder,
+        else none); with augmentation, random_erase or loader_threads > 0, data in memory
+        goes through the library's loader as in the CLI. Under mpirun each rank passes the
+        whole data set and trains on its share of every global batch of batch_size. Returns a
+        History. Ctrl-C or SIGTERM ends the run after the current step (with a checkpoint
+        when `save` is given) and raises dtnn.Interrupted."""
+        folder = x if isinstance(x, ImageFolder) else None
+        if folder is not None:
+            self._adapt(*folder.info())
+        elif isinstance(x, Dataset):
             self._adapt(x.train.x.shape[1:], x.classes)
         elif isinstance(x, (Split, np.ndarray)):
             self._adapt(np.shape(x[0] if isinstance(x, Split) else x)[1:], 0)
         comm = distributed.communicator()
-        ranks = lib.dtnn_comm_size(comm)
+        ranks, rank = lib.dtnn_comm_size(comm), lib.dtnn_comm_rank(comm)
         if batch_size <= 0 or accumulate < 1 or batch_size % (ranks * accumulate):
             raise ValueError(f"batch_size {batch_size} does not divide by {ranks} ranks x "
                              f"accumulate {accumulate}")
-        self._build(batch_size // ranks // accumulate)
-        x, y, norm = self._data(x, y, "fit")
-        if validation_data is None and norm is not None:
-            validation_data = norm.test
-        val = None
-        if validation_data is not None and len(validation_data[0]):
-            vx, vy = validation_data
-            vx = _as_images(vx, self.input_shape, "validation_data")
-            val = (vx, _as_labels(vy, vx.shape[0], self.classes, "validation_data"))
+        micro = batch_size // ranks // accumulate
+        self._build(micro)
         lr = self._optimizer(optimizer)
         keep_alive = []
         tp = self._train_params(locals(), keep_alive)
+        threads = loader_threads if loader_threads is not None else \
+            (folder.loader_threads if folder is not None else 0)
+        aug = augment or ("crop,flip" if folder is not None else "none")
+        common = dict(threads=threads, image_size=folder.image_size if folder else 224,
+                      strict=folder.strict if folder else False)
+        train_p = loader_params(batch_size, ranks, rank, tp.seed, tp.shuffle, aug,
+                                crop_padding, random_erase, prefetch=prefetch, **common)
+        test_p = loader_params(micro * ranks, ranks, rank, tp.seed, 0, **common)
+        loaders = []
+        if folder is not None:
+            loaders.append(Loader.folder(folder, "train", train_p))
+            loaders.append(Loader.folder(folder, "val", test_p) if folder.has_val else None)
+        else:
+            d = self._dataset(x, y, validation_data, keep_alive)
+            if aug != "none" or threads > 0 or random_erase > 0:
+                loaders.append(Loader.memory(d, 0, train_p))
+                loaders.append(Loader.memory(d, 1, test_p) if d.test.n > 0 else None)
+        if loaders:
+            info = loaders[0].info()
+            self._norm = (tuple(info.mean), tuple(info.std), ffi.string(info.name))
+        ts = ffi.new("dtnn_train_state *")
+        if resume is not None:
+            self._resume(resume, ts, tp)
+
+        def start(progress, err):
+            if not loaders:
+                return lib.dtnn_train(self._m, self._opt, d, comm, tp, ts, progress, ffi.NULL,
+                                      err)
+            test = loaders[1].ptr if loaders[1] is not None else ffi.NULL
+            return lib.dtnn_train_loader(self._m, self._opt, loaders[0].ptr, test, comm, tp, ts,
+                                         progress, ffi.NULL, err)
+        try:
+            return self._run(start, tp, comm, list(callbacks), verbose)
+        finally:
+            for loader in loaders:
+                if loader is not None:
+                    loader.close()
+
+    def _dataset(self, x, y, validation_data, keep):
+        """A dtnn_dataset over arrays (kept alive in keep) for dtnn_train and the loaders."""
+        x, y, norm = self._data(x, y, "fit")
+        if validation_data is None and norm is not None:
+            validation_data = norm.test
         d = ffi.new("dtnn_dataset *")
+        keep += [x, y]
         _fill_split(d.train, x, y, self.classes)
-        if val is not None:
-            _fill_split(d.test, val[0], val[1], self.classes)
+        if validation_data is not None and len(validation_data[0]):
+            vx, vy = validation_data
+            vx = _as_images(vx, self.input_shape, "validation_data")
+            vy = _as_labels(vy, vx.shape[0], self.classes, "validation_data")
+            keep += [vx, vy]
+            _fill_split(d.test, vx, vy, self.classes)
         for i in range(4):
             d.mean[i], d.std[i] = 0.0, 1.0
         if norm is not None:
@@ -368,10 +418,7 @@ class Model:
                 d.mean[i], d.std[i] = mu, sd
         d.name = (norm.name if norm is not None else "numpy").encode()[:63]
         self._norm = (tuple(d.mean), tuple(d.std), ffi.string(d.name))
-        ts = ffi.new("dtnn_train_state *")
-        if resume is not None:
-            self._resume(resume, ts, tp)
-        return self._run(d, tp, ts, comm, list(callbacks), verbose, lr)
+        return d
 
     def _train_params(self, a, keep):
         err = new_error()
@@ -411,7 +458,7 @@ class Model:
             raise ValueError(f"{os.fspath(path)} was trained with batch_size "
                              f"{ts.global_batch} and seed {ts.seed}; resume with the same")
 
-    def _run(self, d, tp, ts, comm, callbacks, verbose, lr):
+    def _run(self, start, tp, comm, callbacks, verbose):
         history = History()
         main = lib.dtnn_comm_rank(comm) == 0
         bar = ProgressBar() if verbose and main else None
@@ -458,8 +505,7 @@ class Model:
             cb.on_train_begin(self)
         err = new_error()
         try:
-            status = lib.dtnn_train(self._m, self._opt, d, comm, tp, ts, on_progress, ffi.NULL,
-                                    err)
+            status = start(on_progress, err)
         finally:
             for sig, previous in handlers.items():
                 signal.signal(sig, previous)
@@ -475,25 +521,34 @@ class Model:
     # ---- inference ----
 
     def evaluate(self, x, y=None, *, batch_size=256, loss="cross-entropy"):
-        """Loss and accuracy on (x, y), a Split or a Dataset (its test split): a dict with
-        loss (mean), accuracy and top5 (fractions) and count. Under mpirun each rank
-        evaluates its share and every rank gets the whole set's metrics."""
+        """Loss and accuracy on (x, y), a Split, a Dataset (its test split) or an ImageFolder
+        (its val split, else train): a dict with loss (mean), accuracy and top5 (fractions)
+        and count. Under mpirun each rank evaluates its share and every rank gets the whole
+        set's metrics."""
         if isinstance(x, Dataset):
             x = x.test
         self._build(1 if self._built else batch_size)
-        x, y, _ = self._data(x, y, "evaluate")
-        s = ffi.new("dtnn_split *")
-        _fill_split(s, x, y, self.classes)
         err = new_error()
         lp = ffi.new("dtnn_loss_params *")
         lib.dtnn_loss_params_default(lp)
         check(lib.dtnn_loss_parse(loss.encode(), ffi.addressof(lp[0], "kind"), err), err)
         out = ffi.new("dtnn_metrics *")
-        self._check(lib.dtnn_evaluate(self._m, s, min(batch_size, self._built), lp,
-                                      distributed.communicator(), out, err), err)
-        count = max(out.count, 1)
-        return {"loss": out.loss_sum / count, "accuracy": out.top1 / count,
-                "top5": out.top5 / count, "count": out.count}
+        comm = distributed.communicator()
+        if isinstance(x, ImageFolder):
+            ranks = lib.dtnn_comm_size(comm)
+            p = loader_params(self._built * ranks, ranks, lib.dtnn_comm_rank(comm), self.seed, 0,
+                              threads=x.loader_threads, image_size=x.image_size,
+                              strict=x.strict)
+            with Loader.folder(x, "val" if x.has_val else "train", p) as loader:
+                self._check(lib.dtnn_evaluate_loader(self._m, loader.ptr, self._built, lp, comm,
+                                                     out, err), err)
+            return _metrics(out)
+        x, y, _ = self._data(x, y, "evaluate")
+        s = ffi.new("dtnn_split *")
+        _fill_split(s, x, y, self.classes)
+        self._check(lib.dtnn_evaluate(self._m, s, min(batch_size, self._built), lp, comm, out,
+                                      err), err)
+        return _metrics(out)
 
     def predict(self, x, *, batch_size=256):
         """The model's outputs (logits) for x, float32 [N, classes], in evaluation mode."""
@@ -627,6 +682,12 @@ def _model_kwargs(kwargs):
         raise TypeError(f"unexpected argument {sorted(unknown)[0]!r} (one of "
                         f"{', '.join(sorted(allowed))})")
     return kwargs
+
+
+def _metrics(out):
+    count = max(out.count, 1)
+    return {"loss": out.loss_sum / count, "accuracy": out.top1 / count,
+            "top5": out.top5 / count, "count": out.count}
 
 
 def _epoch_logs(p):

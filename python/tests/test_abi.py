@@ -17,7 +17,7 @@ STRUCTS = ["dtnn_error", "dtnn_build_params", "dtnn_loss_params", "dtnn_metrics"
            "dtnn_tensor_info", "struct dtnn_opt_params", "dtnn_sched_params", "dtnn_split",
            "dtnn_dataset", "dtnn_data_params", "dtnn_train_state", "dtnn_train_params",
            "dtnn_progress", "dtnn_external_params", "dtnn_external_ops",
-           "dtnn_gradcheck_result"]
+           "dtnn_gradcheck_result", "dtnn_loader_params", "dtnn_loader_info"]
 ENUMS = ["dtnn_status", "dtnn_init_scheme", "dtnn_conv_algo", "dtnn_precision",
          "dtnn_loss_kind", "dtnn_tensor_kind", "dtnn_dtype", "dtnn_opt_kind",
          "dtnn_sched_kind", "dtnn_comm_dtype", "dtnn_collectives", "dtnn_allreduce_mode",

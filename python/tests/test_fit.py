@@ -160,3 +160,33 @@ def test_an_mpi4py_communicator_is_accepted(tmp_path, mpirun):
         "sub.Free()\n")
     subprocess.run([mpirun, "-np", "2", sys.executable, str(script)], check=True, timeout=600,
                    env=_script_env())
+
+
+class FakeTerminal:
+    def __init__(self):
+        self.text = ""
+
+    def write(self, s):
+        self.text += s
+
+    def flush(self):
+        pass
+
+    def isatty(self):
+        return True
+
+
+def test_the_progress_bar_redraws_in_a_terminal_and_prints_epochs_in_a_log():
+    tty, log = FakeTerminal(), FakeTerminal()
+    log.isatty = lambda: False
+    step = {"epoch": 1, "epochs": 2, "step_in_epoch": 3, "steps_per_epoch": 6,
+            "train_loss": 0.5, "train_acc": 0.75, "images_per_sec": 1000.0}
+    end = {"epoch": 1, "train_loss": 0.5, "train_acc": 0.75, "test_loss": 0.25,
+           "test_acc": 0.875, "images_per_sec": 1000.0, "seconds": 2.0}
+    for stream in (tty, log):
+        bar = dtnn.callbacks.ProgressBar(stream)
+        bar.on_progress(step)
+        bar.on_epoch_end(1, end)
+    assert "\r" in tty.text and "3/6" in tty.text and tty.text.endswith("2.0 s\n")
+    assert log.text == "epoch 1: loss 0.5000 acc 75.00%, test loss 0.2500 acc 87.50%, " \
+                       "1000 img/s, 2.0 s\n"

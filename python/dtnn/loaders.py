@@ -1,0 +1,98 @@
+"""The library's loaders for Model.fit and evaluate: image folders streamed and decoded by
+background threads, and augmentation of data in memory, exactly as `dtnn train` sets them up
+(tools/cli_data.c): the same options give the same batches on every rank."""
+import os
+
+from ._lib import ffi, lib, new_error, raise_error
+
+AUGMENTS = {"none": 0, "crop": 1, "flip": 2, "crop,flip": 3, "flip,crop": 3}
+
+
+class ImageFolder:
+    """An image folder as `dtnn train --dataset imagefolder --data-dir DIR`: DIR/train/<class>/
+    <image> and DIR/val/<class>/<image> (JPEG or PNG), decoded to image_size x image_size,
+    normalised with ImageNet's mean and std. loader_threads: decoding threads (-1: 2);
+    strict: an unreadable image is an error rather than skipped."""
+
+    def __init__(self, data_dir, image_size=224, loader_threads=-1, prefetch=0, strict=False):
+        self.data_dir = os.fspath(data_dir)
+        if not os.path.isdir(os.path.join(self.data_dir, "train")):
+            raise FileNotFoundError(f"{self.data_dir}/train: no such folder (an image folder "
+                                    "holds train/<class>/<image> and val/<class>/<image>)")
+        if not 8 <= image_size <= 4096:
+            raise ValueError(f"image_size must be in [8, 4096], not {image_size}")
+        self.image_size, self.prefetch, self.strict = image_size, prefetch, strict
+        self.loader_threads = 2 if loader_threads == -1 else loader_threads
+        self.has_val = os.path.isdir(os.path.join(self.data_dir, "val"))
+
+    def info(self):
+        """(C, H, W) and classes of the training split."""
+        params = loader_params(1, 1, 0, 1, 0, image_size=self.image_size)
+        with Loader.folder(self, "train", params) as l:
+            i = l.info()
+            return (i.c, i.h, i.w), i.classes
+
+    def __repr__(self):
+        return f"ImageFolder({self.data_dir!r}, image_size={self.image_size})"
+
+
+def loader_params(batch, ranks, rank, seed, shuffle, augment="none", crop_padding=4,
+                  random_erase=0.0, threads=0, prefetch=0, image_size=224, strict=False):
+    if augment not in AUGMENTS:
+        raise ValueError(f"augment must be one of {', '.join(AUGMENTS)}, not {augment!r}")
+    if not 0.0 <= random_erase <= 1.0 or not 0 <= crop_padding <= 64:
+        raise ValueError("random_erase is a probability in [0, 1], crop_padding in [0, 64]")
+    p = ffi.new("dtnn_loader_params *")
+    lib.dtnn_loader_params_default(p)
+    p.batch_size, p.rank, p.ranks, p.seed, p.shuffle = batch, rank, ranks, seed, shuffle
+    p.augment, p.crop_padding, p.random_erase = AUGMENTS[augment], crop_padding, random_erase
+    p.threads, p.prefetch, p.image_size, p.strict = threads, prefetch, image_size, int(strict)
+    return p
+
+
+class Loader:
+    """One library loader, freed on close (or as a context manager)."""
+
+    def __init__(self, ptr, keep=None):
+        self.ptr, self._keep = ptr, keep
+
+    @classmethod
+    def folder(cls, source, split, params):
+        err = new_error()
+        ptr = lib.dtnn_loader_create_folder(source.data_dir.encode(), split.encode(), params,
+                                            err)
+        if ptr == ffi.NULL:
+            raise_error(err)
+        return cls(ptr)
+
+    @classmethod
+    def memory(cls, dataset, test_split, params):
+        """Over a dtnn_dataset (cffi, with the arrays it points to kept by the caller)."""
+        err = new_error()
+        ptr = lib.dtnn_loader_create(dataset, test_split, params, err)
+        if ptr == ffi.NULL:
+            raise_error(err)
+        return cls(ptr, dataset)
+
+    def info(self):
+        i = ffi.new("dtnn_loader_info *")
+        lib.dtnn_loader_get_info(self.ptr, i)
+        return i
+
+    def skipped(self):
+        paths = ffi.new("char[1600]")
+        return lib.dtnn_loader_skipped(self.ptr, paths, 1600), ffi.string(paths).decode()
+
+    def close(self):
+        if self.ptr is not None and self.ptr != ffi.NULL:
+            lib.dtnn_loader_free(self.ptr)
+        self.ptr = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        self.close()
