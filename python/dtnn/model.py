@@ -462,6 +462,10 @@ class Model:
         history = History()
         main = lib.dtnn_comm_rank(comm) == 0
         bar = ProgressBar() if verbose and main else None
+        if bar is not None and lib.dtnn_comm_size(comm) > 1:
+            # Open MPI gives its ranks a pseudo-terminal whether or not mpirun's output is
+            # one: a redrawn bar would fill a redirected log with escape codes (as the CLI).
+            bar.tty = bar.notebook = False
         every = [cb for cb in callbacks if wants_batches(cb)]
         ends = callbacks + [history] + ([bar] if bar else [])
         stop = ffi.new("sig_atomic_t *")
