@@ -16,7 +16,8 @@
 # scalar, Div by a per-channel constant and by a computed value, Mul of a flat value by a
 # [features] vector, Pad by 1.5 with asymmetric pads, Pad in
 # opset 9's attribute form with channels, a zero Pad before a Relu, Erf, and GELU as Div, Erf,
-# Add and Mul give NumPy's values within 1e-5; Pad mode=reflect, Gemm transA = 1, a weight that
+# Add and Mul, channel Splits (sizes given, equal parts) and a channel Slice with negative
+# bounds give NumPy's values within 1e-5 (a Split of rows is refused); Pad mode=reflect, Gemm transA = 1, a weight that
 # does not fit its input, a corrupt and a truncated file each give one line and exit 1.
 # Skipped (exit 77) without numpy or in a build without ONNX support; part (b) and (c) need
 # Debian's python3-torch and python3-torchvision and say so when they are missing.
@@ -210,6 +211,24 @@ save("rmean", [helper.make_node("ReduceMean", ["x"], ["y"], name="rmean", axes=[
 np.save(f"{tmp}/ref_rmean.npy", x.astype(np.float64).mean(axis=(2, 3)))
 save("rmeanc", [helper.make_node("ReduceMean", ["x"], ["y"], name="rmeanc", axes=[1])], {},
      [1, 1, 8, 8])
+# Channel slices: Split with sizes (opset 13's input), Split into equal parts (opset 11), a
+# Slice with negative bounds, each branch through its own operator, concatenated.
+save("split13", [helper.make_node("Split", ["x", "sz"], ["a", "b"], name="split", axis=1),
+                 helper.make_node("Sigmoid", ["b"], ["sb"], name="sig"),
+                 helper.make_node("Concat", ["sb", "a"], ["y"], name="cat", axis=1)],
+     {"sz": np.array([1, 2], np.int64)}, [1, 3, 8, 8])
+sig = lambda v: 1 / (1 + np.exp(-v.astype(np.float64)))
+np.save(f"{tmp}/ref_split13.npy", np.concatenate([sig(x[:, 1:]), x[:, :1]], axis=1))
+save("split11", [helper.make_node("Split", ["x"], ["a", "b", "c"], name="thirds", axis=-3),
+                 helper.make_node("Concat", ["c", "a"], ["y"], name="cat", axis=1)], {},
+     [1, 2, 8, 8], opset=11)
+np.save(f"{tmp}/ref_split11.npy", np.concatenate([x[:, 2:], x[:, :1]], axis=1))
+save("slicec", [helper.make_node("Slice", ["x", "s", "e", "a"], ["y"], name="mid")],
+     {"s": np.array([-2], np.int64), "e": np.array([-1], np.int64),
+      "a": np.array([1], np.int64)}, [1, 1, 8, 8])
+np.save(f"{tmp}/ref_slicec.npy", x[:, -2:-1])
+save("splith", [helper.make_node("Split", ["x"], ["a", "b"], name="rows", axis=2),
+                helper.make_node("Add", ["a", "b"], ["y"], name="sum")], {}, [1, 3, 4, 8])
 save("reflect", [helper.make_node("Pad", ["x", "p"], ["y"], name="refl", mode="reflect")],
      {"p": np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64)}, [1, 3, 10, 10])
 save("alpha", [helper.make_node("Flatten", ["x"], ["f"], name="flat"),
@@ -219,7 +238,7 @@ save("wdims", [helper.make_node("Conv", ["x", "w"], ["y"], name="conv_w")],
      {"w": np.ones((4, 2, 3, 3), np.float32)}, [1, 4, 6, 6])
 P
     for g in asym gmax hsig mulc rsub adds divc div2 erf gelu_ops sqrt cfold featc pad15 pad9 \
-             padrelu rmean; do
+             padrelu rmean split13 split11 slicec; do
         "$dtnn" predict --model "$tmp/$g.onnx" --input "$tmp/h_x.npy" --output "$tmp/o_$g.npy" \
             --threads 1 >/dev/null || { echo "FAIL: predict $g.onnx"; fail=1; continue; }
         # dtnn writes [N, features] where ONNX has [N, C, 1, 1]: compare the values
@@ -232,6 +251,8 @@ np.save(sys.argv[1], a.reshape(b.shape) if a.size == b.size else a)" \
     expect "node 'rmeanc' (ReduceMean): only the mean over H and W" "$dtnn" info \
         --model "$tmp/rmeanc.onnx"
     expect "node 'fc' (Gemm): attribute transA=1" "$dtnn" info --model "$tmp/alpha.onnx"
+    expect "node 'rows' (Split): only a Split of channels" "$dtnn" info \
+        --model "$tmp/splith.onnx"
     expect "node 'conv_w' (Conv): weight 'w' \[4, 2, ...\] does not fit 3 input channels" \
         "$dtnn" info --model "$tmp/wdims.onnx"
 else

@@ -376,8 +376,45 @@ static void check_division(void)
     check_accumulate("div", "const_shape=3x1x1 const_value=1.3", 3, 4, 3, TOL);
 }
 
+/* Channel slices: a split of one conv's channels into three branches, each through its own
+ * activation, concatenated in another order (the producer's gradient written by one slice
+ * and added to by the others); a slice of the model input (its gradient written outside the
+ * range as zeros); the accumulating form; the range checked. */
+static void check_slices(void)
+{
+    dtnn_model *m = model_new(3, 4, 5);
+    int c = layer(m, "conv2d", "filters=6 kernel=3 padding=1");
+    int in_c[1] = {c};
+    int a = add_layer(m, "slice", "first", "end=2", in_c, 1);
+    int b = add_layer(m, "slice", "middle", "start=2 end=5", in_c, 1);
+    int z = add_layer(m, "slice", "last", "start=5", in_c, 1);
+    int ia[1] = {a}, ib[1] = {b}, iz[1] = {z};
+    int ta = add_layer(m, "tanh", NULL, "", ia, 1);
+    int sb = add_layer(m, "sigmoid", NULL, "", ib, 1);
+    int gz = add_layer(m, "gelu", NULL, "", iz, 1);
+    int cat[3] = {gz, ta, sb};
+    add_layer(m, "concat", "cat", "", cat, 3);
+    layer(m, "conv2d", "filters=3 kernel=1");
+    gradcheck(m, 3, "conv -> split 2+3+1 -> tanh, sigmoid, gelu -> concat", SMOOTH_EPS, TOL);
+
+    m = model_new(4, 3, 3);
+    layer(m, "slice", "start=1 end=3");
+    layer(m, "conv2d", "filters=2 kernel=1");
+    gradcheck(m, 2, "slice of the input's channels 1 and 2 -> conv", SMOOTH_EPS, TOL);
+    check_accumulate("slice", "start=1 end=2", 3, 4, 3, TOL);
+
+    m = model_new(4, 6, 6);
+    layer(m, "slice", "start=2 end=5");
+    expect_build_error(m, DTNN_ERR_SHAPE, "[2, 5)", "4 channels");
+    m = model_new(4, 6, 6);
+    layer(m, "slice", "start=3 end=3");
+    expect_build_error(m, DTNN_ERR_SHAPE, "start < end", "slice");
+    expect_add_error("slice", "dim=0", NULL, 0, DTNN_ERR_ARG, "start, end");
+}
+
 void check_semantics(void)
 {
+    check_slices();
     check_activations();
     check_broadcast();
     check_division();

@@ -5,7 +5,9 @@ Usage: torch_onnx_export.py MODEL OUTDIR [SIZE [OPSET]] [--classes N] [--keep-bn
 MODEL "ops" is a small net of the operators torchvision's models do not use (F.pad before a
 convolution, a dynamic x.view(x.size(0), -1), x @ W + b, clamp(0, 6), sigmoid, tanh, leaky
 ReLU, average pooling without padded counts, ceil_mode pooling where it changes nothing,
-a spatial mean as squeeze-and-excitation's gate (ReduceMean), dropout, softmax), exported with a dynamic batch so the Reshape target is a Shape subgraph.
+a spatial mean as squeeze-and-excitation's gate (ReduceMean), a channel Split and channel
+Slices, dropout, softmax), exported with a dynamic batch so the Reshape target is a Shape
+subgraph.
 Writes OUTDIR/model.onnx (opset OPSET, default 13, eval mode, batch 2, 3 x SIZE x SIZE input),
 OUTDIR/x.npy (the input) and OUTDIR/torch.npy (PyTorch's float32 logits, which the test
 compares with dtnn's at 1e-4). The weights are random (no download),
@@ -63,6 +65,9 @@ class Ops(torch.nn.Module):
         x = F.avg_pool2d(x, 3, stride=1, padding=1, count_include_pad=False)
         x = F.max_pool2d(x, 2, stride=2, ceil_mode=True)
         x = x * torch.sigmoid(x.mean((2, 3), keepdim=True))    # squeeze-and-excitation's gate
+        a, b = torch.split(x, [3, 5], dim=1)                   # CSPNet's partial split
+        x = torch.cat([torch.tanh(b), a], dim=1)
+        x = torch.cat([x[:, 5:], x[:, :5]], dim=1)             # GhostNet's channel slices
         x = x.view(x.size(0), -1)
         x = self.drop(x @ self.w + self.b)
         return F.softmax(self.fc(x), dim=1)

@@ -426,6 +426,8 @@ static void pick_name(imp *p, imp_layer *l, const Onnx__NodeProto *nd, const cha
         snprintf(l->name, sizeof l->name, "%s_%d", buf, k);
 }
 
+/* inner: 0 the node's first output (its others unused), 1 a value inside a node's expansion,
+ * -k - 1 the node's output k (one of several that are used: Split). */
 static int layer_make(imp *p, const Onnx__NodeProto *nd, const char *type, const char *weight,
                       const int *ins, int n_in, int rank, int c, int h, int w, int inner,
                       dtnn_error *err)
@@ -440,7 +442,8 @@ static int layer_make(imp *p, const Onnx__NodeProto *nd, const char *type, const
                  "dtnn takes", c, h, w);
         return -1;
     }
-    int o = inner ? value_new(p, "", err) : imp_out(p, nd, 0, err);
+    int o = inner < 0 ? value_new(p, nd->output[-inner - 1], err)
+            : inner ? value_new(p, "", err) : imp_out(p, nd, 0, err);
     if (o < 0)
         return -1;
     if (p->n_l == p->cap_l) {
@@ -507,6 +510,16 @@ int imp_layer_inner(imp *p, const Onnx__NodeProto *nd, const char *type, const i
                     int n_in, int rank, int c, int h, int w, dtnn_error *err)
 {
     return layer_make(p, nd, type, NULL, ins, n_in, rank, c, h, w, 1, err);
+}
+
+int imp_layer_output(imp *p, const Onnx__NodeProto *nd, int k, const char *type,
+                     const int *ins, int n_in, int rank, int c, int h, int w, dtnn_error *err)
+{
+    if ((size_t)k >= nd->n_output || !nd->output[k] || !nd->output[k][0]) {
+        imp_fail(p, nd, DTNN_ERR_FORMAT, err, "output %d is missing", k);
+        return -1;
+    }
+    return layer_make(p, nd, type, NULL, ins, n_in, rank, c, h, w, -k - 1, err);
 }
 
 /* ---- the graph -------------------------------------------------------------------------- */

@@ -111,6 +111,9 @@ int imp_layer_new(imp *p, const Onnx__NodeProto *nd, const char *type, const cha
 /* The same for a layer whose output is no ONNX value (the first part of a split join). */
 int imp_layer_inner(imp *p, const Onnx__NodeProto *nd, const char *type, const int *ins,
                     int n_in, int rank, int c, int h, int w, dtnn_error *err);
+/* A layer whose output is the node's output k, for a node with several used outputs (Split). */
+int imp_layer_output(imp *p, const Onnx__NodeProto *nd, int k, const char *type,
+                     const int *ins, int n_in, int rank, int c, int h, int w, dtnn_error *err);
 void imp_opt(imp_layer *l, const char *key, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 int imp_bind_add(imp_layer *l, const char *suffix, int value, int transpose);
@@ -138,6 +141,7 @@ dtnn_status op_gather(imp *p, const Onnx__NodeProto *nd, dtnn_error *err);
 dtnn_status op_cast(imp *p, const Onnx__NodeProto *nd, dtnn_error *err);
 dtnn_status op_pad(imp *p, const Onnx__NodeProto *nd, dtnn_error *err);
 dtnn_status op_slice(imp *p, const Onnx__NodeProto *nd, dtnn_error *err);
+dtnn_status op_split(imp *p, const Onnx__NodeProto *nd, dtnn_error *err);
 /* Constant folding (onnx_import_fold.c). */
 dtnn_status op_constant_of_shape(imp *p, const Onnx__NodeProto *nd, dtnn_error *err);
 dtnn_status op_transpose(imp *p, const Onnx__NodeProto *nd, dtnn_error *err);

@@ -771,6 +771,7 @@ static const char *const a_shape[] = {"start", "end", NULL};
 static const char *const a_cast[] = {"to", "saturate", NULL};
 static const char *const a_pad[] = {"mode", "pads", "value", NULL};
 static const char *const a_slice[] = {"starts", "ends", "axes", NULL};
+static const char *const a_split[] = {"axis", "split", NULL};
 static const char *const a_value[] = {"value", NULL};
 static const char *const a_perm[] = {"perm", NULL};
 static const char *const a_reduce[] = {"axes", "keepdims", NULL};
@@ -826,6 +827,7 @@ static const struct {
     {"Cast", op_cast, a_cast, 9},
     {"Pad", op_pad, a_pad, 2},
     {"Slice", op_slice, a_slice, 1},
+    {"Split", op_split, a_split, 2},
     {"ConstantOfShape", op_constant_of_shape, a_value, 9},
     {"Transpose", op_transpose, a_perm, 1},
 };

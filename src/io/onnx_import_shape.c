@@ -440,30 +440,127 @@ dtnn_status op_pad(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
     return DTNN_OK;
 }
 
+/* ONNX's clamping of a Slice bound on an axis of `size` (step 1). */
+static int64_t slice_bound(int64_t b, int size)
+{
+    if (b < 0)
+        b += size;
+    return b < 0 ? 0 : b > size ? size : b;
+}
+
+/* A slice layer for output k of nd: channels [start, end) of value x. */
+static dtnn_status channel_range(imp *p, const Onnx__NodeProto *nd, int k, int x, int start,
+                                 int end, dtnn_error *err)
+{
+    const imp_value X = p->v[x];
+    int o = imp_layer_output(p, nd, k, "slice", &x, 1, X.rank, end - start, X.h, X.w, err);
+    if (o < 0)
+        return err->code;
+    imp_layer *l = &p->l[p->v[o].layer];
+    imp_opt(l, "start", "%d", start);
+    imp_opt(l, "end", "%d", end);
+    return DTNN_OK;
+}
+
+/* x[:, start:end] (Slice on axis 1 with step 1): the slice layer. */
+static dtnn_status slice_channels(imp *p, const Onnx__NodeProto *nd, int x, int64_t start,
+                                  int64_t end, int64_t step, dtnn_error *err)
+{
+    const int C = p->v[x].c;
+    if (step != 1)
+        return FAIL("a Slice of channels with step %lld (dtnn slices channels with step 1)",
+                    (long long)step);
+    start = slice_bound(start, C);
+    end = slice_bound(end, C);
+    if (start >= end)
+        return FAIL("a Slice of channels [%lld, %lld) of %d is empty", (long long)start,
+                    (long long)end, C);
+    if (start == 0 && end == C)
+        return imp_out_alias(p, nd, x, err) < 0 ? err->code : DTNN_OK;
+    return channel_range(p, nd, 0, x, (int)start, (int)end, err);
+}
+
+/* Split along axis 1 (torch.split, torch.chunk): one slice layer per output that is used. */
+dtnn_status op_split(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
+{
+    int x = imp_in_layer(p, nd, 0, 0, err);
+    if (x < 0)
+        return err->code;
+    const imp_value X = p->v[x];
+    if (axis_norm(imp_attr_int(nd, "axis", 0), X.rank) != 1 || (X.rank != 4 && X.rank != 2))
+        return FAIL("only a Split of channels (axis 1 of NCHW or of [N, features]) is "
+                    "supported");
+    const int outs = (int)nd->n_output;
+    int64_t sizes[64];
+    if (outs < 1 || outs > 64)
+        return FAIL("%d outputs (dtnn splits into 1 to 64)", outs);
+    int given = p->opset >= 13 ? (imp_in_opt(p, nd, 1, err) >= 0
+                                      ? imp_const_ints(p, nd, 1, sizes, 64, err) : 0)
+                               : imp_attr_ints(nd, "split", sizes, 64);
+    if (given < 0)
+        return err->code;
+    if (given == 0) {
+        if (X.c % outs)
+            return BAD("%d channels do not split into %d equal parts", X.c, outs);
+        for (int k = 0; k < outs; k++)
+            sizes[k] = X.c / outs;
+    } else if (given != outs) {
+        return BAD("%d split sizes for %d outputs", given, outs);
+    }
+    int64_t start = 0;
+    for (int k = 0; k < outs; k++) {
+        if (sizes[k] < 0 || start + sizes[k] > X.c)
+            return BAD("split sizes that do not add up to the %d channels", X.c);
+        dtnn_status st = DTNN_OK;
+        if (sizes[k] > 0 && nd->output[k] && nd->output[k][0] && imp_uses(p, nd->output[k]))
+            st = channel_range(p, nd, k, x, (int)start, (int)(start + sizes[k]), err);
+        if (st)
+            return st;
+        start += sizes[k];
+    }
+    return start == X.c ? DTNN_OK : BAD("split sizes add up to %lld of %d channels",
+                                        (long long)start, X.c);
+}
+
 /* x[:, :, ::s, ::s]: the option-A shortcut's subsampling (its channel Pad may follow). */
 dtnn_status op_slice(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
 {
-    if (p->opset < 10)
-        return FAIL("Slice before opset 10 is not supported");
     int c = imp_in(p, nd, 0, err);
-    if (c >= 0 && p->v[c].kind == IMP_CONST)
+    if (c >= 0 && p->v[c].kind == IMP_CONST) {
+        if (p->opset < 10)
+            return FAIL("a Slice of a constant before opset 10 is not supported");
         return fold_slice(p, nd, err);
+    }
     int x = imp_in_layer(p, nd, 0, 0, err);
     if (x < 0)
         return err->code;
     int64_t st[4], en[4], ax[4] = {0, 1, 2, 3}, sp[4] = {1, 1, 1, 1};
-    int n = imp_const_ints(p, nd, 1, st, 4, err), ne = n < 0 ? -1 : imp_const_ints(p, nd, 2, en,
-                                                                                   4, err);
-    if (ne < 0)
-        return err->code;
-    int na = n, ns = n;
-    if (imp_in_opt(p, nd, 3, err) >= 0 && (na = imp_const_ints(p, nd, 3, ax, 4, err)) < 0)
-        return err->code;
-    if (imp_in_opt(p, nd, 4, err) >= 0 && (ns = imp_const_ints(p, nd, 4, sp, 4, err)) < 0)
-        return err->code;
+    int n, ne, na, ns;
+    if (p->opset < 10) {
+        /* Slice-1: starts, ends and axes are attributes; no steps. */
+        n = imp_attr_ints(nd, "starts", st, 4);
+        ne = imp_attr_ints(nd, "ends", en, 4);
+        na = imp_attr_ints(nd, "axes", ax, 4);
+        na = na ? na : n;
+        ns = n;
+        if (n < 1 || n > 4)
+            return BAD("starts has %d values (1 to 4)", n);
+    } else {
+        n = imp_const_ints(p, nd, 1, st, 4, err);
+        ne = n < 0 ? -1 : imp_const_ints(p, nd, 2, en, 4, err);
+        if (ne < 0)
+            return err->code;
+        na = ns = n;
+        if (imp_in_opt(p, nd, 3, err) >= 0 && (na = imp_const_ints(p, nd, 3, ax, 4, err)) < 0)
+            return err->code;
+        if (imp_in_opt(p, nd, 4, err) >= 0 && (ns = imp_const_ints(p, nd, 4, sp, 4, err)) < 0)
+            return err->code;
+    }
     if (ne != n || na != n || ns != n)
         return BAD("starts, ends, axes and steps differ in length");
     const imp_value X = p->v[x];
+    if (n == 1 && axis_norm(ax[0], X.rank) == 1)
+        return slice_channels(p, nd, x, st[0], en[0], sp[0], err);
     const int size[4] = {0, X.c, X.h, X.w};
     int step[4] = {1, 1, 1, 1};
     for (int k = 0; k < n; k++) {
@@ -472,8 +569,8 @@ dtnn_status op_slice(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
             return BAD("axis %lld is out of range", (long long)ax[k]);
         if (st[k] != 0 || en[k] < size[a] || sp[k] < 1 || sp[k] > 1 << 16 || a < 2 ||
             X.rank != 4)
-            return FAIL("only x[:, :, ::s, ::s] (start 0, to the end, step s on H and W) is "
-                        "supported");
+            return FAIL("only x[:, :, ::s, ::s] (start 0, to the end, step s on H and W) and "
+                        "x[:, a:b] (channels, step 1) are supported");
         step[a] = (int)sp[k];
     }
     if (step[2] != step[3])

@@ -91,6 +91,7 @@ typedef struct {
     int pad_sides[6];           /* pad: top, left, bottom, right, front, back (channels) */
     float pad_value;            /* pad: the fill */
     int approximate;            /* gelu: the tanh form */
+    int channels[2];            /* slice: start, end */
 } layer_attrs;
 
 typedef struct {

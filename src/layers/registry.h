@@ -32,5 +32,6 @@
     X(sub)                 \
     X(div)                 \
     X(concat)              \
+    X(slice)               \
     X(pad)                 \
     X(shortcut_a)

@@ -272,6 +272,24 @@ static emit_result emit_pad(onnx_writer *w, emit_ctx *c, dtnn_error *err)
     return made(w, nd);
 }
 
+/* x[:, start:end]: Slice on axis 1 (opset 10's form, starts, ends and axes as inputs). */
+static emit_result emit_slice(onnx_writer *w, emit_ctx *c, dtnn_error *err)
+{
+    (void)err;
+    const layer *l = c->l;
+    const int64_t starts[1] = {c->a.channels[0]}, ends[1] = {c->a.channels[1]}, axes[1] = {1};
+    const char *sname = onnxw_printf(w, "%s.%s", l->name, "starts");
+    const char *ename = onnxw_printf(w, "%s.%s", l->name, "ends");
+    const char *aname = onnxw_printf(w, "%s.%s", l->name, "axes");
+    if (!sname || !ename || !aname || onnxw_const_i64(w, sname, starts, 1) ||
+        onnxw_const_i64(w, ename, ends, 1) || onnxw_const_i64(w, aname, axes, 1))
+        return EMIT_NOMEM;
+    const char *ins[4] = {onnxw_input_as(w, l, 0, 4), sname, ename, aname};
+    if (!ins[0])
+        return EMIT_NOMEM;
+    return made(w, onnxw_node(w, "Slice", l->name, ins, 4, c->out));
+}
+
 /* mul and sub of two computed values (ONNX's broadcasting is NumPy's, as the layers'); add
  * (Add, or Sum of more than two) and concat along channels, their inputs in one rank. */
 static emit_result emit_nary(onnx_writer *w, emit_ctx *c, dtnn_error *err)
@@ -475,6 +493,7 @@ static const struct {
     {"hardswish", emit_hard},
     {"gelu", emit_gelu},
     {"pad", emit_pad},
+    {"slice", emit_slice},
     {"add", emit_nary},
     {"mul", emit_nary},
     {"sub", emit_nary},
