@@ -103,6 +103,7 @@ dtnn_status cli_data_open(cli_data *cd, const cli_data_opts *opts, const dtnn_da
     tp.batch_size = eval_batch;
     tp.shuffle = 0;
     tp.augment = 0;
+    tp.random_erase = 0.0f;
     tp.prefetch = 0;
     if (opts->folder) {
         if (split) {

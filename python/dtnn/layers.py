@@ -42,7 +42,8 @@ class Layer:
         return input_shapes[0], {}
 
     def forward(self, inputs, params, training):
-        """The output for inputs (a list of arrays) and params ({name: array})."""
+        """The output for inputs (a list of arrays) and params ({name: array}). The arrays
+        are views of the library's copies, valid during the call only: copy what you keep."""
         raise NotImplementedError(f"{type(self).__name__}.forward")
 
     def backward(self, inputs, params, y, dy):
@@ -74,14 +75,17 @@ class Binding:
         self.type = ffi.new("char[]", (getattr(layer, "type", "python") or "python").encode())
         self.ops = ffi.new("dtnn_external_ops *")
         self.ops.type = self.type
+        # error=: what the library gets should an exception escape the callbacks' own
+        # handling (it cannot, short of one in the handler itself).
+        fail = lib.DTNN_ERR_ARG
         self._callbacks = (
             ffi.callback("dtnn_status(void *, int, const int *, int *, dtnn_external_params *,"
-                         " dtnn_error *)", self._infer),
+                         " dtnn_error *)", self._infer, error=fail),
             ffi.callback("dtnn_status(void *, int, int, const float *const *, const float "
-                         "*const *, float *, dtnn_error *)", self._forward),
+                         "*const *, float *, dtnn_error *)", self._forward, error=fail),
             ffi.callback("dtnn_status(void *, int, const float *const *, const float *const *,"
                          " const float *, const float *, float *const *, float *const *, "
-                         "dtnn_error *)", self._backward))
+                         "dtnn_error *)", self._backward, error=fail))
         self.ops.infer, self.ops.forward, self.ops.backward = self._callbacks
         if type(layer).backward is Layer.backward:
             self.ops.backward = ffi.NULL

@@ -122,6 +122,7 @@ class Model:
         self._adapts = (False, False)
         self._bindings = []         # Python layers' callbacks, alive as long as the model
         self._input_grad = False
+        self._slots = 0             # optimizer state the memory check counts (as the CLI)
         self.device = device
         self.seed = int(seed)
         self.threads = int(threads)
@@ -166,8 +167,9 @@ class Model:
         try:
             for kind, name, inputs, options in layers:
                 names = [inputs] if isinstance(inputs, str) else list(inputs or [])
-                ids = [lib.dtnn_model_find(m, n.encode()) for n in names]
-                if any(i < 0 for i in ids):
+                ids = [-1 if n == "input" else lib.dtnn_model_find(m, n.encode())
+                       for n in names]     # "input": the model's (DTNN_INPUT), as model files
+                if any(i == -2 for i in ids):
                     raise ValueError(f"{origin}: inputs {names} of layer {name or kind!r}: "
                                      "name earlier layers")
                 arr = ffi.new("int[]", ids) if ids else ffi.NULL
@@ -206,6 +208,7 @@ class Model:
         if getattr(self, "_m", ffi.NULL) != ffi.NULL:
             lib.dtnn_model_free(self._m)
             self._m = ffi.NULL
+        self._built = 0
 
     def __del__(self):
         self.close()
@@ -214,6 +217,8 @@ class Model:
 
     @property
     def input_shape(self):
+        if self._m == ffi.NULL:
+            raise ValueError("this model was closed")
         c, h, w = ffi.new("int *"), ffi.new("int *"), ffi.new("int *")
         lib.dtnn_model_input_shape(self._m, c, h, w)
         return (c[0], h[0], w[0])
@@ -240,6 +245,7 @@ class Model:
         bp.threads = self.threads if self.threads > 0 else distributed.cores()
         bp.precision = self._precision
         bp.input_grad = 1 if self._input_grad else 0
+        bp.optimizer_slots = self._slots
         return bp
 
     def _build(self, max_batch):
@@ -249,12 +255,19 @@ class Model:
             return
         keep = []
         err = new_error()
+        if self._m == ffi.NULL:
+            raise ValueError("this model was closed")
         if not self._built:
-            self._check(lib.dtnn_model_build(self._m, self._build_params(max_batch, keep), err),
-                        err)
+            status = lib.dtnn_model_build(self._m, self._build_params(max_batch, keep), err)
+            if status == lib.DTNN_OK and self._onnx_weights:
+                status = lib.dtnn_onnx_load_weights(_path(self._onnx_weights), self._m, err)
+            if status != lib.DTNN_OK:
+                # A failed build leaves the handle unusable: a fresh one for the next try.
+                fresh = self._create()
+                lib.dtnn_model_free(self._m)
+                self._m = fresh
+                self._check(status, err)
             self._built = max_batch
-            if self._onnx_weights:
-                check(lib.dtnn_onnx_load_weights(_path(self._onnx_weights), self._m, err), err)
             return
         with tempfile.TemporaryDirectory(prefix="dtnn-rebuild-") as tmp:
             saved = os.path.join(tmp, "state.safetensors").encode()
@@ -348,13 +361,17 @@ class Model:
         elif isinstance(x, Dataset):
             self._adapt(x.train.x.shape[1:], x.classes)
         elif isinstance(x, (Split, np.ndarray)):
-            self._adapt(np.shape(x[0] if isinstance(x, Split) else x)[1:], 0)
+            labels = x[1] if isinstance(x, Split) else y
+            self._adapt(np.shape(x[0] if isinstance(x, Split) else x)[1:],
+                        int(np.max(labels)) + 1 if labels is not None and len(labels) else 0)
         comm = distributed.communicator()
         ranks, rank = lib.dtnn_comm_size(comm), lib.dtnn_comm_rank(comm)
         if batch_size <= 0 or accumulate < 1 or batch_size % (ranks * accumulate):
             raise ValueError(f"batch_size {batch_size} does not divide by {ranks} ranks x "
                              f"accumulate {accumulate}")
         micro = batch_size // ranks // accumulate
+        if optimizer is not None or self._opt_key is None:
+            self._slots = lib.dtnn_opt_state_slots((optimizer or _optim.SGD()).params())
         self._build(micro)
         lr = self._optimizer(optimizer)
         keep_alive = []
@@ -364,16 +381,30 @@ class Model:
         aug = augment or ("crop,flip" if folder is not None else "none")
         common = dict(threads=threads, image_size=folder.image_size if folder else 224,
                       strict=folder.strict if folder else False)
+        if folder is not None and not prefetch:
+            prefetch = folder.prefetch
         train_p = loader_params(batch_size, ranks, rank, tp.seed, tp.shuffle, aug,
                                 crop_padding, random_erase, prefetch=prefetch, **common)
         test_p = loader_params(micro * ranks, ranks, rank, tp.seed, 0, **common)
         loaders = []
+        try:
+            return self._fit_with(loaders, folder, x, y, validation_data, keep_alive, tp, comm,
+                                  train_p, test_p, resume, callbacks, verbose)
+        finally:
+            for loader in loaders:
+                if loader is not None:
+                    loader.close()
+
+    def _fit_with(self, loaders, folder, x, y, validation_data, keep_alive, tp, comm, train_p,
+                  test_p, resume, callbacks, verbose):
+        """fit's run from its settings; the loaders it opens go into `loaders`."""
+        aug, threads = train_p.augment, train_p.threads
         if folder is not None:
             loaders.append(Loader.folder(folder, "train", train_p))
             loaders.append(Loader.folder(folder, "val", test_p) if folder.has_val else None)
         else:
             d = self._dataset(x, y, validation_data, keep_alive)
-            if aug != "none" or threads > 0 or random_erase > 0:
+            if aug or threads > 0 or train_p.random_erase > 0:
                 loaders.append(Loader.memory(d, 0, train_p))
                 loaders.append(Loader.memory(d, 1, test_p) if d.test.n > 0 else None)
         if loaders:
@@ -390,12 +421,7 @@ class Model:
             test = loaders[1].ptr if loaders[1] is not None else ffi.NULL
             return lib.dtnn_train_loader(self._m, self._opt, loaders[0].ptr, test, comm, tp, ts,
                                          progress, ffi.NULL, err)
-        try:
-            return self._run(start, tp, comm, list(callbacks), verbose)
-        finally:
-            for loader in loaders:
-                if loader is not None:
-                    loader.close()
+        return self._run(start, tp, comm, list(callbacks), verbose)
 
     def _dataset(self, x, y, validation_data, keep):
         """A dtnn_dataset over arrays (kept alive in keep) for dtnn_train and the loaders."""
@@ -473,17 +499,19 @@ class Model:
         state = {"error": None, "signal": 0}
         self.stop_training = False
 
+        handlers = {}
+
         def on_signal(signum, frame):
+            # As the CLI's SA_RESETHAND: a second signal is the previous handler's (Ctrl-C
+            # twice raises KeyboardInterrupt in a run that does not stop).
             state["signal"] = signum
             stop[0] = signum
+            signal.signal(signum, handlers[signum])
 
-        handlers = {}
-        if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                handlers[sig] = signal.signal(sig, on_signal)
+        main_thread = threading.current_thread() is threading.main_thread()
         # Python runs a signal's handler only when it runs Python: a few times a second is
         # enough to stop within a step of Ctrl-C.
-        tp.progress_interval = 0.0 if every else (ProgressBar.interval if bar or handlers
+        tp.progress_interval = 0.0 if every else (ProgressBar.interval if bar or main_thread
                                                   else -1.0)
 
         @ffi.callback("void(const dtnn_progress *, void *)")
@@ -509,6 +537,9 @@ class Model:
             cb.on_train_begin(self)
         err = new_error()
         try:
+            if main_thread:
+                for sig in (signal.SIGINT, signal.SIGTERM):
+                    handlers[sig] = signal.signal(sig, on_signal)
             status = start(on_progress, err)
         finally:
             for sig, previous in handlers.items():
@@ -518,6 +549,12 @@ class Model:
         if status != lib.DTNN_OK and not (status == lib.DTNN_ERR_INTERRUPTED and
                                           self.stop_training and not state["signal"]):
             self._check(status, err)
+        if state["signal"] and status == lib.DTNN_OK:
+            # The signal came as the run ended: it completed, and the caller still stops.
+            raise Interrupted(f"signal {state['signal']} as the run ended after step "
+                              f"{history.epochs[-1]['step'] if history.epochs else 0}: "
+                              "training completed" + (", checkpoint saved" if tp.save_path !=
+                                                      ffi.NULL else ""))
         for cb in callbacks:
             cb.on_train_end(self, history)
         return history

@@ -74,14 +74,19 @@ def test_batch_callbacks_see_every_step(small, mlp_text):
 def test_stop_training_from_a_callback_ends_the_run_normally(small, mlp_text):
     class StopAfterFirst(dtnn.callbacks.Callback):
         def on_train_begin(self, model):
-            self.model = model
+            self.model, self.steps = model, []
+
+        def on_batch_end(self, step, logs):
+            self.steps.append(step)
 
         def on_epoch_end(self, epoch, logs):
             self.model.stop_training = True
 
     m = dtnn.Model.from_text(mlp_text)
-    history = m.fit(small, epochs=3, batch_size=32, callbacks=[StopAfterFirst()], verbose=0)
-    assert len(history.epochs) == 1
+    stopper = StopAfterFirst()
+    history = m.fit(small, epochs=3, batch_size=32, callbacks=[stopper], verbose=0)
+    # Stopped at the epoch's end, not after the next epoch's first step.
+    assert len(history.epochs) == 1 and stopper.steps == list(range(1, 9))
 
 
 def test_an_exception_in_a_callback_reaches_the_caller(small, mlp_text):

@@ -124,6 +124,20 @@ def test_a_python_layers_exception_reaches_the_caller(small):
     with pytest.raises(ValueError, match="forward returned"):
         _net(BadShape(), None).build().predict(small.test.x[:2])
 
+    class Once(PyReLU):
+        failed = False
+
+        def forward(self, inputs, params, training):
+            if not self.failed:
+                self.failed = True
+                raise RuntimeError("transient")
+            return super().forward(inputs, params, training)
+
+    model = _net(Once(), None).build()
+    with pytest.raises(RuntimeError, match="transient"):
+        model.predict(small.test.x[:2])
+    assert model.predict(small.test.x[:2]).shape == (2, 4)     # the cause gone, it runs
+
 
 def test_a_forward_only_python_layer_predicts_but_does_not_train(small):
     class Forward(dtnn.Layer):

@@ -121,3 +121,13 @@ def test_a_zoo_model_takes_the_datas_shape_and_classes(small):
     fixed = dtnn.Model("resnet20", input_shape=(3, 32, 32))
     with pytest.raises(ValueError, match="3, 32, 32"):
         fixed.fit(small, steps=1, batch_size=8, verbose=0)
+
+
+def test_a_failed_build_can_be_retried_and_a_closed_model_refuses(small, mlp_text):
+    m = dtnn.Model.from_text(mlp_text)
+    with pytest.raises(dtnn.Error):
+        m.evaluate(small, batch_size=1 << 28)     # more memory than the machine has
+    assert m.predict(small.test.x[:2]).shape == (2, 4)
+    m.close()
+    with pytest.raises(ValueError, match="closed"):
+        m.predict(small.test.x[:2])

@@ -153,11 +153,12 @@ static void download_inputs(layer *l, external_cfg *c, dtnn_backend *be)
         be_download(be, c->hp[k], l->p[c->tensor[k]], sizeof(float) * c->param_count[k]);
 }
 
+/* Each forward and backward starts afresh: a failure is reported once, by the pass it broke
+ * (the caller may fix its cause and run again). */
 static void external_forward(layer *l, const layer_ctx *ctx)
 {
     external_cfg *c = l->cfg;
-    if (c->failure.code)
-        return;
+    c->failure = (dtnn_error){0};
     download_inputs(l, c, ctx->be);
     dtnn_status st = c->ops.forward(c->ops.user, l->n, ctx->training, c->hx,
                                     (const float *const *)c->hp, c->hy, &c->failure);
@@ -183,8 +184,7 @@ static void give_gradient(const layer_ctx *ctx, float *dst, const float *src, si
 static void external_backward(layer *l, const layer_ctx *ctx)
 {
     external_cfg *c = l->cfg;
-    if (c->failure.code)
-        return;
+    c->failure = (dtnn_error){0};
     download_inputs(l, c, ctx->be);
     const size_t out = (size_t)l->n * shape_size(l->out);
     be_download(ctx->be, c->hy, l->y, sizeof(float) * out);

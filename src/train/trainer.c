@@ -620,6 +620,16 @@ static dtnn_status run_epoch_end(train_run_state *r, int64_t epoch, epoch_state 
         return st;
     if (r->progress)
         r->progress(pr, r->user);
+    /* A stop asked for by the epoch's end (a signal, or the caller's progress callback) ends
+     * the run here, after the checkpoint just saved, rather than after the next epoch's first
+     * step: one tiny all-reduce per epoch. */
+    if (r->p->stop && !r->finished && ts->step < r->total_steps) {
+        int stop = 0, bad = 0;
+        if ((st = step_agreement(r->p, r->comm, 0, &stop, &bad, err)))
+            return st;
+        if (stop)
+            return stopped(r, epoch, err);
+    }
     return DTNN_OK;
 }
 
