@@ -17,7 +17,8 @@
 # [features] vector, Pad by 1.5 with asymmetric pads, Pad in
 # opset 9's attribute form with channels, a zero Pad before a Relu, Erf, and GELU as Div, Erf,
 # Add and Mul, channel Splits (sizes given, equal parts) and a channel Slice with negative
-# bounds give NumPy's values within 1e-5 (a Split of rows is refused); Pad mode=reflect, Gemm transA = 1, a weight that
+# bounds, ReduceMean over the channels and ReduceSum over H and W and over the channels give
+# NumPy's values within 1e-5 (a Split of rows, a channel mean without keepdims are refused); Pad mode=reflect, Gemm transA = 1, a weight that
 # does not fit its input, a corrupt and a truncated file each give one line and exit 1.
 # Skipped (exit 77) without numpy or in a build without ONNX support; part (b) and (c) need
 # Debian's python3-torch and python3-torchvision and say so when they are missing.
@@ -205,12 +206,23 @@ save("padrelu", [helper.make_node("Pad", ["x", "p"], ["z"], name="padz"),
      {"p": np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64)}, [1, 3, 10, 10])
 np.save(f"{tmp}/ref_padrelu.npy", np.maximum(np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1))), 0))
 # ReduceMean over H and W: keepdims 0 (negative axes) is [N, C], global average pooling;
-# over channels it is refused.
+# over the channels (keepdims 1) the reduce layer; ReduceSum over H and W (opset 13: axes as
+# an input, keepdims 0) and over the channels (opset 11: the attribute); over the channels
+# without keepdims it is refused ([N, H, W] has no dtnn form).
 save("rmean", [helper.make_node("ReduceMean", ["x"], ["y"], name="rmean", axes=[-1, -2],
                                 keepdims=0)], {}, [1, 3])
 np.save(f"{tmp}/ref_rmean.npy", x.astype(np.float64).mean(axis=(2, 3)))
 save("rmeanc", [helper.make_node("ReduceMean", ["x"], ["y"], name="rmeanc", axes=[1])], {},
      [1, 1, 8, 8])
+np.save(f"{tmp}/ref_rmeanc.npy", x.astype(np.float64).mean(axis=1, keepdims=True))
+save("rsum", [helper.make_node("ReduceSum", ["x", "ax"], ["y"], name="rsum", keepdims=0)],
+     {"ax": np.array([2, 3], np.int64)}, [1, 3])
+np.save(f"{tmp}/ref_rsum.npy", x.astype(np.float64).sum(axis=(2, 3)))
+save("rsumc", [helper.make_node("ReduceSum", ["x"], ["y"], name="rsumc", axes=[-3])], {},
+     [1, 1, 8, 8], opset=11)
+np.save(f"{tmp}/ref_rsumc.npy", x.astype(np.float64).sum(axis=1, keepdims=True))
+save("rmeanc0", [helper.make_node("ReduceMean", ["x"], ["y"], name="rmeanc0", axes=[1],
+                                  keepdims=0)], {}, [1, 8, 8])
 # Channel slices: Split with sizes (opset 13's input), Split into equal parts (opset 11), a
 # Slice with negative bounds, each branch through its own operator, concatenated.
 save("split13", [helper.make_node("Split", ["x", "sz"], ["a", "b"], name="split", axis=1),
@@ -238,7 +250,7 @@ save("wdims", [helper.make_node("Conv", ["x", "w"], ["y"], name="conv_w")],
      {"w": np.ones((4, 2, 3, 3), np.float32)}, [1, 4, 6, 6])
 P
     for g in asym gmax hsig mulc rsub adds divc div2 erf gelu_ops sqrt cfold featc pad15 pad9 \
-             padrelu rmean split13 split11 slicec; do
+             padrelu rmean rmeanc rsum rsumc split13 split11 slicec; do
         "$dtnn" predict --model "$tmp/$g.onnx" --input "$tmp/h_x.npy" --output "$tmp/o_$g.npy" \
             --threads 1 >/dev/null || { echo "FAIL: predict $g.onnx"; fail=1; continue; }
         # dtnn writes [N, features] where ONNX has [N, C, 1, 1]: compare the values
@@ -248,8 +260,8 @@ np.save(sys.argv[1], a.reshape(b.shape) if a.size == b.size else a)" \
         compare "$tmp/o_$g.npy" "$tmp/ref_$g.npy" 1e-5 "onnx.helper graph $g against NumPy"
     done
     expect "node 'refl' (Pad): attribute mode='reflect'" "$dtnn" info --model "$tmp/reflect.onnx"
-    expect "node 'rmeanc' (ReduceMean): only the mean over H and W" "$dtnn" info \
-        --model "$tmp/rmeanc.onnx"
+    expect "node 'rmeanc0' (ReduceMean): only the mean over H and W" "$dtnn" info \
+        --model "$tmp/rmeanc0.onnx"
     expect "node 'fc' (Gemm): attribute transA=1" "$dtnn" info --model "$tmp/alpha.onnx"
     expect "node 'rows' (Split): only a Split of channels" "$dtnn" info \
         --model "$tmp/splith.onnx"

@@ -412,8 +412,41 @@ static void check_slices(void)
     expect_add_error("slice", "dim=0", NULL, 0, DTNN_ERR_ARG, "start, end");
 }
 
+/* Reductions: a CBAM-like spatial gate (the channel mean and sum concatenated, a conv and a
+ * sigmoid scaling the map), sums over the planes feeding a linear layer, plane means of the
+ * input; the accumulating form; the options checked. */
+static void check_reductions(void)
+{
+    dtnn_model *m = model_new(3, 5, 4);
+    int f = layer(m, "conv2d", "filters=4 kernel=3 padding=1");
+    int in_f[1] = {f};
+    int a = add_layer(m, "reduce", "cmean", "axes=channels", in_f, 1);
+    int b = add_layer(m, "reduce", "csum", "axes=channels op=sum", in_f, 1);
+    int ab[2] = {a, b};
+    add_layer(m, "concat", "pooled", "", ab, 2);
+    layer(m, "conv2d", "filters=1 kernel=3 padding=1");
+    int gate = layer(m, "sigmoid", "");
+    int fg[2] = {f, gate};
+    add_layer(m, "mul", "gated", "", fg, 2);
+    layer(m, "reduce", "axes=spatial op=sum");
+    layer(m, "flatten", "");
+    layer(m, "linear", "outputs=3");
+    gradcheck(m, 3, "conv -> channel mean, sum -> conv -> sigmoid gate -> plane sums -> linear",
+              SMOOTH_EPS, TOL);
+    m = model_new(3, 4, 2);
+    layer(m, "reduce", "axes=spatial");
+    layer(m, "linear", "outputs=2");
+    gradcheck(m, 2, "plane means of the input -> linear", SMOOTH_EPS, TOL);
+    check_accumulate("reduce", "axes=channels op=sum", 3, 4, 3, TOL);
+    m = model_new(4, 6, 6);
+    layer(m, "reduce", "op=sum");
+    expect_build_error(m, DTNN_ERR_ARG, "reduce needs axes", "channels or spatial");
+    expect_add_error("reduce", "axes=width", NULL, 0, DTNN_ERR_ARG, "channels or spatial");
+}
+
 void check_semantics(void)
 {
+    check_reductions();
     check_slices();
     check_activations();
     check_broadcast();

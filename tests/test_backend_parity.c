@@ -281,8 +281,34 @@ static void test_avgpool(int C, int H, int W, int k, int s, int pad, int include
     drop(&x), drop(&y), drop(&dy), drop(&dx);
 }
 
+/* Sums and means over the channels or each plane: double sums in index order and one
+ * rounding, the CPU's formula in every backend, so exact. */
+static void test_reduce(int C, int H, int W, int over_channels, int mean, int n)
+{
+    const reduce_geom g = {C, H * W, over_channels, mean};
+    const size_t nx = (size_t)n * C * H * W, ny = (size_t)n * (over_channels ? H * W : C);
+    buf x = make(nx, 41, 1.0f), y = make(ny, 42, 1.0f), dy = make(ny, 43, 1.0f);
+    buf dx = make(nx, 44, 1.0f);
+    char label[96];
+    snprintf(label, sizeof label, "reduce %s over %s %dx%dx%d n%d", mean ? "mean" : "sum",
+             over_channels ? "channels" : "planes", C, H, W, n);
+    be_run(cpu, reduce_forward, &g, n, x.h, y.h);
+    be_run(other, reduce_forward, &g, n, x.d, y.d);
+    check(label, &y, 0.0);
+    for (int acc = 1; acc >= 0; acc--) {
+        be_run(cpu, reduce_backward, &g, n, dy.h, dx.h, acc);
+        be_run(other, reduce_backward, &g, n, dy.d, dx.d, acc);
+        check(acc ? "  backward (+=)" : "  backward (=)", &dx, 0.0);
+    }
+    drop(&x), drop(&y), drop(&dy), drop(&dx);
+}
+
 static void test_pools(void)
 {
+    test_reduce(7, 5, 3, 1, 1, 2);
+    test_reduce(3, 9, 11, 1, 0, 1);
+    test_reduce(5, 6, 6, 0, 0, 3);
+    test_reduce(1, 1, 1, 0, 1, 2);
     test_maxpool(3, 9, 11, 3, 2, 1, 1, 2);
     test_maxpool(5, 8, 8, 2, 2, 0, 1, 1);
     test_maxpool(2, 10, 7, 2, 1, 1, 2, 3);

@@ -6,7 +6,7 @@ MODEL "ops" is a small net of the operators torchvision's models do not use (F.p
 convolution, a dynamic x.view(x.size(0), -1), x @ W + b, clamp(0, 6), sigmoid, tanh, leaky
 ReLU, average pooling without padded counts, ceil_mode pooling where it changes nothing,
 a spatial mean as squeeze-and-excitation's gate (ReduceMean), a channel Split and channel
-Slices, dropout, softmax), exported with a dynamic batch so the Reshape target is a Shape
+Slices, a channel mean and a spatial sum (ReduceSum), dropout, softmax), exported with a dynamic batch so the Reshape target is a Shape
 subgraph.
 Writes OUTDIR/model.onnx (opset OPSET, default 13, eval mode, batch 2, 3 x SIZE x SIZE input),
 OUTDIR/x.npy (the input) and OUTDIR/torch.npy (PyTorch's float32 logits, which the test
@@ -68,6 +68,8 @@ class Ops(torch.nn.Module):
         a, b = torch.split(x, [3, 5], dim=1)                   # CSPNet's partial split
         x = torch.cat([torch.tanh(b), a], dim=1)
         x = torch.cat([x[:, 5:], x[:, :5]], dim=1)             # GhostNet's channel slices
+        x = x * torch.sigmoid(x.mean(1, keepdim=True))         # CBAM's channel mean
+        x = x + 0.01 * x.sum((2, 3), keepdim=True)             # ReduceSum over H and W
         x = x.view(x.size(0), -1)
         x = self.drop(x @ self.w + self.b)
         return F.softmax(self.fc(x), dim=1)

@@ -61,6 +61,15 @@ typedef struct {
     int adaptive;
 } pool_geom;
 
+/* A sum or mean of each sample's C planes of HW values (cpu/reduce.c): over the channels,
+ * y [n, HW] (torch.mean(x, 1, keepdim=True), CBAM's channel pooling), or over each plane,
+ * y [n, C] (x.sum((2, 3)), whose mean is global average pooling). */
+typedef struct {
+    int C, HW;
+    int over_channels;      /* 1: over C; 0: over HW */
+    int mean;               /* 1: divided by the count of the values reduced */
+} reduce_geom;
+
 /* Option-A shortcut (He et al.): every stride-th pixel of the C input channels, placed at
  * channels at .. at + C - 1 of K, the other channels zero. */
 typedef struct {
@@ -276,6 +285,13 @@ enum { UPLOAD_SLOTS = 2 };
       (dtnn_backend *be, const pool_geom *g, int n, const float *x, float *y))                 \
     X(BE_REQUIRED, void, avgpool_backward,                                                     \
       (dtnn_backend *be, const pool_geom *g, int n, const float *dy, float *dx,                \
+       int accumulate))                                                                        \
+    /* reduce_geom's sums and means (in double, in index order: backends agree bit for bit);  \
+     * backward spreads each output's gradient over the values it reduced. */                  \
+    X(BE_REQUIRED, void, reduce_forward,                                                       \
+      (dtnn_backend *be, const reduce_geom *g, int n, const float *x, float *y))               \
+    X(BE_REQUIRED, void, reduce_backward,                                                      \
+      (dtnn_backend *be, const reduce_geom *g, int n, const float *dy, float *dx,              \
        int accumulate))                                                                        \
                                                                                                \
     /* Element-wise activations over count values; a = leaky-ReLU slope or the lower bound   \

@@ -65,6 +65,13 @@ float imp_attr_float(const Onnx__NodeProto *nd, const char *name, float dflt)
     return a && a->has_f ? a->f : dflt;
 }
 
+int imp_axis(int64_t a, int rank)
+{
+    if (a < 0)
+        a += rank;
+    return a < 0 || a >= rank ? -1 : (int)a;
+}
+
 int imp_attr_ints(const Onnx__NodeProto *nd, const char *name, int64_t *out, int max)
 {
     const Onnx__AttributeProto *a = imp_attr(nd, name);

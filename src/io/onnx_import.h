@@ -85,6 +85,8 @@ const Onnx__AttributeProto *imp_attr(const Onnx__NodeProto *nd, const char *name
 int64_t imp_attr_int(const Onnx__NodeProto *nd, const char *name, int64_t dflt);
 float imp_attr_float(const Onnx__NodeProto *nd, const char *name, float dflt);
 /* Copies up to max ints; returns how many the attribute has (0 when absent). */
+/* Axis a (negative: from the end) of a value of that rank, or -1 outside it. */
+int imp_axis(int64_t a, int rank);
 int imp_attr_ints(const Onnx__NodeProto *nd, const char *name, int64_t *out, int max);
 /* The first attribute of nd not in the NULL-terminated list, or NULL. */
 const char *imp_attr_unknown(const Onnx__NodeProto *nd, const char *const *known);
@@ -142,6 +144,8 @@ dtnn_status op_cast(imp *p, const Onnx__NodeProto *nd, dtnn_error *err);
 dtnn_status op_pad(imp *p, const Onnx__NodeProto *nd, dtnn_error *err);
 dtnn_status op_slice(imp *p, const Onnx__NodeProto *nd, dtnn_error *err);
 dtnn_status op_split(imp *p, const Onnx__NodeProto *nd, dtnn_error *err);
+dtnn_status op_reduce_mean(imp *p, const Onnx__NodeProto *nd, dtnn_error *err);
+dtnn_status op_reduce_sum(imp *p, const Onnx__NodeProto *nd, dtnn_error *err);
 /* Constant folding (onnx_import_fold.c). */
 dtnn_status op_constant_of_shape(imp *p, const Onnx__NodeProto *nd, dtnn_error *err);
 dtnn_status op_transpose(imp *p, const Onnx__NodeProto *nd, dtnn_error *err);

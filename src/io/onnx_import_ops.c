@@ -28,12 +28,6 @@
 static int is_flat(const imp_value *v) { return v->h == 1 && v->w == 1; }
 
 /* Axis a of a rank-r value, negative counting from the end; -1 when out of range. */
-static int axis_norm(int64_t a, int r)
-{
-    if (a < 0)
-        a += r;
-    return a < 0 || a >= r ? -1 : (int)a;
-}
 
 /* A float constant input of exactly n values; -1 on error. */
 static int const_floats(imp *p, const Onnx__NodeProto *nd, int k, size_t n, dtnn_error *err)
@@ -247,28 +241,6 @@ static dtnn_status op_global_pool(imp *p, const Onnx__NodeProto *nd, dtnn_error 
 /* ReduceMean over H and W (squeeze-and-excitation and the classifier's pooling as timm and
  * torch.mean((2, 3)) write them): global average pooling, [N, C, 1, 1] with keepdims (the
  * default) or [N, C] without. Other axes have no dtnn layer yet and are refused by name. */
-static dtnn_status op_reduce_mean(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
-{
-    int x = imp_in_layer(p, nd, 0, 0, err);
-    if (x < 0)
-        return err->code;
-    const imp_value X = p->v[x];
-    int64_t axes[IMP_MAX_DIMS];
-    const int na = imp_attr_ints(nd, "axes", axes, IMP_MAX_DIMS);
-    int spatial = X.rank == 4 && na == 2;
-    for (int k = 0; k < na && spatial; k++) {
-        const int a = axis_norm(axes[k], 4);
-        spatial = (a == 2 || a == 3) && axis_norm(axes[1 - k], 4) != a;
-    }
-    if (!spatial)
-        return FAIL("only the mean over H and W of [N, C, H, W] (axes 2, 3: global average "
-                    "pooling) is supported");
-    const int keep = imp_attr_int(nd, "keepdims", 1) != 0;
-    return imp_layer_new(p, nd, "global_avgpool", NULL, &x, 1, keep ? 4 : 2, X.c, 1, 1, err) < 0
-               ? err->code
-               : DTNN_OK;
-}
-
 /* ---- normalisation, activations ---------------------------------------------------------- */
 
 static dtnn_status op_batchnorm(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
@@ -411,7 +383,7 @@ static dtnn_status op_softmax(imp *p, const Onnx__NodeProto *nd, dtnn_error *err
     if (x < 0)
         return err->code;
     const imp_value X = p->v[x];
-    int axis = axis_norm(imp_attr_int(nd, "axis", p->opset < 13 ? 1 : -1), X.rank);
+    int axis = imp_axis(imp_attr_int(nd, "axis", p->opset < 13 ? 1 : -1), X.rank);
     /* Before opset 13 the input is flattened from `axis` on, so axis 1 of [N, C, 1, 1] is C. */
     if (!is_flat(&X) || !(axis == 1 && (X.rank == 2 || p->opset < 13)))
         return FAIL("attribute axis: dtnn's softmax runs over the features of [N, F]");
@@ -740,7 +712,7 @@ static dtnn_status op_concat(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
             return BAD("inputs differ in height or width");
         rank = v->rank > rank ? v->rank : rank;
     }
-    if (axis_norm(axis, rank) != 1)
+    if (imp_axis(axis, rank) != 1)
         return FAIL("attribute axis=%lld: dtnn concatenates channels (axis 1)",
                     (long long)axis);
     if (n == 1)
@@ -775,6 +747,7 @@ static const char *const a_split[] = {"axis", "split", NULL};
 static const char *const a_value[] = {"value", NULL};
 static const char *const a_perm[] = {"perm", NULL};
 static const char *const a_reduce[] = {"axes", "keepdims", NULL};
+static const char *const a_reduce_sum[] = {"axes", "keepdims", "noop_with_empty_axes", NULL};
 
 /* since9: the oldest version of the operator that computes what its opset-9 version computes
  * for every attribute this importer accepts (from ONNX's operator changelog). A model of an
@@ -796,6 +769,7 @@ static const struct {
     {"GlobalAveragePool", op_global_pool, a_none, 1},
     {"GlobalMaxPool", op_global_pool, a_none, 1},
     {"ReduceMean", op_reduce_mean, a_reduce, 1},
+    {"ReduceSum", op_reduce_sum, a_reduce_sum, 1},
     {"BatchNormalization", op_batchnorm, a_bn, 6},
     {"Relu", op_unary, a_none, 6},
     {"Sigmoid", op_unary, a_none, 6},

@@ -18,12 +18,6 @@
 #define FAIL(...) imp_fail(p, nd, DTNN_ERR_UNSUPPORTED, err, __VA_ARGS__)
 #define BAD(...) imp_fail(p, nd, DTNN_ERR_FORMAT, err, __VA_ARGS__)
 
-static int axis_norm(int64_t a, int r)
-{
-    if (a < 0)
-        a += r;
-    return a < 0 || a >= r ? -1 : (int)a;
-}
 
 /* A copy of constant src as output 0 of nd, with new dims of the same element count. */
 static dtnn_status const_copy(imp *p, const Onnx__NodeProto *nd, int src, const int64_t *dims,
@@ -72,7 +66,7 @@ dtnn_status op_flatten(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
     int x = imp_in_layer(p, nd, 0, 0, err);
     if (x < 0)
         return err->code;
-    if (axis_norm(imp_attr_int(nd, "axis", 1), p->v[x].rank) != 1)
+    if (imp_axis(imp_attr_int(nd, "axis", 1), p->v[x].rank) != 1)
         return FAIL("attribute axis=%lld: dtnn flattens to [N, features] (axis 1) only",
                     (long long)imp_attr_int(nd, "axis", 1));
     return flatten_to(p, nd, x, 2, err);
@@ -150,7 +144,7 @@ dtnn_status op_squeeze(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
         if (na == 0 || out_rank < 0 || out_rank > IMP_MAX_DIMS)
             return FAIL("%s without axes or with too many is not supported", nd->op_type);
         for (int k = 0; k < na; k++) {
-            int a = axis_norm(axes[k], un ? out_rank : rank);
+            int a = imp_axis(axes[k], un ? out_rank : rank);
             if (a < 0 || mark[a])
                 return BAD("axis %lld is out of range or repeated", (long long)axes[k]);
             mark[a] = 1;
@@ -487,7 +481,7 @@ dtnn_status op_split(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
     if (x < 0)
         return err->code;
     const imp_value X = p->v[x];
-    if (axis_norm(imp_attr_int(nd, "axis", 0), X.rank) != 1 || (X.rank != 4 && X.rank != 2))
+    if (imp_axis(imp_attr_int(nd, "axis", 0), X.rank) != 1 || (X.rank != 4 && X.rank != 2))
         return FAIL("only a Split of channels (axis 1 of NCHW or of [N, features]) is "
                     "supported");
     const int outs = (int)nd->n_output;
@@ -559,12 +553,12 @@ dtnn_status op_slice(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
     if (ne != n || na != n || ns != n)
         return BAD("starts, ends, axes and steps differ in length");
     const imp_value X = p->v[x];
-    if (n == 1 && axis_norm(ax[0], X.rank) == 1)
+    if (n == 1 && imp_axis(ax[0], X.rank) == 1)
         return slice_channels(p, nd, x, st[0], en[0], sp[0], err);
     const int size[4] = {0, X.c, X.h, X.w};
     int step[4] = {1, 1, 1, 1};
     for (int k = 0; k < n; k++) {
-        int a = axis_norm(ax[k], X.rank);
+        int a = imp_axis(ax[k], X.rank);
         if (a < 0)
             return BAD("axis %lld is out of range", (long long)ax[k]);
         if (st[k] != 0 || en[k] < size[a] || sp[k] < 1 || sp[k] > 1 << 16 || a < 2 ||

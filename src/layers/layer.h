@@ -92,6 +92,8 @@ typedef struct {
     float pad_value;            /* pad: the fill */
     int approximate;            /* gelu: the tanh form */
     int channels[2];            /* slice: start, end */
+    int reduce_over_channels;   /* reduce: over C (else over H x W) */
+    int reduce_sum;             /* reduce: a sum (else a mean) */
 } layer_attrs;
 
 typedef struct {

@@ -33,5 +33,6 @@
     X(div)                 \
     X(concat)              \
     X(slice)               \
+    X(reduce)              \
     X(pad)                 \
     X(shortcut_a)

@@ -290,6 +290,33 @@ static emit_result emit_slice(onnx_writer *w, emit_ctx *c, dtnn_error *err)
     return made(w, onnxw_node(w, "Slice", l->name, ins, 4, c->out));
 }
 
+/* reduce: ReduceMean or ReduceSum over axis 1 or axes 2, 3, keeping the dimensions (the
+ * layer's output is 1 x H x W or C x 1 x 1); ReduceSum takes its axes as an input from 13. */
+static emit_result emit_reduce(onnx_writer *w, emit_ctx *c, dtnn_error *err)
+{
+    (void)err;
+    const layer *l = c->l;
+    const int chan = c->a.reduce_over_channels, sum = c->a.reduce_sum;
+    const int axes[2] = {chan ? 1 : 2, 3};
+    const int n_axes = chan ? 1 : 2;
+    const char *ins[2] = {onnxw_input_as(w, l, 0, 4), NULL};
+    if (!ins[0])
+        return EMIT_NOMEM;
+    const int as_input = sum && w->opset >= 13;
+    if (as_input) {
+        const int64_t v[2] = {axes[0], axes[1]};
+        if (!(ins[1] = onnxw_printf(w, "%s.%s", l->name, "axes")) ||
+            onnxw_const_i64(w, ins[1], v, n_axes))
+            return EMIT_NOMEM;
+    }
+    Onnx__NodeProto *nd = onnxw_node(w, sum ? "ReduceSum" : "ReduceMean", l->name, ins,
+                                     as_input ? 2 : 1, c->out);
+    if (!as_input)
+        onnxw_attr_ints(w, nd, "axes", axes, n_axes);
+    onnxw_attr_int(w, nd, "keepdims", 1);
+    return made(w, nd);
+}
+
 /* mul and sub of two computed values (ONNX's broadcasting is NumPy's, as the layers'); add
  * (Add, or Sum of more than two) and concat along channels, their inputs in one rank. */
 static emit_result emit_nary(onnx_writer *w, emit_ctx *c, dtnn_error *err)
@@ -494,6 +521,7 @@ static const struct {
     {"gelu", emit_gelu},
     {"pad", emit_pad},
     {"slice", emit_slice},
+    {"reduce", emit_reduce},
     {"add", emit_nary},
     {"mul", emit_nary},
     {"sub", emit_nary},

@@ -110,6 +110,20 @@ static void op_avgpool_backward(dtnn_backend *be, const pool_geom *g, int n, con
     cpu_avgpool_backward(g, n, dy, dx, accumulate);
 }
 
+static void op_reduce_forward(dtnn_backend *be, const reduce_geom *g, int n, const float *x,
+                              float *y)
+{
+    (void)be;
+    cpu_reduce_forward(g, n, x, y);
+}
+
+static void op_reduce_backward(dtnn_backend *be, const reduce_geom *g, int n, const float *dy,
+                               float *dx, int accumulate)
+{
+    (void)be;
+    cpu_reduce_backward(g, n, dy, dx, accumulate);
+}
+
 static void op_act_forward(dtnn_backend *be, act_kind kind, float a, float b, size_t count,
                            const float *x, float *y)
 {
@@ -423,6 +437,8 @@ const dtnn_backend_ops cpu_backend_table = {
     .maxpool_backward = op_maxpool_backward,
     .avgpool_forward = op_avgpool_forward,
     .avgpool_backward = op_avgpool_backward,
+    .reduce_forward = op_reduce_forward,
+    .reduce_backward = op_reduce_backward,
     .act_forward = op_act_forward,
     .act_backward = op_act_backward,
     .softmax_forward = op_softmax_forward,

@@ -100,6 +100,9 @@ void cpu_maxpool_backward(const pool_geom *g, int n, const float *dy, const int3
                           float *dx, int accumulate);
 void cpu_avgpool_forward(const pool_geom *g, int n, const float *x, float *y);
 void cpu_avgpool_backward(const pool_geom *g, int n, const float *dy, float *dx, int accumulate);
+void cpu_reduce_forward(const reduce_geom *g, int n, const float *x, float *y);
+void cpu_reduce_backward(const reduce_geom *g, int n, const float *dy, float *dx,
+                         int accumulate);
 void cpu_act_forward(act_kind kind, float a, float b, size_t count, const float *x, float *y);
 void cpu_act_backward(act_kind kind, float a, float b, size_t count, const float *x,
                       const float *y, const float *dy, float *dx, int accumulate);

@@ -140,6 +140,10 @@ void cuda_avgpool_forward(dtnn_backend *be, const pool_geom *g, int n, const flo
                           float *y);
 void cuda_avgpool_backward(dtnn_backend *be, const pool_geom *g, int n, const float *dy,
                            float *dx, int accumulate);
+void cuda_reduce_forward(dtnn_backend *be, const reduce_geom *g, int n, const float *x,
+                         float *y);
+void cuda_reduce_backward(dtnn_backend *be, const reduce_geom *g, int n, const float *dy,
+                          float *dx, int accumulate);
 
 /* softmax.cu */
 void cuda_softmax_forward(dtnn_backend *be, int rows, int cols, const float *x, float *y);

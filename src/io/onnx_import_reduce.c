@@ -1,0 +1,79 @@
+/*
+ * onnx_import_reduce.c — ReduceMean and ReduceSum: over H and W of [N, C, H, W] (a mean is
+ * global_avgpool, a sum the reduce layer over each plane; keepdims 0 gives [N, C]) and over
+ * the channels (the reduce layer over channels: [N, 1, H, W] with keepdims 1; [N, H, W] has no
+ * dtnn form). ReduceSum's axes are an input from opset 13, an attribute before; ReduceMean's an
+ * attribute up to 17. No axes reduces everything (refused), unless noop_with_empty_axes.
+ */
+#include <string.h>
+
+#include "onnx_import.h"
+
+#define FAIL(...) imp_fail(p, nd, DTNN_ERR_UNSUPPORTED, err, __VA_ARGS__)
+
+enum { OVER_NONE, OVER_SPATIAL, OVER_CHANNELS };
+
+/* Which of dtnn's two reductions the axes name, for a value of that rank. */
+static int reduction_of(const int64_t *axes, int na, int rank)
+{
+    int seen[4] = {0, 0, 0, 0};
+    for (int k = 0; k < na; k++) {
+        int a = imp_axis(axes[k], rank);
+        if (a < 0 || seen[a]++)
+            return OVER_NONE;
+    }
+    if (rank == 4 && na == 2 && seen[2] && seen[3])
+        return OVER_SPATIAL;
+    if ((rank == 4 || rank == 2) && na == 1 && seen[1])
+        return OVER_CHANNELS;
+    return OVER_NONE;
+}
+
+static dtnn_status reduce_node(imp *p, const Onnx__NodeProto *nd, int sum, dtnn_error *err)
+{
+    int x = imp_in_layer(p, nd, 0, 0, err);
+    if (x < 0)
+        return err->code;
+    const imp_value X = p->v[x];
+    int64_t axes[4];
+    int na;
+    if (sum && p->opset >= 13) {
+        na = imp_in_opt(p, nd, 1, err) >= 0 ? imp_const_ints(p, nd, 1, axes, 4, err) : 0;
+        if (na < 0)
+            return err->code;
+        if (na == 0 && imp_attr_int(nd, "noop_with_empty_axes", 0))
+            return imp_out_alias(p, nd, x, err) < 0 ? err->code : DTNN_OK;
+    } else {
+        na = imp_attr_ints(nd, "axes", axes, 4);
+    }
+    const int over = na > 4 ? OVER_NONE : reduction_of(axes, na, X.rank);
+    const int keep = imp_attr_int(nd, "keepdims", 1) != 0;
+    if (over == OVER_NONE || (over == OVER_CHANNELS && !keep))
+        return FAIL("only the %s over H and W of [N, C, H, W] (axes 2, 3) or over the channels "
+                    "(axis 1, keepdims 1) is supported", sum ? "sum" : "mean");
+    int o;
+    if (over == OVER_SPATIAL && !sum)
+        o = imp_layer_new(p, nd, "global_avgpool", NULL, &x, 1, keep ? 4 : 2, X.c, 1, 1, err);
+    else if (over == OVER_SPATIAL)
+        o = imp_layer_new(p, nd, "reduce", NULL, &x, 1, keep ? 4 : 2, X.c, 1, 1, err);
+    else
+        o = imp_layer_new(p, nd, "reduce", NULL, &x, 1, X.rank, 1, X.h, X.w, err);
+    if (o < 0)
+        return err->code;
+    imp_layer *l = &p->l[p->v[o].layer];
+    if (!strcmp(l->type, "reduce")) {
+        imp_opt(l, "axes", "%s", over == OVER_SPATIAL ? "spatial" : "channels");
+        imp_opt(l, "op", "%s", sum ? "sum" : "mean");
+    }
+    return DTNN_OK;
+}
+
+dtnn_status op_reduce_mean(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
+{
+    return reduce_node(p, nd, 0, err);
+}
+
+dtnn_status op_reduce_sum(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
+{
+    return reduce_node(p, nd, 1, err);
+}

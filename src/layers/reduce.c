@@ -1,0 +1,81 @@
+/*
+ * reduce.c — the sum or mean of each sample over its channels (output 1 x H x W: torch.mean(x,
+ * 1, keepdim=True), CBAM's channel pooling, ONNX ReduceMean / ReduceSum over axis 1) or over
+ * each plane (output C x 1 x 1: x.sum((2, 3)); the mean over a plane is global_avgpool).
+ * Options: axes = channels | spatial (required), op = mean | sum (mean).
+ */
+#include <string.h>
+
+#include "layer.h"
+
+typedef struct {
+    int axes;           /* 0: not given, 1 channels, 2 spatial */
+    int sum;
+    reduce_geom g;
+} reduce_cfg;
+
+static dtnn_status reduce_set(void *cfg, const char *key, const char *value, dtnn_error *err)
+{
+    reduce_cfg *c = cfg;
+    if (!strcmp(key, "axes")) {
+        c->axes = !strcmp(value, "channels") ? 1 : !strcmp(value, "spatial") ? 2 : -1;
+        if (c->axes > 0)
+            return DTNN_OK;
+    } else if (!strcmp(key, "op")) {
+        c->sum = !strcmp(value, "sum") ? 1 : !strcmp(value, "mean") ? 0 : -1;
+        if (c->sum >= 0)
+            return DTNN_OK;
+    } else {
+        return dtnn_error_set(err, DTNN_ERR_ARG, "unknown option '%s' for reduce (axes, op)",
+                              key);
+    }
+    return dtnn_error_set(err, DTNN_ERR_ARG, "%s = %s: axes is channels or spatial, op mean or "
+                          "sum", key, value);
+}
+
+static dtnn_status reduce_infer(layer *l, dtnn_error *err)
+{
+    reduce_cfg *c = l->cfg;
+    const dtnn_shape x = l->in[0];
+    if (!c->axes)
+        return dtnn_error_set(err, DTNN_ERR_ARG, "reduce needs axes = channels or spatial");
+    c->g = (reduce_geom){x.c, x.h * x.w, c->axes == 1, !c->sum};
+    l->out = c->axes == 1 ? (dtnn_shape){1, x.h, x.w} : (dtnn_shape){x.c, 1, 1};
+    return DTNN_OK;
+}
+
+static void reduce_forward(layer *l, const layer_ctx *ctx)
+{
+    const reduce_cfg *c = l->cfg;
+    be_run(ctx->be, reduce_forward, &c->g, l->n, l->x[0], l->y);
+}
+
+static void reduce_backward(layer *l, const layer_ctx *ctx)
+{
+    const reduce_cfg *c = l->cfg;
+    if (l->dx[0])
+        be_run(ctx->be, reduce_backward, &c->g, l->n, l->dy, l->dx[0], l->dx_accumulate[0]);
+}
+
+static void reduce_describe(const layer *l, layer_attrs *a)
+{
+    const reduce_cfg *c = l->cfg;
+    a->reduce_over_channels = c->axes == 1;
+    a->reduce_sum = c->sum;
+}
+
+static double reduce_flops(const layer *l) { return (double)shape_size(l->in[0]); }
+
+const layer_ops layer_reduce = {
+    .type = "reduce",
+    .summary = "sum or mean over the channels (1 x H x W) or over each plane (C x 1 x 1)",
+    .cfg_size = sizeof(reduce_cfg),
+    .min_inputs = 1,
+    .max_inputs = 1,
+    .set = reduce_set,
+    .infer = reduce_infer,
+    .forward = reduce_forward,
+    .backward = reduce_backward,
+    .flops = reduce_flops,
+    .describe = reduce_describe,
+};
