@@ -17,8 +17,9 @@
 # [features] vector, Pad by 1.5 with asymmetric pads, Pad in
 # opset 9's attribute form with channels, a zero Pad before a Relu, Erf, and GELU as Div, Erf,
 # Add and Mul, channel Splits (sizes given, equal parts) and a channel Slice with negative
-# bounds, ReduceMean over the channels and ReduceSum over H and W and over the channels give
-# NumPy's values within 1e-5 (a Split of rows, a channel mean without keepdims are refused); Pad mode=reflect, Gemm transA = 1, a weight that
+# bounds, ReduceMean over the channels and ReduceSum over H and W and over the channels, a
+# nearest Resize by sizes give NumPy's values within 1e-5 (a Split of rows, a channel mean
+# without keepdims, a nearest Resize that does not repeat values and a cubic one are refused); Pad mode=reflect, Gemm transA = 1, a weight that
 # does not fit its input, a corrupt and a truncated file each give one line and exit 1.
 # Skipped (exit 77) without numpy or in a build without ONNX support; part (b) and (c) need
 # Debian's python3-torch and python3-torchvision and say so when they are missing.
@@ -239,6 +240,16 @@ save("slicec", [helper.make_node("Slice", ["x", "s", "e", "a"], ["y"], name="mid
      {"s": np.array([-2], np.int64), "e": np.array([-1], np.int64),
       "a": np.array([1], np.int64)}, [1, 1, 8, 8])
 np.save(f"{tmp}/ref_slicec.npy", x[:, -2:-1])
+# Resize: nearest 2x by sizes (half_pixel, round_prefer_floor: the default, which repeats
+# each value), refused where it would not repeat them (floor of half_pixel) or is cubic.
+save("resize", [helper.make_node("Resize", ["x", "", "", "sz"], ["y"], name="resize")],
+     {"sz": np.array([1, 3, 16, 24], np.int64)}, [1, 3, 16, 24])
+np.save(f"{tmp}/ref_resize.npy", x.repeat(2, axis=2).repeat(3, axis=3))
+save("resizefl", [helper.make_node("Resize", ["x", "", "s"], ["y"], name="resize_floor",
+                                   nearest_mode="floor")],
+     {"s": np.array([1, 1, 2, 2], np.float32)}, [1, 3, 16, 16])
+save("cubic", [helper.make_node("Resize", ["x", "", "s"], ["y"], name="bicubic", mode="cubic")],
+     {"s": np.array([1, 1, 2, 2], np.float32)}, [1, 3, 16, 16])
 save("splith", [helper.make_node("Split", ["x"], ["a", "b"], name="rows", axis=2),
                 helper.make_node("Add", ["a", "b"], ["y"], name="sum")], {}, [1, 3, 4, 8])
 save("reflect", [helper.make_node("Pad", ["x", "p"], ["y"], name="refl", mode="reflect")],
@@ -250,7 +261,7 @@ save("wdims", [helper.make_node("Conv", ["x", "w"], ["y"], name="conv_w")],
      {"w": np.ones((4, 2, 3, 3), np.float32)}, [1, 4, 6, 6])
 P
     for g in asym gmax hsig mulc rsub adds divc div2 erf gelu_ops sqrt cfold featc pad15 pad9 \
-             padrelu rmean rmeanc rsum rsumc split13 split11 slicec; do
+             padrelu rmean rmeanc rsum rsumc split13 split11 slicec resize; do
         "$dtnn" predict --model "$tmp/$g.onnx" --input "$tmp/h_x.npy" --output "$tmp/o_$g.npy" \
             --threads 1 >/dev/null || { echo "FAIL: predict $g.onnx"; fail=1; continue; }
         # dtnn writes [N, features] where ONNX has [N, C, 1, 1]: compare the values
@@ -265,6 +276,9 @@ np.save(sys.argv[1], a.reshape(b.shape) if a.size == b.size else a)" \
     expect "node 'fc' (Gemm): attribute transA=1" "$dtnn" info --model "$tmp/alpha.onnx"
     expect "node 'rows' (Split): only a Split of channels" "$dtnn" info \
         --model "$tmp/splith.onnx"
+    expect "node 'resize_floor' (Resize): nearest with coordinate_transformation_mode='half_pixel' and nearest_mode='floor' does not repeat" \
+        "$dtnn" info --model "$tmp/resizefl.onnx"
+    expect "node 'bicubic' (Resize): mode='cubic'" "$dtnn" info --model "$tmp/cubic.onnx"
     expect "node 'conv_w' (Conv): weight 'w' \[4, 2, ...\] does not fit 3 input channels" \
         "$dtnn" info --model "$tmp/wdims.onnx"
 else

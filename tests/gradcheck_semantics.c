@@ -444,8 +444,45 @@ static void check_reductions(void)
     expect_add_error("reduce", "axes=width", NULL, 0, DTNN_ERR_ARG, "channels or spatial");
 }
 
+/* Upsampling: nearest 2x into a conv, bilinear 3x2 both corner alignments on the input and
+ * after a conv (the backward gathers in output order), an FPN-like top-down add; accumulate;
+ * the options checked. */
+static void check_upsampling(void)
+{
+    dtnn_model *m = model_new(2, 3, 4);
+    layer(m, "upsample", "scale=2");
+    layer(m, "conv2d", "filters=2 kernel=3 stride=2");
+    gradcheck(m, 2, "nearest 2x of the input -> conv s2", SMOOTH_EPS, TOL);
+    for (int align = 0; align < 2; align++) {
+        m = model_new(2, 3, 4);
+        layer(m, "conv2d", "filters=3 kernel=1");
+        layer(m, "upsample", align ? "scale=3x2 mode=bilinear align_corners=true"
+                                   : "scale=3x2 mode=bilinear");
+        layer(m, "conv2d", "filters=2 kernel=3");
+        gradcheck(m, 2, align ? "conv -> bilinear 3x2 aligned -> conv"
+                              : "conv -> bilinear 3x2 -> conv", SMOOTH_EPS, TOL);
+    }
+    m = model_new(2, 8, 8);
+    int fine = layer(m, "conv2d", "filters=3 kernel=3 padding=1");
+    int coarse = layer(m, "conv2d", "filters=3 kernel=3 stride=2 padding=1");
+    int in_c[1] = {coarse};
+    int up = add_layer(m, "upsample", "top_down", "mode=bilinear", in_c, 1);
+    int fu[2] = {fine, up};
+    add_layer(m, "add", "merge", "", fu, 2);
+    layer(m, "conv2d", "filters=2 kernel=3");
+    gradcheck(m, 2, "feature pyramid: conv + bilinear 2x of a strided conv", SMOOTH_EPS, TOL);
+    check_accumulate("upsample", "scale=2x3 mode=bilinear", 3, 4, 3, TOL);
+    check_accumulate("upsample", "scale=2", 3, 4, 3, TOL);
+    m = model_new(4, 6, 6);
+    layer(m, "upsample", "align_corners=true");
+    expect_build_error(m, DTNN_ERR_ARG, "align_corners", "bilinear");
+    expect_add_error("upsample", "mode=bicubic", NULL, 0, DTNN_ERR_ARG, "nearest or bilinear");
+    expect_add_error("upsample", "scale=0", NULL, 0, DTNN_ERR_ARG, "scale");
+}
+
 void check_semantics(void)
 {
+    check_upsampling();
     check_reductions();
     check_slices();
     check_activations();

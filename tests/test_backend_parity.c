@@ -303,8 +303,33 @@ static void test_reduce(int C, int H, int W, int over_channels, int mean, int n)
     drop(&x), drop(&y), drop(&dy), drop(&dx);
 }
 
+/* Nearest and bilinear upsampling: the shared formulas, so exact. */
+static void test_upsample(int C, int H, int W, int sh, int sw, int bilinear, int align, int n)
+{
+    const upsample_geom g = {C, H, W, sh, sw, bilinear, align};
+    const size_t nx = (size_t)n * C * H * W, ny = nx * sh * sw;
+    buf x = make(nx, 51, 1.0f), y = make(ny, 52, 1.0f), dy = make(ny, 53, 1.0f);
+    buf dx = make(nx, 54, 1.0f);
+    char label[96];
+    snprintf(label, sizeof label, "upsample %s%s %dx%d %dx%dx%d n%d",
+             bilinear ? "bilinear" : "nearest", align ? " align" : "", sh, sw, C, H, W, n);
+    be_run(cpu, upsample_forward, &g, n, x.h, y.h);
+    be_run(other, upsample_forward, &g, n, x.d, y.d);
+    check(label, &y, 0.0);
+    for (int acc = 1; acc >= 0; acc--) {
+        be_run(cpu, upsample_backward, &g, n, dy.h, dx.h, acc);
+        be_run(other, upsample_backward, &g, n, dy.d, dx.d, acc);
+        check(acc ? "  backward (+=)" : "  backward (=)", &dx, 0.0);
+    }
+    drop(&x), drop(&y), drop(&dy), drop(&dx);
+}
+
 static void test_pools(void)
 {
+    test_upsample(3, 5, 4, 2, 2, 0, 0, 2);
+    test_upsample(2, 3, 7, 3, 1, 1, 0, 1);
+    test_upsample(2, 4, 3, 2, 4, 1, 1, 2);
+    test_upsample(1, 1, 2, 4, 2, 1, 0, 1);
     test_reduce(7, 5, 3, 1, 1, 2);
     test_reduce(3, 9, 11, 1, 0, 1);
     test_reduce(5, 6, 6, 0, 0, 3);

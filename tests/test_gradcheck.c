@@ -888,7 +888,7 @@ static void check_registry_covered(void)
         "softmax", "add", "concat", "shortcut_a",
         /* gradcheck_semantics.c */
         "hardsigmoid", "hardswish", "clamp", "hardtanh", "mul", "sub", "global_maxpool",
-        "pad", "gelu", "div", "erf", "sqrt", "slice", "reduce",
+        "pad", "gelu", "div", "erf", "sqrt", "slice", "reduce", "upsample",
     };
     const char *t;
     for (int i = 0; (t = dtnn_layer_type_name(i)) != NULL; i++) {

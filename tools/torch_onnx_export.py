@@ -6,7 +6,8 @@ MODEL "ops" is a small net of the operators torchvision's models do not use (F.p
 convolution, a dynamic x.view(x.size(0), -1), x @ W + b, clamp(0, 6), sigmoid, tanh, leaky
 ReLU, average pooling without padded counts, ceil_mode pooling where it changes nothing,
 a spatial mean as squeeze-and-excitation's gate (ReduceMean), a channel Split and channel
-Slices, a channel mean and a spatial sum (ReduceSum), dropout, softmax), exported with a dynamic batch so the Reshape target is a Shape
+Slices, a channel mean and a spatial sum (ReduceSum), nearest and (from opset 11) bilinear
+upsampling both ways of align_corners, pooled back, dropout, softmax), exported with a dynamic batch so the Reshape target is a Shape
 subgraph.
 Writes OUTDIR/model.onnx (opset OPSET, default 13, eval mode, batch 2, 3 x SIZE x SIZE input),
 OUTDIR/x.npy (the input) and OUTDIR/torch.npy (PyTorch's float32 logits, which the test
@@ -70,6 +71,11 @@ class Ops(torch.nn.Module):
         x = torch.cat([x[:, 5:], x[:, :5]], dim=1)             # GhostNet's channel slices
         x = x * torch.sigmoid(x.mean(1, keepdim=True))         # CBAM's channel mean
         x = x + 0.01 * x.sum((2, 3), keepdim=True)             # ReduceSum over H and W
+        up = F.interpolate(x, scale_factor=2, mode="nearest")  # Resize (Upsample at 9)
+        if opset >= 11:                                         # bilinear: Resize from 11
+            up = up + F.interpolate(x, scale_factor=2, mode="bilinear", align_corners=False)
+            up = up + F.interpolate(x, scale_factor=2, mode="bilinear", align_corners=True)
+        x = F.avg_pool2d(up, 2)
         x = x.view(x.size(0), -1)
         x = self.drop(x @ self.w + self.b)
         return F.softmax(self.fc(x), dim=1)

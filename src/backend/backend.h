@@ -70,6 +70,14 @@ typedef struct {
     int mean;               /* 1: divided by the count of the values reduced */
 } reduce_geom;
 
+/* Upsampling of each plane by integer factors (cpu/upsample.c): H x W to H sh x W sw,
+ * nearest (each value repeated sh x sw times) or bilinear as torch.nn.functional.interpolate
+ * (align_corners 0: source (d + 0.5) / s - 0.5, clamped at 0; 1: d (in - 1) / (out - 1)). */
+typedef struct {
+    int C, H, W, sh, sw;
+    int bilinear, align_corners;
+} upsample_geom;
+
 /* Option-A shortcut (He et al.): every stride-th pixel of the C input channels, placed at
  * channels at .. at + C - 1 of K, the other channels zero. */
 typedef struct {
@@ -292,6 +300,13 @@ enum { UPLOAD_SLOTS = 2 };
       (dtnn_backend *be, const reduce_geom *g, int n, const float *x, float *y))               \
     X(BE_REQUIRED, void, reduce_backward,                                                      \
       (dtnn_backend *be, const reduce_geom *g, int n, const float *dy, float *dx,              \
+       int accumulate))                                                                        \
+    /* upsample_geom's forward, and its backward gathering each input's gradient from the     \
+     * outputs that read it, in output order (backends agree bit for bit, no atomics). */      \
+    X(BE_REQUIRED, void, upsample_forward,                                                     \
+      (dtnn_backend *be, const upsample_geom *g, int n, const float *x, float *y))             \
+    X(BE_REQUIRED, void, upsample_backward,                                                    \
+      (dtnn_backend *be, const upsample_geom *g, int n, const float *dy, float *dx,            \
        int accumulate))                                                                        \
                                                                                                \
     /* Element-wise activations over count values; a = leaky-ReLU slope or the lower bound   \

@@ -146,6 +146,7 @@ dtnn_status op_slice(imp *p, const Onnx__NodeProto *nd, dtnn_error *err);
 dtnn_status op_split(imp *p, const Onnx__NodeProto *nd, dtnn_error *err);
 dtnn_status op_reduce_mean(imp *p, const Onnx__NodeProto *nd, dtnn_error *err);
 dtnn_status op_reduce_sum(imp *p, const Onnx__NodeProto *nd, dtnn_error *err);
+dtnn_status op_resize(imp *p, const Onnx__NodeProto *nd, dtnn_error *err);
 /* Constant folding (onnx_import_fold.c). */
 dtnn_status op_constant_of_shape(imp *p, const Onnx__NodeProto *nd, dtnn_error *err);
 dtnn_status op_transpose(imp *p, const Onnx__NodeProto *nd, dtnn_error *err);

@@ -744,6 +744,10 @@ static const char *const a_cast[] = {"to", "saturate", NULL};
 static const char *const a_pad[] = {"mode", "pads", "value", NULL};
 static const char *const a_slice[] = {"starts", "ends", "axes", NULL};
 static const char *const a_split[] = {"axis", "split", NULL};
+static const char *const a_resize[] = {"mode", "coordinate_transformation_mode", "nearest_mode",
+                                       "cubic_coeff_a", "exclude_outside",
+                                       "extrapolation_value", NULL};
+static const char *const a_upsample[] = {"mode", "scales", NULL};
 static const char *const a_value[] = {"value", NULL};
 static const char *const a_perm[] = {"perm", NULL};
 static const char *const a_reduce[] = {"axes", "keepdims", NULL};
@@ -802,6 +806,8 @@ static const struct {
     {"Pad", op_pad, a_pad, 2},
     {"Slice", op_slice, a_slice, 1},
     {"Split", op_split, a_split, 2},
+    {"Resize", op_resize, a_resize, 10},
+    {"Upsample", op_resize, a_upsample, 7},
     {"ConstantOfShape", op_constant_of_shape, a_value, 9},
     {"Transpose", op_transpose, a_perm, 1},
 };

@@ -94,6 +94,8 @@ typedef struct {
     int channels[2];            /* slice: start, end */
     int reduce_over_channels;   /* reduce: over C (else over H x W) */
     int reduce_sum;             /* reduce: a sum (else a mean) */
+    int upsample_bilinear;      /* upsample: bilinear (else nearest); factors in stride */
+    int upsample_align_corners;
 } layer_attrs;
 
 typedef struct {

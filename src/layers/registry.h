@@ -34,5 +34,6 @@
     X(concat)              \
     X(slice)               \
     X(reduce)              \
+    X(upsample)            \
     X(pad)                 \
     X(shortcut_a)

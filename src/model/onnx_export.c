@@ -317,6 +317,31 @@ static emit_result emit_reduce(onnx_writer *w, emit_ctx *c, dtnn_error *err)
     return made(w, nd);
 }
 
+/* upsample: Resize by scales [1, 1, sh, sw] (opset 11's inputs: X, an empty roi, scales),
+ * nearest as torch writes it (asymmetric, floor: each value repeated), bilinear as linear
+ * with pytorch_half_pixel or align_corners. */
+static emit_result emit_upsample(onnx_writer *w, emit_ctx *c, dtnn_error *err)
+{
+    (void)err;
+    const layer *l = c->l;
+    const float scales[4] = {1.0f, 1.0f, (float)c->a.stride[0], (float)c->a.stride[1]};
+    const char *ins[3] = {onnxw_input_as(w, l, 0, 4), onnxw_printf(w, "%s.%s", l->name, "roi"),
+                          onnxw_printf(w, "%s.%s", l->name, "scales")};
+    if (!ins[0] || !ins[1] || !ins[2] || onnxw_const_f32s(w, ins[1], scales, 0) ||
+        onnxw_const_f32s(w, ins[2], scales, 4))
+        return EMIT_NOMEM;
+    Onnx__NodeProto *nd = onnxw_node(w, "Resize", l->name, ins, 3, c->out);
+    const int bilinear = c->a.upsample_bilinear;
+    onnxw_attr_string(w, nd, "mode", bilinear ? "linear" : "nearest");
+    onnxw_attr_string(w, nd, "coordinate_transformation_mode",
+                      !bilinear                      ? "asymmetric"
+                      : c->a.upsample_align_corners ? "align_corners"
+                                                     : "pytorch_half_pixel");
+    if (!bilinear)
+        onnxw_attr_string(w, nd, "nearest_mode", "floor");
+    return made(w, nd);
+}
+
 /* mul and sub of two computed values (ONNX's broadcasting is NumPy's, as the layers'); add
  * (Add, or Sum of more than two) and concat along channels, their inputs in one rank. */
 static emit_result emit_nary(onnx_writer *w, emit_ctx *c, dtnn_error *err)
@@ -522,6 +547,7 @@ static const struct {
     {"pad", emit_pad},
     {"slice", emit_slice},
     {"reduce", emit_reduce},
+    {"upsample", emit_upsample},
     {"add", emit_nary},
     {"mul", emit_nary},
     {"sub", emit_nary},

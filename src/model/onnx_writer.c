@@ -117,6 +117,21 @@ int onnxw_const_f32(onnx_writer *w, const char *name, float v)
     return add_init(w, t);
 }
 
+int onnxw_const_f32s(onnx_writer *w, const char *name, const float *v, int64_t n)
+{
+    const int64_t dims[1] = {n};
+    Onnx__TensorProto *t = new_tensor(w, name, ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, dims, 1,
+                                      sizeof(float) * (size_t)n);
+    if (!t)
+        return -1;
+    for (int64_t k = 0; k < n; k++) {
+        uint32_t u;
+        memcpy(&u, &v[k], sizeof u);
+        put_le(t->raw_data.data + 4 * k, u, 4);
+    }
+    return add_init(w, t);
+}
+
 /* The model's tensor `suffix` of layer l as an initializer named as in the model's layout;
  * its name is the value a node reads. NULL (err set) when it cannot be read. */
 const char *onnxw_tensor_init(onnx_writer *w, const layer *l, const char *suffix,

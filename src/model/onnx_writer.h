@@ -45,6 +45,8 @@ void onnxw_free(onnx_writer *w);
  * tensor `suffix` of layer l under its layout name (its name, or NULL with err set). */
 int onnxw_const_i64(onnx_writer *w, const char *name, const int64_t *v, int64_t n);
 int onnxw_const_f32(onnx_writer *w, const char *name, float v);
+/* A float vector of n values (n may be 0: an empty tensor, Resize's unused roi). */
+int onnxw_const_f32s(onnx_writer *w, const char *name, const float *v, int64_t n);
 const char *onnxw_tensor_init(onnx_writer *w, const layer *l, const char *suffix,
                               dtnn_error *err);
 

@@ -124,6 +124,20 @@ static void op_reduce_backward(dtnn_backend *be, const reduce_geom *g, int n, co
     cpu_reduce_backward(g, n, dy, dx, accumulate);
 }
 
+static void op_upsample_forward(dtnn_backend *be, const upsample_geom *g, int n,
+                                const float *x, float *y)
+{
+    (void)be;
+    cpu_upsample_forward(g, n, x, y);
+}
+
+static void op_upsample_backward(dtnn_backend *be, const upsample_geom *g, int n,
+                                 const float *dy, float *dx, int accumulate)
+{
+    (void)be;
+    cpu_upsample_backward(g, n, dy, dx, accumulate);
+}
+
 static void op_act_forward(dtnn_backend *be, act_kind kind, float a, float b, size_t count,
                            const float *x, float *y)
 {
@@ -439,6 +453,8 @@ const dtnn_backend_ops cpu_backend_table = {
     .avgpool_backward = op_avgpool_backward,
     .reduce_forward = op_reduce_forward,
     .reduce_backward = op_reduce_backward,
+    .upsample_forward = op_upsample_forward,
+    .upsample_backward = op_upsample_backward,
     .act_forward = op_act_forward,
     .act_backward = op_act_backward,
     .softmax_forward = op_softmax_forward,

@@ -103,6 +103,9 @@ void cpu_avgpool_backward(const pool_geom *g, int n, const float *dy, float *dx,
 void cpu_reduce_forward(const reduce_geom *g, int n, const float *x, float *y);
 void cpu_reduce_backward(const reduce_geom *g, int n, const float *dy, float *dx,
                          int accumulate);
+void cpu_upsample_forward(const upsample_geom *g, int n, const float *x, float *y);
+void cpu_upsample_backward(const upsample_geom *g, int n, const float *dy, float *dx,
+                           int accumulate);
 void cpu_act_forward(act_kind kind, float a, float b, size_t count, const float *x, float *y);
 void cpu_act_backward(act_kind kind, float a, float b, size_t count, const float *x,
                       const float *y, const float *dy, float *dx, int accumulate);

@@ -144,6 +144,10 @@ void cuda_reduce_forward(dtnn_backend *be, const reduce_geom *g, int n, const fl
                          float *y);
 void cuda_reduce_backward(dtnn_backend *be, const reduce_geom *g, int n, const float *dy,
                           float *dx, int accumulate);
+void cuda_upsample_forward(dtnn_backend *be, const upsample_geom *g, int n, const float *x,
+                           float *y);
+void cuda_upsample_backward(dtnn_backend *be, const upsample_geom *g, int n, const float *dy,
+                            float *dx, int accumulate);
 
 /* softmax.cu */
 void cuda_softmax_forward(dtnn_backend *be, int rows, int cols, const float *x, float *y);
