@@ -82,6 +82,35 @@ for opset in 11 17; do
     fi
 done
 
+# Layer normalisation exists in ONNX from opset 17: a ConvNeXt block and LayerNorm of
+# features (models/layernorm_blocks.model) there, and refused, saying so, at 13.
+d="$tmp/layernorm_blocks"
+mkdir -p "$d"
+$py - "$d" <<'P'
+import sys, numpy as np
+rng = np.random.default_rng(0)
+np.save(f"{sys.argv[1]}/train_x.npy", rng.standard_normal((16, 3, 16, 16)).astype(np.float32))
+np.save(f"{sys.argv[1]}/train_y.npy", rng.integers(0, 10, 16).astype(np.int64))
+np.save(f"{sys.argv[1]}/x.npy", rng.standard_normal((5, 3, 16, 16)).astype(np.float32))
+P
+ln_model=models/layernorm_blocks.model
+"$dtnn" train --model $ln_model --dataset npy --data-dir "$d" --steps 2 --batch-size 8 \
+    --optimizer sgd --lr 0.05 --momentum 0.9 --threads 1 --save "$d/ck.safetensors" --quiet \
+    >/dev/null
+"$dtnn" predict --model $ln_model --load "$d/ck.safetensors" --input "$d/x.npy" \
+    --output "$d/dtnn.npy" --threads 1 >/dev/null
+"$dtnn" export --model $ln_model --load "$d/ck.safetensors" --output "$d/model.onnx" \
+    --opset 17 >/dev/null
+$py ../tools/onnx_check.py check "$d/model.onnx" "$d/ck.safetensors" || fail=1
+if [[ -n $ort ]]; then
+    "$ort" ../tools/onnx_check.py run "$d/model.onnx" "$d/x.npy" "$d/dtnn.npy" 1e-5 || fail=1
+fi
+"$dtnn" predict --model "$d/model.onnx" --input "$d/x.npy" --output "$d/back.npy" \
+    --threads 1 >/dev/null || fail=1
+$py -c "import sys, numpy as np; a, b = np.load(sys.argv[1]), np.load(sys.argv[2])
+r = np.abs(a - b).max() / np.abs(b).max(); print(f\"{'ok  ' if r <= 1e-6 else 'FAIL'} layernorm_blocks.onnx imported back: {r:.3g} (tolerance 1e-6)\"); sys.exit(int(r > 1e-6))" \
+    "$d/back.npy" "$d/dtnn.npy" || fail=1
+
 # Errors: exit code and message.
 expect() {  # expect CODE TEXT command...
     local code=$1 text=$2 rc=0
@@ -93,6 +122,8 @@ expect() {  # expect CODE TEXT command...
         echo "error as expected (exit $rc): $(head -1 "$tmp/out.txt")"
     fi
 }
+expect 1 "LayerNormalization is in ONNX from opset 17" "$dtnn" export --model $ln_model \
+    --load "$tmp/layernorm_blocks/ck.safetensors" --output "$tmp/ln13.onnx" --opset 13
 expect 2 "opset must be 11 to 17" "$dtnn" export --model lenet5 \
     --load "$tmp/lenet5/ck.safetensors" --output "$tmp/bad.onnx" --opset 9
 expect 1 "cannot write the ONNX file '/nonexistent/x.onnx'" "$dtnn" export --model lenet5 \

@@ -480,8 +480,37 @@ static void check_upsampling(void)
     expect_add_error("upsample", "scale=0", NULL, 0, DTNN_ERR_ARG, "scale");
 }
 
+/* Layer normalisation: ConvNeXt's block shape (depthwise conv, LayerNorm2d, pointwise
+ * expansion, GELU, projection, a residual add), LayerNorm of linear features without affine
+ * parameters, of the input itself; accumulate; options. */
+static void check_layernorm(void)
+{
+    dtnn_model *m = model_new(4, 5, 4);
+    int in_c = layer(m, "conv2d", "filters=4 kernel=3 padding=1 groups=4");
+    layer(m, "layernorm", "eps=1e-6");
+    layer(m, "conv2d", "filters=8 kernel=1");
+    layer(m, "gelu", "");
+    int proj = layer(m, "conv2d", "filters=4 kernel=1");
+    int res[2] = {in_c, proj};
+    add_layer(m, "add", "residual", "", res, 2);
+    layer(m, "conv2d", "filters=2 kernel=3");
+    gradcheck(m, 3, "ConvNeXt block: dwconv -> layernorm -> 1x1 -> gelu -> 1x1 -> add",
+              KINK_EPS, KINK_TOL);
+    m = model_new(3, 2, 2);
+    layer(m, "flatten", "");
+    layer(m, "linear", "outputs=6");
+    layer(m, "layernorm", "affine=false");
+    layer(m, "linear", "outputs=3");
+    gradcheck(m, 2, "linear -> layernorm of features (no affine) -> linear", KINK_EPS,
+              KINK_TOL);
+    check_accumulate("layernorm", "", 3, 4, 3, KINK_TOL);
+    expect_add_error("layernorm", "eps=0", NULL, 0, DTNN_ERR_ARG, "eps");
+    expect_add_error("layernorm", "axis=1", NULL, 0, DTNN_ERR_ARG, "eps, affine");
+}
+
 void check_semantics(void)
 {
+    check_layernorm();
     check_upsampling();
     check_reductions();
     check_slices();

@@ -324,8 +324,46 @@ static void test_upsample(int C, int H, int W, int sh, int sw, int bilinear, int
     drop(&x), drop(&y), drop(&dy), drop(&dx);
 }
 
+/* Layer normalisation over channels: the shared formulas in the CPU's order, so exact; with
+ * and without affine parameters, parameter gradients added (they accumulate). */
+static void test_layernorm(int C, int H, int W, int affine, int n)
+{
+    const layernorm_geom g = {C, H * W, 1e-5f};
+    const size_t nx = (size_t)n * C * H * W, np_ = (size_t)n * H * W;
+    buf x = make(nx, 61, 1.0f), y = make(nx, 62, 1.0f), dy = make(nx, 63, 1.0f);
+    buf dx = make(nx, 64, 1.0f), gamma = make(C, 65, 1.0f), beta = make(C, 66, 1.0f);
+    buf mean = make(np_, 67, 1.0f), rstd = make(np_, 68, 1.0f);
+    buf dg = make(C, 69, 1.0f), db = make(C, 70, 1.0f);
+    char label[96];
+    snprintf(label, sizeof label, "layernorm %s%dx%dx%d n%d", affine ? "" : "(no affine) ", C,
+             H, W, n);
+    be_run(cpu, layernorm_forward, &g, n, x.h, affine ? gamma.h : NULL, affine ? beta.h : NULL,
+           y.h, mean.h, rstd.h);
+    be_run(other, layernorm_forward, &g, n, x.d, affine ? gamma.d : NULL,
+           affine ? beta.d : NULL, y.d, mean.d, rstd.d);
+    check(label, &y, 0.0);
+    check("  saved mean", &mean, 0.0);
+    check("  saved rstd", &rstd, 0.0);
+    for (int acc = 1; acc >= 0; acc--) {
+        be_run(cpu, layernorm_backward, &g, n, x.h, affine ? gamma.h : NULL, mean.h, rstd.h,
+               dy.h, dx.h, acc, affine ? dg.h : NULL, affine ? db.h : NULL);
+        be_run(other, layernorm_backward, &g, n, x.d, affine ? gamma.d : NULL, mean.d, rstd.d,
+               dy.d, dx.d, acc, affine ? dg.d : NULL, affine ? db.d : NULL);
+        check(acc ? "  backward (+=)" : "  backward (=)", &dx, 0.0);
+        if (affine) {
+            check("  weight gradient (+=)", &dg, 0.0);
+            check("  bias gradient (+=)", &db, 0.0);
+        }
+    }
+    drop(&x), drop(&y), drop(&dy), drop(&dx), drop(&gamma), drop(&beta);
+    drop(&mean), drop(&rstd), drop(&dg), drop(&db);
+}
+
 static void test_pools(void)
 {
+    test_layernorm(7, 3, 5, 1, 2);
+    test_layernorm(3, 1, 1, 0, 3);
+    test_layernorm(1, 4, 4, 1, 1);
     test_upsample(3, 5, 4, 2, 2, 0, 0, 2);
     test_upsample(2, 3, 7, 3, 1, 1, 0, 1);
     test_upsample(2, 4, 3, 2, 4, 1, 1, 2);

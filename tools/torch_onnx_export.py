@@ -7,7 +7,8 @@ convolution, a dynamic x.view(x.size(0), -1), x @ W + b, clamp(0, 6), sigmoid, t
 ReLU, average pooling without padded counts, ceil_mode pooling where it changes nothing,
 a spatial mean as squeeze-and-excitation's gate (ReduceMean), a channel Split and channel
 Slices, a channel mean and a spatial sum (ReduceSum), nearest and (from opset 11) bilinear
-upsampling both ways of align_corners, pooled back, dropout, softmax), exported with a dynamic batch so the Reshape target is a Shape
+upsampling both ways of align_corners, pooled back, at opset 17 ConvNeXt's LayerNorm2d
+(Transpose, LayerNormalization, Transpose), dropout, softmax), exported with a dynamic batch so the Reshape target is a Shape
 subgraph.
 Writes OUTDIR/model.onnx (opset OPSET, default 13, eval mode, batch 2, 3 x SIZE x SIZE input),
 OUTDIR/x.npy (the input) and OUTDIR/torch.npy (PyTorch's float32 logits, which the test
@@ -57,6 +58,8 @@ class Ops(torch.nn.Module):
         self.b = torch.nn.Parameter(torch.randn(12))
         self.fc = torch.nn.Linear(12, 10)
         self.drop = torch.nn.Dropout(0.3)
+        self.ln_w = torch.nn.Parameter(torch.rand(8) + 0.5)
+        self.ln_b = torch.nn.Parameter(torch.randn(8) * 0.1)
 
     def forward(self, x):
         x = F.relu(self.bn1(self.conv1(F.pad(x, (1, 1, 1, 1)))))
@@ -76,6 +79,9 @@ class Ops(torch.nn.Module):
             up = up + F.interpolate(x, scale_factor=2, mode="bilinear", align_corners=False)
             up = up + F.interpolate(x, scale_factor=2, mode="bilinear", align_corners=True)
         x = F.avg_pool2d(up, 2)
+        if opset >= 17:                                         # ConvNeXt's LayerNorm2d
+            x = F.layer_norm(x.permute(0, 2, 3, 1), (8,), self.ln_w, self.ln_b, 1e-6)
+            x = x.permute(0, 3, 1, 2).contiguous()
         x = x.view(x.size(0), -1)
         x = self.drop(x @ self.w + self.b)
         return F.softmax(self.fc(x), dim=1)

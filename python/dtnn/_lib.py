@@ -34,7 +34,10 @@ def _find_library():
 
 
 LIBRARY_PATH = _find_library()
-lib = ffi.dlopen(LIBRARY_PATH, ffi.RTLD_NOW | ffi.RTLD_GLOBAL)
+# RTLD_NODELETE: the library stays mapped when cffi's handle is collected at interpreter exit,
+# and with it the OpenMP runtime it loaded, whose idle worker threads may still be spinning
+# then (unmapping them under a running thread was a segfault at exit, seen under load).
+lib = ffi.dlopen(LIBRARY_PATH, ffi.RTLD_NOW | ffi.RTLD_GLOBAL | ffi.RTLD_NODELETE)
 
 
 class Error(RuntimeError):

@@ -78,6 +78,13 @@ typedef struct {
     int bilinear, align_corners;
 } upsample_geom;
 
+/* Layer normalisation over the C channels of each position of each sample (cpu/layernorm.c):
+ * ConvNeXt's LayerNorm2d, and nn.LayerNorm(F) on [N, F] features (C = F, HW = 1). */
+typedef struct {
+    int C, HW;
+    float eps;
+} layernorm_geom;
+
 /* Option-A shortcut (He et al.): every stride-th pixel of the C input channels, placed at
  * channels at .. at + C - 1 of K, the other channels zero. */
 typedef struct {
@@ -301,6 +308,16 @@ enum { UPLOAD_SLOTS = 2 };
     X(BE_REQUIRED, void, reduce_backward,                                                      \
       (dtnn_backend *be, const reduce_geom *g, int n, const float *dy, float *dx,              \
        int accumulate))                                                                        \
+    /* layernorm_geom: y = (x - mean) rstd gamma[c] + beta[c] per position (gamma, beta NULL: \
+     * 1 and 0), mean and rstd [n, HW] saved; backward writes (or adds to) dx and adds to dgamma and dbeta (NULL: not   \
+     * wanted), each channel's sums in double over samples then positions, in order. */         \
+    X(BE_REQUIRED, void, layernorm_forward,                                                    \
+      (dtnn_backend *be, const layernorm_geom *g, int n, const float *x, const float *gamma,  \
+       const float *beta, float *y, float *mean, float *rstd))                                 \
+    X(BE_REQUIRED, void, layernorm_backward,                                                   \
+      (dtnn_backend *be, const layernorm_geom *g, int n, const float *x, const float *gamma,  \
+       const float *mean, const float *rstd, const float *dy, float *dx, int accumulate,       \
+       float *dgamma, float *dbeta))                                                           \
     /* upsample_geom's forward, and its backward gathering each input's gradient from the     \
      * outputs that read it, in output order (backends agree bit for bit, no atomics). */      \
     X(BE_REQUIRED, void, upsample_forward,                                                     \

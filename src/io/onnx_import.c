@@ -163,7 +163,13 @@ int imp_in_layer(imp *p, const Onnx__NodeProto *nd, int k, int allow_pad, dtnn_e
                  "only computed values there", k, nd->input[k]);
         return -1;
     }
-    if (!allow_pad && (p->v[i].pad_h || p->v[i].pad_w)) {
+    if (p->v[i].nhwc && allow_pad != IMP_ALLOW_NHWC) {
+        imp_fail(p, nd, DTNN_ERR_UNSUPPORTED, err, "input %d '%s' is a Transpose of a computed "
+                 "value to channels-last, which dtnn follows only into LayerNormalization over "
+                 "the last axis and the Transpose back", k, nd->input[k]);
+        return -1;
+    }
+    if (allow_pad != 1 && (p->v[i].pad_h || p->v[i].pad_w)) {
         imp_fail(p, nd, DTNN_ERR_UNSUPPORTED, err, "input %d '%s' comes from a spatial Pad, "
                  "which dtnn supports only directly before a Conv", k, nd->input[k]);
         return -1;
@@ -769,7 +775,7 @@ static dtnn_status convert(imp *p, const char *path, dtnn_error *err)
     if (o < 0 || p->v[o].kind != IMP_LAYER || p->v[o].layer < 0)
         return imp_fail(p, NULL, DTNN_ERR_UNSUPPORTED, err, "graph output '%s' is not computed "
                         "by a layer", g->output[0]->name);
-    if (p->v[o].layer != p->n_l - 1 || p->v[o].pad_h || p->v[o].pad_w)
+    if (p->v[o].layer != p->n_l - 1 || p->v[o].pad_h || p->v[o].pad_w || p->v[o].nhwc)
         return imp_fail(p, NULL, DTNN_ERR_UNSUPPORTED, err, "graph output '%s' is not the last "
                         "operator's result; dtnn's output is its last layer",
                         g->output[0]->name);

@@ -27,6 +27,8 @@ typedef struct {
     int rank;
     int c, h, w;
     int pad_h, pad_w;           /* a zero Pad waiting for the Conv that absorbs it */
+    int nhwc;                   /* a Transpose [0, 2, 3, 1] of a layer's output: followed only
+                                 * into LayerNormalization over the last axis and back */
     /* IMP_CONST: float32 (f) or integer (i, int32 and int64 both) */
     int is_float;
     int ndim;
@@ -96,6 +98,8 @@ const char *imp_attr_unknown(const Onnx__NodeProto *nd, const char *const *known
 int imp_in(imp *p, const Onnx__NodeProto *nd, int k, dtnn_error *err);
 int imp_in_opt(imp *p, const Onnx__NodeProto *nd, int k, dtnn_error *err);
 /* Input k, which must be a layer value (allow_pad: a pending Pad is fine) or a constant. */
+/* imp_in_layer's allow: 1 a zero Pad awaiting its Conv, IMP_ALLOW_NHWC a channels-last view. */
+#define IMP_ALLOW_NHWC 2
 int imp_in_layer(imp *p, const Onnx__NodeProto *nd, int k, int allow_pad, dtnn_error *err);
 int imp_in_const(imp *p, const Onnx__NodeProto *nd, int k, dtnn_error *err);
 /* Constant input k as up to max integers: how many, or -1 (with err). */
@@ -147,6 +151,7 @@ dtnn_status op_split(imp *p, const Onnx__NodeProto *nd, dtnn_error *err);
 dtnn_status op_reduce_mean(imp *p, const Onnx__NodeProto *nd, dtnn_error *err);
 dtnn_status op_reduce_sum(imp *p, const Onnx__NodeProto *nd, dtnn_error *err);
 dtnn_status op_resize(imp *p, const Onnx__NodeProto *nd, dtnn_error *err);
+dtnn_status op_layernorm(imp *p, const Onnx__NodeProto *nd, dtnn_error *err);
 /* Constant folding (onnx_import_fold.c). */
 dtnn_status op_constant_of_shape(imp *p, const Onnx__NodeProto *nd, dtnn_error *err);
 dtnn_status op_transpose(imp *p, const Onnx__NodeProto *nd, dtnn_error *err);

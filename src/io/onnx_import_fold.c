@@ -116,8 +116,34 @@ dtnn_status fold_reshape(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
     return DTNN_OK;
 }
 
+/* A Transpose of a computed [N, C, H, W] value to channels-last ([0, 2, 3, 1]) or back
+ * ([0, 3, 1, 2]): no layer, the value marked (ConvNeXt's LayerNorm2d, torchvision's
+ * permute - layer_norm - permute). */
+static dtnn_status transpose_view(imp *p, const Onnx__NodeProto *nd, int x, dtnn_error *err)
+{
+    int64_t perm[4];
+    const int n = imp_attr_ints(nd, "perm", perm, 4);
+    const int to_last = n == 4 && perm[0] == 0 && perm[1] == 2 && perm[2] == 3 && perm[3] == 1;
+    const int back = n == 4 && perm[0] == 0 && perm[1] == 3 && perm[2] == 1 && perm[3] == 2;
+    if (p->v[x].rank != 4 || !(to_last ? !p->v[x].nhwc : back && p->v[x].nhwc))
+        return FAIL("a Transpose of a computed value other than [N, C, H, W] to channels-last "
+                    "(perm 0, 2, 3, 1) and back around a LayerNormalization is not supported");
+    int o = imp_out_alias(p, nd, x, err);
+    if (o < 0)
+        return err->code;
+    p->v[o].nhwc = to_last;
+    return DTNN_OK;
+}
+
 dtnn_status op_transpose(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
 {
+    int c = imp_in(p, nd, 0, err);
+    if (c < 0)
+        return err->code;
+    if (p->v[c].kind == IMP_LAYER) {
+        int v = imp_in_layer(p, nd, 0, IMP_ALLOW_NHWC, err);
+        return v < 0 ? err->code : transpose_view(p, nd, v, err);
+    }
     int x = imp_in_const(p, nd, 0, err);
     if (x < 0)
         return err->code;

@@ -282,6 +282,40 @@ static dtnn_status op_batchnorm(imp *p, const Onnx__NodeProto *nd, dtnn_error *e
     return DTNN_OK;
 }
 
+/* LayerNormalization (opset 17) over the last axis: of [N, F] features, or of a channels-last
+ * view of [N, C, H, W] (over C: dtnn's layernorm, whose output stays channels-last for the
+ * Transpose back). Scale and B are constants of the normalised size. */
+dtnn_status op_layernorm(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
+{
+    int x = imp_in_layer(p, nd, 0, IMP_ALLOW_NHWC, err);
+    if (x < 0)
+        return err->code;
+    const imp_value X = p->v[x];
+    const int axis = imp_axis(imp_attr_int(nd, "axis", -1), X.rank);
+    if (!(X.rank == 2 && axis == 1) && !(X.nhwc && axis == 3))
+        return FAIL("only the normalisation over the last axis of [N, features] or of a "
+                    "channels-last [N, H, W, C] (a Transpose 0, 2, 3, 1 before it) is supported");
+    if (imp_in_opt(p, nd, 2, err) < 0)
+        return FAIL("a LayerNormalization without B is not supported");
+    int t[2];
+    for (int k = 0; k < 2; k++)
+        if ((t[k] = const_floats(p, nd, k + 1, (size_t)X.c, err)) < 0)
+            return err->code;
+    const float eps = imp_attr_float(nd, "epsilon", 1e-5f);
+    if (!(eps > 0.0f))
+        return FAIL("epsilon %g must be positive", eps);
+    int o = imp_layer_new(p, nd, "layernorm", p->v[t[0]].name, &x, 1, X.rank, X.c, X.h, X.w,
+                          err);
+    if (o < 0)
+        return err->code;
+    p->v[o].nhwc = X.nhwc;
+    imp_layer *l = &p->l[p->v[o].layer];
+    imp_opt(l, "eps", "%.9g", eps);
+    imp_bind_add(l, "weight", t[0], 0);
+    imp_bind_add(l, "bias", t[1], 0);
+    return DTNN_OK;
+}
+
 static dtnn_status activation(imp *p, const Onnx__NodeProto *nd, const char *type,
                               imp_layer **out, dtnn_error *err)
 {
@@ -748,6 +782,7 @@ static const char *const a_resize[] = {"mode", "coordinate_transformation_mode",
                                        "cubic_coeff_a", "exclude_outside",
                                        "extrapolation_value", NULL};
 static const char *const a_upsample[] = {"mode", "scales", NULL};
+static const char *const a_layernorm[] = {"axis", "epsilon", "stash_type", NULL};
 static const char *const a_value[] = {"value", NULL};
 static const char *const a_perm[] = {"perm", NULL};
 static const char *const a_reduce[] = {"axes", "keepdims", NULL};
@@ -808,6 +843,7 @@ static const struct {
     {"Split", op_split, a_split, 2},
     {"Resize", op_resize, a_resize, 10},
     {"Upsample", op_resize, a_upsample, 7},
+    {"LayerNormalization", op_layernorm, a_layernorm, 17},
     {"ConstantOfShape", op_constant_of_shape, a_value, 9},
     {"Transpose", op_transpose, a_perm, 1},
 };

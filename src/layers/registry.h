@@ -35,5 +35,6 @@
     X(slice)               \
     X(reduce)              \
     X(upsample)            \
+    X(layernorm)           \
     X(pad)                 \
     X(shortcut_a)

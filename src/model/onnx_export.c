@@ -342,6 +342,59 @@ static emit_result emit_upsample(onnx_writer *w, emit_ctx *c, dtnn_error *err)
     return made(w, nd);
 }
 
+/* layernorm: LayerNormalization (opset 17) over the last axis, of [N, F] features directly and
+ * of [N, C, H, W] between Transposes to channels-last and back, as torch writes LayerNorm2d;
+ * without affine parameters, Scale ones and B zeros. */
+static emit_result emit_layernorm(onnx_writer *w, emit_ctx *c, dtnn_error *err)
+{
+    const layer *l = c->l;
+    if (w->opset < 17) {
+        dtnn_error_set(err, DTNN_ERR_UNSUPPORTED, "layer '%s' (layernorm): LayerNormalization "
+                       "is in ONNX from opset 17: export with --opset 17", l->name);
+        return EMIT_ERROR;
+    }
+    const int rank = input_rank(w, l), C = l->in[0].c;
+    const char *ins[3] = {onnxw_input_as(w, l, 0, rank), NULL, NULL};
+    if (c->a.bias) {
+        if (!(ins[1] = onnxw_tensor_init(w, l, "weight", err)) ||
+            !(ins[2] = onnxw_tensor_init(w, l, "bias", err)))
+            return EMIT_ERROR;
+    } else {
+        float *v = onnxw_alloc(w, sizeof(float) * 2 * (size_t)C);
+        ins[1] = onnxw_printf(w, "%s.%s", l->name, "ones");
+        ins[2] = onnxw_printf(w, "%s.%s", l->name, "zeros");
+        if (!v || !ins[1] || !ins[2])
+            return EMIT_NOMEM;
+        for (int k = 0; k < C; k++)
+            v[k] = 1.0f, v[C + k] = 0.0f;
+        if (onnxw_const_f32s(w, ins[1], v, C) || onnxw_const_f32s(w, ins[2], v + C, C))
+            return EMIT_NOMEM;
+    }
+    if (!ins[0])
+        return EMIT_NOMEM;
+    c->rank = rank;
+    if (rank == 2) {
+        Onnx__NodeProto *nd = onnxw_node(w, "LayerNormalization", l->name, ins, 3, c->out);
+        onnxw_attr_float(w, nd, "epsilon", c->a.eps);
+        onnxw_attr_int(w, nd, "axis", -1);
+        return made(w, nd);
+    }
+    static const int to_last[4] = {0, 2, 3, 1}, back[4] = {0, 3, 1, 2};
+    const char *last = onnxw_printf(w, "%s.%s", l->name, "channels_last");
+    const char *normed = onnxw_printf(w, "%s.%s", l->name, "normalized");
+    if (!last || !normed)
+        return EMIT_NOMEM;
+    Onnx__NodeProto *t1 = onnxw_node(w, "Transpose", last, ins, 1, last);
+    onnxw_attr_ints(w, t1, "perm", to_last, 4);
+    const char *ln_ins[3] = {last, ins[1], ins[2]};
+    Onnx__NodeProto *nd = onnxw_node(w, "LayerNormalization", l->name, ln_ins, 3, normed);
+    onnxw_attr_float(w, nd, "epsilon", c->a.eps);
+    onnxw_attr_int(w, nd, "axis", -1);
+    Onnx__NodeProto *t2 = onnxw_node(w, "Transpose", normed, &normed, 1, c->out);
+    onnxw_attr_ints(w, t2, "perm", back, 4);
+    return t1 && nd ? made(w, t2) : EMIT_NOMEM;
+}
+
 /* mul and sub of two computed values (ONNX's broadcasting is NumPy's, as the layers'); add
  * (Add, or Sum of more than two) and concat along channels, their inputs in one rank. */
 static emit_result emit_nary(onnx_writer *w, emit_ctx *c, dtnn_error *err)
@@ -548,6 +601,7 @@ static const struct {
     {"slice", emit_slice},
     {"reduce", emit_reduce},
     {"upsample", emit_upsample},
+    {"layernorm", emit_layernorm},
     {"add", emit_nary},
     {"mul", emit_nary},
     {"sub", emit_nary},

@@ -124,6 +124,23 @@ static void op_reduce_backward(dtnn_backend *be, const reduce_geom *g, int n, co
     cpu_reduce_backward(g, n, dy, dx, accumulate);
 }
 
+static void op_layernorm_forward(dtnn_backend *be, const layernorm_geom *g, int n,
+                                 const float *x, const float *gamma, const float *beta, float *y,
+                                 float *mean, float *rstd)
+{
+    (void)be;
+    cpu_layernorm_forward(g, n, x, gamma, beta, y, mean, rstd);
+}
+
+static void op_layernorm_backward(dtnn_backend *be, const layernorm_geom *g, int n,
+                                  const float *x, const float *gamma, const float *mean,
+                                  const float *rstd, const float *dy, float *dx, int accumulate,
+                                  float *dgamma, float *dbeta)
+{
+    (void)be;
+    cpu_layernorm_backward(g, n, x, gamma, mean, rstd, dy, dx, accumulate, dgamma, dbeta);
+}
+
 static void op_upsample_forward(dtnn_backend *be, const upsample_geom *g, int n,
                                 const float *x, float *y)
 {
@@ -453,6 +470,8 @@ const dtnn_backend_ops cpu_backend_table = {
     .avgpool_backward = op_avgpool_backward,
     .reduce_forward = op_reduce_forward,
     .reduce_backward = op_reduce_backward,
+    .layernorm_forward = op_layernorm_forward,
+    .layernorm_backward = op_layernorm_backward,
     .upsample_forward = op_upsample_forward,
     .upsample_backward = op_upsample_backward,
     .act_forward = op_act_forward,

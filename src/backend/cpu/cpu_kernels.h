@@ -103,6 +103,11 @@ void cpu_avgpool_backward(const pool_geom *g, int n, const float *dy, float *dx,
 void cpu_reduce_forward(const reduce_geom *g, int n, const float *x, float *y);
 void cpu_reduce_backward(const reduce_geom *g, int n, const float *dy, float *dx,
                          int accumulate);
+void cpu_layernorm_forward(const layernorm_geom *g, int n, const float *x, const float *gamma,
+                           const float *beta, float *y, float *mean, float *rstd);
+void cpu_layernorm_backward(const layernorm_geom *g, int n, const float *x, const float *gamma,
+                            const float *mean, const float *rstd, const float *dy, float *dx,
+                            int accumulate, float *dgamma, float *dbeta);
 void cpu_upsample_forward(const upsample_geom *g, int n, const float *x, float *y);
 void cpu_upsample_backward(const upsample_geom *g, int n, const float *dy, float *dx,
                            int accumulate);

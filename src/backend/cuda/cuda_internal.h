@@ -144,6 +144,13 @@ void cuda_reduce_forward(dtnn_backend *be, const reduce_geom *g, int n, const fl
                          float *y);
 void cuda_reduce_backward(dtnn_backend *be, const reduce_geom *g, int n, const float *dy,
                           float *dx, int accumulate);
+void cuda_layernorm_forward(dtnn_backend *be, const layernorm_geom *g, int n, const float *x,
+                            const float *gamma, const float *beta, float *y, float *mean,
+                            float *rstd);
+void cuda_layernorm_backward(dtnn_backend *be, const layernorm_geom *g, int n, const float *x,
+                             const float *gamma, const float *mean, const float *rstd,
+                             const float *dy, float *dx, int accumulate, float *dgamma,
+                             float *dbeta);
 void cuda_upsample_forward(dtnn_backend *be, const upsample_geom *g, int n, const float *x,
                            float *y);
 void cuda_upsample_backward(dtnn_backend *be, const upsample_geom *g, int n, const float *dy,
