@@ -152,6 +152,9 @@ dtnn_status op_reduce_mean(imp *p, const Onnx__NodeProto *nd, dtnn_error *err);
 dtnn_status op_reduce_sum(imp *p, const Onnx__NodeProto *nd, dtnn_error *err);
 dtnn_status op_resize(imp *p, const Onnx__NodeProto *nd, dtnn_error *err);
 dtnn_status op_layernorm(imp *p, const Onnx__NodeProto *nd, dtnn_error *err);
+dtnn_status op_batchnorm(imp *p, const Onnx__NodeProto *nd, dtnn_error *err);
+/* Input k of nd as a constant of n float32 values (its value index), or -1 with err set. */
+int imp_const_floats(imp *p, const Onnx__NodeProto *nd, int k, size_t n, dtnn_error *err);
 /* Constant folding (onnx_import_fold.c). */
 dtnn_status op_constant_of_shape(imp *p, const Onnx__NodeProto *nd, dtnn_error *err);
 dtnn_status op_transpose(imp *p, const Onnx__NodeProto *nd, dtnn_error *err);
