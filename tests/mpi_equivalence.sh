@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Data parallelism means the same training: 20 SGD-momentum steps of lenet5 on 2 and 4 MPI
 # ranks, with every all-reduce strategy, fp16/bf16 transport, gradient accumulation, and
-# NAdam, LARS and LAMB with clipping and parameter groups, the weights' average, end
+# NAdam, LARS and LAMB with clipping and parameter groups, the weights' average, and a network
+# of the newer layers (layernorm, slice, reduce, upsample), end
 # within a stated tolerance of the same command on one process (half-precision transport on
 # cpu-guarded, a device's staged path, equals cpu's bit for bit); a rank count change on resume
 # continues the same run. Usage: mpi_equivalence.sh DTNN CKDIFF MPIRUN TMPDIR, where MPIRUN is the
@@ -115,6 +116,23 @@ for np in 2 4; do
         echo "ok: resnet20, $np ranks, --sync-bn: $out"
     else
         echo "FAIL: resnet20, $np ranks, --sync-bn: $out"
+        failures=$((failures + 1))
+    fi
+done
+
+# The newer layers (models/modern_blocks.model: layernorm, slice, reduce, upsample, gelu; no
+# batch norm, no ReLU, so the trajectory stays smooth): 20 steps on 2 and 4 ranks against one
+# process, held to the fp32 tolerance above.
+mb=(--model models/modern_blocks.model --dataset synthetic --synthetic-shape 3x16x16
+    --synthetic-samples 640 --batch-size 32 --steps 20 --optimizer sgd --lr 0.05 --momentum 0.9
+    --threads 1 --seed 3 --quiet)
+"$dtnn" train "${mb[@]}" --save "$tmp/mb-ref.safetensors" >/dev/null || exit 1
+for np in 2 4; do
+    mpi $np "$dtnn" train "${mb[@]}" --save "$tmp/mb-np$np.safetensors" >/dev/null
+    if out=$("$ckdiff" "$tmp/mb-ref.safetensors" "$tmp/mb-np$np.safetensors" 2e-5); then
+        echo "ok: modern blocks, $np ranks: $out"
+    else
+        echo "FAIL: modern blocks, $np ranks: $out"
         failures=$((failures + 1))
     fi
 done
