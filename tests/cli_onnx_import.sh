@@ -10,7 +10,9 @@
 # eval mode, random weights and batch-norm statistics): `dtnn predict` on the file gives
 # torchvision's logits within 1e-4 relative, among them mobilenet_v3_small (Hardswish is
 # HardSigmoid + Mul at opset 13, HardSwish at 14; squeeze-and-excitation is a broadcast Mul) and
-# efficientnet_b0 (SiLU is Sigmoid + Mul). (c) `dtnn train --model F.onnx` runs 2 steps from the
+# efficientnet_b0 (SiLU is Sigmoid + Mul), convnext_tiny at opset 17 (LayerNorm2d and each
+# block's Linear, GELU and Linear between permutes: a channels-last view whose MatMuls are
+# 1x1 convolutions and whose element-wise operators keep the view). (c) `dtnn train --model F.onnx` runs 2 steps from the
 # initializers. (d) Graphs written with onnx.helper: Conv with asymmetric pads, GlobalMaxPool,
 # HardSigmoid with ONNX's default alpha 0.2, Mul by a per-channel constant, Sub c - x, Add of a
 # scalar, Div by a per-channel constant and by a computed value, Mul of a flat value by a
@@ -293,6 +295,7 @@ else
     # Pad, Squeeze/Unsqueeze and Softmax change between them).
     for spec in resnet18:64 mobilenet_v2:64 densenet121:64 squeezenet1_1:64 alexnet:224 \
             vgg11_bn:224 mobilenet_v3_small:64 mobilenet_v3_small:64:14 efficientnet_b0:64 \
+            convnext_tiny:64:17 \
             ops:16:9 ops:16:11 ops:16:13 ops:16:17; do
         model=${spec%%:*}
         size=${spec#*:}

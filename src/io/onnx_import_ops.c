@@ -229,16 +229,18 @@ static dtnn_status op_global_pool(imp *p, const Onnx__NodeProto *nd, dtnn_error 
  * default) or [N, C] without. Other axes have no dtnn layer yet and are refused by name. */
 /* ---- activations -------------------------------------------------------------------------- */
 
+/* An element-wise layer: on a channels-last view too, whose output stays one. */
 static dtnn_status activation(imp *p, const Onnx__NodeProto *nd, const char *type,
                               imp_layer **out, dtnn_error *err)
 {
-    int x = imp_in_layer(p, nd, 0, 0, err);
+    int x = imp_in_layer(p, nd, 0, IMP_ALLOW_NHWC, err);
     if (x < 0)
         return err->code;
     const imp_value X = p->v[x];
     int o = imp_layer_new(p, nd, type, NULL, &x, 1, X.rank, X.c, X.h, X.w, err);
     if (o < 0)
         return err->code;
+    p->v[o].nhwc = X.nhwc;
     if (out)
         *out = &p->l[p->v[o].layer];
     return DTNN_OK;
@@ -415,11 +417,37 @@ static dtnn_status op_gemm(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
     return linear_new(p, nd, x, wi, transposed, bi, err);
 }
 
+/* x @ W for a channels-last view x [N, H, W, C] and W [C, K] (ConvNeXt's Linear between its
+ * permutes): a 1x1 convolution, weight W transposed to [K, C, 1, 1], its output a view too. */
+static dtnn_status pointwise_new(imp *p, const Onnx__NodeProto *nd, int x, int wi,
+                                 dtnn_error *err)
+{
+    const imp_value X = p->v[x], *W = &p->v[wi];
+    if (!W->is_float || W->ndim != 2 || W->dims[0] != X.c || W->dims[1] < 1 ||
+        W->dims[1] > 1 << 20)
+        return BAD("weight '%s' is not a float32 [%d, K] matrix for the channels-last value "
+                   "'%s'", W->name, X.c, X.name);
+    const int K = (int)W->dims[1];
+    int o = imp_layer_new(p, nd, "conv2d", W->name, &x, 1, 4, K, X.h, X.w, err);
+    if (o < 0)
+        return err->code;
+    p->v[o].nhwc = 1;
+    imp_layer *l = &p->l[p->v[o].layer];
+    imp_opt(l, "filters", "%d", K);
+    imp_opt(l, "kernel", "1");
+    imp_opt(l, "bias", "false");
+    imp_bind_add(l, "weight", wi, 1);
+    return DTNN_OK;
+}
+
 static dtnn_status op_matmul(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
 {
-    int x = imp_in_layer(p, nd, 0, 0, err), wi = x < 0 ? -1 : imp_in_const(p, nd, 1, err);
+    int x = imp_in_layer(p, nd, 0, IMP_ALLOW_NHWC, err);
+    int wi = x < 0 ? -1 : imp_in_const(p, nd, 1, err);
     if (wi < 0)
         return err->code;
+    if (p->v[x].nhwc)
+        return pointwise_new(p, nd, x, wi, err);
     return linear_new(p, nd, x, wi, 1, -1, err);
 }
 
@@ -487,6 +515,11 @@ static dtnn_status const_operand(imp *p, const Onnx__NodeProto *nd, const char *
     int64_t kd[4] = {1, 1, 1, 1};
     for (int d = 0; d < K->ndim; d++)
         kd[X.rank - K->ndim + d] = K->dims[d];
+    if (X.nhwc) {
+        /* ONNX's [N, H, W, C] of a channels-last view is dtnn's [N, C, H, W] */
+        const int64_t nchw[4] = {kd[0], kd[3], kd[1], kd[2]};
+        memcpy(kd, nchw, sizeof kd);
+    }
     if (kd[0] != 1)
         return FAIL("constant '%s' has %lld samples; dtnn broadcasts a constant of one sample "
                     "over the batch", K->name, (long long)kd[0]);
@@ -507,6 +540,7 @@ static dtnn_status const_operand(imp *p, const Onnx__NodeProto *nd, const char *
     int o = imp_layer_new(p, nd, type, NULL, &x, 1, X.rank, os[0], os[1], os[2], err);
     if (o < 0)
         return err->code;
+    p->v[o].nhwc = X.nhwc;
     imp_layer *l = &p->l[p->v[o].layer];
     imp_opt(l, "const_shape", "%dx%dx%d", ks[0], ks[1], ks[2]);
     if (reverse)
@@ -536,6 +570,9 @@ static dtnn_status broadcast(imp *p, const Onnx__NodeProto *nd, int a, int b, im
                              dtnn_error *err)
 {
     const imp_value *A = &p->v[a], *B = &p->v[b];
+    if (A->nhwc != B->nhwc)
+        return FAIL("inputs '%s' and '%s': one is a channels-last view and the other is not",
+                    A->name, B->name);
     if (A->rank != B->rank)
         return FAIL("inputs '%s' (rank %d) and '%s' (rank %d) differ in rank; dtnn broadcasts "
                     "values of one rank", A->name, A->rank, B->name, B->rank);
@@ -566,11 +603,11 @@ static dtnn_status op_add(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
         return fold_binary(p, nd, ins[0], ins[1], err);
     for (int k = 0; k < n; k++) {
         if (n == 2 && p->v[ins[k]].kind == IMP_CONST && p->v[ins[1 - k]].kind == IMP_LAYER) {
-            if (imp_in_layer(p, nd, 1 - k, 0, err) < 0)
+            if (imp_in_layer(p, nd, 1 - k, IMP_ALLOW_NHWC, err) < 0)
                 return err->code;
             return add_constant(p, nd, ins[1 - k], ins[k], err);
         }
-        if (imp_in_layer(p, nd, k, 0, err) < 0)
+        if (imp_in_layer(p, nd, k, n == 2 ? IMP_ALLOW_NHWC : 0, err) < 0)
             return err->code;
         const imp_value *v = &p->v[ins[k]], *v0 = &p->v[ins[0]];
         if (n == 2 && k == 1) {
@@ -578,8 +615,11 @@ static dtnn_status op_add(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
             imp_value o;
             if (broadcast(p, nd, ins[0], ins[1], &o, err))
                 return err->code;
-            return imp_layer_new(p, nd, "add", NULL, ins, 2, o.rank, o.c, o.h, o.w, err) < 0
-                       ? err->code : DTNN_OK;
+            int out = imp_layer_new(p, nd, "add", NULL, ins, 2, o.rank, o.c, o.h, o.w, err);
+            if (out < 0)
+                return err->code;
+            p->v[out].nhwc = o.nhwc;
+            return DTNN_OK;
         }
         if (v->c != v0->c || v->h != v0->h || v->w != v0->w)
             return FAIL("inputs '%s' %dx%dx%d and '%s' %dx%dx%d differ in shape; dtnn adds "
@@ -608,7 +648,7 @@ static dtnn_status op_binary(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
     if (c0 && c1)
         return fold_binary(p, nd, ins[0], ins[1], err);
     for (int k = 0; k < 2; k++)
-        if (p->v[ins[k]].kind != IMP_CONST && imp_in_layer(p, nd, k, 0, err) < 0)
+        if (p->v[ins[k]].kind != IMP_CONST && imp_in_layer(p, nd, k, IMP_ALLOW_NHWC, err) < 0)
             return err->code;
     /* Mul commutes: x * c either way; Sub and Div with the constant first are c - x, c / x */
     if (c0 || c1)
@@ -617,8 +657,11 @@ static dtnn_status op_binary(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
     imp_value o;
     if (broadcast(p, nd, ins[0], ins[1], &o, err))
         return err->code;
-    return imp_layer_new(p, nd, type, NULL, ins, 2, o.rank, o.c, o.h, o.w, err) < 0 ? err->code
-                                                                                 : DTNN_OK;
+    int out = imp_layer_new(p, nd, type, NULL, ins, 2, o.rank, o.c, o.h, o.w, err);
+    if (out < 0)
+        return err->code;
+    p->v[out].nhwc = o.nhwc;
+    return DTNN_OK;
 }
 
 /* Concat of constants (shape vectors, axis 0) is folded; of layers it is a channel concat. */
