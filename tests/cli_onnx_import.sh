@@ -252,6 +252,14 @@ save("resizefl", [helper.make_node("Resize", ["x", "", "s"], ["y"], name="resize
      {"s": np.array([1, 1, 2, 2], np.float32)}, [1, 3, 16, 16])
 save("cubic", [helper.make_node("Resize", ["x", "", "s"], ["y"], name="bicubic", mode="cubic")],
      {"s": np.array([1, 1, 2, 2], np.float32)}, [1, 3, 16, 16])
+# 300 Identities of a constant in a chain (torch 2's exporter writes Identity for a shared
+# initializer): each copies its input's dims while making its output value, which can move
+# the value array (a use after free the importer once had; timm's mixnet and res2net).
+chain = [helper.make_node("Identity", ["k0" if i == 0 else f"k{i}"], [f"k{i + 1}"],
+                          name=f"id{i}") for i in range(300)]
+save("idchain", chain + [helper.make_node("Mul", ["x", "k300"], ["y"], name="scale")],
+     {"k0": d}, [1, 3, 8, 8])
+np.save(f"{tmp}/ref_idchain.npy", x * d)
 save("splith", [helper.make_node("Split", ["x"], ["a", "b"], name="rows", axis=2),
                 helper.make_node("Add", ["a", "b"], ["y"], name="sum")], {}, [1, 3, 4, 8])
 save("reflect", [helper.make_node("Pad", ["x", "p"], ["y"], name="refl", mode="reflect")],
@@ -263,7 +271,7 @@ save("wdims", [helper.make_node("Conv", ["x", "w"], ["y"], name="conv_w")],
      {"w": np.ones((4, 2, 3, 3), np.float32)}, [1, 4, 6, 6])
 P
     for g in asym gmax hsig mulc rsub adds divc div2 erf gelu_ops sqrt cfold featc pad15 pad9 \
-             padrelu rmean rmeanc rsum rsumc split13 split11 slicec resize; do
+             padrelu rmean rmeanc rsum rsumc split13 split11 slicec resize idchain; do
         "$dtnn" predict --model "$tmp/$g.onnx" --input "$tmp/h_x.npy" --output "$tmp/o_$g.npy" \
             --threads 1 >/dev/null || { echo "FAIL: predict $g.onnx"; fail=1; continue; }
         # dtnn writes [N, features] where ONNX has [N, C, 1, 1]: compare the values

@@ -18,11 +18,16 @@
 #define FAIL(...) imp_fail(p, nd, DTNN_ERR_UNSUPPORTED, err, __VA_ARGS__)
 #define BAD(...) imp_fail(p, nd, DTNN_ERR_FORMAT, err, __VA_ARGS__)
 
-
-/* A copy of constant src as output 0 of nd, with new dims of the same element count. */
-static dtnn_status const_copy(imp *p, const Onnx__NodeProto *nd, int src, const int64_t *dims,
+/* A copy of constant src as output 0 of nd, with new dims of the same element count. dims may
+ * point into the value array (an Identity passes its input's own), which making the output
+ * value can move: they are copied first. */
+static dtnn_status const_copy(imp *p, const Onnx__NodeProto *nd, int src, const int64_t *dims_in,
                               int ndim, dtnn_error *err)
 {
+    if (ndim < 0 || ndim > IMP_MAX_DIMS)
+        return BAD("a constant of %d dimensions", ndim);
+    int64_t dims[IMP_MAX_DIMS];
+    memcpy(dims, dims_in, sizeof(int64_t) * (size_t)ndim);
     int o = imp_out(p, nd, 0, err);
     if (o < 0)
         return err->code;
