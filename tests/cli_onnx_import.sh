@@ -260,6 +260,19 @@ chain = [helper.make_node("Identity", ["k0" if i == 0 else f"k{i}"], [f"k{i + 1}
 save("idchain", chain + [helper.make_node("Mul", ["x", "k300"], ["y"], name="scale")],
      {"k0": d}, [1, 3, 8, 8])
 np.save(f"{tmp}/ref_idchain.npy", x * d)
+# Element-wise operators of constants folded at import (TF-"same" padding computes its pads
+# so): Neg, Ceil, Clip with bounds as inputs, Abs, then x times the result; Ceil of a
+# computed value is refused.
+cu = np.array([-1.5, 0.2, 2.7], np.float32).reshape(3, 1, 1)
+save("cunary", [helper.make_node("Neg", ["cu"], ["n"], name="neg"),
+                helper.make_node("Ceil", ["n"], ["c"], name="ceil"),
+                helper.make_node("Clip", ["c", "lo", "hi"], ["k"], name="clip"),
+                helper.make_node("Abs", ["k"], ["a"], name="abs"),
+                helper.make_node("Mul", ["x", "a"], ["y"], name="scale")],
+     {"cu": cu, "lo": np.array(-1.0, np.float32), "hi": np.array(1.5, np.float32)},
+     [1, 3, 8, 8])
+np.save(f"{tmp}/ref_cunary.npy", x * np.abs(np.clip(np.ceil(-cu), -1.0, 1.5)))
+save("ceilx", [helper.make_node("Ceil", ["x"], ["y"], name="ceil_x")], {}, [1, 3, 8, 8])
 save("splith", [helper.make_node("Split", ["x"], ["a", "b"], name="rows", axis=2),
                 helper.make_node("Add", ["a", "b"], ["y"], name="sum")], {}, [1, 3, 4, 8])
 save("reflect", [helper.make_node("Pad", ["x", "p"], ["y"], name="refl", mode="reflect")],
@@ -271,7 +284,7 @@ save("wdims", [helper.make_node("Conv", ["x", "w"], ["y"], name="conv_w")],
      {"w": np.ones((4, 2, 3, 3), np.float32)}, [1, 4, 6, 6])
 P
     for g in asym gmax hsig mulc rsub adds divc div2 erf gelu_ops sqrt cfold featc pad15 pad9 \
-             padrelu rmean rmeanc rsum rsumc split13 split11 slicec resize idchain; do
+             padrelu rmean rmeanc rsum rsumc split13 split11 slicec resize idchain cunary; do
         "$dtnn" predict --model "$tmp/$g.onnx" --input "$tmp/h_x.npy" --output "$tmp/o_$g.npy" \
             --threads 1 >/dev/null || { echo "FAIL: predict $g.onnx"; fail=1; continue; }
         # dtnn writes [N, features] where ONNX has [N, C, 1, 1]: compare the values
@@ -289,6 +302,8 @@ np.save(sys.argv[1], a.reshape(b.shape) if a.size == b.size else a)" \
     expect "node 'resize_floor' (Resize): nearest with coordinate_transformation_mode='half_pixel' and nearest_mode='floor' does not repeat" \
         "$dtnn" info --model "$tmp/resizefl.onnx"
     expect "node 'bicubic' (Resize): mode='cubic'" "$dtnn" info --model "$tmp/cubic.onnx"
+    expect "node 'ceil_x' (Ceil): Ceil of a computed value is not supported" "$dtnn" info \
+        --model "$tmp/ceilx.onnx"
     expect "node 'conv_w' (Conv): weight 'w' \[4, 2, ...\] does not fit 3 input channels" \
         "$dtnn" info --model "$tmp/wdims.onnx"
 else

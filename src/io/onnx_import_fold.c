@@ -6,6 +6,7 @@
  * factors, shape arithmetic). Only constants: on computed values these operators are the
  * layers of onnx_import_shape.c or unsupported. Semantics: onnx/docs/Operators.md.
  */
+#include <math.h>
 #include <string.h>
 
 #include "onnx_import.h"
@@ -316,3 +317,77 @@ dtnn_status fold_binary(imp *p, const Onnx__NodeProto *nd, int a, int b, dtnn_er
     return DTNN_OK;
 }
 
+/* Bound k of a Clip of a constant: its input (opset 11+) or attribute, as a double; the
+ * default when it is left out. */
+static dtnn_status clip_bound(imp *p, const Onnx__NodeProto *nd, int k, double dflt,
+                              double *out, dtnn_error *err)
+{
+    *out = dflt;
+    if (p->opset < 11) {
+        *out = imp_attr_float(nd, k == 1 ? "min" : "max", (float)dflt);
+        return DTNN_OK;
+    }
+    int i = imp_in_opt(p, nd, k, err);
+    if (i == -2)
+        return err->code;
+    if (i >= 0) {
+        if ((i = imp_in_const(p, nd, k, err)) < 0)
+            return err->code;
+        if (p->v[i].count != 1)
+            return BAD("bound '%s' is not a scalar", p->v[i].name);
+        *out = p->v[i].is_float ? (double)p->v[i].f[0] : (double)p->v[i].i[0];
+    }
+    return DTNN_OK;
+}
+
+static double unary_value(const char *op, double v, double lo, double hi)
+{
+    if (!strcmp(op, "Ceil"))
+        return ceil(v);
+    if (!strcmp(op, "Floor"))
+        return floor(v);
+    if (!strcmp(op, "Neg"))
+        return -v;
+    if (!strcmp(op, "Abs"))
+        return fabs(v);
+    if (!strcmp(op, "Sqrt"))
+        return sqrt(v);
+    if (!strcmp(op, "Relu"))
+        return v > 0 ? v : 0;
+    if (!strcmp(op, "Sigmoid"))
+        return 1.0 / (1.0 + exp(-v));
+    if (!strcmp(op, "Tanh"))
+        return tanh(v);
+    if (!strcmp(op, "Erf"))
+        return erf(v);
+    return v < lo ? lo : v > hi ? hi : v;  /* Clip */
+}
+
+dtnn_status fold_unary(imp *p, const Onnx__NodeProto *nd, int x, dtnn_error *err)
+{
+    double lo = -INFINITY, hi = INFINITY;
+    const int clip = !strcmp(nd->op_type, "Clip");
+    dtnn_status st;
+    if (clip && ((st = clip_bound(p, nd, 1, -INFINITY, &lo, err)) ||
+                 (st = clip_bound(p, nd, 2, INFINITY, &hi, err))))
+        return st;
+    const int exact_on_ints = clip || !strcmp(nd->op_type, "Neg") ||
+                              !strcmp(nd->op_type, "Abs") || !strcmp(nd->op_type, "Relu") ||
+                              !strcmp(nd->op_type, "Ceil") || !strcmp(nd->op_type, "Floor");
+    if (!p->v[x].is_float && !exact_on_ints)
+        return FAIL("%s of integer constant '%s' is not folded", nd->op_type, p->v[x].name);
+    int64_t dims[IMP_MAX_DIMS];
+    const int ndim = p->v[x].ndim;
+    memcpy(dims, p->v[x].dims, sizeof(int64_t) * (size_t)ndim);
+    int o = imp_out(p, nd, 0, err);
+    if (o < 0 || imp_const_alloc(p, o, p->v[x].is_float, dims, ndim, err))
+        return err->code;
+    const imp_value *v = &p->v[x];  /* making the output may have moved the array */
+    for (size_t k = 0; k < v->count; k++) {
+        if (v->is_float)
+            p->v[o].f[k] = (float)unary_value(nd->op_type, (double)v->f[k], lo, hi);
+        else
+            p->v[o].i[k] = (int64_t)unary_value(nd->op_type, (double)v->i[k], lo, hi);
+    }
+    return DTNN_OK;
+}

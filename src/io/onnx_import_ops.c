@@ -248,6 +248,11 @@ static dtnn_status activation(imp *p, const Onnx__NodeProto *nd, const char *typ
 
 static dtnn_status op_unary(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
 {
+    int c = imp_in(p, nd, 0, err);
+    if (c < 0)
+        return err->code;
+    if (p->v[c].kind == IMP_CONST)
+        return fold_unary(p, nd, c, err);
     static const char *const map[][2] = {{"Relu", "relu"}, {"Sigmoid", "sigmoid"},
                                          {"Tanh", "tanh"}, {"LeakyRelu", "leaky_relu"},
                                          {"Erf", "erf"}, {"Sqrt", "sqrt"}};
@@ -260,11 +265,17 @@ static dtnn_status op_unary(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
             imp_opt(l, "slope", "%.9g", imp_attr_float(nd, "alpha", 0.01f));
         return st;
     }
-    return FAIL("internal: no activation");
+    return FAIL("%s of a computed value is not supported (of constants it is folded)",
+                nd->op_type);
 }
 
 static dtnn_status op_clip(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
 {
+    int c = imp_in(p, nd, 0, err);
+    if (c < 0)
+        return err->code;
+    if (p->v[c].kind == IMP_CONST)
+        return fold_unary(p, nd, c, err);
     float lo = -INFINITY, hi = INFINITY;
     if (p->opset < 11) {
         lo = imp_attr_float(nd, "min", lo);
@@ -771,6 +782,10 @@ static const struct {
     {"Tanh", op_unary, a_none, 6},
     {"Erf", op_unary, a_none, 9},
     {"Sqrt", op_unary, a_none, 6},
+    {"Ceil", op_unary, a_none, 6},
+    {"Floor", op_unary, a_none, 6},
+    {"Neg", op_unary, a_none, 6},
+    {"Abs", op_unary, a_none, 6},
     {"LeakyRelu", op_unary, a_leaky, 6},
     {"Clip", op_clip, a_clip, 6},
     {"HardSigmoid", op_hardsigmoid, a_hsig, 6},
