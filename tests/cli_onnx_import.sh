@@ -273,6 +273,14 @@ save("cunary", [helper.make_node("Neg", ["cu"], ["n"], name="neg"),
      [1, 3, 8, 8])
 np.save(f"{tmp}/ref_cunary.npy", x * np.abs(np.clip(np.ceil(-cu), -1.0, 1.5)))
 save("ceilx", [helper.make_node("Ceil", ["x"], ["y"], name="ceil_x")], {}, [1, 3, 8, 8])
+# Pads computed in float and concatenated before a Cast (timm's TF-"same" padding): a Concat
+# of float constants folded.
+save("fpads", [helper.make_node("Concat", ["pa", "pb"], ["pf"], name="cat_pads", axis=0),
+               helper.make_node("Cast", ["pf"], ["pi"], name="to_int", to=TensorProto.INT64),
+               helper.make_node("Pad", ["x", "pi"], ["y"], name="same_pad")],
+     {"pa": np.array([0, 0, 1, 0], np.float32), "pb": np.array([0, 0, 0, 1], np.float32)},
+     [1, 3, 9, 9])
+np.save(f"{tmp}/ref_fpads.npy", np.pad(x, ((0, 0), (0, 0), (1, 0), (0, 1))))
 save("splith", [helper.make_node("Split", ["x"], ["a", "b"], name="rows", axis=2),
                 helper.make_node("Add", ["a", "b"], ["y"], name="sum")], {}, [1, 3, 4, 8])
 save("reflect", [helper.make_node("Pad", ["x", "p"], ["y"], name="refl", mode="reflect")],
@@ -284,7 +292,8 @@ save("wdims", [helper.make_node("Conv", ["x", "w"], ["y"], name="conv_w")],
      {"w": np.ones((4, 2, 3, 3), np.float32)}, [1, 4, 6, 6])
 P
     for g in asym gmax hsig mulc rsub adds divc div2 erf gelu_ops sqrt cfold featc pad15 pad9 \
-             padrelu rmean rmeanc rsum rsumc split13 split11 slicec resize idchain cunary; do
+             padrelu rmean rmeanc rsum rsumc split13 split11 slicec resize idchain cunary \
+             fpads; do
         "$dtnn" predict --model "$tmp/$g.onnx" --input "$tmp/h_x.npy" --output "$tmp/o_$g.npy" \
             --threads 1 >/dev/null || { echo "FAIL: predict $g.onnx"; fail=1; continue; }
         # dtnn writes [N, features] where ONNX has [N, C, 1, 1]: compare the values

@@ -691,17 +691,23 @@ static dtnn_status op_concat(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
     }
     const int64_t axis = imp_attr_int(nd, "axis", 1);
     if (n_const == n) {
+        /* 1-D constants of one type: shape vectors, and pads computed in float (TF-"same") */
+        const int is_float = p->v[ins[0]].is_float;
         for (int k = 0; k < n; k++)
-            if (p->v[ins[k]].ndim != 1 || p->v[ins[k]].is_float)
-                return FAIL("only 1-D integer constants are folded");
+            if (p->v[ins[k]].ndim != 1 || p->v[ins[k]].is_float != is_float)
+                return FAIL("only 1-D constants of one type are folded");
         int o = imp_out(p, nd, 0, err);
         int64_t dims[1] = {(int64_t)total};
-        if (o < 0 || imp_const_alloc(p, o, 0, dims, 1, err))
+        if (o < 0 || imp_const_alloc(p, o, is_float, dims, 1, err))
             return err->code;
         size_t at = 0;
         for (int k = 0; k < n; k++)
-            for (size_t j = 0; j < p->v[ins[k]].count; j++)
-                p->v[o].i[at++] = p->v[ins[k]].i[j];
+            for (size_t j = 0; j < p->v[ins[k]].count; j++, at++) {
+                if (is_float)
+                    p->v[o].f[at] = p->v[ins[k]].f[j];
+                else
+                    p->v[o].i[at] = p->v[ins[k]].i[j];
+            }
         return DTNN_OK;
     }
     int rank = 0;
