@@ -39,6 +39,23 @@ check() { # name atol checkpoint [--weights-only]
     fi
 }
 
+# ranks_agree LABEL TOL NAME MPI_OPTION ARGS...: `dtnn train ARGS` on one process, then on 2 and
+# 4 ranks (with MPI_OPTION, "" for none, added there), each held to TOL against the first.
+ranks_agree() {
+    local label=$1 tol=$2 name=$3 extra=$4
+    shift 4
+    "$dtnn" train "$@" --save "$tmp/$name-ref.safetensors" >/dev/null || exit 1
+    for np in 2 4; do
+        mpi $np "$dtnn" train "$@" $extra --save "$tmp/$name-np$np.safetensors" >/dev/null
+        if out=$("$ckdiff" "$tmp/$name-ref.safetensors" "$tmp/$name-np$np.safetensors" "$tol"); then
+            echo "ok: $label, $np ranks: $out"
+        else
+            echo "FAIL: $label, $np ranks: $out"
+            failures=$((failures + 1))
+        fi
+    done
+}
+
 for np in 2 4; do
     for mode in overlap blocking hierarchical; do
         mpi $np "$dtnn" train "${common[@]}" --allreduce $mode --bucket-mb 0.05 \
@@ -84,16 +101,7 @@ for opt in "nadam --lr 0.002 --eps 1e-4 --weight-decay 1e-4 --no-decay bias" \
            "lamb --lr 0.005 --eps 1e-4 --clip-grad-norm 1" \
            "sgd --lr 0.05 --momentum 0.9 --ema 0.9 --ema-steps 3"; do
     read -ra o <<<"--optimizer $opt"
-    "$dtnn" train "${opt_base[@]}" "${o[@]}" --save "$tmp/opt-ref.safetensors" >/dev/null || exit 1
-    for np in 2 4; do
-        mpi $np "$dtnn" train "${opt_base[@]}" "${o[@]}" --save "$tmp/opt-np$np.safetensors" >/dev/null
-        if out=$("$ckdiff" "$tmp/opt-ref.safetensors" "$tmp/opt-np$np.safetensors" 2e-5); then
-            echo "ok: $np ranks, --optimizer $opt: $out"
-        else
-            echo "FAIL: $np ranks, --optimizer $opt: $out"
-            failures=$((failures + 1))
-        fi
-    done
+    ranks_agree "--optimizer $opt" 2e-5 opt "" "${opt_base[@]}" "${o[@]}"
 done
 
 # ResNet-20 (batch norm) with --sync-bn: statistics over the global batch, as one process.
@@ -109,16 +117,7 @@ done
 # lenet5 above carries the 20-step check.
 rn=(--model resnet20 --dataset synthetic --synthetic-shape 3x16x16 --synthetic-samples 640
     --batch-size 32 --steps 1 --optimizer sgd --lr 0.05 --momentum 0.9 --threads 1 --seed 3 --quiet)
-"$dtnn" train "${rn[@]}" --save "$tmp/rn-ref.safetensors" >/dev/null || exit 1
-for np in 2 4; do
-    mpi $np "$dtnn" train "${rn[@]}" --sync-bn --save "$tmp/rn-np$np.safetensors" >/dev/null
-    if out=$("$ckdiff" "$tmp/rn-ref.safetensors" "$tmp/rn-np$np.safetensors" 1e-5); then
-        echo "ok: resnet20, $np ranks, --sync-bn: $out"
-    else
-        echo "FAIL: resnet20, $np ranks, --sync-bn: $out"
-        failures=$((failures + 1))
-    fi
-done
+ranks_agree "resnet20 --sync-bn" 1e-5 rn --sync-bn "${rn[@]}"
 
 # The newer layers (models/modern_blocks.model: layernorm, slice, reduce, upsample, gelu; no
 # batch norm, no ReLU, so the trajectory stays smooth): 20 steps on 2 and 4 ranks against one
@@ -126,16 +125,7 @@ done
 mb=(--model models/modern_blocks.model --dataset synthetic --synthetic-shape 3x16x16
     --synthetic-samples 640 --batch-size 32 --steps 20 --optimizer sgd --lr 0.05 --momentum 0.9
     --threads 1 --seed 3 --quiet)
-"$dtnn" train "${mb[@]}" --save "$tmp/mb-ref.safetensors" >/dev/null || exit 1
-for np in 2 4; do
-    mpi $np "$dtnn" train "${mb[@]}" --save "$tmp/mb-np$np.safetensors" >/dev/null
-    if out=$("$ckdiff" "$tmp/mb-ref.safetensors" "$tmp/mb-np$np.safetensors" 2e-5); then
-        echo "ok: modern blocks, $np ranks: $out"
-    else
-        echo "FAIL: modern blocks, $np ranks: $out"
-        failures=$((failures + 1))
-    fi
-done
+ranks_agree "modern blocks" 2e-5 mb "" "${mb[@]}"
 
 # Resume on another rank count: 10 steps on 4 ranks, then the rest on 2 ranks, equals the
 # 20 steps of one process: the data order is a function of the seed and the global position.
