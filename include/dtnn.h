@@ -233,6 +233,13 @@ typedef struct {
 dtnn_status dtnn_model_loss(dtnn_model *m, const int32_t *labels, int n,
                             const dtnn_loss_params *lp, float grad_scale, dtnn_metrics *metrics,
                             dtnn_error *err);
+/* dtnn_model_loss against MixUp's and CutMix's soft targets: sample i's target is lam
+ * onehot(labels[i]) + (1 - lam) onehot(labels2[i]), label smoothing applied to it as
+ * torch.nn.CrossEntropyLoss(label_smoothing) applies it to probabilities; the top-1 / top-5 hits
+ * count against the label of larger weight. labels2 NULL or lam == 1: dtnn_model_loss. */
+dtnn_status dtnn_model_loss_mixed(dtnn_model *m, const int32_t *labels, const int32_t *labels2,
+                                  float lam, int n, const dtnn_loss_params *lp, float grad_scale,
+                                  dtnn_metrics *metrics, dtnn_error *err);
 /* Sets the gradient of the output, dz [n, classes] = d(loss)/d(output), instead of calling
  * dtnn_model_loss, before dtnn_model_backward. */
 dtnn_status dtnn_model_set_output_grad(dtnn_model *m, const float *dz, dtnn_error *err);
@@ -633,6 +640,15 @@ typedef struct {
     int prefetch;           /* batches decoded ahead (0: max(2, threads)) */
     int image_size;         /* image folders: output H = W (224) */
     int strict;             /* image folders: an unreadable image is an error, not a skip */
+    float mixup_alpha;      /* torchvision.transforms.v2.MixUp(alpha) on every batch (0: none) */
+    float cutmix_alpha;     /* v2.CutMix(alpha) on every batch; with both, a fair coin per batch
+                             * chooses one (the reference scripts' RandomChoice). The partner of
+                             * a sample is the one before it in the global batch, whichever rank
+                             * holds it; the draws are keyed by (seed, epoch, step). Labels become
+                             * targets of two labels (dtnn_loader_mix, dtnn_model_loss_mixed). */
+    int repeated_augment;   /* K > 1: each sample K times in a row in the epoch's order, each
+                             * time augmented anew, the epoch as long as without (torchvision's
+                             * RASampler: n / K distinct samples an epoch); 0 or 1: off */
 } dtnn_loader_params;
 
 void dtnn_loader_params_default(dtnn_loader_params *p);
@@ -672,6 +688,18 @@ dtnn_status dtnn_loader_next(dtnn_loader *l, const float **x, const int32_t **y,
  * [local_max, c, h, w] and y; ends an epoch in progress. */
 dtnn_status dtnn_loader_batch(dtnn_loader *l, int64_t epoch, int64_t step, float *x, int32_t *y,
                               int *n, dtnn_error *err);
+/* How the batch last handed out (dtnn_loader_next or dtnn_loader_batch) was mixed: kind NONE
+ * with lam 1 and y2 NULL when dtnn_loader_params.mixup_alpha and cutmix_alpha are 0. */
+typedef enum { DTNN_MIX_NONE = 0, DTNN_MIX_MIXUP = 1, DTNN_MIX_CUTMIX = 2 } dtnn_mix_kind;
+typedef struct {
+    dtnn_mix_kind kind;
+    float lam;              /* weight of y[i] in sample i's target; 1 - lam is y2[i]'s */
+    const int32_t *y2;      /* [n] the partners' labels, valid as the batch's y */
+    double draw;            /* the Beta draw (a float32 value; MixUp: lam) */
+    int cx, cy;             /* CutMix: the box's drawn centre */
+    int box[4];             /* CutMix: x0, y0, x1, y1 of the partner's pixels pasted in */
+} dtnn_batch_mix;
+void dtnn_loader_mix(const dtnn_loader *l, dtnn_batch_mix *mix);
 /* Unreadable images skipped so far in the batches handed out (each time one is met); paths
  * (may be NULL) receives up to three distinct ones, the first met, comma-separated. */
 int64_t dtnn_loader_skipped(const dtnn_loader *l, char *paths, size_t len);

@@ -722,19 +722,27 @@ static void test_losses(void)
 {
     const int n = 300, k = 10;     /* more samples than the kernel's threads */
     buf z = make((size_t)n * k, 101, 3.0f), dz = make((size_t)n * k, 102, 1.0f);
-    int32_t *labels = malloc(sizeof(int32_t) * n), *dlabels = be_alloc(other, sizeof(int32_t) * n);
-    for (int i = 0; i < n; i++)
+    /* [2n]: the mixed cases' partner labels follow */
+    int32_t *labels = malloc(sizeof(int32_t) * 2 * n),
+            *dlabels = be_alloc(other, sizeof(int32_t) * 2 * n);
+    for (int i = 0; i < n; i++) {
         labels[i] = (i * 7 + 3) % k;
-    be_upload(other, dlabels, labels, sizeof(int32_t) * n);
+        labels[n + i] = (i * 3 + 1) % k;
+    }
+    be_upload(other, dlabels, labels, sizeof(int32_t) * 2 * n);
     /* ties, for the ranks: a sample whose logits are all equal */
     for (int j = 0; j < k; j++)
         z.h[j] = 0.5f;
     be_upload(other, z.d, z.h, sizeof(float) * n * k);
     double *dout = dev_doubles(3);
-    const loss_desc cases[] = {{DTNN_LOSS_CROSS_ENTROPY, 0.0f}, {DTNN_LOSS_CROSS_ENTROPY, 0.1f},
-                               {DTNN_LOSS_BCE, 0.0f}, {DTNN_LOSS_MSE, 0.0f}};
+    const loss_desc cases[] = {
+        {DTNN_LOSS_CROSS_ENTROPY, 0.0f, 1.0f}, {DTNN_LOSS_CROSS_ENTROPY, 0.1f, 1.0f},
+        {DTNN_LOSS_BCE, 0.0f, 1.0f},           {DTNN_LOSS_MSE, 0.0f, 1.0f},
+        {DTNN_LOSS_CROSS_ENTROPY, 0.1f, 0.3f}, {DTNN_LOSS_BCE, 0.0f, 0.7f},
+        {DTNN_LOSS_MSE, 0.0f, 0.3f}};
     static const char *const names[] = {"cross-entropy", "cross-entropy smoothed 0.1", "bce",
-                                        "mse"};
+                                        "mse", "cross-entropy smoothed, mixed", "bce mixed",
+                                        "mse mixed"};
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         double out[3];
         char label[96];

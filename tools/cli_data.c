@@ -69,6 +69,20 @@ int cli_data_options(const char *cmd, const cli_opt *o, int n, int train, cli_da
         return cli_usage_error(cmd, "--random-erase must be a probability in [0, 1], not %s",
                                cli_str(o, n, "random-erase"));
     out->lp.random_erase = (float)erase;
+    const double mixup = cli_float(o, n, "mixup"), cutmix = cli_float(o, n, "cutmix");
+    if (!(mixup >= 0.0 && mixup <= 100.0))
+        return cli_usage_error(cmd, "--mixup takes a Beta alpha in [0, 100] (0: off), not %s",
+                               cli_str(o, n, "mixup"));
+    if (!(cutmix >= 0.0 && cutmix <= 100.0))
+        return cli_usage_error(cmd, "--cutmix takes a Beta alpha in [0, 100] (0: off), not %s",
+                               cli_str(o, n, "cutmix"));
+    out->lp.mixup_alpha = (float)mixup;
+    out->lp.cutmix_alpha = (float)cutmix;
+    const int64_t repeats = cli_int(o, n, "repeated-augment");
+    if (repeats < 0 || repeats > 64)
+        return cli_usage_error(cmd, "--repeated-augment must be in [0, 64] (0 or 1: off), not %s",
+                               cli_str(o, n, "repeated-augment"));
+    out->lp.repeated_augment = (int)repeats;
     return 0;
 }
 
@@ -104,6 +118,8 @@ dtnn_status cli_data_open(cli_data *cd, const cli_data_opts *opts, const dtnn_da
     tp.shuffle = 0;
     tp.augment = 0;
     tp.random_erase = 0.0f;
+    tp.mixup_alpha = tp.cutmix_alpha = 0.0f;
+    tp.repeated_augment = 0;
     tp.prefetch = 0;
     if (opts->folder) {
         if (split) {
@@ -137,7 +153,8 @@ dtnn_status cli_data_open(cli_data *cd, const cli_data_opts *opts, const dtnn_da
     cd->shape = cd->d.train;
     cd->test_n = cd->d.test.n;
     snprintf(cd->name, sizeof cd->name, "%s", cd->d.name);
-    if (split || (!lp.augment && !lp.threads && lp.random_erase == 0.0f))
+    if (split || (!lp.augment && !lp.threads && lp.random_erase == 0.0f && lp.mixup_alpha == 0.0f &&
+                  lp.cutmix_alpha == 0.0f && lp.repeated_augment <= 1))
         return DTNN_OK;
     if (!(cd->train = dtnn_loader_create(&cd->d, 0, &lp, err)))
         return err->code;

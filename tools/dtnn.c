@@ -81,6 +81,13 @@ static cli_opt train_opts[] = {
     {"random-erase", OPT_FLOAT, "0",
      "RandomErasing probability: a box of 2-33% of the image set to the mean (0: none)", 0,
      NULL, 0},
+    {"mixup", OPT_FLOAT, "0", "MixUp alpha: each batch mixed with itself rolled by one, "
+     "lam ~ Beta(alpha, alpha), as torchvision's v2.MixUp (0: none; the recipes use 0.2)", 0,
+     NULL, 0},
+    {"cutmix", OPT_FLOAT, "0", "CutMix alpha, as v2.CutMix (0: none; recipes 1.0); with --mixup "
+     "a fair coin per batch picks one", 0, NULL, 0},
+    {"repeated-augment", OPT_INT, "0", "each sample K times in a row, augmented anew each time, "
+     "the epoch as long (torchvision's RASampler; 0 or 1: off; recipes 3)", 0, NULL, 0},
     {"crop-padding", OPT_INT, "4", "padding of the in-memory crop (the CIFAR recipe)", 0, NULL,
      0},
     {"prefetch", OPT_INT, "0", "batches decoded ahead (0: max(2, loader threads))", 0, NULL, 0},

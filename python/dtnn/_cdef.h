@@ -253,6 +253,9 @@ typedef struct {
     int prefetch;
     int image_size;
     int strict;
+    float mixup_alpha;
+    float cutmix_alpha;
+    int repeated_augment;
 } dtnn_loader_params;
 
 typedef struct {
@@ -265,6 +268,16 @@ typedef struct {
     char name[64];
     dtnn_loader_params params;
 } dtnn_loader_info;
+
+typedef enum { DTNN_MIX_NONE = 0, DTNN_MIX_MIXUP = 1, DTNN_MIX_CUTMIX = 2 } dtnn_mix_kind;
+typedef struct {
+    dtnn_mix_kind kind;
+    float lam;
+    const int32_t *y2;
+    double draw;
+    int cx, cy;
+    int box[4];
+} dtnn_batch_mix;
 
 /* ---- functions ---- */
 
@@ -352,6 +365,9 @@ dtnn_loader *dtnn_loader_create_folder(const char *dir, const char *split,
 void dtnn_loader_free(dtnn_loader *l);
 void dtnn_loader_get_info(const dtnn_loader *l, dtnn_loader_info *info);
 int64_t dtnn_loader_skipped(const dtnn_loader *l, char *paths, size_t len);
+dtnn_status dtnn_loader_batch(dtnn_loader *l, int64_t epoch, int64_t step, float *x, int32_t *y,
+                              int *n, dtnn_error *err);
+void dtnn_loader_mix(const dtnn_loader *l, dtnn_batch_mix *mix);
 dtnn_status dtnn_train_loader(dtnn_model *m, dtnn_optimizer *opt, dtnn_loader *train,
                               dtnn_loader *test, dtnn_comm *comm, const dtnn_train_params *p,
                               dtnn_train_state *ts, dtnn_progress_fn progress, void *user,

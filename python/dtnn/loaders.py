@@ -37,17 +37,30 @@ class ImageFolder:
 
 
 def loader_params(batch, ranks, rank, seed, shuffle, augment="none", crop_padding=4,
-                  random_erase=0.0, threads=0, prefetch=0, image_size=224, strict=False):
+                  random_erase=0.0, threads=0, prefetch=0, image_size=224, strict=False,
+                  mixup=0.0, cutmix=0.0, repeated_augment=0):
     if augment not in AUGMENTS:
         raise ValueError(f"augment must be one of {', '.join(AUGMENTS)}, not {augment!r}")
     if not 0.0 <= random_erase <= 1.0 or not 0 <= crop_padding <= 64:
         raise ValueError("random_erase is a probability in [0, 1], crop_padding in [0, 64]")
+    if not 0.0 <= mixup <= 100.0 or not 0.0 <= cutmix <= 100.0:
+        raise ValueError("mixup and cutmix are Beta alphas in [0, 100] (0: off)")
+    if not 0 <= repeated_augment <= 64:
+        raise ValueError("repeated_augment must be in [0, 64] (0 or 1: off)")
     p = ffi.new("dtnn_loader_params *")
     lib.dtnn_loader_params_default(p)
     p.batch_size, p.rank, p.ranks, p.seed, p.shuffle = batch, rank, ranks, seed, shuffle
     p.augment, p.crop_padding, p.random_erase = AUGMENTS[augment], crop_padding, random_erase
     p.threads, p.prefetch, p.image_size, p.strict = threads, prefetch, image_size, int(strict)
+    p.mixup_alpha, p.cutmix_alpha, p.repeated_augment = mixup, cutmix, repeated_augment
     return p
+
+
+def needs_loader(params):
+    """Whether loader params ask for anything only the library's loader does."""
+    return bool(params.augment or params.threads > 0 or params.random_erase > 0 or
+                params.mixup_alpha > 0 or params.cutmix_alpha > 0 or
+                params.repeated_augment > 1)
 
 
 class Loader:
@@ -78,6 +91,29 @@ class Loader:
         i = ffi.new("dtnn_loader_info *")
         lib.dtnn_loader_get_info(self.ptr, i)
         return i
+
+    def batch(self, epoch, step):
+        """This rank's part of global step `step` of `epoch`, decoded now: (x [n, C, H, W]
+        float32, y [n] int32, mix), mix a dict of the batch's MixUp / CutMix (kind "none",
+        "mixup" or "cutmix"; lam, the weight of y; y2, the partners' labels; draw, the Beta
+        draw; centre and box (x0, y0, x1, y1) of CutMix)."""
+        import numpy as np
+        i = self.info()
+        x = np.empty((i.local_max, i.c, i.h, i.w), dtype=np.float32)
+        y = np.empty(i.local_max, dtype=np.int32)
+        n = ffi.new("int *")
+        err = new_error()
+        if lib.dtnn_loader_batch(self.ptr, epoch, step, ffi.from_buffer("float[]", x),
+                                 ffi.from_buffer("int32_t[]", y), n, err):
+            raise_error(err)
+        m = ffi.new("dtnn_batch_mix *")
+        lib.dtnn_loader_mix(self.ptr, m)
+        k = n[0]
+        y2 = np.frombuffer(ffi.buffer(m.y2, 4 * k), dtype=np.int32).copy() \
+            if m.y2 != ffi.NULL else None
+        mix = {"kind": ("none", "mixup", "cutmix")[m.kind], "lam": m.lam, "y2": y2,
+               "draw": m.draw, "centre": (m.cx, m.cy), "box": tuple(m.box)}
+        return x[:k], y[:k], mix
 
     def skipped(self):
         paths = ffi.new("char[1600]")

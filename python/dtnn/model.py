@@ -20,7 +20,7 @@ from ._lib import Error, Interrupted, check, ffi, lib, new_error, raise_error, t
 from .callbacks import History, ProgressBar, wants_batches
 from .datasets import Dataset, Split
 from .layers import Binding, Layer
-from .loaders import ImageFolder, Loader, loader_params
+from .loaders import ImageFolder, Loader, loader_params, needs_loader
 
 _INIT = {"default": lib.DTNN_INIT_DEFAULT, "he": lib.DTNN_INIT_HE,
          "xavier": lib.DTNN_INIT_XAVIER}
@@ -344,14 +344,17 @@ class Model:
             save=None, resume=None, log=None, checkpoint_every=0, keep=0, accumulate=1,
             sync_bn=False, allreduce="overlap", comm_dtype="fp32", ema=0.0, ema_steps=32,
             early_stop=0, stop_at_accuracy=0.0, skip_nonfinite=False, augment=None,
-            crop_padding=4, random_erase=0.0, loader_threads=None, prefetch=0):
+            crop_padding=4, random_erase=0.0, mixup=0.0, cutmix=0.0, repeated_augment=0,
+            loader_threads=None, prefetch=0):
         """Trains, as `dtnn train` with the same options (each keyword is the option of the
         same name). x: float32 [N, C, H, W] with integer labels y, a Dataset from
         dtnn.datasets (its test split then validates after each epoch, as the CLI's), or a
         dtnn.datasets.ImageFolder (streamed by loader threads; its val split validates).
         augment: "none", "crop", "flip" or "crop,flip" (None: crop,flip for an image folder,
-        else none); with augmentation, random_erase or loader_threads > 0, data in memory
-        goes through the library's loader as in the CLI. Under mpirun each rank passes the
+        else none); mixup / cutmix: Beta alphas of torchvision's v2.MixUp / CutMix over each
+        global batch; repeated_augment: K repeats of each sample (RASampler). With any of
+        these or loader_threads > 0, data in memory goes through the library's loader as in
+        the CLI. Under mpirun each rank passes the
         whole data set and trains on its share of every global batch of batch_size. Returns a
         History. Ctrl-C or SIGTERM ends the run after the current step (with a checkpoint
         when `save` is given) and raises dtnn.Interrupted."""
@@ -384,7 +387,8 @@ class Model:
         if folder is not None and not prefetch:
             prefetch = folder.prefetch
         train_p = loader_params(batch_size, ranks, rank, tp.seed, tp.shuffle, aug,
-                                crop_padding, random_erase, prefetch=prefetch, **common)
+                                crop_padding, random_erase, prefetch=prefetch, mixup=mixup,
+                                cutmix=cutmix, repeated_augment=repeated_augment, **common)
         test_p = loader_params(micro * ranks, ranks, rank, tp.seed, 0, **common)
         loaders = []
         try:
@@ -398,13 +402,12 @@ class Model:
     def _fit_with(self, loaders, folder, x, y, validation_data, keep_alive, tp, comm, train_p,
                   test_p, resume, callbacks, verbose):
         """fit's run from its settings; the loaders it opens go into `loaders`."""
-        aug, threads = train_p.augment, train_p.threads
         if folder is not None:
             loaders.append(Loader.folder(folder, "train", train_p))
             loaders.append(Loader.folder(folder, "val", test_p) if folder.has_val else None)
         else:
             d = self._dataset(x, y, validation_data, keep_alive)
-            if aug or threads > 0 or train_p.random_erase > 0:
+            if needs_loader(train_p):
                 loaders.append(Loader.memory(d, 0, train_p))
                 loaders.append(Loader.memory(d, 1, test_p) if d.test.n > 0 else None)
         if loaders:

@@ -180,6 +180,8 @@ typedef struct conv_plan conv_plan;
 typedef struct {
     dtnn_loss_kind kind;
     float label_smoothing;
+    float mix;      /* MixUp / CutMix: the target of sample i is mix onehot(labels[i]) +
+                     * (1 - mix) onehot(labels[n + i]); 1: labels [n] alone */
 } loss_desc;
 
 /* The optimizers' element-wise rules with their scalars computed by optimizer.c (in double
@@ -445,7 +447,8 @@ enum { UPLOAD_SLOTS = 2 };
       (dtnn_backend *be, const shortcut_geom *g, int n, const float *dy, float *dx,            \
        int accumulate))                                                                        \
                                                                                                \
-    /* Loss of logits z [n, k] against labels [n] (backend memory, checked by the caller) and \
+    /* Loss of logits z [n, k] against labels [n] (backend memory, checked by the caller; [2n] \
+     * with d->mix < 1, the partners' labels after them) and                                  \
      * its gradient dz = scale * dloss/dz (dz NULL: none); out [3] (backend memory) receives  \
      * the sum of the per-sample losses, the top-1 and the top-5 hits. */                      \
     X(BE_REQUIRED, void, loss,                                                                 \

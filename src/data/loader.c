@@ -30,6 +30,7 @@
 #include "core/internal.h"
 #include "core/rng.h"
 #include "data/image_folder.h"
+#include "data/mix.h"
 #include "data/transform.h"
 
 #define LOADER_MAX_REPLACE 64
@@ -41,15 +42,22 @@ static const float imagenet_std[3] = {0.229f, 0.224f, 0.225f};
 
 typedef struct {
     int64_t step;           /* the step being filled or held */
+    int64_t epoch;
     int64_t done_step;      /* == step once every sample is in (or one failed) */
     int n;                  /* samples on this rank */
+    int items;              /* samples to produce: n, and the partner when mixing */
     int64_t global_n;       /* samples of the global batch */
+    int64_t start;          /* position of the global batch's first sample in the epoch */
     int64_t lo;             /* position of sample 0 in the epoch's order */
     int pending;
     float *x;               /* [local_max, sample] */
     int32_t *y;
     int32_t *bad;           /* per sample: unreadable images stepped over */
     int64_t *bad_first;     /* per sample: the first of them (dataset index) */
+    float *partner;         /* mixing: the sample before this rank's first, unmixed */
+    int32_t partner_y;
+    int32_t *y2;            /* mixing: the partners' labels */
+    dtnn_batch_mix mix;
     dtnn_status st;
     dtnn_error err;
 } loader_slot;
@@ -75,6 +83,9 @@ struct dtnn_loader {
     int local_max;
     int64_t steps_per_epoch;
     int64_t *perm;
+    int mixing;                     /* MixUp or CutMix asked for */
+    int reps;                       /* repeated augmentation: 1 when off */
+    const loader_slot *held;        /* the batch last handed out */
 
     int nslots;
     loader_slot *slots;
@@ -126,14 +137,15 @@ static void erase_maybe(const dtnn_loader *l, dtnn_rng *r, float *out)
         dtnn__erase_chw(out, l->c, l->h, l->w, box);
 }
 
-/* Decodes and transforms dataset sample k of epoch into out [c, h, w]. */
-static dtnn_status load_one(dtnn_loader *l, loader_worker *wk, int64_t epoch, int64_t k,
+/* Decodes and transforms dataset sample k of epoch into out [c, h, w]; rep is which of its
+ * repeats (repeated augmentation) this is, each drawing its own augmentation. */
+static dtnn_status load_one(dtnn_loader *l, loader_worker *wk, int64_t epoch, int64_t k, int rep,
                             float *out, dtnn_error *err)
 {
     const unsigned aug = l->p.augment;
     dtnn_rng r;
     if (aug || l->p.random_erase > 0.0f)
-        dtnn__augment_rng(&r, l->p.seed, epoch, k);
+        dtnn__augment_rng(&r, l->p.seed, epoch, k + (int64_t)rep * l->n);
     if (l->split) {
         const float *src = l->split->x + (size_t)k * l->sample;
         if (!aug) {
@@ -174,8 +186,8 @@ static dtnn_status produce(dtnn_loader *l, loader_worker *wk, int64_t epoch, int
     *bad_first = -1;
     dtnn_error e = {0};
     for (int a = 0; a < LOADER_MAX_REPLACE && a < l->n; a++) {
-        int64_t k = l->perm[(pos + a) % l->n];
-        dtnn_status st = load_one(l, wk, epoch, k, out, &e);
+        const int64_t q = (pos + a) % l->n, k = l->perm[q];
+        dtnn_status st = load_one(l, wk, epoch, k, (int)(q % l->reps), out, &e);
         if (!st) {
             *label = l->labels[k];
             return DTNN_OK;
@@ -194,17 +206,47 @@ static dtnn_status produce(dtnn_loader *l, loader_worker *wk, int64_t epoch, int
 }
 
 /* Geometry of step s: global batch [s B, s B + len), this rank's [lo, hi) of it. */
-static void slot_setup(dtnn_loader *l, loader_slot *s, int64_t step)
+static void slot_setup(dtnn_loader *l, loader_slot *s, int64_t epoch, int64_t step)
 {
     const int64_t B = l->p.batch_size, start = step * B, len = DTNN_MIN(B, l->n - start);
     const int r = l->p.rank, R = l->p.ranks;
     s->step = step;
+    s->epoch = epoch;
     s->done_step = -1;
     s->global_n = len;
+    s->start = start;
     s->lo = start + len * r / R;
     s->n = (int)(start + len * (r + 1) / R - s->lo);
-    s->pending = s->n;
+    s->items = s->n + (l->mixing && s->n > 0);
+    s->pending = s->items;
+    s->mix = (dtnn_batch_mix){.lam = 1.0f};
     s->st = DTNN_OK;
+}
+
+/* Item i of slot s: its sample i, or (i == n) the partner of its first sample, the one before
+ * it in the global batch (the last one for the batch's first: torchvision's roll(1)), produced
+ * here as its own rank produces it. The partner's skipped images are that rank's to report. */
+static dtnn_status produce_item(dtnn_loader *l, loader_worker *wk, loader_slot *s, int i,
+                                dtnn_error *err)
+{
+    if (i < s->n)
+        return produce(l, wk, s->epoch, s->lo + i, s->x + (size_t)i * l->sample, &s->y[i],
+                       &s->bad[i], &s->bad_first[i], err);
+    const int64_t pos = s->lo > s->start ? s->lo - 1 : s->start + s->global_n - 1;
+    int32_t bad;
+    int64_t bad_first;
+    return produce(l, wk, s->epoch, pos, s->partner, &s->partner_y, &bad, &bad_first, err);
+}
+
+/* MixUp or CutMix of a filled slot: the step's draws, the partners' labels, the images. */
+static void mix_slot(const dtnn_loader *l, loader_slot *s)
+{
+    s->mix.y2 = s->y2;
+    dtnn__mix_draw(l->p.mixup_alpha, l->p.cutmix_alpha, l->p.seed, s->epoch, s->step, l->h,
+                   l->w, &s->mix);
+    for (int i = 0; i < s->n; i++)
+        s->y2[i] = i ? s->y[i - 1] : s->partner_y;
+    dtnn__mix_apply(&s->mix, s->x, s->partner, s->n, l->c, l->h, l->w);
 }
 
 /* ---- threads ------------------------------------------------------------------------------ */
@@ -228,7 +270,7 @@ static void *worker_main(void *arg)
         const int64_t step = l->fill_step, epoch = l->epoch;
         loader_slot *s = &l->slots[step % l->nslots];
         if (l->fill_sample == 0)
-            slot_setup(l, s, step);
+            slot_setup(l, s, epoch, step);
         if (s->n == 0) {
             s->done_step = step;
             l->fill_step++;
@@ -236,17 +278,15 @@ static void *worker_main(void *arg)
             continue;
         }
         const int i = l->fill_sample++;
-        if (l->fill_sample == s->n) {
+        if (l->fill_sample == s->items) {
             l->fill_step++;
             l->fill_sample = 0;
         }
         l->busy++;
         pthread_mutex_unlock(&l->mu);
         dtnn_error e = {0};
-        dtnn_status st = produce(l, wk, epoch, s->lo + i, s->x + (size_t)i * l->sample, &s->y[i],
-                                 &s->bad[i], &s->bad_first[i], &e);
+        dtnn_status st = produce_item(l, wk, s, i, &e);
         pthread_mutex_lock(&l->mu);
-        l->busy--;
         if (st && !s->st) {
             s->st = st;
             s->err = e;
@@ -256,7 +296,14 @@ static void *worker_main(void *arg)
             l->failed = 1;
             s->done_step = step;
         }
-        if (--s->pending == 0)
+        if (--s->pending == 0 && !s->st && l->mixing) {
+            /* The last sample in mixes the batch, still counted busy. */
+            pthread_mutex_unlock(&l->mu);
+            mix_slot(l, s);
+            pthread_mutex_lock(&l->mu);
+        }
+        l->busy--;
+        if (s->pending == 0)
             s->done_step = step;
         pthread_cond_broadcast(&l->done);
     }
@@ -290,6 +337,14 @@ static dtnn_status check_params(const dtnn_loader_params *p, dtnn_error *err)
     if (!(p->random_erase >= 0.0f && p->random_erase <= 1.0f))
         return dtnn_error_set(err, DTNN_ERR_ARG, "loader: random erasing probability %g is not "
                               "in [0, 1]", (double)p->random_erase);
+    if (!(p->mixup_alpha >= 0.0f && p->mixup_alpha <= 100.0f) ||
+        !(p->cutmix_alpha >= 0.0f && p->cutmix_alpha <= 100.0f))
+        return dtnn_error_set(err, DTNN_ERR_ARG, "loader: MixUp alpha %g and CutMix alpha %g "
+                              "must be in [0, 100] (0: off; the recipes use 0.2 to 1)",
+                              (double)p->mixup_alpha, (double)p->cutmix_alpha);
+    if (p->repeated_augment < 0 || p->repeated_augment > 64)
+        return dtnn_error_set(err, DTNN_ERR_ARG, "loader: repeated augmentation %d must be in "
+                              "[0, 64] (0 or 1: off; the recipes use 3)", p->repeated_augment);
     return DTNN_OK;
 }
 
@@ -316,7 +371,11 @@ static dtnn_status loader_finish(dtnn_loader *l, dtnn_error *err)
         s->bad = malloc(sizeof(int32_t) * (size_t)l->local_max);
         s->bad_first = malloc(sizeof(int64_t) * (size_t)l->local_max);
         s->done_step = -1;
-        if (!s->x || !s->y || !s->bad || !s->bad_first)
+        if (l->mixing) {
+            s->partner = dtnn__alloc_aligned(sizeof(float) * l->sample);
+            s->y2 = malloc(sizeof(int32_t) * (size_t)l->local_max);
+        }
+        if (!s->x || !s->y || !s->bad || !s->bad_first || (l->mixing && (!s->partner || !s->y2)))
             return dtnn_error_set(err, DTNN_ERR_NOMEM, "%s: out of memory for %d batches of %d "
                                   "samples of %dx%dx%d", l->name, l->nslots, l->local_max, l->c,
                                   l->h, l->w);
@@ -354,6 +413,8 @@ static dtnn_loader *loader_alloc(const dtnn_loader_params *p, dtnn_error *err)
         return NULL;
     }
     l->p = *p;
+    l->mixing = p->mixup_alpha > 0.0f || p->cutmix_alpha > 0.0f;
+    l->reps = p->repeated_augment > 1 ? p->repeated_augment : 1;
     pthread_mutex_init(&l->mu, NULL);
     pthread_cond_init(&l->work, NULL);
     pthread_cond_init(&l->done, NULL);
@@ -476,6 +537,8 @@ void dtnn_loader_free(dtnn_loader *l)
         free(l->slots[i].y);
         free(l->slots[i].bad);
         free(l->slots[i].bad_first);
+        dtnn__free_aligned(l->slots[i].partner);
+        free(l->slots[i].y2);
     }
     pthread_mutex_destroy(&l->mu);
     pthread_cond_destroy(&l->work);
@@ -506,6 +569,16 @@ void dtnn_loader_get_info(const dtnn_loader *l, dtnn_loader_info *info)
 
 /* ---- batches ------------------------------------------------------------------------------ */
 
+/* The epoch's order: the permutation, each entry repeated reps times in a row and cut to n
+ * (torchvision's RASampler before it deals the list out to ranks). */
+static void epoch_order(dtnn_loader *l, int64_t epoch)
+{
+    dtnn_epoch_permutation(l->perm, l->n, l->p.seed, epoch, l->p.shuffle);
+    /* From the end down: entry q / reps <= q is read before it is overwritten. */
+    for (int64_t q = l->n - 1; l->reps > 1 && q > 0; q--)
+        l->perm[q] = l->perm[q / l->reps];
+}
+
 dtnn_status dtnn_loader_start(dtnn_loader *l, int64_t epoch, int64_t first, int64_t end,
                               dtnn_error *err)
 {
@@ -515,8 +588,9 @@ dtnn_status dtnn_loader_start(dtnn_loader *l, int64_t epoch, int64_t first, int6
                               (long long)end, (long long)epoch, (long long)l->steps_per_epoch);
     pthread_mutex_lock(&l->mu);
     quiesce(l);
-    dtnn_epoch_permutation(l->perm, l->n, l->p.seed, epoch, l->p.shuffle);
+    epoch_order(l, epoch);
     l->epoch = epoch;
+    l->held = NULL;
     l->fill_step = l->consume_step = l->free_from = first;
     l->fill_sample = 0;
     l->end_step = end;
@@ -551,14 +625,14 @@ static void account(dtnn_loader *l, const loader_slot *s)
 static dtnn_status fill_now(dtnn_loader *l, loader_slot *s, int64_t epoch, int64_t step,
                             dtnn_error *err)
 {
-    slot_setup(l, s, step);
-    for (int i = 0; i < s->n; i++) {
-        dtnn_status st = produce(l, &l->workers[l->nthreads], epoch, s->lo + i,
-                                 s->x + (size_t)i * l->sample, &s->y[i], &s->bad[i],
-                                 &s->bad_first[i], err);
+    slot_setup(l, s, epoch, step);
+    for (int i = 0; i < s->items; i++) {
+        dtnn_status st = produce_item(l, &l->workers[l->nthreads], s, i, err);
         if (st)
             return st;
     }
+    if (s->items > s->n)
+        mix_slot(l, s);
     s->done_step = step;
     return DTNN_OK;
 }
@@ -606,6 +680,7 @@ dtnn_status dtnn_loader_next(dtnn_loader *l, const float **x, const int32_t **y,
         st = dtnn_error_set(err, s->st, "%s", s->err.message);
     } else {
         account(l, s);
+        l->held = s;
         *x = s->x;
         *y = s->y;
         *n = s->n;
@@ -626,16 +701,26 @@ dtnn_status dtnn_loader_batch(dtnn_loader *l, int64_t epoch, int64_t step, float
     pthread_mutex_lock(&l->mu);
     quiesce(l);
     pthread_mutex_unlock(&l->mu);
-    dtnn_epoch_permutation(l->perm, l->n, l->p.seed, epoch, l->p.shuffle);
+    epoch_order(l, epoch);
     loader_slot *s = &l->slots[0];
+    l->held = NULL;
     dtnn_status st = fill_now(l, s, epoch, step, err);
     if (st)
         return st;
     account(l, s);
+    l->held = s;
     memcpy(x, s->x, sizeof(float) * l->sample * (size_t)s->n);
     memcpy(y, s->y, sizeof(int32_t) * (size_t)s->n);
     *n = s->n;
     return DTNN_OK;
+}
+
+void dtnn_loader_mix(const dtnn_loader *l, dtnn_batch_mix *mix)
+{
+    if (l->held && l->held->mix.kind != DTNN_MIX_NONE)
+        *mix = l->held->mix;
+    else
+        *mix = (dtnn_batch_mix){.lam = 1.0f};
 }
 
 int64_t dtnn_loader_skipped(const dtnn_loader *l, char *paths, size_t len)

@@ -1,6 +1,7 @@
 /*
- * loss.c — losses on the model output (logits) against integer labels, fused with their
- * gradient, and the top-1 / top-5 metrics:
+ * loss.c — losses on the model output (logits) against integer labels, or the two-label soft
+ * targets of MixUp and CutMix (t = lam onehot(y) + (1 - lam) onehot(y2): each formula below with
+ * that t in place of the one-hot), fused with their gradient, and the top-1 / top-5 metrics:
  *   cross-entropy  softmax + NLL in one pass (log-sum-exp), optional label smoothing as
  *                  torch.nn.CrossEntropyLoss(label_smoothing=e):
  *                  loss = -(1 - e) log p_y - e/K sum_j log p_j;  dz_j = p_j - (1 - e)[j = y] - e/K
@@ -41,6 +42,23 @@ dtnn_status dtnn_model_loss(dtnn_model *m, const int32_t *labels, int n,
                             const dtnn_loss_params *lp, float grad_scale, dtnn_metrics *metrics,
                             dtnn_error *err)
 {
+    return dtnn_model_loss_mixed(m, labels, NULL, 1.0f, n, lp, grad_scale, metrics, err);
+}
+
+static dtnn_status check_labels(const int32_t *labels, int n, int k, const char *what,
+                                dtnn_error *err)
+{
+    for (int i = 0; i < n; i++)
+        if (labels[i] < 0 || labels[i] >= k)
+            return dtnn_error_set(err, DTNN_ERR_ARG, "%slabel %d of sample %d is outside the "
+                                  "model's %d classes", what, labels[i], i, k);
+    return DTNN_OK;
+}
+
+dtnn_status dtnn_model_loss_mixed(dtnn_model *m, const int32_t *labels, const int32_t *labels2,
+                                  float lam, int n, const dtnn_loss_params *lp, float grad_scale,
+                                  dtnn_metrics *metrics, dtnn_error *err)
+{
     if (!m->forward_done)
         return dtnn_error_set(err, DTNN_ERR_ARG, "loss needs a forward pass first");
     if (n != m->n)
@@ -49,20 +67,27 @@ dtnn_status dtnn_model_loss(dtnn_model *m, const int32_t *labels, int n,
     if (lp->label_smoothing < 0.0f || lp->label_smoothing > 1.0f)
         return dtnn_error_set(err, DTNN_ERR_ARG, "label smoothing %g is not in [0, 1]",
                               lp->label_smoothing);
+    if (!(lam >= 0.0f && lam <= 1.0f))
+        return dtnn_error_set(err, DTNN_ERR_ARG, "mixing weight %g is not in [0, 1]", lam);
+    if (!labels2)
+        lam = 1.0f;
     const layer *last = m->layers[m->n_layers - 1];
     const int k = (int)shape_size(last->out);
-    for (int i = 0; i < n; i++)
-        if (labels[i] < 0 || labels[i] >= k)
-            return dtnn_error_set(err, DTNN_ERR_ARG, "label %d of sample %d is outside the "
-                                  "model's %d classes", labels[i], i, k);
+    dtnn_status st = check_labels(labels, n, k, "", err);
+    if (!st && lam != 1.0f)
+        st = check_labels(labels2, n, k, "partner ", err);
+    if (st)
+        return st;
     float *dz = (m->bp.training && m->training) ? last->dy : NULL;
-    const loss_desc d = {lp->kind, lp->label_smoothing};
+    const loss_desc d = {lp->kind, lp->label_smoothing, lam};
     double sums[3], t0 = trace_clock(m->trace);
     be_upload(m->be, m->labels, labels, sizeof(int32_t) * (size_t)n);
+    if (lam != 1.0f)
+        be_upload(m->be, m->labels + n, labels2, sizeof(int32_t) * (size_t)n);
     be_run(m->be, loss, &d, n, k, last->y, m->labels, dz, grad_scale, m->loss_out);
     be_download(m->be, sums, m->loss_out, sizeof sums);
     trace_span(m->trace, TRACE_LOSS, "loss", t0, -1);
-    dtnn_status st = be_check(m->be, err);
+    st = be_check(m->be, err);
     if (st != DTNN_OK)
         return st;
     if (metrics) {

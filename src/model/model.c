@@ -480,7 +480,8 @@ static dtnn_status allocate(dtnn_model *m, const dtnn_build_params *p, const mem
     /* A host backend reads the caller's batch where it is; a device gets it uploaded. */
     if (!be->host_memory)
         m->input_buf = be_alloc(be, sizeof(float) * shape_size(m->input) * p->max_batch);
-    m->labels = be_alloc(be, sizeof(int32_t) * (size_t)p->max_batch);
+    /* Twice the batch: a mixed batch's partner labels follow its own (dtnn_model_loss_mixed). */
+    m->labels = be_alloc(be, 2 * sizeof(int32_t) * (size_t)p->max_batch);
     m->loss_out = be_alloc(be, 3 * sizeof(double));
     m->workspace_bytes = mp->workspace;
     m->activation_bytes = sizeof(float) * mp->act_floats + mp->aux_bytes + mp->workspace;

@@ -51,6 +51,13 @@ dtnn_status train_check_agreement(dtnn_model *m, dtnn_optimizer *opt, dtnn_loade
     for (int k = 0; k < 2; k++) {
         int64_t shape[5] = {info[k].n, info[k].c, info[k].h, info[k].w, info[k].classes};
         h[2] = dtnn__fnv1a(h[2], shape, sizeof shape);
+        /* What a batch holds: ranks that augment or mix differently train different models. */
+        const dtnn_loader_params *lp = &info[k].params;
+        const double aug[8] = {lp->batch_size, lp->shuffle, lp->augment, lp->crop_padding,
+                               lp->random_erase, lp->mixup_alpha, lp->cutmix_alpha,
+                               lp->repeated_augment};
+        h[2] = dtnn__fnv1a(h[2], aug, sizeof aug);
+        h[2] = dtnn__fnv1a(h[2], &lp->seed, sizeof lp->seed);
         if (info[k].labels)
             h[2] = dtnn__fnv1a(h[2], info[k].labels, sizeof(int32_t) * (size_t)info[k].n);
     }

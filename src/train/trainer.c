@@ -227,6 +227,7 @@ typedef struct {
     struct {
         const float *x;
         const int32_t *y;
+        dtnn_batch_mix mix;
         int n, ready;
         int64_t len;
     } ahead;
@@ -446,8 +447,9 @@ static dtnn_status stopped(const train_run_state *r, int64_t epoch, dtnn_error *
 
 /* Forward, loss and backward of the K micro-batches of one step, the gradient all-reduce
  * started during the last one's backward and finished after it. */
-static dtnn_status step_gradients(train_run_state *r, const float *xb, const int32_t *yb, int n,
-                                  int64_t len, dtnn_metrics *step_met, dtnn_error *err)
+static dtnn_status step_gradients(train_run_state *r, const float *xb, const int32_t *yb,
+                                  const dtnn_batch_mix *mix, int n, int64_t len,
+                                  dtnn_metrics *step_met, dtnn_error *err)
 {
     dtnn_status st;
     for (int k = 0; k < r->K; k++) {
@@ -456,8 +458,9 @@ static dtnn_status step_gradients(train_run_state *r, const float *xb, const int
             dtnn_grad_sync_begin(r->gs);
         if (m1 > m0 &&
             ((st = dtnn_model_forward(r->m, xb + (size_t)m0 * r->sample, m1 - m0, 1, err)) ||
-             (st = dtnn_model_loss(r->m, yb + m0, m1 - m0, &r->p->loss, 1.0f / (float)len,
-                                   step_met, err)) ||
+             (st = dtnn_model_loss_mixed(r->m, yb + m0, mix->y2 ? mix->y2 + m0 : NULL,
+                                         mix->lam, m1 - m0, &r->p->loss, 1.0f / (float)len,
+                                         step_met, err)) ||
              (st = dtnn_model_backward(r->m, err))))
             return st;
     }
@@ -474,6 +477,7 @@ static dtnn_status run_step(train_run_state *r, int64_t epoch, int64_t s, epoch_
     dtnn_train_state *ts = r->ts;
     const float *xb;
     const int32_t *yb;
+    dtnn_batch_mix mix;
     int n;
     int64_t len;
     dtnn_status st;
@@ -481,9 +485,12 @@ static dtnn_status run_step(train_run_state *r, int64_t epoch, int64_t s, epoch_
     comm_set_step(r->comm, ts->step + 1);
     if (r->ahead.ready) {
         xb = r->ahead.x, yb = r->ahead.y, n = r->ahead.n, len = r->ahead.len;
+        mix = r->ahead.mix;
         r->ahead.ready = 0;
     } else if ((st = dtnn_loader_next(r->train, &xb, &yb, &n, &len, err))) {
         return st;
+    } else {
+        dtnn_loader_mix(r->train, &mix);
     }
     trace_span(p->trace, TRACE_DATA, "waiting for data", t_step, ts->step + 1);
     dtnn_model_zero_grad(m);
@@ -492,7 +499,7 @@ static dtnn_status run_step(train_run_state *r, int64_t epoch, int64_t s, epoch_
                               dtnn_model_buffer_bytes(m), err)))
         return st;
     dtnn_metrics step_met = {0};
-    if ((st = step_gradients(r, xb, yb, n, len, &step_met, err)))
+    if ((st = step_gradients(r, xb, yb, &mix, n, len, &step_met, err)))
         return st;
     /* The next batch of this epoch goes to the device while backward still runs there. This
      * batch's host copy is not read again: its labels and images are on the device. Not with
@@ -503,6 +510,7 @@ static dtnn_status run_step(train_run_state *r, int64_t epoch, int64_t s, epoch_
                                    &r->ahead.len, err)) ||
             (st = dtnn_model_prefetch(m, r->ahead.x, r->ahead.n, err)))
             return st;
+        dtnn_loader_mix(r->train, &r->ahead.mix);
         r->ahead.ready = 1;
     }
     int stop, bad;

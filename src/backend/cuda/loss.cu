@@ -11,17 +11,19 @@
 
 enum { LOSS_THREADS = 256 };
 
-static __global__ void loss_k(dtnn_loss_kind kind, float smoothing, int n, int k, const float *z,
-                              const int32_t *labels, float *dz, float scale, double *out)
+static __global__ void loss_k(dtnn_loss_kind kind, float smoothing, float mix, int n, int k,
+                              const float *z, const int32_t *labels, float *dz, float scale,
+                              double *out)
 {
     __shared__ double sl[LOSS_THREADS], s1[LOSS_THREADS], s5[LOSS_THREADS];
     const unsigned t = threadIdx.x;
     double l = 0.0, h1 = 0.0, h5 = 0.0;
     for (int i = (int)t; i < n; i += LOSS_THREADS) {
         const float *zi = z + (size_t)i * k;
-        l += loss_sample(kind, smoothing, zi, k, labels[i], dz ? dz + (size_t)i * k : NULL,
-                         scale);
-        const int rank = loss_label_rank(zi, k, labels[i]);
+        const int y2 = mix != 1.0f ? labels[n + i] : labels[i];
+        l += loss_sample(kind, smoothing, zi, k, labels[i], y2, mix,
+                         dz ? dz + (size_t)i * k : NULL, scale);
+        const int rank = loss_label_rank(zi, k, loss_hit_label(labels[i], y2, mix));
         h1 += rank == 0;
         h5 += rank < 5;
     }
@@ -46,7 +48,7 @@ extern "C" void cuda_loss(dtnn_backend *be, const loss_desc *d, int n, int k, co
                           const int32_t *labels, float *dz, float scale, double *out)
 {
     CU_SKIP_IF_FAILED(be);
-    loss_k<<<1, LOSS_THREADS, 0, cuda_of(be)->stream>>>(d->kind, d->label_smoothing, n, k, z,
-                                                        labels, dz, scale, out);
+    loss_k<<<1, LOSS_THREADS, 0, cuda_of(be)->stream>>>(d->kind, d->label_smoothing, d->mix, n,
+                                                        k, z, labels, dz, scale, out);
     cuda_ok(be, cudaGetLastError(), "loss kernel");
 }

@@ -28,11 +28,16 @@ static inline DTNN_HOST_DEVICE int loss_label_rank(const float *z, int k, int y)
     return rank;
 }
 
-/* The loss of logits z [k] against label y; with dz, also its gradient times scale. */
+/* The loss of logits z [k] against the target lam onehot(y) + (1 - lam) onehot(y2) (MixUp and
+ * CutMix; lam == 1 is the plain label y and y2 is not read); with dz, also its gradient times
+ * scale. Every loss is linear in its target, so the mixed target's loss and gradient are the
+ * formulas of model/loss.c with t_j = lam [j = y] + (1 - lam) [j = y2]. */
 static inline DTNN_HOST_DEVICE double loss_sample(dtnn_loss_kind kind, float smoothing,
-                                                  const float *z, int k, int y, float *dz,
-                                                  float scale)
+                                                  const float *z, int k, int y, int y2,
+                                                  float lam, float *dz, float scale)
 {
+    const int mixed = lam != 1.0f;
+    const double wa = lam, wb = 1.0 - (double)lam;
     double loss = 0.0;
     if (kind == DTNN_LOSS_CROSS_ENTROPY) {
         float mx = z[0];
@@ -46,16 +51,19 @@ static inline DTNN_HOST_DEVICE double loss_sample(dtnn_loss_kind kind, float smo
         double mean_logp = 0.0;
         for (int j = 0; j < k; j++)
             mean_logp += (z[j] - lse) / k;
-        loss = -(1.0 - e) * (z[y] - lse) - e * mean_logp;
+        const double logp_t = mixed ? wa * (z[y] - lse) + wb * (z[y2] - lse) : z[y] - lse;
+        loss = -(1.0 - e) * logp_t - e * mean_logp;
         if (dz)
             for (int j = 0; j < k; j++) {
                 const double p = exp(z[j] - lse);
-                dz[j] = (float)((p - (1.0 - e) * (j == y) - e / k) * scale);
+                const double t = mixed ? wa * (j == y) + wb * (j == y2) : (double)(j == y);
+                dz[j] = (float)((p - (1.0 - e) * t - e / k) * scale);
             }
         return loss;
     }
     for (int j = 0; j < k; j++) {
-        const double t = j == y ? 1.0 : 0.0, zj = z[j];
+        const double t = mixed ? wa * (j == y) + wb * (j == y2) : (j == y ? 1.0 : 0.0);
+        const double zj = z[j];
         if (kind == DTNN_LOSS_BCE) {
             loss += (zj > 0 ? zj : 0.0) - zj * t + log1p(exp(-fabs(zj)));
             if (dz)
@@ -67,6 +75,13 @@ static inline DTNN_HOST_DEVICE double loss_sample(dtnn_loss_kind kind, float smo
         }
     }
     return loss / k;
+}
+
+/* The label a mixed target's hits are counted against: its larger weight (the argmax of the
+ * soft target, as torchvision's reference accuracy takes it; y at a tie). */
+static inline DTNN_HOST_DEVICE int loss_hit_label(int y, int y2, float lam)
+{
+    return lam >= 0.5f ? y : y2;
 }
 
 #endif
