@@ -104,6 +104,14 @@ for opt in "nadam --lr 0.002 --eps 1e-4 --weight-decay 1e-4 --no-decay bias" \
     ranks_agree "--optimizer $opt" 2e-5 opt "" "${opt_base[@]}" "${o[@]}"
 done
 
+# The loader's batch-level options: MixUp and CutMix pair a sample with the one before it in
+# the global batch (on another rank for a rank's first), repeated augmentation deals a
+# sample's repeats out in the global order; with crops, flips and erasing on top, 2 and 4
+# ranks train on the same global batches as one process.
+mix=("${opt_base[@]}" --optimizer sgd --lr 0.05 --momentum 0.9 --augment crop,flip
+     --random-erase 0.25 --mixup 0.2 --cutmix 1.0 --repeated-augment 2)
+ranks_agree "--mixup --cutmix --repeated-augment" 2e-5 mix "" "${mix[@]}"
+
 # ResNet-20 (batch norm) with --sync-bn: statistics over the global batch, as one process.
 # 16x16 inputs keep it quick (the network is the same: global average pooling). One step:
 # that step runs every synchronised part (batch statistics forward, their gradients backward,
