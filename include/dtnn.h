@@ -625,6 +625,11 @@ typedef struct dtnn_loader dtnn_loader;
                              * black; image folders: RandomResizedCrop(image_size) (without it:
                              * Resize(image_size * 256 / 224) + CenterCrop(image_size)) */
 #define DTNN_AUG_FLIP 2u    /* RandomHorizontalFlip(0.5) */
+#define DTNN_AUG_TRIVIAL 4u /* TrivialAugmentWide() after the crop and flip, on the 8-bit image
+                             * (data in memory: its normalisation undone and rounded to 8 bits,
+                             * exact for IDX and CIFAR), as torchvision.transforms.functional
+                             * computes each operation on a uint8 tensor */
+#define DTNN_AUG_RANDAUG 8u /* RandAugment(randaugment_ops, randaugment_magnitude), likewise */
 
 typedef struct {
     int batch_size;         /* the global batch */
@@ -646,6 +651,8 @@ typedef struct {
                              * a sample is the one before it in the global batch, whichever rank
                              * holds it; the draws are keyed by (seed, epoch, step). Labels become
                              * targets of two labels (dtnn_loader_mix, dtnn_model_loss_mixed). */
+    int randaugment_ops;        /* RandAugment's num_ops (2) */
+    int randaugment_magnitude;  /* and its magnitude bin of 31 (9) */
     int repeated_augment;   /* K > 1: each sample K times in a row in the epoch's order, each
                              * time augmented anew, the epoch as long as without (torchvision's
                              * RASampler: n / K distinct samples an epoch); 0 or 1: off */

@@ -22,12 +22,13 @@ fi
 # The same for the optimizers with state beyond the flat buffers' slots (NAdam's float32
 # mu_product, recomputed from the step on resume) or with per-tensor norms (LARS, LAMB),
 # with parameter groups kept from decay and the gradient clipped; and with the loader's
-# MixUp, CutMix and repeated augmentation (their draws keyed by seed, epoch and step).
+# MixUp, CutMix, repeated augmentation and RandAugment (their draws keyed by seed, epoch and
+# step or sample).
 opt_base=(--model models/small_bn_dropout.model --dataset synthetic --synthetic-samples 200
           --batch-size 32 --threads 2 --seed 7 --quiet)
 for opt in "nadam --lr 0.01 --weight-decay 1e-3 --no-decay norm,bias" \
            "lars --lr 2 --weight-decay 5e-4" "lamb --lr 0.01 --clip-grad-norm 1" \
-           "sgd --lr 0.05 --mixup 0.2 --cutmix 1.0 --repeated-augment 2 --augment crop" \
+           "sgd --lr 0.05 --mixup 0.2 --cutmix 1.0 --repeated-augment 2 --augment crop,randaugment" \
            "sgd --lr 0.05 --momentum 0.9 --ema 0.9 --ema-steps 2 --warmup-epochs 0.5"; do
     read -ra o <<<"--optimizer $opt"
     "$dtnn" train "${opt_base[@]}" "${o[@]}" --epochs 2 --save "$tmp/full-o.safetensors"

@@ -106,9 +106,9 @@ done
 
 # The loader's batch-level options: MixUp and CutMix pair a sample with the one before it in
 # the global batch (on another rank for a rank's first), repeated augmentation deals a
-# sample's repeats out in the global order; with crops, flips and erasing on top, 2 and 4
-# ranks train on the same global batches as one process.
-mix=("${opt_base[@]}" --optimizer sgd --lr 0.05 --momentum 0.9 --augment crop,flip
+# sample's repeats out in the global order; with crops, flips, TrivialAugmentWide and erasing
+# on top, 2 and 4 ranks train on the same global batches as one process.
+mix=("${opt_base[@]}" --optimizer sgd --lr 0.05 --momentum 0.9 --augment crop,flip,trivialaugment
      --random-erase 0.25 --mixup 0.2 --cutmix 1.0 --repeated-augment 2)
 ranks_agree "--mixup --cutmix --repeated-augment" 2e-5 mix "" "${mix[@]}"
 

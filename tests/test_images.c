@@ -342,6 +342,21 @@ static void test_transforms(void)
             }
     printf("2x downscale of a checkerboard is grey (antialiased): %s\n", averaged ? "yes" : "NO");
     CHECK(averaged);
+    /* The 8-bit resample that TrivialAugment and RandAugment work on, normalised afterwards,
+     * is the normalised resample bit for bit (an augmentation that leaves a pixel alone
+     * leaves its float alone); and data in memory survives the 8-bit round trip. */
+    const float in_mean[3] = {0.485f, 0.456f, 0.406f}, in_std[3] = {0.229f, 0.224f, 0.225f};
+    float part[4] = {0.5f, 1.25f, 6.0f, 4.5f}, direct[3 * 6 * 4], via[3 * 6 * 4];
+    unsigned char bytes[3 * 6 * 4], back[3 * 6 * 4];
+    for (int flip = 0; flip < 2; flip++) {
+        CHECK_OK(dtnn__resample_rgb(src, w, h, part, 6, 4, flip, in_mean, in_std, direct, &rs,
+                                    &err), &err);
+        CHECK_OK(dtnn__resample_rgb_u8(src, w, h, part, 6, 4, flip, bytes, &rs, &err), &err);
+        dtnn__normalize_u8(bytes, 3, 24, in_mean, in_std, via);
+        tu_same_bits("8-bit resample, normalised", via, direct, sizeof via);
+        dtnn__denormalize_u8(via, 3, 24, in_mean, in_std, back);
+        CHECK(!memcmp(back, bytes, sizeof bytes));
+    }
     dtnn__resample_scratch_free(&rs);
 }
 

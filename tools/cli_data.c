@@ -12,8 +12,25 @@
 
 #include "cli_data.h"
 
-static int parse_augment(const char *s, unsigned *out)
+/* randaugment[:N[:M]] into RandAugment's operations and magnitude bin; -1 when malformed. */
+static int parse_randaugment(const char *t, dtnn_loader_params *lp)
 {
+    int n = 2, m = 9, used = 0;
+    if (!strcmp(t, "randaugment"))
+        ;
+    else if (!(sscanf(t, "randaugment:%d%n", &n, &used) == 1 && !t[used]) &&
+             !(sscanf(t, "randaugment:%d:%d%n", &n, &m, &used) == 2 && !t[used]))
+        return -1;
+    if (n < 1 || n > 16 || m < 0 || m > 30)
+        return -1;
+    lp->randaugment_ops = n;
+    lp->randaugment_magnitude = m;
+    return 0;
+}
+
+static int parse_augment(const char *s, dtnn_loader_params *lp)
+{
+    unsigned *out = &lp->augment;
     *out = 0;
     if (!strcmp(s, "none"))
         return 0;
@@ -26,6 +43,11 @@ static int parse_augment(const char *s, unsigned *out)
             *out |= DTNN_AUG_CROP;
         else if (!strcmp(t, "flip"))
             *out |= DTNN_AUG_FLIP;
+        else if (!strcmp(t, "trivialaugment") && !(*out & DTNN_AUG_RANDAUG))
+            *out |= DTNN_AUG_TRIVIAL;
+        else if (!strncmp(t, "randaugment", 11) && !(*out & DTNN_AUG_TRIVIAL) &&
+                 !parse_randaugment(t, lp))
+            *out |= DTNN_AUG_RANDAUG;
         else
             return -1;
     }
@@ -56,8 +78,10 @@ int cli_data_options(const char *cmd, const cli_opt *o, int n, int train, cli_da
     const char *aug = cli_str(o, n, "augment");
     if (!strcmp(aug, "auto"))
         out->lp.augment = out->folder ? DTNN_AUG_CROP | DTNN_AUG_FLIP : 0;
-    else if (parse_augment(aug, &out->lp.augment))
-        return cli_usage_error(cmd, "--augment must be auto, none, crop, flip or crop,flip, not "
+    else if (parse_augment(aug, &out->lp))
+        return cli_usage_error(cmd, "--augment must be auto, none, or a comma-separated list of "
+                               "crop, flip and one of trivialaugment and randaugment[:N[:M]] "
+                               "(N in [1, 16] operations, M in [0, 30] the magnitude bin), not "
                                "'%s'", aug);
     int64_t pad = cli_int(o, n, "crop-padding"), prefetch = cli_int(o, n, "prefetch");
     if (pad < 0 || pad > 64 || prefetch < 0 || prefetch > 64)

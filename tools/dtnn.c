@@ -75,9 +75,10 @@ static void catch_stop_signals(void)
 static cli_opt train_opts[] = {
     {"model", OPT_STRING, NULL, "zoo model name, model file or .onnx file", 1, NULL, 0},
     DATA_OPTIONS,
-    {"augment", OPT_STRING, "auto", "none | crop | flip | crop,flip (auto: crop,flip for "
-     "imagefolder, RandomResizedCrop; else none; in memory crop is RandomCrop with padding)", 0,
-     NULL, 0},
+    {"augment", OPT_STRING, "auto", "none, or any of crop, flip and one of trivialaugment, "
+     "randaugment[:N[:M]] (torchvision's TrivialAugmentWide, RandAugment(N=2, M=9)), comma-"
+     "separated (auto: crop,flip for imagefolder, RandomResizedCrop; else none; in memory crop "
+     "is RandomCrop with padding)", 0, NULL, 0},
     {"random-erase", OPT_FLOAT, "0",
      "RandomErasing probability: a box of 2-33% of the image set to the mean (0: none)", 0,
      NULL, 0},

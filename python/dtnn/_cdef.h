@@ -255,6 +255,8 @@ typedef struct {
     int strict;
     float mixup_alpha;
     float cutmix_alpha;
+    int randaugment_ops;
+    int randaugment_magnitude;
     int repeated_augment;
 } dtnn_loader_params;
 

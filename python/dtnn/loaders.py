@@ -5,7 +5,33 @@ import os
 
 from ._lib import ffi, lib, new_error, raise_error
 
-AUGMENTS = {"none": 0, "crop": 1, "flip": 2, "crop,flip": 3, "flip,crop": 3}
+_AUG_FLAGS = {"crop": 1, "flip": 2, "trivialaugment": 4}
+_AUG_HELP = ("augment is 'none' or a comma-separated list of crop, flip and one of "
+             "trivialaugment and randaugment[:N[:M]] (N in [1, 16], M in [0, 30])")
+
+
+def parse_augment(text):
+    """`dtnn train --augment`'s text as (flags, RandAugment's N, M)."""
+    flags, n, m = 0, 2, 9
+    if text == "none":
+        return flags, n, m
+    for part in text.split(","):
+        if part in _AUG_FLAGS:
+            flags |= _AUG_FLAGS[part]
+        elif part.split(":")[0] == "randaugment" and len(part.split(":")) <= 3:
+            fields = part.split(":")[1:]
+            try:
+                n, m = (int(fields[0]) if fields else 2), (int(fields[1]) if len(fields) > 1 else 9)
+            except ValueError:
+                raise ValueError(f"{_AUG_HELP}, not {text!r}") from None
+            if not (1 <= n <= 16 and 0 <= m <= 30):
+                raise ValueError(f"{_AUG_HELP}, not {text!r}")
+            flags |= 8
+        else:
+            raise ValueError(f"{_AUG_HELP}, not {text!r}")
+    if not flags or (flags & 12) == 12:
+        raise ValueError(f"{_AUG_HELP}, not {text!r}")
+    return flags, n, m
 
 
 class ImageFolder:
@@ -39,8 +65,7 @@ class ImageFolder:
 def loader_params(batch, ranks, rank, seed, shuffle, augment="none", crop_padding=4,
                   random_erase=0.0, threads=0, prefetch=0, image_size=224, strict=False,
                   mixup=0.0, cutmix=0.0, repeated_augment=0):
-    if augment not in AUGMENTS:
-        raise ValueError(f"augment must be one of {', '.join(AUGMENTS)}, not {augment!r}")
+    flags, ra_ops, ra_magnitude = parse_augment(augment)
     if not 0.0 <= random_erase <= 1.0 or not 0 <= crop_padding <= 64:
         raise ValueError("random_erase is a probability in [0, 1], crop_padding in [0, 64]")
     if not 0.0 <= mixup <= 100.0 or not 0.0 <= cutmix <= 100.0:
@@ -50,7 +75,8 @@ def loader_params(batch, ranks, rank, seed, shuffle, augment="none", crop_paddin
     p = ffi.new("dtnn_loader_params *")
     lib.dtnn_loader_params_default(p)
     p.batch_size, p.rank, p.ranks, p.seed, p.shuffle = batch, rank, ranks, seed, shuffle
-    p.augment, p.crop_padding, p.random_erase = AUGMENTS[augment], crop_padding, random_erase
+    p.augment, p.crop_padding, p.random_erase = flags, crop_padding, random_erase
+    p.randaugment_ops, p.randaugment_magnitude = ra_ops, ra_magnitude
     p.threads, p.prefetch, p.image_size, p.strict = threads, prefetch, image_size, int(strict)
     p.mixup_alpha, p.cutmix_alpha, p.repeated_augment = mixup, cutmix, repeated_augment
     return p

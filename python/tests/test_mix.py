@@ -108,14 +108,15 @@ def test_torchvision_v2_on_the_same_draws(batches, tmp_path):
 
 
 def test_fit_with_mixing_trains_as_dtnn_train(tmp_path, fmnist, cli):
-    py, ref = tmp_path / "py.safetensors", tmp_path / "cli.safetensors"
-    dtnn.Model("lenet5").fit(fmnist, steps=8, batch_size=16, mixup=0.2, cutmix=1.0,
-                             repeated_augment=3, save=py, verbose=0)
-    subprocess.run([cli, "train", "--model", "lenet5", "--dataset", "fashion-mnist",
-                    "--steps", "8", "--epochs", "1", "--batch-size", "16", "--mixup", "0.2",
-                    "--cutmix", "1.0", "--repeated-augment", "3", "--save", str(ref),
-                    "--quiet"], check=True, capture_output=True)
-    assert py.read_bytes() == ref.read_bytes()
+    for i, augment in enumerate(("crop,trivialaugment", "flip,randaugment:3:12")):
+        py, ref = tmp_path / f"py{i}.safetensors", tmp_path / f"cli{i}.safetensors"
+        dtnn.Model("lenet5").fit(fmnist, steps=8, batch_size=16, mixup=0.2, cutmix=1.0,
+                                 repeated_augment=3, augment=augment, save=py, verbose=0)
+        subprocess.run([cli, "train", "--model", "lenet5", "--dataset", "fashion-mnist",
+                        "--steps", "8", "--epochs", "1", "--batch-size", "16", "--mixup", "0.2",
+                        "--cutmix", "1.0", "--repeated-augment", "3", "--augment", augment,
+                        "--save", str(ref), "--quiet"], check=True, capture_output=True)
+        assert py.read_bytes() == ref.read_bytes(), augment
 
 
 def test_mixing_options_are_checked(small):
@@ -123,3 +124,6 @@ def test_mixing_options_are_checked(small):
         dtnn.Model("lenet5").fit(small, steps=1, mixup=-1, verbose=0)
     with pytest.raises(ValueError, match="repeated_augment"):
         dtnn.Model("lenet5").fit(small, steps=1, repeated_augment=100, verbose=0)
+    for bad in ("trivialaugment,randaugment", "randaugment:0", "randaugment:2:31", "rotate"):
+        with pytest.raises(ValueError, match="randaugment"):
+            dtnn.Model("lenet5").fit(small, steps=1, augment=bad, verbose=0)

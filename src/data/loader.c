@@ -29,6 +29,7 @@
 
 #include "core/internal.h"
 #include "core/rng.h"
+#include "data/autoaugment.h"
 #include "data/image_folder.h"
 #include "data/mix.h"
 #include "data/transform.h"
@@ -36,6 +37,7 @@
 #define LOADER_MAX_REPLACE 64
 #define LOADER_MAX_THREADS 64
 #define LOADER_REPORTED_PATHS 3
+#define AUTO_AUGMENT (DTNN_AUG_TRIVIAL | DTNN_AUG_RANDAUG)
 
 static const float imagenet_mean[3] = {0.485f, 0.456f, 0.406f};
 static const float imagenet_std[3] = {0.229f, 0.224f, 0.225f};
@@ -68,6 +70,8 @@ typedef struct {
     pthread_t thread;
     dtnn_image img;
     dtnn_resample_scratch rs;
+    unsigned char *u8;      /* TrivialAugment / RandAugment: the 8-bit image */
+    float *aa_tmp;          /* and their scratch */
 } loader_worker;
 
 struct dtnn_loader {
@@ -115,6 +119,8 @@ void dtnn_loader_params_default(dtnn_loader_params *p)
     p->seed = 42;
     p->crop_padding = 4;
     p->image_size = 224;
+    p->randaugment_ops = 2;
+    p->randaugment_magnitude = 9;
 }
 
 /* ---- one sample ------------------------------------------------------------------------- */
@@ -135,6 +141,17 @@ static void erase_maybe(const dtnn_loader *l, dtnn_rng *r, float *out)
     if (l->p.random_erase > 0.0f && dtnn__rng_uniform(r) < l->p.random_erase &&
         dtnn__random_erase_box(l->h, l->w, r, box))
         dtnn__erase_chw(out, l->c, l->h, l->w, box);
+}
+
+/* TrivialAugmentWide or RandAugment on the 8-bit image wk->u8, then normalised into out. */
+static void auto_augment(const dtnn_loader *l, loader_worker *wk, dtnn_rng *r, float *out)
+{
+    if (l->p.augment & DTNN_AUG_TRIVIAL)
+        dtnn__trivial_augment(r, wk->u8, l->c, l->h, l->w, wk->aa_tmp);
+    else
+        dtnn__rand_augment(r, l->p.randaugment_ops, l->p.randaugment_magnitude, wk->u8, l->c,
+                           l->h, l->w, wk->aa_tmp);
+    dtnn__normalize_u8(wk->u8, l->c, (size_t)l->h * l->w, l->mean, l->std, out);
 }
 
 /* Decodes and transforms dataset sample k of epoch into out [c, h, w]; rep is which of its
@@ -158,6 +175,10 @@ static dtnn_status load_one(dtnn_loader *l, loader_worker *wk, int64_t epoch, in
         int dx = pad ? (int)dtnn__rng_below(&r, 2 * (uint64_t)pad + 1) : 0;
         int flip = (aug & DTNN_AUG_FLIP) && dtnn__rng_uniform(&r) < 0.5f;
         dtnn__crop_flip_chw(src, l->c, l->h, l->w, pad, dx, dy, flip, l->fill, out);
+        if (aug & AUTO_AUGMENT) {
+            dtnn__denormalize_u8(out, l->c, (size_t)l->h * l->w, l->mean, l->std, wk->u8);
+            auto_augment(l, wk, &r, out);
+        }
         erase_maybe(l, &r, out);
         return DTNN_OK;
     }
@@ -170,8 +191,15 @@ static dtnn_status load_one(dtnn_loader *l, loader_worker *wk, int64_t epoch, in
     else
         dtnn__center_crop_box(wk->img.w, wk->img.h, l->resize, l->h, box);
     int flip = (aug & DTNN_AUG_FLIP) && dtnn__rng_uniform(&r) < 0.5f;
-    st = dtnn__resample_rgb(wk->img.pixels, wk->img.w, wk->img.h, box, l->w, l->h, flip,
-                            l->mean, l->std, out, &wk->rs, err);
+    if (aug & AUTO_AUGMENT) {
+        st = dtnn__resample_rgb_u8(wk->img.pixels, wk->img.w, wk->img.h, box, l->w, l->h, flip,
+                                   wk->u8, &wk->rs, err);
+        if (!st)
+            auto_augment(l, wk, &r, out);
+    } else {
+        st = dtnn__resample_rgb(wk->img.pixels, wk->img.w, wk->img.h, box, l->w, l->h, flip,
+                                l->mean, l->std, out, &wk->rs, err);
+    }
     if (!st)
         erase_maybe(l, &r, out);
     return st;
@@ -331,9 +359,18 @@ static dtnn_status check_params(const dtnn_loader_params *p, dtnn_error *err)
         p->prefetch > LOADER_MAX_THREADS)
         return dtnn_error_set(err, DTNN_ERR_ARG, "loader: threads %d and prefetch %d must be "
                               "in [0, %d]", p->threads, p->prefetch, LOADER_MAX_THREADS);
-    if (p->augment & ~(DTNN_AUG_CROP | DTNN_AUG_FLIP))
+    if (p->augment & ~(DTNN_AUG_CROP | DTNN_AUG_FLIP | AUTO_AUGMENT))
         return dtnn_error_set(err, DTNN_ERR_ARG, "loader: unknown augmentation flags 0x%x",
                               p->augment);
+    if ((p->augment & AUTO_AUGMENT) == AUTO_AUGMENT)
+        return dtnn_error_set(err, DTNN_ERR_ARG, "loader: TrivialAugmentWide and RandAugment "
+                              "are alternatives: choose one");
+    if ((p->augment & DTNN_AUG_RANDAUG) &&
+        (p->randaugment_ops < 1 || p->randaugment_ops > 16 || p->randaugment_magnitude < 0 ||
+         p->randaugment_magnitude >= 31))
+        return dtnn_error_set(err, DTNN_ERR_ARG, "loader: RandAugment takes 1 to 16 operations "
+                              "and a magnitude bin in [0, 30], not %d and %d",
+                              p->randaugment_ops, p->randaugment_magnitude);
     if (!(p->random_erase >= 0.0f && p->random_erase <= 1.0f))
         return dtnn_error_set(err, DTNN_ERR_ARG, "loader: random erasing probability %g is not "
                               "in [0, 1]", (double)p->random_erase);
@@ -380,8 +417,20 @@ static dtnn_status loader_finish(dtnn_loader *l, dtnn_error *err)
                                   "samples of %dx%dx%d", l->name, l->nslots, l->local_max, l->c,
                                   l->h, l->w);
     }
-    for (int i = 0; i <= l->nthreads; i++)
-        l->workers[i].l = l;
+    if ((p->augment & AUTO_AUGMENT) && l->c != 1 && l->c != 3)
+        return dtnn_error_set(err, DTNN_ERR_UNSUPPORTED, "%s: TrivialAugment and RandAugment "
+                              "take images of 1 or 3 channels, not %d", l->name, l->c);
+    for (int i = 0; i <= l->nthreads; i++) {
+        loader_worker *wk = &l->workers[i];
+        wk->l = l;
+        if (p->augment & AUTO_AUGMENT) {
+            wk->u8 = malloc(l->sample);
+            wk->aa_tmp = malloc(sizeof(float) * l->sample);
+            if (!wk->u8 || !wk->aa_tmp)
+                return dtnn_error_set(err, DTNN_ERR_NOMEM, "%s: out of memory for the "
+                                      "augmentation buffers", l->name);
+        }
+    }
     /* The threads block every signal (they inherit the mask), so SIGINT and SIGTERM reach the
      * training thread, which is the one that acts on them. */
     sigset_t all, old;
@@ -531,6 +580,8 @@ void dtnn_loader_free(dtnn_loader *l)
         for (int i = 0; i <= l->nthreads; i++) {
             dtnn_image_free(&l->workers[i].img);
             dtnn__resample_scratch_free(&l->workers[i].rs);
+            free(l->workers[i].u8);
+            free(l->workers[i].aa_tmp);
         }
     for (int i = 0; l->slots && i < l->nslots; i++) {
         dtnn__free_aligned(l->slots[i].x);

@@ -167,9 +167,10 @@ static int grow(void **buf, size_t *cap, size_t bytes)
     return 0;
 }
 
-dtnn_status dtnn__resample_rgb(const unsigned char *src, int sw, int sh, const float box[4],
-                              int ow, int oh, int flip, const float mean[3], const float std[3],
-                              float *out, dtnn_resample_scratch *s, dtnn_error *err)
+/* The resample, to floats normalised by mean and std (out) or to the 8-bit image (out_u8). */
+static dtnn_status resample(const unsigned char *src, int sw, int sh, const float box[4], int ow,
+                            int oh, int flip, const float mean[3], const float std[3], float *out,
+                            unsigned char *out_u8, dtnn_resample_scratch *s, dtnn_error *err)
 {
     const double sx = ((double)box[2] - box[0]) / ow, sy = ((double)box[3] - box[1]) / oh;
     const size_t kx = (size_t)ceil(sx < 1 ? 1 : sx) * 2 + 1;
@@ -222,11 +223,47 @@ dtnn_status dtnn__resample_rgb(const unsigned char *src, int sw, int sh, const f
             for (int c = 0; c < 3; c++) {
                 float q = rintf(v[c]);
                 q = q < 0.0f ? 0.0f : (q > 255.0f ? 255.0f : q);
-                out[c * plane + at] = (q / 255.0f - mean[c]) / std[c];
+                if (out_u8)
+                    out_u8[c * plane + at] = (unsigned char)q;
+                else
+                    out[c * plane + at] = (q / 255.0f - mean[c]) / std[c];
             }
         }
     }
     return DTNN_OK;
+}
+
+dtnn_status dtnn__resample_rgb(const unsigned char *src, int sw, int sh, const float box[4],
+                              int ow, int oh, int flip, const float mean[3], const float std[3],
+                              float *out, dtnn_resample_scratch *s, dtnn_error *err)
+{
+    return resample(src, sw, sh, box, ow, oh, flip, mean, std, out, NULL, s, err);
+}
+
+dtnn_status dtnn__resample_rgb_u8(const unsigned char *src, int sw, int sh, const float box[4],
+                                 int ow, int oh, int flip, unsigned char *out,
+                                 dtnn_resample_scratch *s, dtnn_error *err)
+{
+    static const float unused_mean[3] = {0, 0, 0}, unused_std[3] = {1, 1, 1};
+    return resample(src, sw, sh, box, ow, oh, flip, unused_mean, unused_std, NULL, out, s, err);
+}
+
+void dtnn__normalize_u8(const unsigned char *img, int c, size_t plane, const float *mean,
+                        const float *std, float *out)
+{
+    for (int ch = 0; ch < c; ch++)
+        for (size_t j = 0; j < plane; j++)
+            out[ch * plane + j] = ((float)img[ch * plane + j] / 255.0f - mean[ch]) / std[ch];
+}
+
+void dtnn__denormalize_u8(const float *x, int c, size_t plane, const float *mean,
+                          const float *std, unsigned char *out)
+{
+    for (int ch = 0; ch < c; ch++)
+        for (size_t j = 0; j < plane; j++) {
+            const float v = nearbyintf((x[ch * plane + j] * std[ch] + mean[ch]) * 255.0f);
+            out[ch * plane + j] = (unsigned char)(v < 0.0f ? 0.0f : (v > 255.0f ? 255.0f : v));
+        }
 }
 
 void dtnn__crop_flip_chw(const float *src, int c, int h, int w, int pad, int dx, int dy, int flip,

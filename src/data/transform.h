@@ -41,6 +41,20 @@ dtnn_status dtnn__resample_rgb(const unsigned char *src, int sw, int sh, const f
                               int ow, int oh, int flip, const float mean[3], const float std[3],
                               float *out, dtnn_resample_scratch *s, dtnn_error *err);
 
+/* The same resample rounded to the 8-bit image out [3, oh, ow] (what PIL holds), unnormalised:
+ * for the operations that work on 8-bit images (autoaugment.h). */
+dtnn_status dtnn__resample_rgb_u8(const unsigned char *src, int sw, int sh, const float box[4],
+                                 int ow, int oh, int flip, unsigned char *out,
+                                 dtnn_resample_scratch *s, dtnn_error *err);
+/* ToTensor + Normalize of an 8-bit [c, plane] image: (v / 255 - mean) / std in float32, the
+ * datasets' own formula, so an unchanged pixel comes back as the same float. */
+void dtnn__normalize_u8(const unsigned char *img, int c, size_t plane, const float *mean,
+                        const float *std, float *out);
+/* Its inverse for data held normalised in memory: round((x std + mean) 255) clamped to 8 bits;
+ * exact for data that came from 8-bit images (IDX, CIFAR), a quantisation of any other. */
+void dtnn__denormalize_u8(const float *x, int c, size_t plane, const float *mean,
+                          const float *std, unsigned char *out);
+
 /* torchvision's RandomErasing.get_params with scale (0.02, 0.33), ratio (0.3, 3.3) and value
  * 0, for an h x w image: up to 10 random tries of an area and an aspect ratio, the first box
  * strictly smaller than the image taken (top, left, height, width), then its position. 0 when
