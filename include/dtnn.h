@@ -653,6 +653,7 @@ typedef struct {
                              * targets of two labels (dtnn_loader_mix, dtnn_model_loss_mixed). */
     int randaugment_ops;        /* RandAugment's num_ops (2) */
     int randaugment_magnitude;  /* and its magnitude bin of 31 (9) */
+    int shuffle_buffer;     /* shards: the shuffle buffer's samples (1000; 0 or 1: none) */
     int repeated_augment;   /* K > 1: each sample K times in a row in the epoch's order, each
                              * time augmented anew, the epoch as long as without (torchvision's
                              * RASampler: n / K distinct samples an epoch); 0 or 1: off */
@@ -668,6 +669,39 @@ dtnn_loader *dtnn_loader_create(const dtnn_dataset *d, int test_split,
  * 0.456, 0.406) and std (0.229, 0.224, 0.225). Only file names are read here. */
 dtnn_loader *dtnn_loader_create_folder(const char *dir, const char *split,
                                        const dtnn_loader_params *p, dtnn_error *err);
+/* Reads split ("train" or "val") of a sharded dataset: WebDataset tar shards (KEY.jpg, .jpeg
+ * or .png with KEY.cls) in dir, listed by dir/index.json (`dtnn shard` writes it) or, without
+ * one, dir/<split>-*.tar (for train every .tar but val* and test*), whose headers are then
+ * all read to count the samples. Normalised and cropped as an image folder. Training order
+ * (shuffle 1): every epoch the shards are permuted and dealt out to the ranks, each rank
+ * reading only its own (then, if they run short of its share of the epoch's
+ * ceil(n / batch_size) full batches, shards drawn at random, as WebDataset's resampling)
+ * through a shuffle buffer, every draw keyed by (seed, epoch, rank): a resume on the same
+ * ranks is exact; MixUp's partner of a rank's first sample is that rank's last (the ranks do
+ * not share samples). Evaluation order (shuffle 0): the shards in name order, as a folder. */
+dtnn_loader *dtnn_loader_create_shards(const char *dir, const char *split,
+                                       const dtnn_loader_params *p, dtnn_error *err);
+/* Packing an image folder (dir/train/<class>/<image>, dir/val/...) into shards: each split's
+ * images in a random order (seed) as KEY.jpg or KEY.png (the file as it is, by its content;
+ * other files skipped and counted) with KEY.cls, in output/<split>-NNNNNN.tar of about
+ * shard_mb MiB each, and output/index.json listing them with their sample counts. The output
+ * folder is created; one that already holds shards or an index is refused. */
+typedef struct {
+    const char *data_dir;
+    const char *output;
+    double shard_mb;        /* 256 */
+    uint64_t seed;          /* 42 */
+} dtnn_shard_params;
+typedef struct {
+    int64_t samples, skipped, shards, bytes;
+} dtnn_shard_report;
+void dtnn_shard_params_default(dtnn_shard_params *p);
+dtnn_status dtnn_shards_write(const dtnn_shard_params *p, dtnn_shard_report *report,
+                              dtnn_error *err);
+/* Whether dir holds a split ("train", "val") of shards, by its index or by file names. */
+int dtnn_shards_has_split(const char *dir, const char *split);
+/* Bytes this loader has read from its shards (headers, classes, images); 0 for the others. */
+int64_t dtnn_loader_bytes_read(const dtnn_loader *l);
 /* Stops the threads (after the image each is decoding) and frees everything. */
 void dtnn_loader_free(dtnn_loader *l);
 

@@ -31,6 +31,10 @@ if ! "$py" -m venv --system-site-packages "$tmp/venv" >"$tmp/venv.log" 2>&1; the
 fi
 # A copy, so the in-tree build leaves nothing in the source folder.
 cp -r "$src/python" "$tmp/package"
+# ... without what an earlier build in the source folder left (a stale build/lib would be
+# installed in place of the current sources).
+rm -rf "$tmp/package/build" "$tmp/package/build-cmake" "$tmp/package"/*.egg-info \
+    "$tmp/package/dtnn/libdtnn.so"
 "$tmp/venv/bin/python" -m pip install -q --no-build-isolation --no-index "$tmp/package"
 unset DTNN_LIBRARY PYTHONPATH
 cd "$tmp"

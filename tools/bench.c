@@ -63,6 +63,8 @@ static cli_opt bench_opts[] = {
      "with '-np N' appended", 0, NULL, 0},
     {"loader", OPT_FLAG, NULL, "instead: images/s the image-folder loader decodes and augments "
      "(--data-dir, --loader-threads, --image-size)", 0, NULL, 0},
+    {"shards", OPT_FLAG, NULL, "--loader: --data-dir holds shards (dtnn shard's output), not an "
+     "image folder", 0, NULL, 0},
     {"data-dir", OPT_STRING, NULL, "--loader: image folder (DIR/train/<class>/<image>)", 0, NULL,
      0},
     {"loader-threads", OPT_INT, "2", "--loader: decoding threads (0: in the calling thread)", 0,
@@ -507,7 +509,9 @@ static int time_loader(const cli_opt *o, int n)
     lp.image_size = (int)size;
     lp.augment = DTNN_AUG_CROP | DTNN_AUG_FLIP;
     dtnn_error err = {0};
-    dtnn_loader *l = dtnn_loader_create_folder(cli_str(o, n, "data-dir"), "train", &lp, &err);
+    const int shards = cli_flag(o, n, "shards");
+    dtnn_loader *l = (shards ? dtnn_loader_create_shards : dtnn_loader_create_folder)(
+        cli_str(o, n, "data-dir"), "train", &lp, &err);
     if (!l)
         return cli_fail(cmd, &err);
     dtnn_loader_info info;
@@ -539,12 +543,13 @@ static int time_loader(const cli_opt *o, int n)
     if (err.code) {
         rc = cli_fail(cmd, &err);
     } else {
-        printf("{\"loader\": \"imagefolder\", \"threads\": %d, \"image_size\": %d, "
+        printf("{\"loader\": \"%s\", \"threads\": %d, \"image_size\": %d, "
                "\"batch_size\": %d, \"augment\": \"random-resized-crop,flip\", \"images\": %lld, "
-               "\"seconds\": %.3f, \"images_per_sec\": %.1f, \"skipped_images\": %lld}\n",
-               lp.threads, lp.image_size, lp.batch_size, (long long)images, seconds,
-               seconds > 0 ? (double)images / seconds : 0.0,
-               (long long)dtnn_loader_skipped(l, NULL, 0));
+               "\"seconds\": %.3f, \"images_per_sec\": %.1f, \"skipped_images\": %lld, "
+               "\"bytes_read\": %lld}\n",
+               shards ? "shards" : "imagefolder", lp.threads, lp.image_size, lp.batch_size,
+               (long long)images, seconds, seconds > 0 ? (double)images / seconds : 0.0,
+               (long long)dtnn_loader_skipped(l, NULL, 0), (long long)dtnn_loader_bytes_read(l));
     }
     dtnn_loader_free(l);
     return rc;

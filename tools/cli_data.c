@@ -7,6 +7,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -57,7 +58,8 @@ static int parse_augment(const char *s, dtnn_loader_params *lp)
 int cli_data_options(const char *cmd, const cli_opt *o, int n, int train, cli_data_opts *out)
 {
     memset(out, 0, sizeof *out);
-    out->folder = !strcmp(cli_str(o, n, "dataset"), "imagefolder");
+    out->shards = !strcmp(cli_str(o, n, "dataset"), "shards");
+    out->folder = out->shards || !strcmp(cli_str(o, n, "dataset"), "imagefolder");
     dtnn_loader_params_default(&out->lp);
     int64_t size = cli_int(o, n, "image-size"), threads = cli_int(o, n, "loader-threads");
     if (size < 8 || size > 4096)
@@ -67,6 +69,9 @@ int cli_data_options(const char *cmd, const cli_opt *o, int n, int train, cli_da
         return cli_usage_error(cmd, "--loader-threads must be -1 (auto), 0 (decode in the "
                                "training thread) or up to 64, not %s",
                                cli_str(o, n, "loader-threads"));
+    if (out->shards && !cli_str(o, n, "data-dir"))
+        return cli_usage_error(cmd, "%s", "--dataset shards needs --data-dir DIR, the folder of "
+                               "the .tar shards (`dtnn shard` writes one)");
     if (out->folder && !cli_str(o, n, "data-dir"))
         return cli_usage_error(cmd, "%s", "--dataset imagefolder needs --data-dir DIR, with "
                                "DIR/train/<class>/<image> and DIR/val/<class>/<image>");
@@ -107,6 +112,11 @@ int cli_data_options(const char *cmd, const cli_opt *o, int n, int train, cli_da
         return cli_usage_error(cmd, "--repeated-augment must be in [0, 64] (0 or 1: off), not %s",
                                cli_str(o, n, "repeated-augment"));
     out->lp.repeated_augment = (int)repeats;
+    const int64_t buffer = cli_int(o, n, "shuffle-buffer");
+    if (buffer < 0 || buffer > 10000000)
+        return cli_usage_error(cmd, "--shuffle-buffer must be in [0, 10000000], not %s",
+                               cli_str(o, n, "shuffle-buffer"));
+    out->lp.shuffle_buffer = (int)buffer;
     return 0;
 }
 
@@ -146,23 +156,26 @@ dtnn_status cli_data_open(cli_data *cd, const cli_data_opts *opts, const dtnn_da
     tp.repeated_augment = 0;
     tp.prefetch = 0;
     if (opts->folder) {
+        dtnn_loader *(*create)(const char *, const char *, const dtnn_loader_params *,
+                               dtnn_error *) =
+            opts->shards ? dtnn_loader_create_shards : dtnn_loader_create_folder;
         if (split) {
             /* eval: "test" is the folder's val split. */
             const char *s = !strcmp(split, "train") ? "train" : "val";
-            cd->test = dtnn_loader_create_folder(dp->dir, s, &tp, err);
+            cd->test = create(dp->dir, s, &tp, err);
             if (!cd->test)
                 return err->code;
             shape_from(cd, cd->test);
             return DTNN_OK;
         }
-        cd->train = dtnn_loader_create_folder(dp->dir, "train", &lp, err);
+        cd->train = create(dp->dir, "train", &lp, err);
         if (!cd->train)
             return err->code;
         shape_from(cd, cd->train);
         char val[4096];
         snprintf(val, sizeof val, "%s/val", dp->dir);
-        if (is_dir(val)) {
-            cd->test = dtnn_loader_create_folder(dp->dir, "val", &tp, err);
+        if (opts->shards ? dtnn_shards_has_split(dp->dir, "val") : is_dir(val)) {
+            cd->test = create(dp->dir, "val", &tp, err);
             if (!cd->test)
                 return err->code;
             dtnn_loader_info info;
@@ -185,6 +198,35 @@ dtnn_status cli_data_open(cli_data *cd, const cli_data_opts *opts, const dtnn_da
     if (cd->d.test.n > 0 && !(cd->test = dtnn_loader_create(&cd->d, 1, &tp, err)))
         return err->code;
     return DTNN_OK;
+}
+
+/* A field of /proc/self/io in MiB (-1 where there is none). */
+static double proc_io_mib(const char *field)
+{
+    FILE *fp = fopen("/proc/self/io", "r");
+    if (!fp)
+        return -1.0;
+    char line[128];
+    double v = -1.0;
+    const size_t n = strlen(field);
+    while (fgets(line, sizeof line, fp))
+        if (!strncmp(line, field, n) && line[n] == ':')
+            v = strtod(line + n + 1, NULL) / 1048576.0;
+    fclose(fp);
+    return v;
+}
+
+void cli_data_report_reads(const cli_data *cd, const char *cmd, int rank, int ranks)
+{
+    const int64_t bytes = (cd->train ? dtnn_loader_bytes_read(cd->train) : 0) +
+                          (cd->test ? dtnn_loader_bytes_read(cd->test) : 0);
+    if (bytes <= 0)
+        return;
+    fprintf(stderr, "dtnn %s: rank %d of %d read %.2f MiB of shards (training %.2f); "
+            "/proc/self/io: rchar %.2f MiB, read_bytes %.2f MiB\n", cmd, rank, ranks,
+            (double)bytes / 1048576.0,
+            cd->train ? (double)dtnn_loader_bytes_read(cd->train) / 1048576.0 : 0.0,
+            proc_io_mib("rchar"), proc_io_mib("read_bytes"));
 }
 
 void cli_data_report_skipped(const cli_data *cd, const char *cmd, int rank, int ranks)

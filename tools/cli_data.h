@@ -11,7 +11,8 @@
 /* The options every data-reading command has: dataset, data-dir, image-size, loader-threads,
  * strict; train also augment, crop-padding and prefetch. */
 typedef struct {
-    int folder;                 /* --dataset imagefolder */
+    int folder;                 /* encoded images streamed: --dataset imagefolder or shards */
+    int shards;                 /* --dataset shards */
     dtnn_loader_params lp;      /* augmentation, threads, size, strict (not batch or ranks) */
 } cli_data_opts;
 
@@ -34,6 +35,8 @@ dtnn_status cli_data_open(cli_data *cd, const cli_data_opts *opts, const dtnn_da
                           dtnn_error *err);
 /* Prints, on stderr, the unreadable images this rank's loaders skipped, if any. */
 void cli_data_report_skipped(const cli_data *cd, const char *cmd, int rank, int ranks);
+/* Prints, on stderr, what this rank read from shards (the loaders' count and the kernel's). */
+void cli_data_report_reads(const cli_data *cd, const char *cmd, int rank, int ranks);
 void cli_data_close(cli_data *cd);
 
 #endif

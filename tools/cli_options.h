@@ -138,5 +138,6 @@ dtnn_status cli_load_weights(const cli_opt *o, int n, dtnn_model *m, dtnn_datase
 int cmd_export(int argc, char **argv);
 int cmd_predict(int argc, char **argv);   /* predict.c */
 int cmd_import(int argc, char **argv);
+int cmd_shard(int argc, char **argv);    /* shard.c */
 
 #endif

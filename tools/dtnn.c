@@ -34,7 +34,8 @@ static dtnn_status data_params(const cli_opt *o, int n, dtnn_data_params *dp,
     return DTNN_OK;
 }
 
-#define DATASET_HELP "fashion-mnist | mnist | cifar10 | cifar100 | npy | synthetic | imagefolder"
+#define DATASET_HELP "fashion-mnist | mnist | cifar10 | cifar100 | npy | synthetic | imagefolder | " \
+                     "shards (WebDataset .tar shards in --data-dir; `dtnn shard` writes them)"
 #define DATA_OPTIONS                                                                          \
     {"dataset", OPT_STRING, "fashion-mnist", DATASET_HELP, 0, NULL, 0},                       \
     {"data-dir", OPT_STRING, NULL, "dataset folder (default: the dataset's own; imagefolder: "  \
@@ -92,6 +93,8 @@ static cli_opt train_opts[] = {
     {"crop-padding", OPT_INT, "4", "padding of the in-memory crop (the CIFAR recipe)", 0, NULL,
      0},
     {"prefetch", OPT_INT, "0", "batches decoded ahead (0: max(2, loader threads))", 0, NULL, 0},
+    {"shuffle-buffer", OPT_INT, "1000", "shards: samples of the shuffle buffer each rank draws "
+     "its stream through (0: none)", 0, NULL, 0},
     {"synthetic-samples", OPT_INT, "4096", "training samples of the synthetic dataset", 0, NULL, 0},
     {"synthetic-shape", OPT_STRING, "3x32x32", "CxHxW of the synthetic samples", 0, NULL, 0},
     {"epochs", OPT_INT, "2", "epochs to train", 0, NULL, 0},
@@ -577,6 +580,7 @@ static int cmd_train(int argc, char **argv, dtnn_comm *comm)
 out:
     rc = train_exit(cmd, comm, rc, &err);
     cli_data_report_skipped(&cd, cmd, rank, ranks);
+    cli_data_report_reads(&cd, cmd, rank, ranks);
     dtnn_trace_free(tp.trace);
     dtnn_optimizer_free(opt);
     dtnn_model_free(m);
@@ -687,6 +691,7 @@ static void main_usage(void)
            "  info     show a model's layers, shapes, parameters and FLOPs\n"
            "  export   write a model with a checkpoint's weights as an ONNX file\n"
            "  import   convert an ONNX file into a model file and safetensors weights\n"
+           "  shard    pack an image folder into WebDataset tar shards (--dataset shards)\n"
            "  devices  list the backends (--device) this build has and whether each runs here\n"
            "  launch   run train under mpirun and restart it from its checkpoint after a lost "
            "host\n");
@@ -740,7 +745,9 @@ int main(int argc, char **argv)
         return cmd_export(argc, argv);
     if (!strcmp(c, "import"))
         return cmd_import(argc, argv);
+    if (!strcmp(c, "shard"))
+        return cmd_shard(argc, argv);
     fprintf(stderr, "dtnn: unknown command '%s' (train, eval, predict, bench, models, info, "
-            "export, import, devices, launch)\n", c);
+            "export, import, shard, devices, launch)\n", c);
     return 2;
 }

@@ -257,6 +257,7 @@ typedef struct {
     float cutmix_alpha;
     int randaugment_ops;
     int randaugment_magnitude;
+    int shuffle_buffer;
     int repeated_augment;
 } dtnn_loader_params;
 

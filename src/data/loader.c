@@ -23,91 +23,11 @@
  * Not here: decoding (image.c), transforms (transform.c), listing folders (image_folder.c).
  */
 #include <errno.h>
-#include <pthread.h>
 #include <signal.h>
 #include <string.h>
 
-#include "core/internal.h"
-#include "core/rng.h"
-#include "data/autoaugment.h"
-#include "data/image_folder.h"
+#include "data/loader_internal.h"
 #include "data/mix.h"
-#include "data/transform.h"
-
-#define LOADER_MAX_REPLACE 64
-#define LOADER_MAX_THREADS 64
-#define LOADER_REPORTED_PATHS 3
-#define AUTO_AUGMENT (DTNN_AUG_TRIVIAL | DTNN_AUG_RANDAUG)
-
-static const float imagenet_mean[3] = {0.485f, 0.456f, 0.406f};
-static const float imagenet_std[3] = {0.229f, 0.224f, 0.225f};
-
-typedef struct {
-    int64_t step;           /* the step being filled or held */
-    int64_t epoch;
-    int64_t done_step;      /* == step once every sample is in (or one failed) */
-    int n;                  /* samples on this rank */
-    int items;              /* samples to produce: n, and the partner when mixing */
-    int64_t global_n;       /* samples of the global batch */
-    int64_t start;          /* position of the global batch's first sample in the epoch */
-    int64_t lo;             /* position of sample 0 in the epoch's order */
-    int pending;
-    float *x;               /* [local_max, sample] */
-    int32_t *y;
-    int32_t *bad;           /* per sample: unreadable images stepped over */
-    int64_t *bad_first;     /* per sample: the first of them (dataset index) */
-    float *partner;         /* mixing: the sample before this rank's first, unmixed */
-    int32_t partner_y;
-    int32_t *y2;            /* mixing: the partners' labels */
-    dtnn_batch_mix mix;
-    dtnn_status st;
-    dtnn_error err;
-} loader_slot;
-
-/* A decoding context: one per thread, plus one for the caller. */
-typedef struct {
-    struct dtnn_loader *l;
-    pthread_t thread;
-    dtnn_image img;
-    dtnn_resample_scratch rs;
-    unsigned char *u8;      /* TrivialAugment / RandAugment: the 8-bit image */
-    float *aa_tmp;          /* and their scratch */
-} loader_worker;
-
-struct dtnn_loader {
-    dtnn_loader_params p;
-    const dtnn_split *split;        /* in memory; NULL for an image folder */
-    dtnn_image_list list;
-    const int32_t *labels;
-    int64_t n;
-    int c, h, w, classes, resize;
-    size_t sample;                  /* floats per sample */
-    float mean[4], std[4], fill[4];
-    char name[64];
-    int local_max;
-    int64_t steps_per_epoch;
-    int64_t *perm;
-    int mixing;                     /* MixUp or CutMix asked for */
-    int reps;                       /* repeated augmentation: 1 when off */
-    const loader_slot *held;        /* the batch last handed out */
-
-    int nslots;
-    loader_slot *slots;
-    int nthreads, started;
-    loader_worker *workers;         /* [nthreads + 1]; the last is the caller's */
-
-    pthread_mutex_t mu;
-    pthread_cond_t work, done;
-    int running, shutdown, busy, failed;
-    int64_t epoch, fill_step, consume_step, free_from, end_step;
-    int fill_sample;
-    dtnn_status fail_st;
-    dtnn_error fail_err;
-
-    int64_t skipped;
-    char first_bad[LOADER_REPORTED_PATHS][512];
-    int n_first_bad;
-};
 
 void dtnn_loader_params_default(dtnn_loader_params *p)
 {
@@ -121,122 +41,15 @@ void dtnn_loader_params_default(dtnn_loader_params *p)
     p->image_size = 224;
     p->randaugment_ops = 2;
     p->randaugment_magnitude = 9;
-}
-
-/* ---- one sample ------------------------------------------------------------------------- */
-
-static const char *sample_name(const dtnn_loader *l, int64_t k, char *buf, size_t len)
-{
-    if (!l->split)
-        return l->list.paths[k];
-    snprintf(buf, len, "%s sample %lld", l->name, (long long)k);
-    return buf;
-}
-
-/* RandomErasing after the crops and the normalisation, from the sample's own stream: first
- * its coin (torch.rand(1) < p), then the box. */
-static void erase_maybe(const dtnn_loader *l, dtnn_rng *r, float *out)
-{
-    int box[4];
-    if (l->p.random_erase > 0.0f && dtnn__rng_uniform(r) < l->p.random_erase &&
-        dtnn__random_erase_box(l->h, l->w, r, box))
-        dtnn__erase_chw(out, l->c, l->h, l->w, box);
-}
-
-/* TrivialAugmentWide or RandAugment on the 8-bit image wk->u8, then normalised into out. */
-static void auto_augment(const dtnn_loader *l, loader_worker *wk, dtnn_rng *r, float *out)
-{
-    if (l->p.augment & DTNN_AUG_TRIVIAL)
-        dtnn__trivial_augment(r, wk->u8, l->c, l->h, l->w, wk->aa_tmp);
-    else
-        dtnn__rand_augment(r, l->p.randaugment_ops, l->p.randaugment_magnitude, wk->u8, l->c,
-                           l->h, l->w, wk->aa_tmp);
-    dtnn__normalize_u8(wk->u8, l->c, (size_t)l->h * l->w, l->mean, l->std, out);
-}
-
-/* Decodes and transforms dataset sample k of epoch into out [c, h, w]; rep is which of its
- * repeats (repeated augmentation) this is, each drawing its own augmentation. */
-static dtnn_status load_one(dtnn_loader *l, loader_worker *wk, int64_t epoch, int64_t k, int rep,
-                            float *out, dtnn_error *err)
-{
-    const unsigned aug = l->p.augment;
-    dtnn_rng r;
-    if (aug || l->p.random_erase > 0.0f)
-        dtnn__augment_rng(&r, l->p.seed, epoch, k + (int64_t)rep * l->n);
-    if (l->split) {
-        const float *src = l->split->x + (size_t)k * l->sample;
-        if (!aug) {
-            memcpy(out, src, sizeof(float) * l->sample);
-            erase_maybe(l, &r, out);
-            return DTNN_OK;
-        }
-        int pad = aug & DTNN_AUG_CROP ? l->p.crop_padding : 0;
-        int dy = pad ? (int)dtnn__rng_below(&r, 2 * (uint64_t)pad + 1) : 0;
-        int dx = pad ? (int)dtnn__rng_below(&r, 2 * (uint64_t)pad + 1) : 0;
-        int flip = (aug & DTNN_AUG_FLIP) && dtnn__rng_uniform(&r) < 0.5f;
-        dtnn__crop_flip_chw(src, l->c, l->h, l->w, pad, dx, dy, flip, l->fill, out);
-        if (aug & AUTO_AUGMENT) {
-            dtnn__denormalize_u8(out, l->c, (size_t)l->h * l->w, l->mean, l->std, wk->u8);
-            auto_augment(l, wk, &r, out);
-        }
-        erase_maybe(l, &r, out);
-        return DTNN_OK;
-    }
-    dtnn_status st = dtnn_image_read(l->list.paths[k], &wk->img, err);
-    if (st)
-        return st;
-    float box[4];
-    if (aug & DTNN_AUG_CROP)
-        dtnn__random_resized_crop_box(wk->img.w, wk->img.h, &r, box);
-    else
-        dtnn__center_crop_box(wk->img.w, wk->img.h, l->resize, l->h, box);
-    int flip = (aug & DTNN_AUG_FLIP) && dtnn__rng_uniform(&r) < 0.5f;
-    if (aug & AUTO_AUGMENT) {
-        st = dtnn__resample_rgb_u8(wk->img.pixels, wk->img.w, wk->img.h, box, l->w, l->h, flip,
-                                   wk->u8, &wk->rs, err);
-        if (!st)
-            auto_augment(l, wk, &r, out);
-    } else {
-        st = dtnn__resample_rgb(wk->img.pixels, wk->img.w, wk->img.h, box, l->w, l->h, flip,
-                                l->mean, l->std, out, &wk->rs, err);
-    }
-    if (!st)
-        erase_maybe(l, &r, out);
-    return st;
-}
-
-/* The sample at position pos of the epoch's order, or the next readable one after it. */
-static dtnn_status produce(dtnn_loader *l, loader_worker *wk, int64_t epoch, int64_t pos,
-                           float *out, int32_t *label, int32_t *bad, int64_t *bad_first,
-                           dtnn_error *err)
-{
-    *bad = 0;
-    *bad_first = -1;
-    dtnn_error e = {0};
-    for (int a = 0; a < LOADER_MAX_REPLACE && a < l->n; a++) {
-        const int64_t q = (pos + a) % l->n, k = l->perm[q];
-        dtnn_status st = load_one(l, wk, epoch, k, (int)(q % l->reps), out, &e);
-        if (!st) {
-            *label = l->labels[k];
-            return DTNN_OK;
-        }
-        if (st != DTNN_ERR_FORMAT && st != DTNN_ERR_IO)
-            return dtnn_error_set(err, st, "%s", e.message);
-        if (l->p.strict)
-            return dtnn_error_set(err, st, "%s (--strict: an unreadable image is an error; "
-                                  "without it, it is skipped and counted)", e.message);
-        if (a == 0)
-            *bad_first = k;
-        (*bad)++;
-    }
-    return dtnn_error_set(err, DTNN_ERR_FORMAT, "%d images in a row are unreadable, the last: "
-                          "%s", (int)*bad, e.message);
+    p->shuffle_buffer = 1000;
 }
 
 /* Geometry of step s: global batch [s B, s B + len), this rank's [lo, hi) of it. */
 static void slot_setup(dtnn_loader *l, loader_slot *s, int64_t epoch, int64_t step)
 {
-    const int64_t B = l->p.batch_size, start = step * B, len = DTNN_MIN(B, l->n - start);
+    /* A stream's batches are all full: its ranks' shards hold no fixed share of n. */
+    const int64_t B = l->p.batch_size, start = step * B,
+                  len = l->stream ? B : DTNN_MIN(B, l->n - start);
     const int r = l->p.rank, R = l->p.ranks;
     s->step = step;
     s->epoch = epoch;
@@ -245,7 +58,7 @@ static void slot_setup(dtnn_loader *l, loader_slot *s, int64_t epoch, int64_t st
     s->start = start;
     s->lo = start + len * r / R;
     s->n = (int)(start + len * (r + 1) / R - s->lo);
-    s->items = s->n + (l->mixing && s->n > 0);
+    s->items = s->n + (l->mixing && s->n > 0 && !l->stream);
     s->pending = s->items;
     s->mix = (dtnn_batch_mix){.lam = 1.0f};
     s->st = DTNN_OK;
@@ -258,17 +71,24 @@ static dtnn_status produce_item(dtnn_loader *l, loader_worker *wk, loader_slot *
                                 dtnn_error *err)
 {
     if (i < s->n)
-        return produce(l, wk, s->epoch, s->lo + i, s->x + (size_t)i * l->sample, &s->y[i],
-                       &s->bad[i], &s->bad_first[i], err);
+        return dtnn__loader_produce(l, wk, s->epoch, l->stream ? s->step * s->n + i : s->lo + i,
+                                    s->x + (size_t)i * l->sample, &s->y[i], &s->bad[i],
+                                    &s->bad_first[i], err);
     const int64_t pos = s->lo > s->start ? s->lo - 1 : s->start + s->global_n - 1;
     int32_t bad;
     int64_t bad_first;
-    return produce(l, wk, s->epoch, pos, s->partner, &s->partner_y, &bad, &bad_first, err);
+    return dtnn__loader_produce(l, wk, s->epoch, pos, s->partner, &s->partner_y, &bad,
+                                &bad_first, err);
 }
 
 /* MixUp or CutMix of a filled slot: the step's draws, the partners' labels, the images. */
 static void mix_slot(const dtnn_loader *l, loader_slot *s)
 {
+    if (l->stream) {
+        /* no other rank's sample to pair with: this rank's batch rolled, as per-rank MixUp */
+        memcpy(s->partner, s->x + (size_t)(s->n - 1) * l->sample, sizeof(float) * l->sample);
+        s->partner_y = s->y[s->n - 1];
+    }
     s->mix.y2 = s->y2;
     dtnn__mix_draw(l->p.mixup_alpha, l->p.cutmix_alpha, l->p.seed, s->epoch, s->step, l->h,
                    l->w, &s->mix);
@@ -386,7 +206,7 @@ static dtnn_status check_params(const dtnn_loader_params *p, dtnn_error *err)
 }
 
 /* Everything after the source is known: sizes, slots, threads. */
-static dtnn_status loader_finish(dtnn_loader *l, dtnn_error *err)
+dtnn_status dtnn__loader_finish(dtnn_loader *l, dtnn_error *err)
 {
     const dtnn_loader_params *p = &l->p;
     if (l->n < 1)
@@ -394,9 +214,17 @@ static dtnn_status loader_finish(dtnn_loader *l, dtnn_error *err)
     l->sample = (size_t)l->c * l->h * l->w;
     l->local_max = (int)((p->batch_size + p->ranks - 1) / p->ranks);
     l->steps_per_epoch = (l->n + p->batch_size - 1) / p->batch_size;
+    l->stream = l->shards && p->shuffle;
+    l->order_n = l->stream ? l->steps_per_epoch * (int64_t)(p->batch_size * (p->rank + 1) /
+                                                            p->ranks - p->batch_size * p->rank /
+                                                            p->ranks)
+                           : l->n;
+    if (l->order_n < 1)
+        return dtnn_error_set(err, DTNN_ERR_ARG, "%s: rank %d of %d gets no sample of a batch of "
+                              "%d", l->name, p->rank, p->ranks, p->batch_size);
     l->nthreads = p->threads;
     l->nslots = p->threads ? (p->prefetch ? p->prefetch : DTNN_MAX(2, p->threads)) + 1 : 1;
-    l->perm = malloc(sizeof(int64_t) * (size_t)l->n);
+    l->perm = malloc(sizeof(int64_t) * (size_t)l->order_n);
     l->slots = calloc((size_t)l->nslots, sizeof *l->slots);
     l->workers = calloc((size_t)l->nthreads + 1, sizeof *l->workers);
     if (!l->perm || !l->slots || !l->workers)
@@ -447,7 +275,7 @@ static dtnn_status loader_finish(dtnn_loader *l, dtnn_error *err)
     return DTNN_OK;
 }
 
-static dtnn_loader *loader_alloc(const dtnn_loader_params *p, dtnn_error *err)
+dtnn_loader *dtnn__loader_alloc(const dtnn_loader_params *p, dtnn_error *err)
 {
     dtnn_loader_params defaults;
     if (!p) {
@@ -474,98 +302,6 @@ static dtnn_loader *loader_alloc(const dtnn_loader_params *p, dtnn_error *err)
     return l;
 }
 
-dtnn_loader *dtnn_loader_create(const dtnn_dataset *d, int test_split,
-                                const dtnn_loader_params *p, dtnn_error *err)
-{
-    dtnn_loader *l = loader_alloc(p, err);
-    if (!l)
-        return NULL;
-    const dtnn_split *s = test_split ? &d->test : &d->train;
-    l->split = s;
-    l->labels = s->y;
-    l->n = s->n;
-    l->c = s->c;
-    l->h = s->h;
-    l->w = s->w;
-    l->classes = s->classes;
-    snprintf(l->name, sizeof l->name, "%s", d->name);
-    for (int c = 0; c < 4; c++) {
-        l->mean[c] = d->mean[c];
-        l->std[c] = d->std[c];
-        /* Padding is black before normalisation, as torchvision pads the PIL image. */
-        l->fill[c] = d->std[c] != 0.0f ? -d->mean[c] / d->std[c] : 0.0f;
-    }
-    dtnn_status st = DTNN_OK;
-    if ((l->p.augment & DTNN_AUG_CROP) && (l->p.crop_padding < 0 || l->p.crop_padding > s->h ||
-                                          l->p.crop_padding > s->w))
-        st = dtnn_error_set(err, DTNN_ERR_ARG, "%s: crop padding %d must be in [0, %d]", d->name,
-                            l->p.crop_padding, DTNN_MIN(s->h, s->w));
-    if (!st && s->c > 4 && (l->p.augment & DTNN_AUG_CROP))
-        st = dtnn_error_set(err, DTNN_ERR_UNSUPPORTED, "%s: crop augmentation supports up to 4 "
-                            "channels, not %d", d->name, s->c);
-    if (!st)
-        st = loader_finish(l, err);
-    if (st) {
-        dtnn_loader_free(l);
-        return NULL;
-    }
-    return l;
-}
-
-dtnn_loader *dtnn_loader_create_folder(const char *dir, const char *split,
-                                       const dtnn_loader_params *p, dtnn_error *err)
-{
-    if (!dir || !split || (strcmp(split, "train") && strcmp(split, "val"))) {
-        dtnn_error_set(err, DTNN_ERR_ARG, "image folder: give a folder and the split train or "
-                       "val, not '%s'", split ? split : "(null)");
-        return NULL;
-    }
-    dtnn_loader *l = loader_alloc(p, err);
-    if (!l)
-        return NULL;
-    dtnn_status st = DTNN_OK;
-    if (l->p.image_size < 8 || l->p.image_size > 4096)
-        st = dtnn_error_set(err, DTNN_ERR_ARG, "image size %d must be in [8, 4096]",
-                            l->p.image_size);
-    char train[4096], root[4096];
-    if (!st && (snprintf(train, sizeof train, "%s/train", dir) >= (int)sizeof train ||
-                snprintf(root, sizeof root, "%s/%s", dir, split) >= (int)sizeof root))
-        st = dtnn_error_set(err, DTNN_ERR_ARG, "path too long: %s", dir);
-    if (!st && !strcmp(split, "train")) {
-        st = dtnn__image_list_scan(&l->list, root, NULL, err);
-    } else if (!st) {
-        dtnn_image_list classes;
-        st = dtnn__image_list_classes(&classes, train, err);
-        if (!st)
-            st = dtnn__image_list_scan(&l->list, root, &classes, err);
-        dtnn__image_list_free(&classes);
-    }
-    if (st) {
-        /* Say what layout was expected, after the reason. */
-        dtnn_error inner = *err;
-        dtnn_error_set(err, inner.code, "%s (an image folder dataset is DIR/train/<class>/"
-                       "<image> and DIR/val/<class>/<image>, JPEG or PNG)", inner.message);
-        dtnn_loader_free(l);
-        return NULL;
-    }
-    l->labels = l->list.labels;
-    l->n = l->list.n;
-    l->c = 3;
-    l->h = l->w = l->p.image_size;
-    l->classes = l->list.classes;
-    l->resize = (int)(((int64_t)l->p.image_size * 256 + 112) / 224);
-    snprintf(l->name, sizeof l->name, "imagefolder");
-    for (int c = 0; c < 3; c++) {
-        l->mean[c] = imagenet_mean[c];
-        l->std[c] = imagenet_std[c];
-    }
-    if ((st = loader_finish(l, err))) {
-        dtnn_loader_free(l);
-        return NULL;
-    }
-    return l;
-}
-
 void dtnn_loader_free(dtnn_loader *l)
 {
     if (!l)
@@ -580,6 +316,7 @@ void dtnn_loader_free(dtnn_loader *l)
         for (int i = 0; i <= l->nthreads; i++) {
             dtnn_image_free(&l->workers[i].img);
             dtnn__resample_scratch_free(&l->workers[i].rs);
+            free(l->workers[i].file);
             free(l->workers[i].u8);
             free(l->workers[i].aa_tmp);
         }
@@ -595,6 +332,9 @@ void dtnn_loader_free(dtnn_loader *l)
     pthread_cond_destroy(&l->work);
     pthread_cond_destroy(&l->done);
     dtnn__image_list_free(&l->list);
+    if (l->shards)
+        dtnn__shards_free(l->shards);
+    free(l->shards);
     free(l->slots);
     free(l->workers);
     free(l->perm);
@@ -620,16 +360,6 @@ void dtnn_loader_get_info(const dtnn_loader *l, dtnn_loader_info *info)
 
 /* ---- batches ------------------------------------------------------------------------------ */
 
-/* The epoch's order: the permutation, each entry repeated reps times in a row and cut to n
- * (torchvision's RASampler before it deals the list out to ranks). */
-static void epoch_order(dtnn_loader *l, int64_t epoch)
-{
-    dtnn_epoch_permutation(l->perm, l->n, l->p.seed, epoch, l->p.shuffle);
-    /* From the end down: entry q / reps <= q is read before it is overwritten. */
-    for (int64_t q = l->n - 1; l->reps > 1 && q > 0; q--)
-        l->perm[q] = l->perm[q / l->reps];
-}
-
 dtnn_status dtnn_loader_start(dtnn_loader *l, int64_t epoch, int64_t first, int64_t end,
                               dtnn_error *err)
 {
@@ -639,7 +369,11 @@ dtnn_status dtnn_loader_start(dtnn_loader *l, int64_t epoch, int64_t first, int6
                               (long long)end, (long long)epoch, (long long)l->steps_per_epoch);
     pthread_mutex_lock(&l->mu);
     quiesce(l);
-    epoch_order(l, epoch);
+    dtnn_status st = dtnn__loader_epoch_order(l, epoch, err);
+    if (st) {
+        pthread_mutex_unlock(&l->mu);
+        return st;
+    }
     l->epoch = epoch;
     l->held = NULL;
     l->fill_step = l->consume_step = l->free_from = first;
@@ -663,7 +397,7 @@ static void account(dtnn_loader *l, const loader_slot *s)
             continue;
         l->skipped += s->bad[i];
         char buf[96];
-        const char *name = sample_name(l, s->bad_first[i], buf, sizeof buf);
+        const char *name = dtnn__loader_sample_name(l, s->bad_first[i], buf, sizeof buf);
         int seen = 0;
         for (int k = 0; k < l->n_first_bad; k++)
             seen |= !strncmp(l->first_bad[k], name, sizeof l->first_bad[k] - 1);
@@ -752,10 +486,12 @@ dtnn_status dtnn_loader_batch(dtnn_loader *l, int64_t epoch, int64_t step, float
     pthread_mutex_lock(&l->mu);
     quiesce(l);
     pthread_mutex_unlock(&l->mu);
-    epoch_order(l, epoch);
-    loader_slot *s = &l->slots[0];
     l->held = NULL;
-    dtnn_status st = fill_now(l, s, epoch, step, err);
+    dtnn_status st = dtnn__loader_epoch_order(l, epoch, err);
+    if (st)
+        return st;
+    loader_slot *s = &l->slots[0];
+    st = fill_now(l, s, epoch, step, err);
     if (st)
         return st;
     account(l, s);
@@ -764,6 +500,11 @@ dtnn_status dtnn_loader_batch(dtnn_loader *l, int64_t epoch, int64_t step, float
     memcpy(y, s->y, sizeof(int32_t) * (size_t)s->n);
     *n = s->n;
     return DTNN_OK;
+}
+
+int64_t dtnn_loader_bytes_read(const dtnn_loader *l)
+{
+    return l->shards ? atomic_load(&l->shards->bytes_read) : 0;
 }
 
 void dtnn_loader_mix(const dtnn_loader *l, dtnn_batch_mix *mix)
