@@ -580,7 +580,8 @@ static int cmd_train(int argc, char **argv, dtnn_comm *comm)
 out:
     rc = train_exit(cmd, comm, rc, &err);
     cli_data_report_skipped(&cd, cmd, rank, ranks);
-    cli_data_report_reads(&cd, cmd, rank, ranks);
+    if (rc == 0)
+        cli_data_report_reads(&cd, cmd, rank, ranks);
     dtnn_trace_free(tp.trace);
     dtnn_optimizer_free(opt);
     dtnn_model_free(m);

@@ -322,13 +322,14 @@ dtnn_status dtnn__shards_order(dtnn_shards *s, uint64_t seed, int64_t epoch, int
     dtnn_rng resample, pick;
     dtnn__augment_rng(&resample, seed ^ SHARD_ORDER_DOMAIN, epoch, rank);
     dtnn__augment_rng(&pick, seed ^ SHARD_BUFFER_DOMAIN, epoch, rank);
-    /* The stream: this rank's shards, then resampled ones, sample by sample, through the
-     * window: each output a random one of the window's, replaced by the stream's next. */
-    int64_t out = 0, held = 0, next_own = rank;
+    /* The stream: this rank's shards, then resampled ones, sample by sample, quota of them,
+     * through the window: once it is full, each output is a random one of the window's,
+     * replaced by the stream's next; at the stream's end the window drains in random order. */
+    int64_t out = 0, held = 0, pulled = 0, next_own = rank;
     int file = -1;
     int64_t at = 0;
     dtnn_status st = DTNN_OK;
-    while (out < quota && !st) {
+    while (pulled < quota && !st) {
         if (file < 0 || at == s->files[file].n) {
             if (next_own < s->nfiles) {
                 file = (int)perm[next_own];
@@ -341,21 +342,18 @@ dtnn_status dtnn__shards_order(dtnn_shards *s, uint64_t seed, int64_t epoch, int
                 break;
         }
         const int64_t r = s->first[file] + at++;
+        pulled++;
         if (!window) {
             order[out++] = r;
-            continue;
-        }
-        if (held < buffer) {
+        } else if (held < buffer) {
             window[held++] = r;
-            if (held < buffer)
-                continue;
+        } else {
+            const int64_t j = (int64_t)dtnn__rng_below(&pick, (uint64_t)held);
+            order[out++] = window[j];
+            window[j] = r;
         }
-        const int64_t j = (int64_t)dtnn__rng_below(&pick, (uint64_t)held);
-        order[out++] = window[j];
-        window[j] = r;
     }
-    /* A window larger than the quota never filled: drain it in random order. */
-    while (window && out < quota && held > 0 && !st) {
+    while (window && held > 0 && !st) {
         const int64_t j = (int64_t)dtnn__rng_below(&pick, (uint64_t)held);
         order[out++] = window[j];
         window[j] = window[--held];

@@ -234,7 +234,7 @@ static dtnn_status scan(tar_reader *t, tar_sample **v, int64_t *n)
         const uint64_t data = off + BLOCK;
         if (size > t->file_size || data + size > t->file_size) {
             st = dtnn_error_set(t->err, DTNN_ERR_FORMAT, "%s: member at byte %llu claims %llu "
-                                "bytes, past the end of the file", t->path,
+                                "bytes, past the end of the file (a truncated shard?)", t->path,
                                 (unsigned long long)off, (unsigned long long)size);
             break;
         }
