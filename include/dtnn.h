@@ -681,13 +681,17 @@ dtnn_loader *dtnn_loader_create_folder(const char *dir, const char *split,
  * not share samples). Evaluation order (shuffle 0): the shards in name order, as a folder. */
 dtnn_loader *dtnn_loader_create_shards(const char *dir, const char *split,
                                        const dtnn_loader_params *p, dtnn_error *err);
-/* Packing an image folder (dir/train/<class>/<image>, dir/val/...) into shards: each split's
+/* Packing an image folder (dir/train/<class>/<image>, dir/val/...) into shards (read back as
+ * an image folder is read: RGB at image_size, ImageNet's normalisation): each split's
  * images in a random order (seed) as KEY.jpg or KEY.png (the file as it is, by its content;
  * other files skipped and counted) with KEY.cls, in output/<split>-NNNNNN.tar of about
  * shard_mb MiB each, and output/index.json listing them with their sample counts. The output
  * folder is created; one that already holds shards or an index is refused. */
 typedef struct {
     const char *data_dir;
+    const dtnn_dataset *dataset;    /* instead of data_dir: a dataset in memory (CIFAR, npy,
+                                     * ...), its images taken back to 8 bits (as the loaders
+                                     * do) and written as PNG, its test split as val */
     const char *output;
     double shard_mb;        /* 256 */
     uint64_t seed;          /* 42 */

@@ -24,4 +24,8 @@ dtnn_status dtnn__cifar_count(const char *path, int classes, int64_t *n, dtnn_er
 dtnn_status dtnn__cifar_read(const char *path, int classes, int64_t n, float *x, int32_t *y,
                             dtnn_error *err);
 
+/* An 8-bit image [c, h, w] (c 1 or 3) encoded as PNG into *out (malloc'd, *len bytes). */
+dtnn_status dtnn__png_encode(const unsigned char *chw, int c, int h, int w, unsigned char **out,
+                             size_t *len, dtnn_error *err);
+
 #endif

@@ -29,6 +29,7 @@
 
 #include "core/file_input.h"
 #include "core/internal.h"
+#include "data/data.h"
 
 /* Files larger than this are not images a CNN is trained on. */
 #define IMAGE_MAX_FILE_BYTES ((size_t)1 << 30)
@@ -234,6 +235,94 @@ static dtnn_status decode_png(const unsigned char *data, size_t len, const char 
 }
 
 #endif
+
+#ifndef DTNN_NO_IMAGES
+/* The PNG encoder's output: a buffer grown as libpng writes. */
+typedef struct {
+    png_source err;         /* png_on_error's message (its first fields) */
+    unsigned char *buf;
+    size_t len, cap;
+} png_sink;
+
+static void png_write_memory(png_structp png, png_bytep data, png_size_t n)
+{
+    png_sink *s = png_get_io_ptr(png);
+    if (n > s->cap - s->len) {
+        size_t cap = s->cap ? s->cap : 4096;
+        while (cap - s->len < n)
+            cap *= 2;
+        unsigned char *nb = realloc(s->buf, cap);
+        if (!nb)
+            png_error(png, "out of memory");
+        s->buf = nb;
+        s->cap = cap;
+    }
+    memcpy(s->buf + s->len, data, n);
+    s->len += n;
+}
+
+static void png_flush_nothing(png_structp png)
+{
+    (void)png;
+}
+
+static dtnn_status encode_png(const unsigned char *chw, int c, int h, int w, unsigned char **out,
+                              size_t *len, dtnn_error *err)
+{
+    png_sink sink = {{NULL, 0, 0, ""}, NULL, 0, 0};
+    unsigned char *row = malloc((size_t)w * c);
+    png_structp png = row ? png_create_write_struct(PNG_LIBPNG_VER_STRING, &sink.err,
+                                                    png_on_error, png_on_warning)
+                          : NULL;
+    png_infop info = png ? png_create_info_struct(png) : NULL;
+    if (!info) {
+        png_destroy_write_struct(&png, NULL);
+        free(row);
+        return dtnn_error_set(err, DTNN_ERR_NOMEM, "out of memory for the PNG encoder");
+    }
+    if (setjmp(png_jmpbuf(png))) {
+        png_destroy_write_struct(&png, &info);
+        free(row);
+        free(sink.buf);
+        return dtnn_error_set(err, DTNN_ERR_NOMEM, "PNG encoding failed: %s", sink.err.message);
+    }
+    png_set_write_fn(png, &sink, png_write_memory, png_flush_nothing);
+    png_set_IHDR(png, info, (png_uint_32)w, (png_uint_32)h, 8,
+                 c == 1 ? PNG_COLOR_TYPE_GRAY : PNG_COLOR_TYPE_RGB, PNG_INTERLACE_NONE,
+                 PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
+    png_write_info(png, info);
+    const size_t plane = (size_t)h * w;
+    for (int y = 0; y < h; y++) {
+        for (int x = 0; x < w; x++)
+            for (int ch = 0; ch < c; ch++)
+                row[(size_t)x * c + ch] = chw[ch * plane + (size_t)y * w + x];
+        png_write_row(png, row);
+    }
+    png_write_end(png, info);
+    png_destroy_write_struct(&png, &info);
+    free(row);
+    *out = sink.buf;
+    *len = sink.len;
+    return DTNN_OK;
+}
+#endif
+
+dtnn_status dtnn__png_encode(const unsigned char *chw, int c, int h, int w, unsigned char **out,
+                             size_t *len, dtnn_error *err)
+{
+    *out = NULL;
+    *len = 0;
+    if (c != 1 && c != 3)
+        return dtnn_error_set(err, DTNN_ERR_UNSUPPORTED, "PNG images of %d channels: 1 or 3 "
+                              "only", c);
+#ifdef DTNN_NO_IMAGES
+    (void)chw, (void)h, (void)w;
+    return dtnn_error_set(err, DTNN_ERR_UNSUPPORTED, "cannot encode PNG: this dtnn was built "
+                          "without libpng (-DDTNN_IMAGES=OFF)");
+#else
+    return encode_png(chw, c, h, w, out, len, err);
+#endif
+}
 
 /* ---- entry points ------------------------------------------------------------------------- */
 

@@ -16,8 +16,10 @@
 
 #include "core/atomic_file.h"
 #include "core/internal.h"
+#include "data/data.h"
 #include "data/image_folder.h"
 #include "data/tar.h"
+#include "data/transform.h"
 
 #define SHARD_MAX_IMAGE (256u << 20)
 
@@ -108,22 +110,65 @@ static dtnn_status read_file(writer *w, const char *path, size_t *len, const cha
     return DTNN_OK;
 }
 
-static dtnn_status write_split(writer *w, const char *split, const dtnn_image_list *list)
+/* Where a split's samples come from: an image folder's files, or a dataset in memory encoded
+ * as PNG. */
+typedef struct {
+    const dtnn_image_list *list;
+    const dtnn_split *split;
+    const dtnn_dataset *d;
+    unsigned char *u8;
+} sample_source;
+
+static int64_t source_n(const sample_source *s)
 {
-    int64_t *perm = malloc(sizeof(int64_t) * (size_t)DTNN_MAX(list->n, 1));
+    return s->list ? s->list->n : s->split->n;
+}
+
+/* Sample k's encoded bytes (*data, *len), extension (NULL: skip it) and label. */
+static dtnn_status source_sample(writer *w, sample_source *src, int64_t k,
+                                 const unsigned char **data, size_t *len, const char **ext,
+                                 int32_t *label)
+{
+    if (src->list) {
+        *label = src->list->labels[k];
+        *data = w->buf;
+        return read_file(w, src->list->paths[k], len, ext);
+    }
+    const dtnn_split *s = src->split;
+    const size_t plane = (size_t)s->h * s->w;
+    dtnn__denormalize_u8(s->x + (size_t)k * s->c * plane, s->c, plane, src->d->mean,
+                         src->d->std, src->u8);
+    unsigned char *png;
+    dtnn_status st = dtnn__png_encode(src->u8, s->c, s->h, s->w, &png, len, w->err);
+    if (st)
+        return st;
+    free(w->buf);
+    w->buf = png;
+    w->cap = *len;
+    *data = png;
+    *ext = "png";
+    *label = s->y[k];
+    return DTNN_OK;
+}
+
+static dtnn_status write_split(writer *w, const char *split, sample_source *src)
+{
+    const int64_t count = source_n(src);
+    int64_t *perm = malloc(sizeof(int64_t) * (size_t)DTNN_MAX(count, 1));
     if (!perm)
         return dtnn_error_set(w->err, DTNN_ERR_NOMEM, "out of memory");
-    dtnn_epoch_permutation(perm, list->n, w->p->seed, 0, 1);
+    dtnn_epoch_permutation(perm, count, w->p->seed, 0, 1);
     const uint64_t limit = (uint64_t)(w->p->shard_mb * 1048576.0);
     w->index = 0;
     w->listed = 0;
     fprintf(w->idx, ",\n  \"%s\": {", split);
     dtnn_status st = DTNN_OK;
-    for (int64_t i = 0; i < list->n && !st; i++) {
-        const int64_t k = perm[i];
+    for (int64_t i = 0; i < count && !st; i++) {
         size_t len;
         const char *ext;
-        if ((st = read_file(w, list->paths[k], &len, &ext)))
+        const unsigned char *data;
+        int32_t label;
+        if ((st = source_sample(w, src, perm[i], &data, &len, &ext, &label)))
             break;
         if (!ext) {
             w->report->skipped++;
@@ -138,8 +183,8 @@ static dtnn_status write_split(writer *w, const char *split, const dtnn_image_li
             break;
         char name[64], cls[16];
         snprintf(name, sizeof name, "%09lld.%s", (long long)i, ext);
-        const int cl = snprintf(cls, sizeof cls, "%d", (int)list->labels[k]);
-        if (dtnn__tar_member(w->out.fp, name, w->buf, len)) {
+        const int cl = snprintf(cls, sizeof cls, "%d", (int)label);
+        if (dtnn__tar_member(w->out.fp, name, data, len)) {
             st = dtnn_error_set(w->err, DTNN_ERR_IO, "cannot write shard %s", w->out.target);
             break;
         }
@@ -190,27 +235,58 @@ void dtnn_shard_params_default(dtnn_shard_params *p)
     p->seed = 42;
 }
 
-dtnn_status dtnn_shards_write(const dtnn_shard_params *p, dtnn_shard_report *report,
-                              dtnn_error *err)
+/* The two splits' sources: the folder's train and val (if any), or the dataset's train and
+ * test (written as val, if any). */
+static dtnn_status open_sources(const dtnn_shard_params *p, dtnn_image_list lists[2],
+                                sample_source src[2], int *nsplits, int *classes,
+                                dtnn_error *err)
 {
-    memset(report, 0, sizeof *report);
-    if (!p->data_dir || !p->output)
-        return dtnn_error_set(err, DTNN_ERR_ARG, "shards: give the image folder and the output "
-                              "folder");
-    if (!(p->shard_mb >= 0.01 && p->shard_mb <= 65536.0))
-        return dtnn_error_set(err, DTNN_ERR_ARG, "shard size %g MiB must be in [0.01, 65536]",
-                              p->shard_mb);
+    memset(src, 0, 2 * sizeof *src);
+    if (p->dataset) {
+        const dtnn_dataset *d = p->dataset;
+        *nsplits = d->test.n > 0 ? 2 : 1;
+        *classes = d->train.classes;
+        if (d->train.c != 1 && d->train.c != 3)
+            return dtnn_error_set(err, DTNN_ERR_UNSUPPORTED, "%s: images of %d channels cannot "
+                                  "be PNG files (1 or 3)", d->name, d->train.c);
+        for (int k = 0; k < *nsplits; k++) {
+            src[k].split = k ? &d->test : &d->train;
+            src[k].d = d;
+            if (!(src[k].u8 = malloc((size_t)d->train.c * d->train.h * d->train.w)))
+                return dtnn_error_set(err, DTNN_ERR_NOMEM, "out of memory");
+        }
+        return DTNN_OK;
+    }
     char train[4096], val[4096];
     if (snprintf(train, sizeof train, "%s/train", p->data_dir) >= (int)sizeof train ||
         snprintf(val, sizeof val, "%s/val", p->data_dir) >= (int)sizeof val)
         return dtnn_error_set(err, DTNN_ERR_ARG, "path too long: %s", p->data_dir);
+    struct stat sb;
+    *nsplits = stat(val, &sb) == 0 && S_ISDIR(sb.st_mode) ? 2 : 1;
+    dtnn_status st = dtnn__image_list_scan(&lists[0], train, NULL, err);
+    if (!st && *nsplits == 2)
+        st = dtnn__image_list_scan(&lists[1], val, &lists[0], err);
+    src[0].list = &lists[0];
+    src[1].list = &lists[1];
+    *classes = lists[0].classes;
+    return st;
+}
+
+dtnn_status dtnn_shards_write(const dtnn_shard_params *p, dtnn_shard_report *report,
+                              dtnn_error *err)
+{
+    memset(report, 0, sizeof *report);
+    if ((!p->data_dir && !p->dataset) || !p->output)
+        return dtnn_error_set(err, DTNN_ERR_ARG, "shards: give the image folder (or a dataset) "
+                              "and the output folder");
+    if (!(p->shard_mb >= 0.01 && p->shard_mb <= 65536.0))
+        return dtnn_error_set(err, DTNN_ERR_ARG, "shard size %g MiB must be in [0.01, 65536]",
+                              p->shard_mb);
     dtnn_image_list lists[2];
     memset(lists, 0, sizeof lists);
-    struct stat sb;
-    const int has_val = stat(val, &sb) == 0 && S_ISDIR(sb.st_mode);
-    dtnn_status st = dtnn__image_list_scan(&lists[0], train, NULL, err);
-    if (!st && has_val)
-        st = dtnn__image_list_scan(&lists[1], val, &lists[0], err);
+    sample_source src[2];
+    int nsplits = 0, classes = 0;
+    dtnn_status st = open_sources(p, lists, src, &nsplits, &classes, err);
     if (!st)
         st = prepare_output(p->output, err);
     char *text = NULL;
@@ -218,13 +294,10 @@ dtnn_status dtnn_shards_write(const dtnn_shard_params *p, dtnn_shard_report *rep
     writer w = {p, {0}, 0, 0, 0, 0, NULL, 0, NULL, 0, report, err};
     if (!st && !(w.idx = open_memstream(&text, &text_len)))
         st = dtnn_error_set(err, DTNN_ERR_NOMEM, "out of memory");
-    if (!st) {
-        fprintf(w.idx, "{\n  \"format\": \"dtnn-shards-1\",\n  \"classes\": %d",
-                lists[0].classes);
-        st = write_split(&w, "train", &lists[0]);
-    }
-    if (!st && has_val)
-        st = write_split(&w, "val", &lists[1]);
+    if (!st)
+        fprintf(w.idx, "{\n  \"format\": \"dtnn-shards-1\",\n  \"classes\": %d", classes);
+    for (int k = 0; k < nsplits && !st; k++)
+        st = write_split(&w, k ? "val" : "train", &src[k]);
     if (w.idx) {
         fprintf(w.idx, "\n}\n");
         fclose(w.idx);
@@ -235,6 +308,8 @@ dtnn_status dtnn_shards_write(const dtnn_shard_params *p, dtnn_shard_report *rep
         st = atomic_file_write(index, "shard index", text, text_len, err);
     free(text);
     free(w.buf);
+    free(src[0].u8);
+    free(src[1].u8);
     dtnn__image_list_free(&lists[0]);
     dtnn__image_list_free(&lists[1]);
     return st;
