@@ -52,6 +52,44 @@ else
     fail "unexpected refusal: $out"
 fi
 
+# A dataset in memory (npy of 8-bit values in [0, 1]) packed as PNG: each image's pixels and
+# class come back exactly (checked with Pillow where Debian's python3-pil is installed).
+/usr/bin/python3 - "$tmp/npy" <<'PY' || fail "writing the npy dataset"
+import os, sys
+import numpy as np
+d = sys.argv[1]
+os.makedirs(d)
+rng = np.random.default_rng(1)
+for split, n in (("train", 20), ("test", 6)):
+    np.save(f"{d}/{split}_x.npy", (rng.integers(0, 256, (n, 3, 8, 6)) / 255).astype(np.float32))
+    np.save(f"{d}/{split}_y.npy", rng.integers(0, 4, n).astype(np.int64))
+PY
+if "$dtnn" shard --dataset npy --data-dir "$tmp/npy" --output "$tmp/snpy" >/dev/null; then
+    mkdir -p "$tmp/xnpy" && tar -xf "$tmp/snpy/train-000000.tar" -C "$tmp/xnpy"
+    if /usr/bin/python3 - "$tmp" <<'PY'; then
+import glob, sys
+import numpy as np
+try:
+    from PIL import Image
+except ImportError:
+    print("skip: no Pillow (python3-pil): PNG pixels not compared")
+    sys.exit(0)
+t = sys.argv[1]
+x, y = np.load(f"{t}/npy/train_x.npy"), np.load(f"{t}/npy/train_y.npy")
+want = sorted((bytes(np.rint(s * 255).astype(np.uint8).transpose(1, 2, 0).tobytes()), int(c))
+              for s, c in zip(x, y))
+got = sorted((np.asarray(Image.open(p)).tobytes(), int(open(p[:-4] + ".cls").read()))
+             for p in glob.glob(f"{t}/xnpy/*.png"))
+sys.exit(0 if got == want else 1)
+PY
+        ok "an npy dataset packed as PNG: its 20 images' pixels and classes, exactly"
+    else
+        fail "the PNG shards of the npy dataset differ from it"
+    fi
+else
+    fail "dtnn shard --dataset npy"
+fi
+
 # ---- training and resuming -------------------------------------------------------------------
 common=(--model cifarcnn --dataset shards --data-dir "$tmp/s" --image-size 32 --batch-size 12
         --optimizer sgd --lr 0.05 --momentum 0.9 --threads 1 --seed 3 --loader-threads 2

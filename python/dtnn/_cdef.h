@@ -371,6 +371,10 @@ int64_t dtnn_loader_skipped(const dtnn_loader *l, char *paths, size_t len);
 dtnn_status dtnn_loader_batch(dtnn_loader *l, int64_t epoch, int64_t step, float *x, int32_t *y,
                               int *n, dtnn_error *err);
 void dtnn_loader_mix(const dtnn_loader *l, dtnn_batch_mix *mix);
+dtnn_loader *dtnn_loader_create_shards(const char *dir, const char *split,
+                                       const dtnn_loader_params *p, dtnn_error *err);
+int dtnn_shards_has_split(const char *dir, const char *split);
+int64_t dtnn_loader_bytes_read(const dtnn_loader *l);
 dtnn_status dtnn_train_loader(dtnn_model *m, dtnn_optimizer *opt, dtnn_loader *train,
                               dtnn_loader *test, dtnn_comm *comm, const dtnn_train_params *p,
                               dtnn_train_state *ts, dtnn_progress_fn progress, void *user,

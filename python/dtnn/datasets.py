@@ -8,7 +8,7 @@ epoch and records the normalisation in checkpoints, exactly as `dtnn train --dat
 import numpy as np
 
 from ._lib import check, ffi, lib, new_error
-from .loaders import ImageFolder  # noqa: F401 -- dtnn.datasets.ImageFolder
+from .loaders import ImageFolder, Shards  # noqa: F401 -- dtnn.datasets.ImageFolder, Shards
 
 
 class Split(tuple):

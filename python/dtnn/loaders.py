@@ -53,13 +53,34 @@ class ImageFolder:
 
     def info(self):
         """(C, H, W) and classes of the training split."""
-        params = loader_params(1, 1, 0, 1, 0, image_size=self.image_size)
+        params = loader_params(1, 1, 0, 1, 1, image_size=self.image_size)
         with Loader.folder(self, "train", params) as l:
             i = l.info()
             return (i.c, i.h, i.w), i.classes
 
     def __repr__(self):
-        return f"ImageFolder({self.data_dir!r}, image_size={self.image_size})"
+        return f"{type(self).__name__}({self.data_dir!r}, image_size={self.image_size})"
+
+
+class Shards(ImageFolder):
+    """A sharded dataset as `dtnn train --dataset shards --data-dir DIR`: WebDataset tar
+    shards (KEY.jpg / .png with KEY.cls) listed by DIR/index.json (`dtnn shard` writes them)
+    or named train-*.tar / val-*.tar, read as an image folder is (decoded to image_size,
+    ImageNet's normalisation). Under mpirun each rank reads only its own shards, through a
+    shuffle buffer of shuffle_buffer samples."""
+
+    def __init__(self, data_dir, image_size=224, loader_threads=-1, prefetch=0, strict=False,
+                 shuffle_buffer=1000):
+        self.data_dir = os.fspath(data_dir)
+        if not lib.dtnn_shards_has_split(self.data_dir.encode(), b"train"):
+            raise FileNotFoundError(f"{self.data_dir}: no training shards (an index.json as "
+                                    "`dtnn shard` writes, or train-*.tar)")
+        if not 8 <= image_size <= 4096 or shuffle_buffer < 0:
+            raise ValueError("image_size must be in [8, 4096], shuffle_buffer not negative")
+        self.image_size, self.prefetch, self.strict = image_size, prefetch, strict
+        self.shuffle_buffer = shuffle_buffer
+        self.loader_threads = 2 if loader_threads == -1 else loader_threads
+        self.has_val = bool(lib.dtnn_shards_has_split(self.data_dir.encode(), b"val"))
 
 
 def loader_params(batch, ranks, rank, seed, shuffle, augment="none", crop_padding=4,
@@ -98,8 +119,11 @@ class Loader:
     @classmethod
     def folder(cls, source, split, params):
         err = new_error()
-        ptr = lib.dtnn_loader_create_folder(source.data_dir.encode(), split.encode(), params,
-                                            err)
+        create = lib.dtnn_loader_create_shards if isinstance(source, Shards) \
+            else lib.dtnn_loader_create_folder
+        if isinstance(source, Shards):
+            params.shuffle_buffer = source.shuffle_buffer
+        ptr = create(source.data_dir.encode(), split.encode(), params, err)
         if ptr == ffi.NULL:
             raise_error(err)
         return cls(ptr)

@@ -52,3 +52,20 @@ def test_loader_options_are_checked(fmnist):
         dtnn.Model("lenet5").fit(fmnist, steps=1, augment="rotate", verbose=0)
     with pytest.raises(FileNotFoundError, match="train"):
         dtnn.datasets.ImageFolder("/nonexistent")
+
+
+def test_shards_train_as_dtnn_train(tmp_path, folder, cli):
+    shards = tmp_path / "shards"
+    subprocess.run([cli, "shard", "--data-dir", str(folder), "--output", str(shards),
+                    "--shard-mb", "0.02"], check=True, capture_output=True)
+    py, ref = tmp_path / "py.safetensors", tmp_path / "cli.safetensors"
+    data = dtnn.datasets.Shards(shards, image_size=32, shuffle_buffer=8)
+    assert data.has_val
+    dtnn.Model("resnet20").fit(data, steps=4, batch_size=8, save=py, verbose=0)
+    subprocess.run([cli, "train", "--model", "resnet20", "--dataset", "shards", "--data-dir",
+                    str(shards), "--image-size", "32", "--shuffle-buffer", "8", "--steps", "4",
+                    "--epochs", "1", "--batch-size", "8", "--save", str(ref), "--quiet"],
+                   check=True, capture_output=True)
+    assert py.read_bytes() == ref.read_bytes()
+    with pytest.raises(FileNotFoundError, match="shards"):
+        dtnn.datasets.Shards(tmp_path)

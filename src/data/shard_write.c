@@ -131,8 +131,9 @@ static dtnn_status source_sample(writer *w, sample_source *src, int64_t k,
 {
     if (src->list) {
         *label = src->list->labels[k];
+        dtnn_status st = read_file(w, src->list->paths[k], len, ext);
         *data = w->buf;
-        return read_file(w, src->list->paths[k], len, ext);
+        return st;
     }
     const dtnn_split *s = src->split;
     const size_t plane = (size_t)s->h * s->w;
