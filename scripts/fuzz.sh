@@ -16,7 +16,8 @@ cmake --build build-fuzz -j "$(nproc)" >/dev/null
 mkdir -p build-fuzz/artifacts
 status=0
 printf "%-18s %12s %10s %8s  %s\n" harness executions seconds corpus result
-harnesses=(fuzz_idx fuzz_npy fuzz_checkpoint fuzz_model_file fuzz_cli fuzz_cifar fuzz_image fuzz_paths)
+harnesses=(fuzz_idx fuzz_npy fuzz_checkpoint fuzz_model_file fuzz_cli fuzz_cifar fuzz_image fuzz_paths
+           fuzz_shards)
 # fuzz_onnx exists where the build found protobuf-c and onnx.proto (DTNN_ONNX).
 [[ -x build-fuzz/fuzz/fuzz_onnx ]] && harnesses+=(fuzz_onnx)
 for harness in "${harnesses[@]}"; do

@@ -121,16 +121,21 @@ static dtnn_status read_index(dtnn_shards *s, const char *dir, const char *split
         return errno == ENOENT ? DTNN_OK
                                : dtnn_error_set(err, DTNN_ERR_IO, "cannot read %s: %s", path,
                                                 strerror(errno));
-    char *text = malloc(INDEX_MAX_BYTES);
-    size_t n = text ? fread(text, 1, INDEX_MAX_BYTES, fp) : 0;
+    struct stat sb;
+    const long size = fstat(fileno(fp), &sb) == 0 && S_ISREG(sb.st_mode) &&
+                              sb.st_size < INDEX_MAX_BYTES
+                          ? (long)sb.st_size
+                          : -1;
+    char *text = size >= 0 ? malloc((size_t)size + 1) : NULL;
+    size_t n = text ? fread(text, 1, (size_t)size + 1, fp) : 0;
     const int io_error = ferror(fp);
     fclose(fp);
     dtnn_status st = DTNN_OK;
-    if (!text)
+    if (size < 0 || io_error || n != (size_t)size)
+        st = dtnn_error_set(err, DTNN_ERR_FORMAT, "%s: unreadable, changing, or over %d MiB",
+                            path, INDEX_MAX_BYTES >> 20);
+    else if (!text)
         st = dtnn_error_set(err, DTNN_ERR_NOMEM, "out of memory for %s", path);
-    else if (io_error || n == INDEX_MAX_BYTES)
-        st = dtnn_error_set(err, DTNN_ERR_FORMAT, "%s: unreadable or over %d MiB", path,
-                            INDEX_MAX_BYTES >> 20);
     else if (!json_utf8_valid((const unsigned char *)text, n))
         st = dtnn_error_set(err, DTNN_ERR_FORMAT, "%s: not UTF-8 text", path);
     index_ctx c = {s, dir, split, 0, 0, 0, 0};
