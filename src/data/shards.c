@@ -14,7 +14,7 @@
 #include "core/rng.h"
 #include "data/shards.h"
 #include "data/transform.h"
-#include "io/json.h"
+#include "core/json.h"
 
 #define SHARDS_MAX_FILES 1000000
 #define SHARDS_MAX_CLASSES (1 << 20)

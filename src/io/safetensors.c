@@ -32,7 +32,7 @@
 #include "../core/atomic_file.h"
 #include "../core/file_input.h"
 #include "../core/internal.h"
-#include "json.h"
+#include "../core/json.h"
 #include "safetensors.h"
 
 /* The reference implementation refuses headers above 100 MB. */

@@ -1,6 +1,7 @@
 /*
- * json.h — a strict reader of the small JSON subset that binary file formats put in their
- * headers (safetensors today): objects, strings, non-negative integers and arrays of them.
+ * json.h — a strict reader of the small JSON subset that file formats put in their headers
+ * and indexes (safetensors, shard indexes): objects, strings, non-negative integers and arrays
+ * of them.
  * An object is read by handing each member's key to a callback that reads the value, so the
  * caller checks keys and types as it goes and no tree is ever built. Every error is a
  * DTNN_ERR_FORMAT that names the file and the byte offset in the file (see json_fail).
