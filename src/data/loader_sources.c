@@ -224,21 +224,33 @@ static dtnn_loader *encoded_images(dtnn_loader *l, int64_t n, int classes, const
     return l;
 }
 
-dtnn_loader *dtnn_loader_create_folder(const char *dir, const char *split,
-                                       const dtnn_loader_params *p, dtnn_error *err)
+/* The start of a loader of encoded images: dir and split ("train" or "val") given, params
+ * checked, the image size in range; NULL with err set otherwise. */
+static dtnn_loader *encoded_start(const char *what, const char *dir, const char *split,
+                                  const dtnn_loader_params *p, dtnn_error *err)
 {
     if (!dir || !split || (strcmp(split, "train") && strcmp(split, "val"))) {
-        dtnn_error_set(err, DTNN_ERR_ARG, "image folder: give a folder and the split train or "
-                       "val, not '%s'", split ? split : "(null)");
+        dtnn_error_set(err, DTNN_ERR_ARG, "%s: give a folder and the split train or val, not "
+                       "'%s'", what, split ? split : "(null)");
         return NULL;
     }
     dtnn_loader *l = dtnn__loader_alloc(p, err);
+    if (l && (l->p.image_size < 8 || l->p.image_size > 4096)) {
+        dtnn_error_set(err, DTNN_ERR_ARG, "image size %d must be in [8, 4096]",
+                       l->p.image_size);
+        dtnn_loader_free(l);
+        return NULL;
+    }
+    return l;
+}
+
+dtnn_loader *dtnn_loader_create_folder(const char *dir, const char *split,
+                                       const dtnn_loader_params *p, dtnn_error *err)
+{
+    dtnn_loader *l = encoded_start("image folder", dir, split, p, err);
     if (!l)
         return NULL;
     dtnn_status st = DTNN_OK;
-    if (l->p.image_size < 8 || l->p.image_size > 4096)
-        st = dtnn_error_set(err, DTNN_ERR_ARG, "image size %d must be in [8, 4096]",
-                            l->p.image_size);
     char train[4096], root[4096];
     if (!st && (snprintf(train, sizeof train, "%s/train", dir) >= (int)sizeof train ||
                 snprintf(root, sizeof root, "%s/%s", dir, split) >= (int)sizeof root))
@@ -267,19 +279,11 @@ dtnn_loader *dtnn_loader_create_folder(const char *dir, const char *split,
 dtnn_loader *dtnn_loader_create_shards(const char *dir, const char *split,
                                        const dtnn_loader_params *p, dtnn_error *err)
 {
-    if (!dir || !split || (strcmp(split, "train") && strcmp(split, "val"))) {
-        dtnn_error_set(err, DTNN_ERR_ARG, "shards: give a folder and the split train or val, "
-                       "not '%s'", split ? split : "(null)");
-        return NULL;
-    }
-    dtnn_loader *l = dtnn__loader_alloc(p, err);
+    dtnn_loader *l = encoded_start("shards", dir, split, p, err);
     if (!l)
         return NULL;
     dtnn_status st = DTNN_OK;
-    if (l->p.image_size < 8 || l->p.image_size > 4096)
-        st = dtnn_error_set(err, DTNN_ERR_ARG, "image size %d must be in [8, 4096]",
-                            l->p.image_size);
-    if (!st && l->p.shuffle_buffer < 0)
+    if (l->p.shuffle_buffer < 0)
         st = dtnn_error_set(err, DTNN_ERR_ARG, "shuffle buffer %d must not be negative",
                             l->p.shuffle_buffer);
     if (!st && !(l->shards = calloc(1, sizeof *l->shards)))
