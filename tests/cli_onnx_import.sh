@@ -19,7 +19,8 @@
 # [features] vector, Pad by 1.5 with asymmetric pads, Pad in
 # opset 9's attribute form with channels, a zero Pad before a Relu, Erf, and GELU as Div, Erf,
 # Add and Mul, channel Splits (sizes given, equal parts) and a channel Slice with negative
-# bounds, ReduceMean over the channels and ReduceSum over H and W and over the channels, a
+# bounds, ReduceMean over the channels, ReduceSum and ReduceL2 over H and W and over the
+# channels, ConvNeXt-V2's channels-last global response normalisation, a
 # nearest Resize by sizes give NumPy's values within 1e-5 (a Split of rows, a channel mean
 # without keepdims, a nearest Resize that does not repeat values and a cubic one are refused); Pad mode=reflect, Gemm transA = 1, a weight that
 # does not fit its input, a corrupt and a truncated file each give one line and exit 1.
@@ -224,6 +225,27 @@ np.save(f"{tmp}/ref_rsum.npy", x.astype(np.float64).sum(axis=(2, 3)))
 save("rsumc", [helper.make_node("ReduceSum", ["x"], ["y"], name="rsumc", axes=[-3])], {},
      [1, 1, 8, 8], opset=11)
 np.save(f"{tmp}/ref_rsumc.npy", x.astype(np.float64).sum(axis=1, keepdims=True))
+# ReduceL2 over H and W (keepdims 0) and over the channels (opset 17); and
+# ConvNeXt-V2's global response normalisation as timm writes it channels-last: the plane
+# norms (axes 1, 2 of the view), their mean over the channels (axis -1), x * that ratio + x.
+save("rl2", [helper.make_node("ReduceL2", ["x"], ["y"], name="rl2", axes=[2, 3], keepdims=0)],
+     {}, [1, 3])
+np.save(f"{tmp}/ref_rl2.npy", np.sqrt((x.astype(np.float64) ** 2).sum(axis=(2, 3))))
+save("rl2c", [helper.make_node("ReduceL2", ["x"], ["y"], name="rl2c", axes=[1])], {},
+     [1, 1, 8, 8], opset=17)
+np.save(f"{tmp}/ref_rl2c.npy", np.sqrt((x.astype(np.float64) ** 2).sum(axis=1, keepdims=True)))
+save("grn", [helper.make_node("Transpose", ["x"], ["t"], name="to_last", perm=[0, 2, 3, 1]),
+             helper.make_node("ReduceL2", ["t"], ["g"], name="norms", axes=[1, 2]),
+             helper.make_node("ReduceMean", ["g"], ["m"], name="mean", axes=[-1]),
+             helper.make_node("Add", ["m", "eps"], ["me"], name="plus_eps"),
+             helper.make_node("Div", ["g", "me"], ["r"], name="ratio"),
+             helper.make_node("Mul", ["t", "r"], ["tr"], name="scaled"),
+             helper.make_node("Add", ["tr", "t"], ["s"], name="residual"),
+             helper.make_node("Transpose", ["s"], ["y"], name="to_first", perm=[0, 3, 1, 2])],
+     {"eps": np.array(1e-6, np.float32)}, [1, 3, 8, 8])
+x64 = x.astype(np.float64)
+gx = np.sqrt((x64 ** 2).sum(axis=(2, 3), keepdims=True))
+np.save(f"{tmp}/ref_grn.npy", x64 * (gx / (gx.mean(axis=1, keepdims=True) + 1e-6)) + x64)
 save("rmeanc0", [helper.make_node("ReduceMean", ["x"], ["y"], name="rmeanc0", axes=[1],
                                   keepdims=0)], {}, [1, 8, 8])
 # Channel slices: Split with sizes (opset 13's input), Split into equal parts (opset 11), a
@@ -292,7 +314,8 @@ save("wdims", [helper.make_node("Conv", ["x", "w"], ["y"], name="conv_w")],
      {"w": np.ones((4, 2, 3, 3), np.float32)}, [1, 4, 6, 6])
 P
     for g in asym gmax hsig mulc rsub adds divc div2 erf gelu_ops sqrt cfold featc pad15 pad9 \
-             padrelu rmean rmeanc rsum rsumc split13 split11 slicec resize idchain cunary \
+             padrelu rmean rmeanc rsum rsumc rl2 rl2c grn split13 split11 slicec resize idchain \
+             cunary \
              fpads; do
         "$dtnn" predict --model "$tmp/$g.onnx" --input "$tmp/h_x.npy" --output "$tmp/o_$g.npy" \
             --threads 1 >/dev/null || { echo "FAIL: predict $g.onnx"; fail=1; continue; }

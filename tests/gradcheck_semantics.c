@@ -414,7 +414,8 @@ static void check_slices(void)
 
 /* Reductions: a CBAM-like spatial gate (the channel mean and sum concatenated, a conv and a
  * sigmoid scaling the map), sums over the planes feeding a linear layer, plane means of the
- * input; the accumulating form; the options checked. */
+ * input, L2 norms over planes and channels (a norm is smooth away from 0, where random inputs
+ * are not); the accumulating form; the options checked. */
 static void check_reductions(void)
 {
     dtnn_model *m = model_new(3, 5, 4);
@@ -438,6 +439,24 @@ static void check_reductions(void)
     layer(m, "linear", "outputs=2");
     gradcheck(m, 2, "plane means of the input -> linear", SMOOTH_EPS, TOL);
     check_accumulate("reduce", "axes=channels op=sum", 3, 4, 3, TOL);
+    /* ConvNeXt-V2's global response normalisation: x * (|x|_plane / mean over channels of
+     * those norms), from plane norms and a channel norm */
+    m = model_new(3, 4, 5);
+    f = layer(m, "conv2d", "filters=4 kernel=3 padding=1");
+    int nf[1] = {f};
+    int norms = add_layer(m, "reduce", "norms", "axes=spatial op=l2", nf, 1);
+    int cn[1] = {f};
+    int cnorm = add_layer(m, "reduce", "cnorm", "axes=channels op=l2", cn, 1);
+    int xs[2] = {f, norms};
+    int scaled = add_layer(m, "mul", "scaled", "", xs, 2);
+    int sc[2] = {scaled, cnorm};
+    add_layer(m, "mul", "both", "", sc, 2);
+    layer(m, "reduce", "axes=spatial op=l2");
+    layer(m, "flatten", "");
+    layer(m, "linear", "outputs=2");
+    gradcheck(m, 2, "conv -> plane and channel L2 norms scaling it -> plane norms -> linear",
+              SMOOTH_EPS, TOL);
+    check_accumulate("reduce", "axes=spatial op=l2", 3, 4, 3, TOL);
     m = model_new(4, 6, 6);
     layer(m, "reduce", "op=sum");
     expect_build_error(m, DTNN_ERR_ARG, "reduce needs axes", "channels or spatial");

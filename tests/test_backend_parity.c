@@ -283,21 +283,22 @@ static void test_avgpool(int C, int H, int W, int k, int s, int pad, int include
 
 /* Sums and means over the channels or each plane: double sums in index order and one
  * rounding, the CPU's formula in every backend, so exact. */
-static void test_reduce(int C, int H, int W, int over_channels, int mean, int n)
+static void test_reduce(int C, int H, int W, int over_channels, int mean, int l2, int n)
 {
-    const reduce_geom g = {C, H * W, over_channels, mean};
+    const reduce_geom g = {C, H * W, over_channels, mean, l2};
     const size_t nx = (size_t)n * C * H * W, ny = (size_t)n * (over_channels ? H * W : C);
     buf x = make(nx, 41, 1.0f), y = make(ny, 42, 1.0f), dy = make(ny, 43, 1.0f);
     buf dx = make(nx, 44, 1.0f);
     char label[96];
-    snprintf(label, sizeof label, "reduce %s over %s %dx%dx%d n%d", mean ? "mean" : "sum",
+    snprintf(label, sizeof label, "reduce %s over %s %dx%dx%d n%d",
+             l2 ? "l2" : mean ? "mean" : "sum",
              over_channels ? "channels" : "planes", C, H, W, n);
     be_run(cpu, reduce_forward, &g, n, x.h, y.h);
     be_run(other, reduce_forward, &g, n, x.d, y.d);
     check(label, &y, 0.0);
     for (int acc = 1; acc >= 0; acc--) {
-        be_run(cpu, reduce_backward, &g, n, dy.h, dx.h, acc);
-        be_run(other, reduce_backward, &g, n, dy.d, dx.d, acc);
+        be_run(cpu, reduce_backward, &g, n, x.h, y.h, dy.h, dx.h, acc);
+        be_run(other, reduce_backward, &g, n, x.d, y.d, dy.d, dx.d, acc);
         check(acc ? "  backward (+=)" : "  backward (=)", &dx, 0.0);
     }
     drop(&x), drop(&y), drop(&dy), drop(&dx);
@@ -368,10 +369,12 @@ static void test_pools(void)
     test_upsample(2, 3, 7, 3, 1, 1, 0, 1);
     test_upsample(2, 4, 3, 2, 4, 1, 1, 2);
     test_upsample(1, 1, 2, 4, 2, 1, 0, 1);
-    test_reduce(7, 5, 3, 1, 1, 2);
-    test_reduce(3, 9, 11, 1, 0, 1);
-    test_reduce(5, 6, 6, 0, 0, 3);
-    test_reduce(1, 1, 1, 0, 1, 2);
+    test_reduce(7, 5, 3, 1, 1, 0, 2);
+    test_reduce(3, 9, 11, 1, 0, 0, 1);
+    test_reduce(5, 6, 6, 0, 0, 0, 3);
+    test_reduce(1, 1, 1, 0, 1, 0, 2);
+    test_reduce(6, 4, 5, 0, 0, 1, 2);
+    test_reduce(7, 3, 3, 1, 0, 1, 2);
     test_maxpool(3, 9, 11, 3, 2, 1, 1, 2);
     test_maxpool(5, 8, 8, 2, 2, 0, 1, 1);
     test_maxpool(2, 10, 7, 2, 1, 1, 2, 3);

@@ -47,7 +47,7 @@ SUPPORTED = {
     "BatchNormalization", "Relu", "LeakyRelu", "Sigmoid", "Tanh", "Clip", "HardSigmoid",
     "HardSwish", "Softmax", "Add", "Mul", "Sub", "Div", "Erf", "Concat", "Flatten", "Reshape",
     "Squeeze", "Unsqueeze", "Dropout", "Identity", "Pad", "Constant", "Shape", "ReduceMean",
-    "Sqrt", "Slice", "Split", "ReduceSum", "Resize", "Upsample",
+    "Sqrt", "Slice", "Split", "ReduceSum", "ReduceL2", "Resize", "Upsample",
 }
 
 

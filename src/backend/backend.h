@@ -61,13 +61,15 @@ typedef struct {
     int adaptive;
 } pool_geom;
 
-/* A sum or mean of each sample's C planes of HW values (cpu/reduce.c): over the channels,
- * y [n, HW] (torch.mean(x, 1, keepdim=True), CBAM's channel pooling), or over each plane,
- * y [n, C] (x.sum((2, 3)), whose mean is global average pooling). */
+/* A sum, mean or L2 norm of each sample's C planes of HW values (cpu/reduce.c): over the
+ * channels, y [n, HW] (torch.mean(x, 1, keepdim=True), CBAM's channel pooling), or over each
+ * plane, y [n, C] (x.sum((2, 3)), whose mean is global average pooling; x.norm(dim=(2, 3)),
+ * ConvNeXt-V2's global response). */
 typedef struct {
     int C, HW;
     int over_channels;      /* 1: over C; 0: over HW */
     int mean;               /* 1: divided by the count of the values reduced */
+    int l2;                 /* 1: the square root of the sum of squares (mean 0) */
 } reduce_geom;
 
 /* Upsampling of each plane by integer factors (cpu/upsample.c): H x W to H sh x W sw,
@@ -303,13 +305,14 @@ enum { UPLOAD_SLOTS = 2 };
     X(BE_REQUIRED, void, avgpool_backward,                                                     \
       (dtnn_backend *be, const pool_geom *g, int n, const float *dy, float *dx,                \
        int accumulate))                                                                        \
-    /* reduce_geom's sums and means (in double, in index order: backends agree bit for bit);  \
-     * backward spreads each output's gradient over the values it reduced. */                  \
+    /* reduce_geom's sums, means and norms (in double, in index order: backends agree bit for  \
+     * bit); backward spreads each output's gradient over the values it reduced (a norm's by   \
+     * x / y: it reads the input x and the output y, which the others ignore). */              \
     X(BE_REQUIRED, void, reduce_forward,                                                       \
       (dtnn_backend *be, const reduce_geom *g, int n, const float *x, float *y))               \
     X(BE_REQUIRED, void, reduce_backward,                                                      \
-      (dtnn_backend *be, const reduce_geom *g, int n, const float *dy, float *dx,              \
-       int accumulate))                                                                        \
+      (dtnn_backend *be, const reduce_geom *g, int n, const float *x, const float *y,          \
+       const float *dy, float *dx, int accumulate))                                            \
     /* layernorm_geom: y = (x - mean) rstd gamma[c] + beta[c] per position (gamma, beta NULL: \
      * 1 and 0), mean and rstd [n, HW] saved; backward writes (or adds to) dx and adds to dgamma and dbeta (NULL: not   \
      * wanted), each channel's sums in double over samples then positions, in order. */         \

@@ -758,7 +758,6 @@ static const char *const a_upsample[] = {"mode", "scales", NULL};
 static const char *const a_layernorm[] = {"axis", "epsilon", "stash_type", NULL};
 static const char *const a_value[] = {"value", NULL};
 static const char *const a_perm[] = {"perm", NULL};
-static const char *const a_reduce[] = {"axes", "keepdims", NULL};
 static const char *const a_reduce_sum[] = {"axes", "keepdims", "noop_with_empty_axes", NULL};
 
 /* since9: the oldest version of the operator that computes what its opset-9 version computes
@@ -780,8 +779,9 @@ static const struct {
     {"AveragePool", op_pool, a_avgpool, 1},
     {"GlobalAveragePool", op_global_pool, a_none, 1},
     {"GlobalMaxPool", op_global_pool, a_none, 1},
-    {"ReduceMean", op_reduce_mean, a_reduce, 1},
+    {"ReduceMean", op_reduce_mean, a_reduce_sum, 1},
     {"ReduceSum", op_reduce_sum, a_reduce_sum, 1},
+    {"ReduceL2", op_reduce_l2, a_reduce_sum, 1},
     {"BatchNormalization", op_batchnorm, a_bn, 6},
     {"Relu", op_unary, a_none, 6},
     {"Sigmoid", op_unary, a_none, 6},

@@ -1,9 +1,11 @@
 /*
- * onnx_import_reduce.c — ReduceMean and ReduceSum: over H and W of [N, C, H, W] (a mean is
- * global_avgpool, a sum the reduce layer over each plane; keepdims 0 gives [N, C]) and over
- * the channels (the reduce layer over channels: [N, 1, H, W] with keepdims 1; [N, H, W] has no
- * dtnn form). ReduceSum's axes are an input from opset 13, an attribute before; ReduceMean's an
- * attribute up to 17. No axes reduces everything (refused), unless noop_with_empty_axes.
+ * onnx_import_reduce.c — ReduceMean, ReduceSum and ReduceL2: over H and W of [N, C, H, W] (a
+ * mean is global_avgpool, a sum or norm the reduce layer over each plane; keepdims 0 gives
+ * [N, C]) and over the channels (the reduce layer over channels: [N, 1, H, W] with keepdims
+ * 1; [N, H, W] has no dtnn form). On a channels-last view (a Transpose [0, 2, 3, 1] being
+ * followed) the axes are its own: 1, 2 the plane and 3 the channels, the result still a view.
+ * ReduceSum's axes are an input from opset 13; the others' are an attribute up to 17 (the last
+ * opset imported). No axes reduces everything (refused), unless noop_with_empty_axes.
  */
 #include <string.h>
 
@@ -12,13 +14,18 @@
 #define FAIL(...) imp_fail(p, nd, DTNN_ERR_UNSUPPORTED, err, __VA_ARGS__)
 
 enum { OVER_NONE, OVER_SPATIAL, OVER_CHANNELS };
+enum { OP_MEAN, OP_SUM, OP_L2 };
 
-/* Which of dtnn's two reductions the axes name, for a value of that rank. */
-static int reduction_of(const int64_t *axes, int na, int rank)
+/* Which of dtnn's two reductions the axes name, for a value of that rank (a channels-last
+ * view's axes taken back to channels-first). */
+static int reduction_of(const int64_t *axes, int na, int rank, int nhwc)
 {
+    static const int from_nhwc[4] = {0, 2, 3, 1};
     int seen[4] = {0, 0, 0, 0};
     for (int k = 0; k < na; k++) {
         int a = imp_axis(axes[k], rank);
+        if (a >= 0 && nhwc)
+            a = from_nhwc[a];
         if (a < 0 || seen[a]++)
             return OVER_NONE;
     }
@@ -29,15 +36,16 @@ static int reduction_of(const int64_t *axes, int na, int rank)
     return OVER_NONE;
 }
 
-static dtnn_status reduce_node(imp *p, const Onnx__NodeProto *nd, int sum, dtnn_error *err)
+static dtnn_status reduce_node(imp *p, const Onnx__NodeProto *nd, int op, dtnn_error *err)
 {
-    int x = imp_in_layer(p, nd, 0, 0, err);
+    static const char *const names[3] = {"mean", "sum", "L2 norm"};
+    int x = imp_in_layer(p, nd, 0, IMP_ALLOW_NHWC, err);
     if (x < 0)
         return err->code;
     const imp_value X = p->v[x];
     int64_t axes[4];
     int na;
-    if (sum && p->opset >= 13) {
+    if (op == OP_SUM && p->opset >= 13) {
         na = imp_in_opt(p, nd, 1, err) >= 0 ? imp_const_ints(p, nd, 1, axes, 4, err) : 0;
         if (na < 0)
             return err->code;
@@ -46,13 +54,14 @@ static dtnn_status reduce_node(imp *p, const Onnx__NodeProto *nd, int sum, dtnn_
     } else {
         na = imp_attr_ints(nd, "axes", axes, 4);
     }
-    const int over = na > 4 ? OVER_NONE : reduction_of(axes, na, X.rank);
+    const int over = na > 4 ? OVER_NONE : reduction_of(axes, na, X.rank, X.nhwc);
     const int keep = imp_attr_int(nd, "keepdims", 1) != 0;
-    if (over == OVER_NONE || (over == OVER_CHANNELS && !keep))
-        return FAIL("only the %s over H and W of [N, C, H, W] (axes 2, 3) or over the channels "
-                    "(axis 1, keepdims 1) is supported", sum ? "sum" : "mean");
+    if (over == OVER_NONE || ((over == OVER_CHANNELS || X.nhwc) && !keep))
+        return FAIL("only the %s over H and W of [N, C, H, W] (axes 2, 3; of a channels-last "
+                    "view 1, 2) or over the channels (axis 1; 3) is supported, keeping the "
+                    "dimensions where it is over the channels or of a view", names[op]);
     int o;
-    if (over == OVER_SPATIAL && !sum)
+    if (over == OVER_SPATIAL && op == OP_MEAN)
         o = imp_layer_new(p, nd, "global_avgpool", NULL, &x, 1, keep ? 4 : 2, X.c, 1, 1, err);
     else if (over == OVER_SPATIAL)
         o = imp_layer_new(p, nd, "reduce", NULL, &x, 1, keep ? 4 : 2, X.c, 1, 1, err);
@@ -62,18 +71,25 @@ static dtnn_status reduce_node(imp *p, const Onnx__NodeProto *nd, int sum, dtnn_
         return err->code;
     imp_layer *l = &p->l[p->v[o].layer];
     if (!strcmp(l->type, "reduce")) {
+        static const char *const ops[3] = {"mean", "sum", "l2"};
         imp_opt(l, "axes", "%s", over == OVER_SPATIAL ? "spatial" : "channels");
-        imp_opt(l, "op", "%s", sum ? "sum" : "mean");
+        imp_opt(l, "op", "%s", ops[op]);
     }
+    p->v[o].nhwc = X.nhwc;
     return DTNN_OK;
 }
 
 dtnn_status op_reduce_mean(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
 {
-    return reduce_node(p, nd, 0, err);
+    return reduce_node(p, nd, OP_MEAN, err);
 }
 
 dtnn_status op_reduce_sum(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
 {
-    return reduce_node(p, nd, 1, err);
+    return reduce_node(p, nd, OP_SUM, err);
+}
+
+dtnn_status op_reduce_l2(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
+{
+    return reduce_node(p, nd, OP_L2, err);
 }

@@ -93,7 +93,8 @@ typedef struct {
     int approximate;            /* gelu: the tanh form */
     int channels[2];            /* slice: start, end */
     int reduce_over_channels;   /* reduce: over C (else over H x W) */
-    int reduce_sum;             /* reduce: a sum (else a mean) */
+    int reduce_sum;             /* reduce: a sum (else a mean or, with reduce_l2, a norm) */
+    int reduce_l2;              /* reduce: the L2 norm */
     int upsample_bilinear;      /* upsample: bilinear (else nearest); factors in stride */
     int upsample_align_corners;
 } layer_attrs;

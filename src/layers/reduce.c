@@ -1,8 +1,9 @@
 /*
- * reduce.c — the sum or mean of each sample over its channels (output 1 x H x W: torch.mean(x,
- * 1, keepdim=True), CBAM's channel pooling, ONNX ReduceMean / ReduceSum over axis 1) or over
- * each plane (output C x 1 x 1: x.sum((2, 3)); the mean over a plane is global_avgpool).
- * Options: axes = channels | spatial (required), op = mean | sum (mean).
+ * reduce.c — the sum, mean or L2 norm of each sample over its channels (output 1 x H x W:
+ * torch.mean(x, 1, keepdim=True), CBAM's channel pooling, ONNX ReduceMean / ReduceSum /
+ * ReduceL2 over axis 1) or over each plane (output C x 1 x 1: x.sum((2, 3)), x.norm(dim=(2,
+ * 3)) of ConvNeXt-V2's global response normalisation; the mean over a plane is
+ * global_avgpool). Options: axes = channels | spatial (required), op = mean | sum | l2 (mean).
  */
 #include <string.h>
 
@@ -10,7 +11,7 @@
 
 typedef struct {
     int axes;           /* 0: not given, 1 channels, 2 spatial */
-    int sum;
+    int op;             /* 0 mean, 1 sum, 2 l2 */
     reduce_geom g;
 } reduce_cfg;
 
@@ -22,15 +23,16 @@ static dtnn_status reduce_set(void *cfg, const char *key, const char *value, dtn
         if (c->axes > 0)
             return DTNN_OK;
     } else if (!strcmp(key, "op")) {
-        c->sum = !strcmp(value, "sum") ? 1 : !strcmp(value, "mean") ? 0 : -1;
-        if (c->sum >= 0)
+        c->op = !strcmp(value, "sum") ? 1 : !strcmp(value, "mean") ? 0 : !strcmp(value, "l2") ? 2
+                                                                                          : -1;
+        if (c->op >= 0)
             return DTNN_OK;
     } else {
         return dtnn_error_set(err, DTNN_ERR_ARG, "unknown option '%s' for reduce (axes, op)",
                               key);
     }
-    return dtnn_error_set(err, DTNN_ERR_ARG, "%s = %s: axes is channels or spatial, op mean or "
-                          "sum", key, value);
+    return dtnn_error_set(err, DTNN_ERR_ARG, "%s = %s: axes is channels or spatial, op mean, "
+                          "sum or l2", key, value);
 }
 
 static dtnn_status reduce_infer(layer *l, dtnn_error *err)
@@ -39,7 +41,7 @@ static dtnn_status reduce_infer(layer *l, dtnn_error *err)
     const dtnn_shape x = l->in[0];
     if (!c->axes)
         return dtnn_error_set(err, DTNN_ERR_ARG, "reduce needs axes = channels or spatial");
-    c->g = (reduce_geom){x.c, x.h * x.w, c->axes == 1, !c->sum};
+    c->g = (reduce_geom){x.c, x.h * x.w, c->axes == 1, c->op == 0, c->op == 2};
     l->out = c->axes == 1 ? (dtnn_shape){1, x.h, x.w} : (dtnn_shape){x.c, 1, 1};
     return DTNN_OK;
 }
@@ -54,24 +56,34 @@ static void reduce_backward(layer *l, const layer_ctx *ctx)
 {
     const reduce_cfg *c = l->cfg;
     if (l->dx[0])
-        be_run(ctx->be, reduce_backward, &c->g, l->n, l->dy, l->dx[0], l->dx_accumulate[0]);
+        be_run(ctx->be, reduce_backward, &c->g, l->n, l->x[0], l->y, l->dy, l->dx[0],
+               l->dx_accumulate[0]);
 }
 
 static void reduce_describe(const layer *l, layer_attrs *a)
 {
     const reduce_cfg *c = l->cfg;
     a->reduce_over_channels = c->axes == 1;
-    a->reduce_sum = c->sum;
+    a->reduce_sum = c->op == 1;
+    a->reduce_l2 = c->op == 2;
 }
 
-static double reduce_flops(const layer *l) { return (double)shape_size(l->in[0]); }
+static double reduce_flops(const layer *l)
+{
+    const reduce_cfg *c = l->cfg;
+    return (c->op == 2 ? 2.0 : 1.0) * (double)shape_size(l->in[0]);
+}
 
 const layer_ops layer_reduce = {
     .type = "reduce",
-    .summary = "sum or mean over the channels (1 x H x W) or over each plane (C x 1 x 1)",
+    .summary = "sum, mean or L2 norm over the channels (1 x H x W) or over each plane "
+               "(C x 1 x 1)",
     .cfg_size = sizeof(reduce_cfg),
     .min_inputs = 1,
     .max_inputs = 1,
+    /* an L2 norm's backward divides by it (static for every op: the cost is a shared buffer
+     * given up after a reduction, which an in-place ReLU rarely follows) */
+    .backward_reads_output = 1,
     .set = reduce_set,
     .infer = reduce_infer,
     .forward = reduce_forward,

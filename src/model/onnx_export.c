@@ -290,13 +290,14 @@ static emit_result emit_slice(onnx_writer *w, emit_ctx *c, dtnn_error *err)
     return made(w, onnxw_node(w, "Slice", l->name, ins, 4, c->out));
 }
 
-/* reduce: ReduceMean or ReduceSum over axis 1 or axes 2, 3, keeping the dimensions (the
- * layer's output is 1 x H x W or C x 1 x 1); ReduceSum takes its axes as an input from 13. */
+/* reduce: ReduceMean, ReduceSum or ReduceL2 over axis 1 or axes 2, 3, keeping the dimensions
+ * (the layer's output is 1 x H x W or C x 1 x 1); ReduceSum takes its axes as an input from
+ * 13 (the others from 18, beyond the opsets written here). */
 static emit_result emit_reduce(onnx_writer *w, emit_ctx *c, dtnn_error *err)
 {
     (void)err;
     const layer *l = c->l;
-    const int chan = c->a.reduce_over_channels, sum = c->a.reduce_sum;
+    const int chan = c->a.reduce_over_channels, sum = c->a.reduce_sum, l2 = c->a.reduce_l2;
     const int axes[2] = {chan ? 1 : 2, 3};
     const int n_axes = chan ? 1 : 2;
     const char *ins[2] = {onnxw_input_as(w, l, 0, 4), NULL};
@@ -309,8 +310,8 @@ static emit_result emit_reduce(onnx_writer *w, emit_ctx *c, dtnn_error *err)
             onnxw_const_i64(w, ins[1], v, n_axes))
             return EMIT_NOMEM;
     }
-    Onnx__NodeProto *nd = onnxw_node(w, sum ? "ReduceSum" : "ReduceMean", l->name, ins,
-                                     as_input ? 2 : 1, c->out);
+    Onnx__NodeProto *nd = onnxw_node(w, l2 ? "ReduceL2" : sum ? "ReduceSum" : "ReduceMean",
+                                     l->name, ins, as_input ? 2 : 1, c->out);
     if (!as_input)
         onnxw_attr_ints(w, nd, "axes", axes, n_axes);
     onnxw_attr_int(w, nd, "keepdims", 1);

@@ -117,11 +117,11 @@ static void op_reduce_forward(dtnn_backend *be, const reduce_geom *g, int n, con
     cpu_reduce_forward(g, n, x, y);
 }
 
-static void op_reduce_backward(dtnn_backend *be, const reduce_geom *g, int n, const float *dy,
-                               float *dx, int accumulate)
+static void op_reduce_backward(dtnn_backend *be, const reduce_geom *g, int n, const float *x,
+                               const float *y, const float *dy, float *dx, int accumulate)
 {
     (void)be;
-    cpu_reduce_backward(g, n, dy, dx, accumulate);
+    cpu_reduce_backward(g, n, x, y, dy, dx, accumulate);
 }
 
 static void op_layernorm_forward(dtnn_backend *be, const layernorm_geom *g, int n,

@@ -101,8 +101,8 @@ void cpu_maxpool_backward(const pool_geom *g, int n, const float *dy, const int3
 void cpu_avgpool_forward(const pool_geom *g, int n, const float *x, float *y);
 void cpu_avgpool_backward(const pool_geom *g, int n, const float *dy, float *dx, int accumulate);
 void cpu_reduce_forward(const reduce_geom *g, int n, const float *x, float *y);
-void cpu_reduce_backward(const reduce_geom *g, int n, const float *dy, float *dx,
-                         int accumulate);
+void cpu_reduce_backward(const reduce_geom *g, int n, const float *x, const float *y,
+                         const float *dy, float *dx, int accumulate);
 void cpu_layernorm_forward(const layernorm_geom *g, int n, const float *x, const float *gamma,
                            const float *beta, float *y, float *mean, float *rstd);
 void cpu_layernorm_backward(const layernorm_geom *g, int n, const float *x, const float *gamma,

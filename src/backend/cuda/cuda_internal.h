@@ -142,8 +142,8 @@ void cuda_avgpool_backward(dtnn_backend *be, const pool_geom *g, int n, const fl
                            float *dx, int accumulate);
 void cuda_reduce_forward(dtnn_backend *be, const reduce_geom *g, int n, const float *x,
                          float *y);
-void cuda_reduce_backward(dtnn_backend *be, const reduce_geom *g, int n, const float *dy,
-                          float *dx, int accumulate);
+void cuda_reduce_backward(dtnn_backend *be, const reduce_geom *g, int n, const float *x,
+                          const float *y, const float *dy, float *dx, int accumulate);
 void cuda_layernorm_forward(dtnn_backend *be, const layernorm_geom *g, int n, const float *x,
                             const float *gamma, const float *beta, float *y, float *mean,
                             float *rstd);

@@ -1,5 +1,5 @@
 /*
- * reduce.cu — sums and means over the channels or over each plane, on the formulas the CPU's
+ * reduce.cu — sums, means and L2 norms over the channels or over each plane, on the formulas the CPU's
  * loops call (formulas/reduce_formulas.h): one thread per output forward, one per input value
  * backward, so the results are the CPU's bit for bit.
  */
@@ -15,14 +15,16 @@ static __global__ void reduce_k(reduce_geom g, int n, const float *x, float *y)
     }
 }
 
-static __global__ void reduce_grad_k(reduce_geom g, int n, const float *dy, float *dx, int acc)
+static __global__ void reduce_grad_k(reduce_geom g, int n, const float *x, const float *y,
+                                     const float *dy, float *dx, int acc)
 {
     const size_t in = (size_t)g.C * g.HW, outs = g.over_channels ? (size_t)g.HW : (size_t)g.C;
     CU_LOOP(e, (size_t)n * in)
     {
         const size_t sample = e / in, at = e % in;
         const size_t j = g.over_channels ? at % (size_t)g.HW : at / (size_t)g.HW;
-        const float v = reduce_grad(&g, dy[sample * outs + j]);
+        const size_t o = sample * outs + j;
+        const float v = reduce_grad(&g, dy[o], g.l2 ? x[e] : 0.0f, g.l2 ? y[o] : 0.0f);
         dx[e] = acc ? dx[e] + v : v;
     }
 }
@@ -36,9 +38,10 @@ extern "C" void cuda_reduce_forward(dtnn_backend *be, const reduce_geom *g, int 
 }
 
 extern "C" void cuda_reduce_backward(dtnn_backend *be, const reduce_geom *g, int n,
-                                     const float *dy, float *dx, int accumulate)
+                                     const float *x, const float *y, const float *dy, float *dx,
+                                     int accumulate)
 {
     CU_SKIP_IF_FAILED(be);
-    CU_LAUNCH(be, "reduce backward kernel", reduce_grad_k, (size_t)n * g->C * g->HW, *g, n, dy,
-              dx, accumulate);
+    CU_LAUNCH(be, "reduce backward kernel", reduce_grad_k, (size_t)n * g->C * g->HW, *g, n, x, y,
+              dy, dx, accumulate);
 }
