@@ -457,6 +457,27 @@ static void check_reductions(void)
     gradcheck(m, 2, "conv -> plane and channel L2 norms scaling it -> plane norms -> linear",
               SMOOTH_EPS, TOL);
     check_accumulate("reduce", "axes=spatial op=l2", 3, 4, 3, TOL);
+    /* ECA (efficient channel attention): the plane means seen as one row of C values, a 1-D
+     * convolution across the channels (a 3 x 1 kernel), a sigmoid, back to C x 1 x 1, gating
+     * the conv's output */
+    m = model_new(3, 4, 5);
+    f = layer(m, "conv2d", "filters=6 kernel=3 padding=1");
+    layer(m, "global_avgpool", "");
+    layer(m, "reshape", "shape=1x6x1");
+    layer(m, "conv2d", "filters=1 kernel=3x1 padding=1x0 bias=false");
+    layer(m, "sigmoid", "");
+    int eca = layer(m, "reshape", "shape=6x1x1");
+    int gate_in[2] = {f, eca};
+    add_layer(m, "mul", "eca", "", gate_in, 2);
+    layer(m, "flatten", "");
+    layer(m, "linear", "outputs=2");
+    gradcheck(m, 2, "conv -> ECA: plane means as a row, 1-D conv across channels, gate -> linear",
+              SMOOTH_EPS, TOL);
+    check_accumulate("reshape", "shape=2x3x6", 3, 4, 3, TOL);
+    m = model_new(3, 4, 4);
+    layer(m, "reshape", "shape=5x5x1");
+    expect_build_error(m, DTNN_ERR_SHAPE, "holds 25 values", "input 3x4x4 48");
+    expect_add_error("reshape", "shape=3x4", NULL, 0, DTNN_ERR_ARG, "CxHxW");
     m = model_new(4, 6, 6);
     layer(m, "reduce", "op=sum");
     expect_build_error(m, DTNN_ERR_ARG, "reduce needs axes", "channels or spatial");

@@ -151,6 +151,7 @@ dtnn_status op_split(imp *p, const Onnx__NodeProto *nd, dtnn_error *err);
 dtnn_status op_reduce_mean(imp *p, const Onnx__NodeProto *nd, dtnn_error *err);
 dtnn_status op_reduce_sum(imp *p, const Onnx__NodeProto *nd, dtnn_error *err);
 dtnn_status op_reduce_l2(imp *p, const Onnx__NodeProto *nd, dtnn_error *err);
+dtnn_status op_expand(imp *p, const Onnx__NodeProto *nd, dtnn_error *err);
 dtnn_status op_resize(imp *p, const Onnx__NodeProto *nd, dtnn_error *err);
 dtnn_status op_layernorm(imp *p, const Onnx__NodeProto *nd, dtnn_error *err);
 dtnn_status op_batchnorm(imp *p, const Onnx__NodeProto *nd, dtnn_error *err);

@@ -39,14 +39,20 @@ typedef struct {
 
 /* strides, dilations, pads and auto_pad of a 2-D window over an h x w input; the kernel is
  * known. ceil_mode rounds the output size up as PyTorch and dtnn's pools do: a last window
- * that would start in the bottom / right padding is dropped. */
+ * that would start in the bottom / right padding is dropped. one_d: a 1-D window over the h
+ * of an h x 1 input (Conv1d: one stride, one dilation, pads [begin, end]). */
 static dtnn_status window_read(imp *p, const Onnx__NodeProto *nd, int h, int w, int ceil_mode,
-                               window *g, dtnn_error *err)
+                               int one_d, window *g, dtnn_error *err)
 {
     int64_t s[2] = {1, 1}, d[2] = {1, 1}, pd[4] = {0, 0, 0, 0};
-    if (imp_attr_ints(nd, "strides", s, 2) > 2 || imp_attr_ints(nd, "dilations", d, 2) > 2 ||
-        imp_attr_ints(nd, "pads", pd, 4) > 4)
-        return FAIL("only 2-D windows are supported");
+    const int dims = one_d ? 1 : 2;
+    if (imp_attr_ints(nd, "strides", s, 2) > dims || imp_attr_ints(nd, "dilations", d, 2) > dims ||
+        imp_attr_ints(nd, "pads", pd, 4) > 2 * dims)
+        return FAIL("only %s windows are supported here", one_d ? "1-D" : "2-D");
+    if (one_d) {
+        pd[2] = pd[1];      /* [begin, end] of the one axis: top and bottom */
+        pd[1] = 0;
+    }
     for (int k = 0; k < 2; k++)
         if (s[k] < 1 || s[k] > 1 << 16 || d[k] < 1 || d[k] > 1 << 16)
             return BAD("strides and dilations must be positive");
@@ -126,29 +132,35 @@ static dtnn_status op_conv(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
     if (bi == -2)
         return err->code;
     const imp_value X = p->v[x], *W = &p->v[wi];
-    if (X.rank != 4)
-        return FAIL("input '%s' has rank %d; dtnn's convolutions are 2-D, over [N, C, H, W]",
-                    X.name, X.rank);
-    if (!W->is_float || W->ndim != 4)
-        return FAIL("weight '%s' is not a float32 [K, C/groups, R, S] tensor (2-D "
-                    "convolutions only)", W->name);
+    /* A 1-D convolution over [N, C, L] (ECA's across the channels) is a 2-D one over L x 1. */
+    const int one_d = X.rank == 3;
+    if (X.rank != 4 && !one_d)
+        return FAIL("input '%s' has rank %d; dtnn's convolutions are over [N, C, H, W] or "
+                    "[N, C, L]", X.name, X.rank);
+    if (!W->is_float || W->ndim != X.rank)
+        return FAIL("weight '%s' is not a float32 [K, C/groups, %s] tensor", W->name,
+                    one_d ? "L" : "R, S");
     const int64_t g = imp_attr_int(nd, "group", 1);
     const int64_t K = W->dims[0];
     if (g < 1 || X.c % g || X.c / g != W->dims[1] || K % g || K < 1)
         return BAD("weight '%s' [%lld, %lld, ...] does not fit %d input channels in %lld "
                    "groups", W->name, (long long)K, (long long)W->dims[1], X.c, (long long)g);
-    int64_t ks[2] = {W->dims[2], W->dims[3]};
-    if (imp_attr_ints(nd, "kernel_shape", ks, 2) && (ks[0] != W->dims[2] || ks[1] != W->dims[3]))
+    int64_t ks[2] = {W->dims[2], one_d ? 1 : W->dims[3]};
+    if (imp_attr_ints(nd, "kernel_shape", ks, 2) &&
+        (ks[0] != W->dims[2] || (!one_d && ks[1] != W->dims[3])))
         return BAD("attribute kernel_shape does not match weight '%s'", W->name);
+    if (one_d)
+        ks[1] = 1;
     if (ks[0] < 1 || ks[1] < 1 || ks[0] > 1 << 16 || ks[1] > 1 << 16)
         return FAIL("a %lldx%lld kernel is not supported", (long long)ks[0], (long long)ks[1]);
     if (bi >= 0 && imp_const_floats(p, nd, 2, (size_t)K, err) < 0)
         return err->code;
     window win = {.kh = (int)ks[0], .kw = (int)ks[1]};
-    dtnn_status st = window_read(p, nd, X.h + 2 * X.pad_h, X.w + 2 * X.pad_w, 0, &win, err);
+    dtnn_status st = window_read(p, nd, X.h + 2 * X.pad_h, X.w + 2 * X.pad_w, 0, one_d, &win,
+                                 err);
     if (st)
         return st;
-    int o = imp_layer_new(p, nd, "conv2d", W->name, &x, 1, 4, (int)K, win.P, win.Q, err);
+    int o = imp_layer_new(p, nd, "conv2d", W->name, &x, 1, X.rank, (int)K, win.P, win.Q, err);
     if (o < 0)
         return err->code;
     imp_layer *l = &p->l[p->v[o].layer];
@@ -184,7 +196,7 @@ static dtnn_status op_pool(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
         return FAIL("attribute storage_order=1 with the Indices output is not supported");
     const int ceil_mode = imp_attr_int(nd, "ceil_mode", 0) != 0;
     window win = {.kh = (int)ks[0], .kw = (int)ks[1]};
-    dtnn_status st = window_read(p, nd, X.h, X.w, ceil_mode, &win, err);
+    dtnn_status st = window_read(p, nd, X.h, X.w, ceil_mode, 0, &win, err);
     if (st)
         return st;
     for (int k = 0; k < 4; k++)
@@ -782,6 +794,7 @@ static const struct {
     {"ReduceMean", op_reduce_mean, a_reduce_sum, 1},
     {"ReduceSum", op_reduce_sum, a_reduce_sum, 1},
     {"ReduceL2", op_reduce_l2, a_reduce_sum, 1},
+    {"Expand", op_expand, a_none, 8},
     {"BatchNormalization", op_batchnorm, a_bn, 6},
     {"Relu", op_unary, a_none, 6},
     {"Sigmoid", op_unary, a_none, 6},

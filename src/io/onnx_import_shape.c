@@ -1,7 +1,8 @@
 /*
  * onnx_import_shape.c — the ONNX operators that only move or rename data: Flatten, Reshape,
  * Squeeze and Unsqueeze where they flatten to [N, features] (dtnn stores [N, F] and
- * [N, F, 1, 1] the same way, so most become no layer at all), Dropout and Identity (the identity
+ * [N, F, 1, 1] the same way, so most become no layer at all), Reshape to [N, C, L] or
+ * [N, C, H, W] of as many values (the reshape layer: ECA's row of channel means), Dropout and Identity (the identity
  * at inference), Pad (mode constant: zero rows and columns that only Convs read go into their
  * padding, zero channels alone make the option-A shortcut, any other the pad layer), Slice (the
  * shortcut's x[:, :, ::s, ::s]), and the constant folding of Constant, Shape, Gather, Cast,
@@ -77,6 +78,54 @@ dtnn_status op_flatten(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
     return flatten_to(p, nd, x, 2, err);
 }
 
+/* A target of rank r (3 or 4) of a value X with F values per sample, into its per-sample dims
+ * d (C, L, 1 or C, H, W): the batch kept (0, the batch, or -1 with every other size given),
+ * 0 copying X's size there, one -1 inferred. 0 when it is none. */
+static int resolve_target(const int64_t *t, int r, const imp_value *X, int64_t batch, int64_t F,
+                          int64_t d[3])
+{
+    const int64_t xs[4] = {batch, X->c, X->h, X->w};
+    int unknown = -1;
+    int64_t known = 1;
+    if (!(t[0] == 0 || t[0] == batch || t[0] == -1))
+        return 0;
+    for (int k = 1; k < r; k++) {
+        int64_t v = t[k] == 0 && k < X->rank ? xs[k] : t[k];
+        if (v == -1 && unknown < 0 && t[0] != -1)
+            unknown = k - 1;
+        else if (v < 1 || v > F)
+            return 0;
+        d[k - 1] = v;
+        if (v > 0)
+            known *= v;
+    }
+    if (unknown >= 0) {
+        if (F % known)
+            return 0;
+        d[unknown] = F / known;
+        known = F;
+    }
+    if (r == 3)
+        d[2] = 1;
+    return known == F;
+}
+
+/* The reshape layer to per-sample dims d (no layer where they are X's own). */
+static dtnn_status reshape_to(imp *p, const Onnx__NodeProto *nd, int x, int rank,
+                              const int64_t d[3], dtnn_error *err)
+{
+    const imp_value X = p->v[x];
+    if (d[0] == X.c && d[1] == X.h && d[2] == X.w)
+        return alias_rank(p, nd, x, rank, err);
+    int o = imp_layer_new(p, nd, "reshape", NULL, &x, 1, rank, (int)d[0], (int)d[1], (int)d[2],
+                          err);
+    if (o < 0)
+        return err->code;
+    imp_opt(&p->l[p->v[o].layer], "shape", "%lldx%lldx%lld", (long long)d[0], (long long)d[1],
+            (long long)d[2]);
+    return DTNN_OK;
+}
+
 dtnn_status op_reshape(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
 {
     int c = imp_in(p, nd, 0, err);
@@ -100,10 +149,50 @@ dtnn_status op_reshape(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
         ok = (t[0] == 0 || t[0] == p->batch || (t[0] == -1 && t[1] != -1)) &&
              (t[1] == -1 || t[1] == F) && (S->count == 2 || (t[2] == 1 && t[3] == 1));
     }
-    if (!ok)
-        return FAIL("target shape [%s] of '%s' is not a flatten to [N, %lld] (the only "
-                    "reshape dtnn does)", shown, X.name, (long long)F);
-    return flatten_to(p, nd, x, (int)S->count, err);
+    if (ok)
+        return flatten_to(p, nd, x, (int)S->count, err);
+    int64_t d[3];
+    if (!S->is_float && S->ndim == 1 && (S->count == 3 || S->count == 4) &&
+        resolve_target(S->i, (int)S->count, &X, p->batch, F, d))
+        return reshape_to(p, nd, x, (int)S->count, d, err);
+    return FAIL("target shape [%s] of '%s' is not [N, %lld], nor [N, C, L] or [N, C, H, W] of "
+                "its %lld values per sample", shown, X.name, (long long)F, (long long)F);
+}
+
+/* Expand: to the input's own shape no layer; [N, C, 1, 1] to [N, C, H, W] (a gate expanded
+ * before its Mul, as timm's ECA writes it) the nearest upsampling by H x W, which repeats each
+ * value; any other broadcast (of the batch or the channels) is refused. */
+dtnn_status op_expand(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
+{
+    int x = imp_in_layer(p, nd, 0, 0, err), si = x < 0 ? -1 : imp_in_const(p, nd, 1, err);
+    if (si < 0)
+        return err->code;
+    const imp_value X = p->v[x], *S = &p->v[si];
+    if (S->is_float || S->ndim != 1 || S->count != (size_t)X.rank || X.rank != 4)
+        return FAIL("only an Expand of [N, C, H, W] to a shape of 4 sizes is supported");
+    const int64_t in[4] = {p->batch, X.c, X.h, X.w};
+    int64_t out[4];
+    for (int k = 0; k < 4; k++) {
+        const int64_t t = S->i[k];
+        if (t != 1 && in[k] != 1 && t != in[k])
+            return BAD("shape [%lld, %lld, %lld, %lld] does not broadcast '%s'",
+                       (long long)S->i[0], (long long)S->i[1], (long long)S->i[2],
+                       (long long)S->i[3], X.name);
+        out[k] = t > in[k] ? t : in[k];
+    }
+    if (out[0] != in[0] || out[1] != in[1] || out[2] > 1 << 14 || out[3] > 1 << 14)
+        return FAIL("an Expand of the batch or of the channels is not supported (only a "
+                    "[N, C, 1, 1] value over H and W)");
+    if (out[2] == X.h && out[3] == X.w)
+        return imp_out_alias(p, nd, x, err) < 0 ? err->code : DTNN_OK;
+    if (X.h != 1 || X.w != 1)
+        return FAIL("only a [N, C, 1, 1] value is expanded over H and W");
+    int o = imp_layer_new(p, nd, "upsample", NULL, &x, 1, 4, X.c, (int)out[2], (int)out[3], err);
+    if (o < 0)
+        return err->code;
+    imp_opt(&p->l[p->v[o].layer], "scale", "%lldx%lld", (long long)out[2], (long long)out[3]);
+    imp_opt(&p->l[p->v[o].layer], "mode", "%s", "nearest");
+    return DTNN_OK;
 }
 
 /* The axes of Squeeze / Unsqueeze: an attribute before opset 13, an input after. */

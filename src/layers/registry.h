@@ -7,6 +7,7 @@
     X(conv2d)              \
     X(linear)              \
     X(flatten)             \
+    X(reshape)             \
     X(relu)                \
     X(leaky_relu)          \
     X(sigmoid)             \

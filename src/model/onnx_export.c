@@ -492,6 +492,19 @@ static emit_result emit_flatten(onnx_writer *w, emit_ctx *c, dtnn_error *err)
     return made(w, nd);
 }
 
+/* reshape: Reshape to [N, C, H, W] of the layer's output shape (the batch kept by 0). */
+static emit_result emit_reshape(onnx_writer *w, emit_ctx *c, dtnn_error *err)
+{
+    (void)err;
+    const layer *l = c->l;
+    const char *ins[2] = {onnxw_input_as(w, l, 0, 4), NULL};
+    const int64_t shape[4] = {0, l->out.c, l->out.h, l->out.w};
+    if (!ins[0] || !(ins[1] = onnxw_printf(w, "%s.%s", l->name, "shape")) ||
+        onnxw_const_i64(w, ins[1], shape, 4))
+        return EMIT_NOMEM;
+    return made(w, onnxw_node(w, "Reshape", l->name, ins, 2, c->out));
+}
+
 /* The identity at inference: consumers read the input itself. The last layer still needs a
  * node to produce "output". */
 static emit_result emit_dropout(onnx_writer *w, emit_ctx *c, dtnn_error *err)
@@ -614,6 +627,7 @@ static const struct {
     {"global_avgpool", emit_global_pool},
     {"adaptive_avgpool", emit_adaptive_avgpool},
     {"flatten", emit_flatten},
+    {"reshape", emit_reshape},
     {"dropout", emit_dropout},
     {"softmax", emit_softmax},
     {"shortcut_a", emit_shortcut_a},
