@@ -20,7 +20,8 @@
 # opset 9's attribute form with channels, a zero Pad before a Relu, Erf, and GELU as Div, Erf,
 # Add and Mul, channel Splits (sizes given, equal parts) and a channel Slice with negative
 # bounds, ReduceMean over the channels, ReduceSum and ReduceL2 over H and W and over the
-# channels, ConvNeXt-V2's channels-last global response normalisation, a
+# channels, ConvNeXt-V2's channels-last global response normalisation, NFNets' weight
+# standardisation folded (reductions and a training-mode BatchNormalization of a constant), a
 # nearest Resize by sizes give NumPy's values within 1e-5 (a Split of rows, a channel mean
 # without keepdims, a nearest Resize that does not repeat values and a cubic one are refused); Pad mode=reflect, Gemm transA = 1, a weight that
 # does not fit its input, a corrupt and a truncated file each give one line and exit 1.
@@ -246,6 +247,30 @@ save("grn", [helper.make_node("Transpose", ["x"], ["t"], name="to_last", perm=[0
 x64 = x.astype(np.float64)
 gx = np.sqrt((x64 ** 2).sum(axis=(2, 3), keepdims=True))
 np.save(f"{tmp}/ref_grn.npy", x64 * (gx / (gx.mean(axis=1, keepdims=True) + 1e-6)) + x64)
+# NFNets' weight standardisation, folded: a 1x1 weight reshaped to [1, 4, 3], its mean and
+# variance per output channel (ReduceMean, Sub, Mul, ReduceMean of constants), a
+# BatchNormalization in training mode of the constant (its own statistics), reshaped back
+# for the Conv (opset 15).
+wsw = rng.standard_normal((4, 3, 1, 1)).astype(np.float32)
+gain = rng.uniform(0.5, 2, 4).astype(np.float32)
+save("wstd", [helper.make_node("Reshape", ["w", "s3"], ["wr"], name="w_rows"),
+              helper.make_node("ReduceMean", ["wr"], ["m"], name="w_mean", axes=[0, 2],
+                               keepdims=0),
+              helper.make_node("ReduceMean", ["wr"], ["mk"], name="w_mean_k", axes=[0, 2]),
+              helper.make_node("Sub", ["wr", "mk"], ["d"], name="w_dev"),
+              helper.make_node("Mul", ["d", "d"], ["d2"], name="w_dev2"),
+              helper.make_node("ReduceMean", ["d2"], ["v"], name="w_var", axes=[0, 2],
+                               keepdims=0),
+              helper.make_node("BatchNormalization", ["wr", "g", "b0", "m", "v"], ["wn"],
+                               name="w_std", training_mode=1, epsilon=1e-5),
+              helper.make_node("Reshape", ["wn", "s4"], ["ws"], name="w_back"),
+              helper.make_node("Conv", ["x", "ws"], ["y"], name="conv_std")],
+     {"w": wsw, "g": gain, "b0": np.zeros(4, np.float32),
+      "s3": np.array([1, 4, -1], np.int64), "s4": np.array([4, 3, 1, 1], np.int64)},
+     [1, 4, 8, 8], opset=15)
+w64 = wsw.astype(np.float64).reshape(4, 3)
+wn = (w64 - w64.mean(1, keepdims=True)) / np.sqrt(w64.var(1, keepdims=True) + 1e-5) * gain[:, None]
+np.save(f"{tmp}/ref_wstd.npy", np.einsum("kc,nchw->nkhw", wn, x.astype(np.float64)))
 save("rmeanc0", [helper.make_node("ReduceMean", ["x"], ["y"], name="rmeanc0", axes=[1],
                                   keepdims=0)], {}, [1, 8, 8])
 # Channel slices: Split with sizes (opset 13's input), Split into equal parts (opset 11), a
@@ -314,7 +339,8 @@ save("wdims", [helper.make_node("Conv", ["x", "w"], ["y"], name="conv_w")],
      {"w": np.ones((4, 2, 3, 3), np.float32)}, [1, 4, 6, 6])
 P
     for g in asym gmax hsig mulc rsub adds divc div2 erf gelu_ops sqrt cfold featc pad15 pad9 \
-             padrelu rmean rmeanc rsum rsumc rl2 rl2c grn split13 split11 slicec resize idchain \
+             padrelu rmean rmeanc rsum rsumc rl2 rl2c grn wstd split13 split11 slicec resize \
+             idchain \
              cunary \
              fpads; do
         "$dtnn" predict --model "$tmp/$g.onnx" --input "$tmp/h_x.npy" --output "$tmp/o_$g.npy" \

@@ -165,6 +165,9 @@ dtnn_status fold_slice(imp *p, const Onnx__NodeProto *nd, dtnn_error *err);
 /* Add (or Sum of two), Sub, Mul or Div (nd's operator) of the constants a and b, broadcast as
  * NumPy: the node's output becomes a constant. */
 dtnn_status fold_binary(imp *p, const Onnx__NodeProto *nd, int a, int b, dtnn_error *err);
+dtnn_status fold_reduce(imp *p, const Onnx__NodeProto *nd, int x, int op, const int64_t *axes,
+                        int na, int keep, dtnn_error *err);
+dtnn_status fold_batchnorm(imp *p, const Onnx__NodeProto *nd, int x, dtnn_error *err);
 /* Ceil, Floor, Neg, Abs, Sqrt, Relu, Sigmoid, Tanh, Erf and Clip of constant x, folded (in
  * double, rounded to x's type; integers for the ones exact on them): shape arithmetic such
  * as TF-"same" padding, computed from Shape at export. */

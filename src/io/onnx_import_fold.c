@@ -7,6 +7,7 @@
  * layers of onnx_import_shape.c or unsupported. Semantics: onnx/docs/Operators.md.
  */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "onnx_import.h"
@@ -287,8 +288,10 @@ dtnn_status fold_binary(imp *p, const Onnx__NodeProto *nd, int a, int b, dtnn_er
             return BAD("constants '%s' and '%s' do not broadcast (dimension %d: %lld and %lld)",
                        A.name, B.name, d, (long long)sa, (long long)sb);
         dims[d] = sa == 1 ? sb : sa;
-        if ((count *= dims[d]) > 1 << 20)
-            return FAIL("a constant of more than 2^20 elements is not folded");
+        /* no larger than the file's own constants (a weight), or 2^20 by broadcasting */
+        if ((count *= dims[d]) > (int64_t)(A.count > B.count ? A.count : B.count) &&
+            count > 1 << 20)
+            return FAIL("a broadcast of constants to more than 2^20 elements is not folded");
     }
     /* ONNX takes one type for both; float where either is, integer arithmetic otherwise */
     const int is_float = A.is_float || B.is_float;
@@ -390,4 +393,125 @@ dtnn_status fold_unary(imp *p, const Onnx__NodeProto *nd, int x, dtnn_error *err
             p->v[o].i[k] = (int64_t)unary_value(nd->op_type, (double)v->i[k], lo, hi);
     }
     return DTNN_OK;
+}
+
+/* ---- reductions and batch normalisation of constants (weight standardisation) ------------ */
+
+/* ReduceMean, ReduceSum or ReduceL2 (op 0, 1, 2) of constant x over axes (none: all) in
+ * double, keepdims or not: what NFNets' weight standardisation computes of a weight. */
+dtnn_status fold_reduce(imp *p, const Onnx__NodeProto *nd, int x, int op, const int64_t *axes,
+                        int na, int keep, dtnn_error *err)
+{
+    const imp_value X = p->v[x];
+    if (!X.is_float)
+        return FAIL("a reduction of the integer constant '%s' is not folded", X.name);
+    int reduced[IMP_MAX_DIMS] = {0};
+    for (int k = 0; k < na; k++) {
+        const int a = imp_axis(axes[k], X.ndim);
+        if (a < 0 || reduced[a]++)
+            return BAD("axes of '%s' out of range or repeated", X.name);
+    }
+    int64_t dims[IMP_MAX_DIMS];
+    int ndim = 0;
+    for (int d = 0; d < X.ndim; d++)
+        if (!(na == 0 || reduced[d]) || keep)
+            dims[ndim++] = na == 0 || reduced[d] ? 1 : X.dims[d];
+    int o = imp_out(p, nd, 0, err);
+    if (o < 0 || imp_const_alloc(p, o, 1, dims, ndim, err))
+        return err->code;
+    const imp_value *src = &p->v[x];
+    imp_value *out = &p->v[o];
+    double *acc = calloc(out->count ? out->count : 1, sizeof(double));
+    if (!acc)
+        return dtnn_error_set(err, DTNN_ERR_NOMEM, "out of memory");
+    int64_t idx[IMP_MAX_DIMS] = {0};
+    const size_t per = out->count ? src->count / out->count : 0;
+    for (size_t k = 0; k < src->count; k++) {
+        /* the output element: the kept dims' indices, row-major */
+        int64_t at = 0;
+        for (int d = 0; d < X.ndim; d++)
+            if (!(na == 0 || reduced[d]))
+                at = at * X.dims[d] + idx[d];
+        const double v = src->f[k];
+        acc[at] += op == 2 ? v * v : v;
+        for (int d = X.ndim - 1; d >= 0; d--) {
+            if (++idx[d] < X.dims[d])
+                break;
+            idx[d] = 0;
+        }
+    }
+    for (size_t j = 0; j < out->count; j++)
+        out->f[j] = (float)(op == 2 ? sqrt(acc[j]) : op == 0 ? acc[j] / (double)per : acc[j]);
+    free(acc);
+    return DTNN_OK;
+}
+
+/* BatchNormalization of a constant X [N, C, ...]: with training_mode 1 normalised by its own
+ * mean and biased variance per channel (what F.batch_norm(weight, training=True) makes of
+ * NFNets' weights), else by the inputs' running statistics; then scale and bias. The running
+ * outputs of training mode (1 and 2), where named, are folded as well, as ONNX's function
+ * body defines them (the biased variance). */
+dtnn_status fold_batchnorm(imp *p, const Onnx__NodeProto *nd, int x, dtnn_error *err)
+{
+    const imp_value X = p->v[x];
+    if (!X.is_float || X.ndim < 2)
+        return FAIL("a batch normalisation of the constant '%s' of rank %d is not folded",
+                    X.name, X.ndim);
+    const int64_t C = X.dims[1];
+    int t[4];
+    for (int k = 0; k < 4; k++)
+        if ((t[k] = imp_const_floats(p, nd, k + 1, (size_t)C, err)) < 0)
+            return err->code;
+    const int training = imp_attr_int(nd, "training_mode", 0) != 0;
+    const double eps = imp_attr_float(nd, "epsilon", 1e-5f);
+    const double momentum = imp_attr_float(nd, "momentum", 0.9f);
+    const size_t inner = X.count / (size_t)(X.dims[0] * C);
+    double *mean = calloc((size_t)C * 2, sizeof(double));
+    if (!mean)
+        return dtnn_error_set(err, DTNN_ERR_NOMEM, "out of memory");
+    double *var = mean + C;
+    const size_t per = (size_t)X.dims[0] * inner;
+    for (int64_t c = 0; c < C; c++) {
+        if (!training) {
+            mean[c] = p->v[t[2]].f[c];
+            var[c] = p->v[t[3]].f[c];
+            continue;
+        }
+        double s = 0.0, s2 = 0.0;
+        for (int64_t n = 0; n < X.dims[0]; n++)
+            for (size_t j = 0; j < inner; j++)
+                s += X.f[((size_t)n * C + c) * inner + j];
+        mean[c] = s / (double)per;
+        for (int64_t n = 0; n < X.dims[0]; n++)
+            for (size_t j = 0; j < inner; j++) {
+                const double d = X.f[((size_t)n * C + c) * inner + j] - mean[c];
+                s2 += d * d;
+            }
+        var[c] = s2 / (double)per;
+    }
+    dtnn_status st = DTNN_OK;
+    int o = imp_out(p, nd, 0, err);
+    if (o < 0 || imp_const_alloc(p, o, 1, X.dims, X.ndim, err))
+        st = err->code;
+    for (size_t k = 0; !st && k < p->v[o].count; k++) {
+        const int64_t c = (int64_t)(k / inner) % C;
+        p->v[o].f[k] = (float)((p->v[x].f[k] - mean[c]) / sqrt(var[c] + eps) *
+                                   p->v[t[0]].f[c] + p->v[t[1]].f[c]);
+    }
+    for (size_t r = 1; !st && training && r < 3 && r < nd->n_output; r++) {
+        if (!nd->output[r][0])
+            continue;
+        const int64_t cd[1] = {C};
+        int ro = imp_out(p, nd, (int)r, err);
+        if (ro < 0 || imp_const_alloc(p, ro, 1, cd, 1, err)) {
+            st = err->code;
+            break;
+        }
+        const float *running = p->v[t[r + 1]].f;
+        for (int64_t c = 0; c < C; c++)
+            p->v[ro].f[c] = (float)(running[c] * momentum +
+                                    (r == 1 ? mean[c] : var[c]) * (1.0 - momentum));
+    }
+    free(mean);
+    return st;
 }

@@ -25,6 +25,9 @@ int imp_const_floats(imp *p, const Onnx__NodeProto *nd, int k, size_t n, dtnn_er
 
 dtnn_status op_batchnorm(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
 {
+    const int c = imp_in(p, nd, 0, err);
+    if (c >= 0 && p->v[c].kind == IMP_CONST)
+        return fold_batchnorm(p, nd, c, err);
     int x = imp_in_layer(p, nd, 0, 0, err);
     if (x < 0)
         return err->code;

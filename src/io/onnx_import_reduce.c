@@ -5,7 +5,8 @@
  * 1; [N, H, W] has no dtnn form). On a channels-last view (a Transpose [0, 2, 3, 1] being
  * followed) the axes are its own: 1, 2 the plane and 3 the channels, the result still a view.
  * ReduceSum's axes are an input from opset 13; the others' are an attribute up to 17 (the last
- * opset imported). No axes reduces everything (refused), unless noop_with_empty_axes.
+ * opset imported). No axes reduces everything (refused), unless noop_with_empty_axes. Of a
+ * constant (a weight being standardised) any reduction is folded (onnx_import_fold.c).
  */
 #include <string.h>
 
@@ -39,23 +40,28 @@ static int reduction_of(const int64_t *axes, int na, int rank, int nhwc)
 static dtnn_status reduce_node(imp *p, const Onnx__NodeProto *nd, int op, dtnn_error *err)
 {
     static const char *const names[3] = {"mean", "sum", "L2 norm"};
-    int x = imp_in_layer(p, nd, 0, IMP_ALLOW_NHWC, err);
+    const int c = imp_in(p, nd, 0, err);
+    const int folding = c >= 0 && p->v[c].kind == IMP_CONST;
+    int x = folding ? c : imp_in_layer(p, nd, 0, IMP_ALLOW_NHWC, err);
     if (x < 0)
         return err->code;
     const imp_value X = p->v[x];
-    int64_t axes[4];
+    int64_t axes[IMP_MAX_DIMS];
     int na;
     if (op == OP_SUM && p->opset >= 13) {
-        na = imp_in_opt(p, nd, 1, err) >= 0 ? imp_const_ints(p, nd, 1, axes, 4, err) : 0;
+        na = imp_in_opt(p, nd, 1, err) >= 0 ? imp_const_ints(p, nd, 1, axes, IMP_MAX_DIMS, err)
+                                            : 0;
         if (na < 0)
             return err->code;
-        if (na == 0 && imp_attr_int(nd, "noop_with_empty_axes", 0))
+        if (na == 0 && imp_attr_int(nd, "noop_with_empty_axes", 0) && !folding)
             return imp_out_alias(p, nd, x, err) < 0 ? err->code : DTNN_OK;
     } else {
-        na = imp_attr_ints(nd, "axes", axes, 4);
+        na = imp_attr_ints(nd, "axes", axes, IMP_MAX_DIMS);
     }
-    const int over = na > 4 ? OVER_NONE : reduction_of(axes, na, X.rank, X.nhwc);
     const int keep = imp_attr_int(nd, "keepdims", 1) != 0;
+    if (folding && na <= IMP_MAX_DIMS)
+        return fold_reduce(p, nd, x, op, axes, na, keep, err);
+    const int over = na > 4 ? OVER_NONE : reduction_of(axes, na, X.rank, X.nhwc);
     if (over == OVER_NONE || ((over == OVER_CHANNELS || X.nhwc) && !keep))
         return FAIL("only the %s over H and W of [N, C, H, W] (axes 2, 3; of a channels-last "
                     "view 1, 2) or over the channels (axis 1; 3) is supported, keeping the "
