@@ -21,21 +21,6 @@ static dtnn_status flatten_infer(layer *l, dtnn_error *err)
     return DTNN_OK;
 }
 
-static void flatten_forward(layer *l, const layer_ctx *ctx)
-{
-    const size_t count = shape_size(l->out) * (size_t)l->n;
-    if (l->y != l->x[0])    /* in place it is a view: nothing to do */
-        be_run(ctx->be, copy_rows, 1, count, l->y, count, l->x[0], count, 0);
-}
-
-static void flatten_backward(layer *l, const layer_ctx *ctx)
-{
-    const size_t count = shape_size(l->out) * (size_t)l->n;
-    if (l->dx[0])
-        be_run(ctx->be, copy_rows, 1, count, l->dx[0], count, l->dy, count,
-               l->dx_accumulate[0]);
-}
-
 const layer_ops layer_flatten = {
     .type = "flatten",
     .summary = "C x H x W -> (C*H*W) features",
@@ -44,7 +29,7 @@ const layer_ops layer_flatten = {
     .max_inputs = 1,
     .set = flatten_set,
     .infer = flatten_infer,
-    .forward = flatten_forward,
-    .backward = flatten_backward,
+    .forward = layer_view_forward,
+    .backward = layer_view_backward,
     .inplace = LAYER_VIEW,
 };

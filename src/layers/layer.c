@@ -60,6 +60,21 @@ dtnn_status layer_opt_bool(const char *key, const char *value, int *out, dtnn_er
                           key, value);
 }
 
+void layer_view_forward(layer *l, const layer_ctx *ctx)
+{
+    const size_t count = shape_size(l->out) * (size_t)l->n;
+    if (l->y != l->x[0])
+        be_run(ctx->be, copy_rows, 1, count, l->y, count, l->x[0], count, 0);
+}
+
+void layer_view_backward(layer *l, const layer_ctx *ctx)
+{
+    const size_t count = shape_size(l->out) * (size_t)l->n;
+    if (l->dx[0])
+        be_run(ctx->be, copy_rows, 1, count, l->dx[0], count, l->dy, count,
+               l->dx_accumulate[0]);
+}
+
 dtnn_status layer_opt_pair(const char *key, const char *value, int min, int *h, int *w,
                            dtnn_error *err)
 {

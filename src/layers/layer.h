@@ -209,6 +209,11 @@ dtnn_status layer_opt_float(const char *key, const char *value, double min, doub
                             float *out, dtnn_error *err);
 dtnn_status layer_opt_bool(const char *key, const char *value, int *out, dtnn_error *err);
 /* "3" or "3x5" (h x w) */
+/* forward and backward of a layer that only renames its input's shape (flatten, reshape):
+ * nothing where the model runs it in place (a view), else a copy; backward copies (or adds)
+ * the output gradient back. */
+void layer_view_forward(layer *l, const layer_ctx *ctx);
+void layer_view_backward(layer *l, const layer_ctx *ctx);
 dtnn_status layer_opt_pair(const char *key, const char *value, int min, int *h, int *w,
                            dtnn_error *err);
 /* "a,b,c,d": exactly count integers in [min, max] */

@@ -40,21 +40,6 @@ static dtnn_status reshape_infer(layer *l, dtnn_error *err)
     return DTNN_OK;
 }
 
-static void reshape_forward(layer *l, const layer_ctx *ctx)
-{
-    const size_t count = shape_size(l->out) * (size_t)l->n;
-    if (l->y != l->x[0])    /* in place it is a view: nothing to do */
-        be_run(ctx->be, copy_rows, 1, count, l->y, count, l->x[0], count, 0);
-}
-
-static void reshape_backward(layer *l, const layer_ctx *ctx)
-{
-    const size_t count = shape_size(l->out) * (size_t)l->n;
-    if (l->dx[0])
-        be_run(ctx->be, copy_rows, 1, count, l->dx[0], count, l->dy, count,
-               l->dx_accumulate[0]);
-}
-
 const layer_ops layer_reshape = {
     .type = "reshape",
     .summary = "C x H x W -> another shape of as many values (memory order kept)",
@@ -63,7 +48,7 @@ const layer_ops layer_reshape = {
     .max_inputs = 1,
     .set = reshape_set,
     .infer = reshape_infer,
-    .forward = reshape_forward,
-    .backward = reshape_backward,
+    .forward = layer_view_forward,
+    .backward = layer_view_backward,
     .inplace = LAYER_VIEW,
 };
