@@ -34,8 +34,9 @@ static dtnn_status data_params(const cli_opt *o, int n, dtnn_data_params *dp,
     return DTNN_OK;
 }
 
-#define DATASET_HELP "fashion-mnist | mnist | cifar10 | cifar100 | npy | synthetic | imagefolder | " \
-                     "shards (WebDataset .tar shards in --data-dir; `dtnn shard` writes them)"
+#define DATASET_HELP                                                                          \
+    "fashion-mnist | mnist | cifar10 | cifar100 | npy | synthetic | imagefolder | shards "    \
+    "(WebDataset .tar shards in --data-dir; `dtnn shard` writes them)"
 #define DATA_OPTIONS                                                                          \
     {"dataset", OPT_STRING, "fashion-mnist", DATASET_HELP, 0, NULL, 0},                       \
     {"data-dir", OPT_STRING, NULL, "dataset folder (default: the dataset's own; imagefolder: "  \

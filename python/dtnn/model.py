@@ -351,8 +351,8 @@ class Model:
         dtnn.datasets (its test split then validates after each epoch, as the CLI's), or a
         dtnn.datasets.ImageFolder (streamed by loader threads; its val split validates).
         augment: "none" or as `dtnn train --augment`, e.g. "crop,flip,trivialaugment" or
-        "crop,randaugment:2:9" (None: crop,flip for an image folder, else none); mixup / cutmix: Beta alphas of torchvision's v2.MixUp / CutMix over each
-        global batch; repeated_augment: K repeats of each sample (RASampler). With any of
+        "crop,randaugment:2:9" (None: crop,flip for an image folder, else none); mixup /
+        cutmix: Beta alphas of torchvision's v2.MixUp / CutMix over each global batch; repeated_augment: K repeats of each sample (RASampler). With any of
         these or loader_threads > 0, data in memory goes through the library's loader as in
         the CLI. Under mpirun each rank passes the
         whole data set and trains on its share of every global batch of batch_size. Returns a

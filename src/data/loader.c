@@ -89,9 +89,9 @@ static void mix_slot(const dtnn_loader *l, loader_slot *s)
         memcpy(s->partner, s->x + (size_t)(s->n - 1) * l->sample, sizeof(float) * l->sample);
         s->partner_y = s->y[s->n - 1];
     }
-    s->mix.y2 = s->y2;
     dtnn__mix_draw(l->p.mixup_alpha, l->p.cutmix_alpha, l->p.seed, s->epoch, s->step, l->h,
                    l->w, &s->mix);
+    s->mix.y2 = s->y2;
     for (int i = 0; i < s->n; i++)
         s->y2[i] = i ? s->y[i - 1] : s->partner_y;
     dtnn__mix_apply(&s->mix, s->x, s->partner, s->n, l->c, l->h, l->w);
@@ -227,6 +227,8 @@ dtnn_status dtnn__loader_finish(dtnn_loader *l, dtnn_error *err)
     l->perm = malloc(sizeof(int64_t) * (size_t)l->order_n);
     l->slots = calloc((size_t)l->nslots, sizeof *l->slots);
     l->workers = calloc((size_t)l->nthreads + 1, sizeof *l->workers);
+    for (int i = 0; l->workers && i <= l->nthreads; i++)
+        l->workers[i].shard = (shard_handle){-1, -1};     /* none open (0 is a descriptor) */
     if (!l->perm || !l->slots || !l->workers)
         return dtnn_error_set(err, DTNN_ERR_NOMEM, "%s: out of memory for the loader", l->name);
     for (int i = 0; i < l->nslots; i++) {
@@ -317,6 +319,7 @@ void dtnn_loader_free(dtnn_loader *l)
             dtnn_image_free(&l->workers[i].img);
             dtnn__resample_scratch_free(&l->workers[i].rs);
             free(l->workers[i].file);
+            dtnn__shards_close(&l->workers[i].shard);
             free(l->workers[i].u8);
             free(l->workers[i].aa_tmp);
         }

@@ -51,6 +51,7 @@ typedef struct {
     float *aa_tmp;          /* and their scratch */
     unsigned char *file;    /* shards: an image's encoded bytes */
     size_t file_cap;
+    shard_handle shard;     /* shards: the one this thread reads */
 } loader_worker;
 
 struct dtnn_loader {

@@ -58,7 +58,8 @@ static dtnn_status read_image(dtnn_loader *l, loader_worker *wk, int64_t k, int3
         return dtnn_image_read(l->list.paths[k], &wk->img, err);
     }
     size_t len;
-    dtnn_status st = dtnn__shards_read(l->shards, k, &wk->file, &wk->file_cap, &len, label, err);
+    dtnn_status st = dtnn__shards_read(l->shards, &wk->shard, k, &wk->file, &wk->file_cap, &len,
+                                       label, err);
     if (st)
         return st;
     char origin[600];

@@ -48,9 +48,7 @@ double dtnn__rng_beta(dtnn_rng *r, double a, double b)
 void dtnn__mix_draw(float mixup_alpha, float cutmix_alpha, uint64_t seed, int64_t epoch,
                     int64_t step, int h, int w, dtnn_batch_mix *mix)
 {
-    const int32_t *y2 = mix->y2;
     memset(mix, 0, sizeof *mix);
-    mix->y2 = y2;
     mix->lam = 1.0f;
     if (!(mixup_alpha > 0.0f) && !(cutmix_alpha > 0.0f))
         return;
@@ -103,8 +101,9 @@ void dtnn__mix_apply(const dtnn_batch_mix *mix, float *x, const float *partner0,
         }
         const int x0 = mix->box[0], y0 = mix->box[1], x1 = mix->box[2], y1 = mix->box[3];
         for (int ch = 0; ch < c; ch++)
-            for (int y = y0; y < y1; y++)
-                memcpy(xi + ch * plane + (size_t)y * w + x0, other + ch * plane + (size_t)y * w + x0,
-                       sizeof(float) * (size_t)(x1 - x0));
+            for (int y = y0; y < y1; y++) {
+                const size_t at = (size_t)ch * plane + (size_t)y * w + x0;
+                memcpy(xi + at, other + at, sizeof(float) * (size_t)(x1 - x0));
+            }
     }
 }

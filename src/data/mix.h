@@ -15,7 +15,7 @@
 /* The draws of global step `step` of `epoch` for an h x w image: with both alphas positive a
  * fair coin chooses MixUp or CutMix (torchvision's reference RandomChoice); then lam ~ Beta(a,
  * a) (mix->draw) and, for CutMix, the box's centre and corners; mix->lam is the weight of a
- * sample's own label (CutMix: the share of the image left as it was). mix->y2 is left alone. */
+ * sample's own label (CutMix: the share of the image left as it was); mix->y2 is NULL. */
 void dtnn__mix_draw(float mixup_alpha, float cutmix_alpha, uint64_t seed, int64_t epoch,
                     int64_t step, int h, int w, dtnn_batch_mix *mix);
 

@@ -91,8 +91,9 @@ static dtnn_status index_member(json_reader *j, char *key, void *p)
             return st;
         c->have_format = !strcmp(v, "dtnn-shards-1");
         free(v);
-        return c->have_format ? DTNN_OK
-                              : json_fail(j, "format is not dtnn-shards-1 (a newer dtnn wrote it?)");
+        return c->have_format
+                   ? DTNN_OK
+                   : json_fail(j, "format is not dtnn-shards-1 (a newer dtnn wrote it?)");
     }
     if (!strcmp(key, "classes")) {
         c->classes_set = 1;
@@ -208,7 +209,8 @@ int dtnn_shards_has_split(const char *dir, const char *split)
     dtnn_shards s;
     memset(&s, 0, sizeof s);
     int indexed = 0;
-    int has = !read_index(&s, dir, split, &indexed, &err) && (indexed || !list_files(&s, dir, split, &err));
+    const int has = !read_index(&s, dir, split, &indexed, &err) &&
+                    (indexed || !list_files(&s, dir, split, &err));
     dtnn__shards_free(&s);
     return has;
 }
@@ -368,8 +370,15 @@ dtnn_status dtnn__shards_order(dtnn_shards *s, uint64_t seed, int64_t epoch, int
     return st;
 }
 
-dtnn_status dtnn__shards_read(dtnn_shards *s, int64_t k, unsigned char **buf, size_t *cap,
-                              size_t *len, int32_t *label, dtnn_error *err)
+void dtnn__shards_close(shard_handle *h)
+{
+    if (h->fd >= 0)
+        close(h->fd);
+    h->fd = h->file = -1;
+}
+
+dtnn_status dtnn__shards_read(dtnn_shards *s, shard_handle *h, int64_t k, unsigned char **buf,
+                              size_t *cap, size_t *len, int32_t *label, dtnn_error *err)
 {
     shard_ref r;
     dtnn__shards_ref(s, k, &r);
@@ -383,20 +392,22 @@ dtnn_status dtnn__shards_read(dtnn_shards *s, int64_t k, unsigned char **buf, si
         *buf = nb;
         *cap = t->size;
     }
-    const int fd = open(f->path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return dtnn_error_set(err, DTNN_ERR_IO, "cannot open shard %s: %s", f->path,
-                              strerror(errno));
+    if (h->file != r.file) {
+        dtnn__shards_close(h);
+        if ((h->fd = open(f->path, O_RDONLY | O_CLOEXEC)) < 0)
+            return dtnn_error_set(err, DTNN_ERR_IO, "cannot open shard %s: %s", f->path,
+                                  strerror(errno));
+        h->file = r.file;
+    }
     size_t done = 0;
     while (done < t->size) {
-        ssize_t got = pread(fd, *buf + done, t->size - done, (off_t)(t->offset + done));
+        ssize_t got = pread(h->fd, *buf + done, t->size - done, (off_t)(t->offset + done));
         if (got < 0 && errno == EINTR)
             continue;
         if (got <= 0)
             break;
         done += (size_t)got;
     }
-    close(fd);
     atomic_fetch_add(&s->bytes_read, (int64_t)done);
     if (done < t->size)
         return dtnn_error_set(err, DTNN_ERR_IO, "shard %s: cannot read the image of sample %d "

@@ -56,9 +56,18 @@ dtnn_status dtnn__shards_scan_all(dtnn_shards *s, dtnn_error *err);
 /* The shard and place of flat index k. */
 void dtnn__shards_ref(const dtnn_shards *s, int64_t k, shard_ref *ref);
 
-/* Reads sample k's image bytes into *buf (grown as needed) and its class; its shard's table
- * must have been read (by dtnn__shards_order or dtnn__shards_scan_all). */
-dtnn_status dtnn__shards_read(dtnn_shards *s, int64_t k, unsigned char **buf, size_t *cap,
-                              size_t *len, int32_t *label, dtnn_error *err);
+/* A reader's open shard: a stream reads its samples shard after shard, so one descriptor per
+ * loader thread, kept until the next shard, saves an open and a close per image. Start from
+ * {-1, -1}; dtnn__shards_close ends it. */
+typedef struct {
+    int fd;
+    int file;
+} shard_handle;
+void dtnn__shards_close(shard_handle *h);
+
+/* Reads sample k's image bytes into *buf (grown as needed) and its class through h; its
+ * shard's table must have been read (by dtnn__shards_order or dtnn__shards_scan_all). */
+dtnn_status dtnn__shards_read(dtnn_shards *s, shard_handle *h, int64_t k, unsigned char **buf,
+                              size_t *cap, size_t *len, int32_t *label, dtnn_error *err);
 
 #endif

@@ -2,8 +2,8 @@
  * onnx_import_shape.c — the ONNX operators that only move or rename data: Flatten, Reshape,
  * Squeeze and Unsqueeze where they flatten to [N, features] (dtnn stores [N, F] and
  * [N, F, 1, 1] the same way, so most become no layer at all), Reshape to [N, C, L] or
- * [N, C, H, W] of as many values (the reshape layer: ECA's row of channel means), Dropout and Identity (the identity
- * at inference), Pad (mode constant: zero rows and columns that only Convs read go into their
+ * [N, C, H, W] of as many values (the reshape layer: ECA's row of channel means), Dropout
+ * and Identity (the identity at inference), Pad (mode constant: zero rows and columns that only Convs read go into their
  * padding, zero channels alone make the option-A shortcut, any other the pad layer), Slice (the
  * shortcut's x[:, :, ::s, ::s]), and the constant folding of Constant, Shape, Gather, Cast,
  * Squeeze, Unsqueeze and Concat that PyTorch writes for Reshape targets. Semantics:

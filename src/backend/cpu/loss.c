@@ -1,7 +1,8 @@
 /*
- * loss.c — the CPU's losses on logits against integer labels (or MixUp's pairs of them), fused with their gradient, and
- * the top-1 / top-5 hits (the formulas: model/loss.c, one sample's in formulas/loss_formulas.h,
- * shared with the CUDA backend). Per-sample losses are summed in double, in sample order.
+ * loss.c — the CPU's losses on logits against integer labels (or MixUp's pairs of them),
+ * fused with their gradient, and the top-1 / top-5 hits (the formulas: model/loss.c, one
+ * sample's in formulas/loss_formulas.h, shared with the CUDA backend). Per-sample losses are
+ * summed in double, in sample order.
  */
 #include "cpu_kernels.h"
 #include "../formulas/loss_formulas.h"

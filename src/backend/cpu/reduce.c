@@ -1,6 +1,6 @@
 /*
- * reduce.c — sums, means and L2 norms over the channels or over each plane (backend.h's reduce_geom),
- * on the shared formulas (formulas/reduce_formulas.h), one output per iteration.
+ * reduce.c — sums, means and L2 norms over the channels or over each plane (backend.h's
+ * reduce_geom), on the shared formulas (formulas/reduce_formulas.h), one output per iteration.
  */
 #include "cpu_kernels.h"
 #include "../formulas/reduce_formulas.h"
