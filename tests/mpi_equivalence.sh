@@ -14,7 +14,18 @@ ckdiff=$2
 mpirun=$3
 tmp=$4
 rm -rf "$tmp" && mkdir -p "$tmp"
-mpi() { local np=$1; shift; "$mpirun" -np "$np" "$@"; }
+# A run that fails says why here (its checkpoint is then missing and the comparison after it
+# can only say that): the launcher's and the ranks' last lines of stderr.
+mpi() {
+    local np=$1 rc=0
+    shift
+    "$mpirun" -np "$np" "$@" 2>"$tmp/mpi.err" || rc=$?
+    if [[ $rc -ne 0 ]]; then
+        echo "mpirun -np $np ${*:2:12} ... exited $rc:"
+        tail -20 "$tmp/mpi.err" | sed 's/^/    /'
+    fi
+    return $rc
+}
 failures=0
 
 # Tolerances. fp32: the ranks sum the same per-sample gradients in another order (partial sums
