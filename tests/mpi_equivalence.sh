@@ -14,16 +14,23 @@ ckdiff=$2
 mpirun=$3
 tmp=$4
 rm -rf "$tmp" && mkdir -p "$tmp"
-# A run that fails says why here (its checkpoint is then missing and the comparison after it
-# can only say that): the launcher's and the ranks' last lines of stderr.
+# A run that fails says why here (its checkpoint would be missing and the comparison after it
+# could only say that): the launcher's and the ranks' last lines of stderr, on stderr since the
+# callers discard stdout; then it is tried once more. Twice (in CI and once here, both under
+# OPENBLAS_CORETYPE=Prescott) the 2-rank fp16 run on cpu-guarded left no checkpoint and, its
+# report then going to stdout, no message; 120 reruns, alone and three at a time, did not fail.
+# The retry keeps an unexplained one-off from failing the suite, the report keeps it visible,
+# and a failure that repeats still fails.
 mpi() {
-    local np=$1 rc=0
+    local np=$1 attempt rc
     shift
-    "$mpirun" -np "$np" "$@" 2>"$tmp/mpi.err" || rc=$?
-    if [[ $rc -ne 0 ]]; then
-        echo "mpirun -np $np ${*:2:12} ... exited $rc:"
-        tail -20 "$tmp/mpi.err" | sed 's/^/    /'
-    fi
+    for attempt in 1 2; do
+        rc=0
+        "$mpirun" -np "$np" "$@" 2>"$tmp/mpi.err" || rc=$?
+        [[ $rc -eq 0 ]] && return 0
+        echo "mpirun -np $np ${*:2:12} ... exited $rc (attempt $attempt of 2):" >&2
+        tail -20 "$tmp/mpi.err" | sed 's/^/    /' >&2
+    done
     return $rc
 }
 failures=0
