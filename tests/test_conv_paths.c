@@ -100,9 +100,11 @@ static int fast_kernels(void) { return strcmp(dtnn_cpu_kernels_name(), "generic"
 /* the absolute tolerance of a sum of `terms` products of values of order 1 */
 static double atol_for(double terms) { return ATOL * (terms > 256 ? terms / 256 : 1); }
 
-static void check_case(const conv_case *cc, const char *algo)
+/* The fast build within workspace_limit bytes of scratch (0: none). */
+static void check_case(const conv_case *cc, const char *algo, size_t workspace_limit)
 {
-    dtnn_model *fast = build_one(cc, algo), *ref = build_one(cc, "im2col");
+    dtnn_model *fast = build_threads(cc, algo, 0, workspace_limit);
+    dtnn_model *ref = build_one(cc, "im2col");
     if (!fast || !ref) {
         dtnn_model_free(fast);
         dtnn_model_free(ref);
@@ -229,13 +231,16 @@ int main(void)
         {4, 9, 10, 2, "filters=4 kernel=3 padding=2 dilation=2 groups=4", NULL},
         {5, 7, 9, 2, "filters=5 kernel=3x5 stride=1x2 padding=1x2 groups=5", NULL},
         {6, 5, 5, 3, "filters=6 kernel=5 padding=0 groups=6", NULL},
-        /* pointwise: 1x1, stride 1, no padding, one group */
-        {5, 7, 9, 3, "filters=11 kernel=1", "pointwise"},
+        /* pointwise: 1x1, stride 1, no padding, one group; below 64 pixels a plane the images
+         * gathered into one product (below: also in chunks; ConvNeXt's 1x1 planes at 32x32
+         * input) */
+        {5, 7, 9, 3, "filters=11 kernel=1", "pointwise-gathered"},
+        {96, 1, 1, 5, "filters=70 kernel=1 bias=0", "pointwise-gathered"},
         {13, 1, 1, 1, "filters=3 kernel=1 bias=0", NULL},
         {16, 8, 8, 2, "filters=24 kernel=1 bias=0", NULL},
         /* the batch in one strided GEMM: over a k block (forward: 260 channels; weight
          * gradient: 400 pixels) and a register tile's rows and columns */
-        {260, 5, 5, 3, "filters=20 kernel=1", "pointwise"},
+        {260, 8, 8, 3, "filters=20 kernel=1", "pointwise"},
         {8, 20, 20, 3, "filters=13 kernel=1 bias=0", "pointwise"},
         /* direct: stride 1, one group, any kernel up to 7x7, padding below the kernel size */
         {1, 28, 28, 3, "filters=6 kernel=5 padding=2", "direct"},     /* LeNet-5 */
@@ -316,9 +321,12 @@ int main(void)
         {6, 7, 7, 2, "filters=12 kernel=3 padding=1 groups=6", NULL},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        check_case(&cases[i], "auto");
-        check_case(&cases[i], "direct");
+        check_case(&cases[i], "auto", 0);
+        check_case(&cases[i], "direct", 0);
     }
+    /* pointwise gathered within a workspace of 2 images' copies: chunks of 2, 2, 2, 1 */
+    static const conv_case chunked = {40, 3, 3, 7, "filters=24 kernel=1", "pointwise-gathered"};
+    check_case(&chunked, "auto", 2 * (40 + 24) * 9 * sizeof(float));
     /* 3 threads: Winograd F(4x4) and F(2x2), one round of 3 chunks and two rounds (32
      * channels at 32x32: chunks of 2 images, the last thread's second round empty), a
      * weight gradient on the dot products and one on BLAS (64 and 64 channels); the direct
@@ -334,6 +342,7 @@ int main(void)
         {40, 4, 8, 6, "filters=32 kernel=3 padding=1 bias=0", NULL},
         {32, 32, 32, 10, "filters=36 kernel=3 padding=1", NULL},
         {64, 8, 8, 9, "filters=64 kernel=3 padding=1", NULL},
+        {48, 4, 4, 9, "filters=40 kernel=1", NULL},
     };
     /* The generic kernels have no Winograd, and im2col's BLAS GEMMs split by thread count. */
     if (fast_kernels())

@@ -31,9 +31,10 @@
  *   depthwise  groups == C == K (MobileNet's 3x3 depthwise layers): direct loops per channel
  *              plane (backend/cpu/depthwise.c), no workspace.
  *   pointwise  1x1, stride 1, no padding, one group (ResNet-50's bottleneck ends, MobileNetV2's
- *              expansions and projections, DenseNet's bottlenecks): an image [C, H*W] already
- *              is its own column matrix, so one GEMM per image reads x and writes y in place,
- *              with no im2col, no scatter and no workspace.
+ *              expansions and projections, DenseNet's bottlenecks, ConvNeXt's MLPs): an image
+ *              [C, H*W] already is its own column matrix, so one GEMM per image, or on small
+ *              planes one GEMM for a chunk of images copied side by side
+ *              (backend/cpu/conv_pointwise.c).
  *   im2col-tiles  the im2col path with at most 64 filters per group (ResNet's stride-2
  *              layers): its products on backend/cpu/gemm_tiles.c's register tiles, not BLAS.
  */
@@ -78,6 +79,7 @@ struct conv_plan {
     conv_geom gx;
     int chunk_extend;
     size_t extend_offset;
+    int chunk_pointwise;        /* images per gathered pointwise product; 0: one per image */
 };
 
 /* The most images (at least one) whose scratch per chunk (fixed: the part that does not grow
@@ -150,7 +152,8 @@ static void plan(conv_plan *c, dtnn_conv_algo asked)
     if (fast && symmetric && g->groups == 1 && g->R == 1 && g->S == 1 &&
         g->stride_h == 1 && g->stride_w == 1 && g->pad_h == 0 && g->pad_w == 0) {
         c->algo = c->algo_backward = CONV_POINTWISE;
-        c->workspace_bytes = 0;
+        c->chunk_pointwise = cpu_conv_pointwise_chunk(g, c->max_batch, c->workspace_limit);
+        c->workspace_bytes = cpu_conv_pointwise_workspace(g, c->chunk_pointwise);
         return;
     }
     c->slots = DTNN_MAX(cpu_threads(), 1);
@@ -377,14 +380,8 @@ static void forward_f32(const conv_plan *c, int n, const float *x, const float *
         return;
     }
     if (c->algo == CONV_POINTWISE) {
-        /* one call for the batch: the filters packed once, not once an image */
-        const size_t in = (size_t)g->C * PQ, out = (size_t)g->K * PQ;
-        cpu_gemm_strided(n, 0, 0, g->K, PQ, g->C, 1.0f, w, g->C, 0, x, PQ, in, 0.0f, y, PQ, out,
-                         gemm_flags(c));
-        for (int i = 0; b && i < n; i++)
-            for (int k = 0; k < g->K; k++)
-                for (int j = 0; j < PQ; j++)
-                    y[i * out + (size_t)k * PQ + j] += b[k];
+        cpu_conv_pointwise_forward(g, n, c->chunk_pointwise, x, w, b, y, workspace,
+                                   gemm_flags(c));
         return;
     }
     const int tiles = c->algo == CONV_IM2COL_TILES;
@@ -452,14 +449,8 @@ static void backward_f32(const conv_plan *c, int n, const float *x, const float 
         return;
     }
     if (c->algo == CONV_POINTWISE) {
-        /* one call each for the batch: W^T packed once; dw the sum of the images' products */
-        const size_t in = (size_t)g->C * PQ, out = (size_t)g->K * PQ;
-        if (dw)
-            cpu_gemm_strided(n, 0, 1, g->K, g->C, PQ, 1.0f, dy, PQ, out, x, PQ, in, 1.0f, dw,
-                             g->C, 0, gemm_flags(c));
-        if (dx)
-            cpu_gemm_strided(n, 1, 0, g->C, PQ, g->K, 1.0f, w, g->C, 0, dy, PQ, out,
-                             accumulate ? 1.0f : 0.0f, dx, PQ, in, gemm_flags(c));
+        cpu_conv_pointwise_backward(g, n, c->chunk_pointwise, x, dy, w, dw, dx, accumulate,
+                                    workspace, gemm_flags(c));
         return;
     }
     /* stride 2 with a direct forward: the weight gradient on the direct kernels too */
@@ -589,6 +580,8 @@ const char *cpu_conv_method(const conv_plan *c)
                                         "depthwise", "pointwise", "im2col-tiles"};
     if (c->extend)
         return "winograd-extended";
+    if (c->algo == CONV_POINTWISE && c->chunk_pointwise)
+        return "pointwise-gathered";
     if (c->algo == CONV_DIRECT && c->algo_backward != CONV_DIRECT)
         return c->algo_backward == CONV_IM2COL_TILES ? "direct/im2col-tiles" : "direct/im2col";
     if (c->algo == CONV_WINOGRAD && c->algo_backward == CONV_WINOGRAD && c->weight_grad_direct)

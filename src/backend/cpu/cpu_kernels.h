@@ -89,6 +89,16 @@ void cpu_conv_winograd_backward(const conv_geom *g, int n, int chunk, int slots,
                                 const float *w, float *dw, float *dx, int accumulate,
                                 float *workspace);
 void cpu_bias_grad(int n, int C, int hw, const float *dy, float *db);
+/* 1x1 convolutions (conv_pointwise.c): chunk = images per gathered product, 0 = a product per
+ * image (no workspace). */
+int cpu_conv_pointwise_chunk(const conv_geom *g, int max_batch, size_t workspace_limit);
+size_t cpu_conv_pointwise_workspace(const conv_geom *g, int chunk);
+void cpu_conv_pointwise_forward(const conv_geom *g, int n, int chunk, const float *x,
+                                const float *w, const float *b, float *y, float *workspace,
+                                int flags);
+void cpu_conv_pointwise_backward(const conv_geom *g, int n, int chunk, const float *x,
+                                 const float *dy, const float *w, float *dw, float *dx,
+                                 int accumulate, float *workspace, int flags);
 void cpu_dw_conv_forward(const conv_geom *g, int n, const float *x, const float *w,
                          const float *bias, float *y);
 void cpu_dw_conv_backward_data(const conv_geom *g, int n, const float *dy, const float *w,
