@@ -151,6 +151,8 @@ MODELS = {
     "resnet50": (TV.resnet50, (3, 64, 64)),
     "mobilenet_v2": (TV.mobilenet_v2, (3, 64, 64)),
     "densenet121": (TV.densenet121, (3, 64, 64)),
+    "mobilenet_v3_large": (TV.mobilenet_v3_large, (3, 64, 64)),
+    "regnet_y_400mf": (TV.regnet_y_400mf, (3, 64, 64)),
 }
 
 

@@ -76,9 +76,14 @@ def main():
         want = model(x).numpy()
     got = np.load(logits_path)
     err = float(np.max(np.abs(got - want)))
+    # float32 rounding grows with the size of the values summed: 1e-4 of the largest logit (at
+    # least 1e-4), ~1000 ulps, far above what two correct float32 forwards differ by and far
+    # below what a wrong layer gives. RegNetY, trained 3 steps at lr 0.05 from random weights,
+    # reaches logits of ~7600, where the two differ by 3e-3.
+    tol = 1e-4 * max(1.0, float(np.max(np.abs(want))))
     print(f"torch_interop: {model_name}: load_state_dict ok; dtnn vs PyTorch logits max abs "
-          f"error {err:.3g} (tol 1e-4)")
-    if got.shape != want.shape or not err <= 1e-4:
+          f"error {err:.3g} (tol {tol:.3g})")
+    if got.shape != want.shape or not err <= tol:
         print("torch_interop: FAIL: logits differ")
         return 1
     w = SafetensorsWriter()

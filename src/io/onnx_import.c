@@ -351,16 +351,17 @@ static int name_used(const imp *p, const char *name)
     return name_index_find(&p->layer_index, name) >= 0;
 }
 
-/* dtnn's names: letters, digits, '_' and '.', not starting with '.'. Others become '_'. */
+/* dtnn's names: letters, digits, '_', '.' and '-', not starting with '.' or '-'. Others become
+ * '_'. */
 static void sanitise(char *dst, size_t cap, const char *src)
 {
-    while (*src == '/' || *src == '.' || *src == ':')
+    while (*src == '/' || *src == '.' || *src == ':' || *src == '-')
         src++;
     size_t n = 0;
     for (; *src && n + 1 < cap - 8; src++) {
         char ch = *src;
         int ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-                 (ch >= '0' && ch <= '9') || ch == '_' || ch == '.';
+                 (ch >= '0' && ch <= '9') || ch == '_' || ch == '.' || ch == '-';
         dst[n++] = ok ? ch : '_';
     }
     dst[n] = '\0';

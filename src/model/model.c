@@ -118,13 +118,15 @@ int dtnn_model_find(const dtnn_model *m, const char *name)
     return i >= 0 ? i : -2;
 }
 
+/* Letters, digits, '_', '.' and '-' (torchvision's RegNet names its blocks "block1-0"), not
+ * starting with '.' or '-'. */
 static int valid_name(const char *s)
 {
-    if (!*s || *s == '.')
+    if (!*s || *s == '.' || *s == '-')
         return 0;
     for (; *s; s++)
         if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
-              *s == '_' || *s == '.'))
+              *s == '_' || *s == '.' || *s == '-'))
             return 0;
     return 1;
 }
@@ -201,7 +203,7 @@ int model_append_layer(dtnn_model *m, const layer_ops *ops, const char *name,
     if (!valid_name(l->name) || dtnn_model_find(m, l->name) >= 0) {
         dtnn_error_set(err, DTNN_ERR_ARG, "%s%slayer name '%s' is %s", where, sep, l->name,
                        valid_name(l->name) ? "used twice" :
-                       "not valid (letters, digits, '_' and '.')");
+                       "not valid (letters, digits, '_', '.' and '-')");
         layer_free(l);
         return -1;
     }

@@ -11,7 +11,8 @@
  *             CIFAR-sized padding and one linear head; VGG-16 with batch norm and one linear
  *   mlp       fc 512, ReLU, fc 512, ReLU, fc classes on any (flattened) input
  * and, from zoo_torchvision.c, torchvision's ImageNet models (alexnet, vgg*, resnet18/34/50,
- * mobilenet_v2, densenet121). The table at the bottom is the one list of zoo models.
+ * mobilenet_v2, densenet121) and from zoo_modern.c those with squeeze-and-excitation
+ * (mobilenet_v3_large, regnet_y_400mf). The table at the bottom is the one list of zoo models.
  */
 #include <stdarg.h>
 #include <string.h>
@@ -236,6 +237,10 @@ static const zoo_entry zoo[] = {
      1000, zoo_mobilenet_v2, 0},
     {"densenet121", "torchvision DenseNet-121, 3x224x224, 7,978,856 parameters", 3, 224, 224,
      1000, zoo_densenet121, 0},
+    {"mobilenet_v3_large", "torchvision MobileNetV3-Large, 3x224x224, 5,483,032 parameters", 3,
+     224, 224, 1000, zoo_mobilenet_v3_large, 0},
+    {"regnet_y_400mf", "torchvision RegNetY-400MF, 3x224x224, 4,344,144 parameters", 3, 224, 224,
+     1000, zoo_regnet_y_400mf, 0},
 };
 
 const char *dtnn_zoo_name(int i, const char **description)
