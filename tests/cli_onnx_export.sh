@@ -70,6 +70,18 @@ P
     fi
 done
 
+# SiLU, written as Sigmoid and Mul, comes back as one silu layer computing the same values.
+d="$tmp/gelu_blocks"
+"$dtnn" predict --model "$d/model.onnx" --input "$d/x.npy" --output "$d/back.npy" \
+    --threads 1 >/dev/null || fail=1
+$py -c "import sys, numpy as np; a, b = np.load(sys.argv[1]), np.load(sys.argv[2])
+e = float(np.abs(a - b).max()); print(f'gelu_blocks re-imported: max abs difference {e:.3g}')
+sys.exit(0 if e <= 1e-6 else 1)" "$d/dtnn.npy" "$d/back.npy" || fail=1
+if ! "$dtnn" info --model "$d/model.onnx" | grep -q ' silu '; then
+    echo "FAIL: Sigmoid + Mul not re-imported as one silu layer"
+    fail=1
+fi
+
 # The oldest and newest opsets written, on the model with the most operators.
 for opset in 11 17; do
     d="$tmp/onnx_all_layers"

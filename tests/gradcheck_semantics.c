@@ -1,6 +1,6 @@
 /*
  * gradcheck_semantics.c — finite-difference checks of the layers and options that ONNX models
- * bring (issue 20), part of test_gradcheck: hardsigmoid, hardswish, clamp, hardtanh, gelu
+ * bring (issue 20), part of test_gradcheck: hardsigmoid, hardswish, clamp, hardtanh, gelu, silu
  * (both forms); mul, sub
  * and add broadcast as NumPy; global max pooling; ceil-mode, dilated and asymmetrically padded
  * pooling; asymmetric convolution padding; add, mul and sub of a constant operand; constant
@@ -35,6 +35,14 @@ static void check_activations(void)
     layer(m, "gelu", "approximate=tanh");
     layer(m, "conv2d", "filters=3 kernel=1");
     gradcheck(m, 3, "gelu -> conv2d -> gelu(tanh) -> conv2d", SMOOTH_EPS, TOL);
+
+    /* silu (x sigmoid(x)) is smooth everywhere: on the input and after a conv */
+    m = model_new(3, 5, 4);
+    layer(m, "silu", "");
+    layer(m, "conv2d", "filters=5 kernel=3 padding=1");
+    layer(m, "silu", "");
+    layer(m, "conv2d", "filters=3 kernel=1");
+    gradcheck(m, 3, "silu -> conv2d -> silu -> conv2d", SMOOTH_EPS, TOL);
 
     /* GELU as opsets before 20 write it: x * 0.5 * (1 + erf(x / sqrt 2)) from erf, div, add
      * and mul, which must give gelu's gradient (the same model's value through gelu). */
@@ -312,6 +320,7 @@ static void check_accumulates(void)
     check_accumulate("hardswish", "", 3, 4, 3, TOL);
     check_accumulate("gelu", "", 3, 4, 3, TOL);
     check_accumulate("gelu", "approximate=tanh", 3, 4, 3, TOL);
+    check_accumulate("silu", "", 3, 4, 3, TOL);
     check_accumulate("clamp", "min=-0.5 max=0.5", 3, 4, 3, KINK_TOL);
     check_accumulate("hardtanh", "min=-2 max=2", 3, 4, 3, TOL);
     check_accumulate("global_maxpool", "", 3, 5, 4, KINK_TOL);

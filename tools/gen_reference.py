@@ -382,6 +382,7 @@ def layer_cases():
     gelu_cases(w, cases)
     div_cases(w, cases)
     erf_cases(w, cases)
+    silu_cases(w, cases)
     w.meta["cases"] = " ".join(cases)
     w.meta["generator"] = f"tools/gen_reference.py, torch {torch.__version__}"
     return w
@@ -580,6 +581,13 @@ def erf_cases(w, cases):
     torch.manual_seed(2035)
     record(w, cases, "erf", ["type=erf"], Lambda(torch.erf), torch.randn(2, 3, 5, 4) * 2.0)
     record(w, cases, "sqrt", ["type=sqrt"], Lambda(torch.sqrt), torch.rand(2, 3, 5, 4) * 4.0 + 0.1)
+
+
+def silu_cases(w, cases):
+    """nn.SiLU over inputs of a few units, both tails included. Its own seed, after all older
+    cases, so those keep their values."""
+    torch.manual_seed(2036)
+    record(w, cases, "silu", ["type=silu"], nn.SiLU(), torch.randn(2, 3, 5, 4) * 4.0)
 
 
 def gelu_cases(w, cases):

@@ -130,7 +130,8 @@ typedef struct {
     X(ACT_GELU, "gelu")         /* nn.GELU(): 0.5 x (1 + erf(x / sqrt 2)) */                  \
     X(ACT_GELU_TANH, "gelu_tanh") /* nn.GELU(approximate='tanh') */                        \
     X(ACT_ERF, "erf")           /* torch.erf, ONNX Erf (GELU as opsets before 20 write it) */ \
-    X(ACT_SQRT, "sqrt")         /* torch.sqrt, ONNX Sqrt */
+    X(ACT_SQRT, "sqrt")         /* torch.sqrt, ONNX Sqrt */                                   \
+    X(ACT_SILU, "silu")         /* nn.SiLU: x sigmoid(x) (EfficientNet's swish) */
 
 #define ACT_KIND_ENUM(kind, name) kind,
 typedef enum { DTNN_ACT_KINDS(ACT_KIND_ENUM) } act_kind;

@@ -656,6 +656,23 @@ static dtnn_status op_add(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
     return join(p, nd, "add", ins, n, rank, err);
 }
 
+/* x * sigmoid(x), the sigmoid used nowhere else (SiLU as torch.onnx writes nn.SiLU before
+ * opset 24 and as EfficientNet's TF ports write swish): that sigmoid layer becomes a silu, one
+ * pass instead of two and no stored sigmoid. 1 when fused, 0 when not that pattern. */
+static int fuse_silu(imp *p, const Onnx__NodeProto *nd, const int ins[2], dtnn_error *err)
+{
+    for (int k = 0; k < 2; k++) {
+        const imp_value *S = &p->v[ins[k]];
+        imp_layer *l = S->layer >= 0 ? &p->l[S->layer] : NULL;
+        if (!l || strcmp(l->type, "sigmoid") || l->out != ins[k] || l->n_in != 1 ||
+            l->in[0] != ins[1 - k] || imp_uses(p, S->name) != 1)
+            continue;
+        snprintf(l->type, sizeof l->type, "%s", "silu");
+        return imp_out_alias(p, nd, ins[k], err) < 0 ? -1 : 1;
+    }
+    return 0;
+}
+
 /* Mul and Sub of two computed values, broadcast: dtnn's mul and sub; of a computed value and
  * a constant (either order): their one-input form. */
 static dtnn_status op_binary(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
@@ -677,6 +694,9 @@ static dtnn_status op_binary(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
     if (c0 || c1)
         return const_operand(p, nd, type, ins[c0 ? 1 : 0], ins[c0 ? 0 : 1], c0 && type[0] != 'm',
                              err);
+    const int silu = type[0] == 'm' ? fuse_silu(p, nd, ins, err) : 0;
+    if (silu)
+        return silu < 0 ? err->code : DTNN_OK;
     imp_value o;
     if (broadcast(p, nd, ins[0], ins[1], &o, err))
         return err->code;

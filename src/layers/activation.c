@@ -8,7 +8,8 @@
  * (min=, max=, default -1 and 1, also min_val= / max_val= as nn.Hardtanh). clamp and hardtanh
  * compute the same values and differ only at the bounds in backward, as in PyTorch: clamp
  * passes the gradient at x == min or max, hardtanh does not. gelu is nn.GELU (approximate=
- * none, the erf form, or tanh), ConvNeXt's and the transformers' activation. They differ only in the kernel
+ * none, the erf form, or tanh), ConvNeXt's and the transformers' activation; silu is nn.SiLU
+ * (x sigmoid(x), EfficientNet's swish). They differ only in the kernel
  * they call, so they share one file and one set of functions with small ops tables, rather
  * than copies of the same code.
  */
@@ -146,5 +147,7 @@ ACT_LAYER(gelu, "gelu", ACT_GELU,
 ACT_LAYER(hardtanh, "hardtanh", ACT_HARDTANH, "min(max(x, min), max) (min=-1, max=1)", 0, 0,
           -1.0f, 1.0f)
 ACT_LAYER(erf, "erf", ACT_ERF, "erf(x) (torch.erf, ONNX Erf)", 0, 0, 0.0f, 0.0f)
+ACT_LAYER(silu, "silu", ACT_SILU, "x * sigmoid(x) = x / (1 + exp(-x)) (nn.SiLU, swish)", 0, 0,
+          0.0f, 0.0f)
 ACT_LAYER(sqrt, "sqrt", ACT_SQRT, "sqrt(x) (torch.sqrt, ONNX Sqrt; NaN below 0)", 0, 1, 0.0f,
           0.0f)

@@ -18,6 +18,7 @@
     X(clamp)               \
     X(hardtanh)            \
     X(gelu)                \
+    X(silu)                \
     X(erf)                 \
     X(sqrt)                \
     X(maxpool)             \

@@ -583,6 +583,19 @@ static emit_result emit_gelu(onnx_writer *w, emit_ctx *c, dtnn_error *err)
                                                                                   : EMIT_NOMEM;
 }
 
+/* silu as x * Sigmoid(x): ONNX has no SiLU before opset 24 (Swish); the importer fuses the
+ * pair back into one silu. */
+static emit_result emit_silu(onnx_writer *w, emit_ctx *c, dtnn_error *err)
+{
+    (void)err;
+    const char *x = onnxw_input_as(w, c->l, 0, 0);
+    c->rank = input_rank(w, c->l);
+    const char *s = x ? onnxw_printf(w, "%s/%s", c->l->name, "sigmoid") : NULL;
+    if (!s || !onnxw_node(w, "Sigmoid", s, &x, 1, s))
+        return EMIT_NOMEM;
+    return emit_step(w, c, "silu", "Mul", x, s, 0.0f, 1) && !w->oom ? EMIT_OK : EMIT_NOMEM;
+}
+
 static emit_result emit_shortcut_a(onnx_writer *w, emit_ctx *c, dtnn_error *err)
 {
     (void)err;
@@ -611,6 +624,7 @@ static const struct {
     {"hardsigmoid", emit_hard},
     {"hardswish", emit_hard},
     {"gelu", emit_gelu},
+    {"silu", emit_silu},
     {"pad", emit_pad},
     {"slice", emit_slice},
     {"reduce", emit_reduce},

@@ -53,6 +53,9 @@ void cpu_act_forward(act_kind kind, float a, float b, size_t count, const float 
     case ACT_HARDTANH:
         ACT_MAP(65536, act_clamp(x[i], a, b));
         break;
+    case ACT_SILU:
+        ACT_MAP(16384, act_silu(x[i]));
+        break;
     default: {
         const int torch = act_hardsigmoid_is_torch(a, b);
         ACT_MAP(16384, act_value(kind, x[i], a, b, torch));
@@ -109,6 +112,9 @@ void cpu_act_backward(act_kind kind, float a, float b, size_t count, const float
         break;
     case ACT_HARDTANH:
         ACT_STORE(act_hardtanh_grad(x[i], dy[i], a, b));
+        break;
+    case ACT_SILU:
+        ACT_STORE(act_silu_grad(x[i], dy[i]));
         break;
     default: {
         const int torch = act_hardsigmoid_is_torch(a, b), reads_y = act_gradient_reads_output(kind);

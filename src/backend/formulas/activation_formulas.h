@@ -89,6 +89,9 @@ static inline DTNN_HOST_DEVICE float act_gelu(float x)
 static inline DTNN_HOST_DEVICE float act_erf(float x) { return erff(x); }
 static inline DTNN_HOST_DEVICE float act_sqrt(float x) { return sqrtf(x); }
 
+/* SiLU (swish, EfficientNet's activation) as PyTorch's kernel: x / (1 + exp(-x)). */
+static inline DTNN_HOST_DEVICE float act_silu(float x) { return x / (1.0f + expf(-x)); }
+
 static inline DTNN_HOST_DEVICE float act_gelu_tanh(float x)
 {
     const float inner = ACT_GELU_BETA * (x + ACT_GELU_KAPPA * (x * x * x));
@@ -161,6 +164,13 @@ static inline DTNN_HOST_DEVICE float act_gelu_grad(float x, float dy)
     return dy * (cdf + x * pdf);
 }
 
+/* SiLU's slope as PyTorch's backward: s (1 + x (1 - s)), s = sigmoid(x) */
+static inline DTNN_HOST_DEVICE float act_silu_grad(float x, float dy)
+{
+    const float s = 1.0f / (1.0f + expf(-x));
+    return dy * s * (1.0f + x * (1.0f - s));
+}
+
 /* erf's slope as PyTorch's backward: 2 / sqrt(pi) exp(-x^2) */
 #define ACT_ERF_SLOPE 1.12837916709551257390f
 static inline DTNN_HOST_DEVICE float act_erf_grad(float x, float dy)
@@ -212,6 +222,8 @@ static inline DTNN_HOST_DEVICE float act_value(act_kind kind, float x, float a, 
         return act_erf(x);
     case ACT_SQRT:
         return act_sqrt(x);
+    case ACT_SILU:
+        return act_silu(x);
     }
     return x;
 }
@@ -254,6 +266,8 @@ static inline DTNN_HOST_DEVICE float act_gradient(act_kind kind, float x, float 
         return act_erf_grad(x, dy);
     case ACT_SQRT:
         return act_sqrt_grad(y, dy);
+    case ACT_SILU:
+        return act_silu_grad(x, dy);
     }
     return 0.0f;
 }
