@@ -6,7 +6,12 @@ ImageNet models, the classes of tools/gen_reference.py and bench/torch_models.py
 
 Regenerate (from the repository root, with Debian's python3-torch and python3-torchvision):
 
-    /usr/bin/python3 tools/gen_zoo_reference.py
+    /usr/bin/python3 tools/gen_zoo_reference.py            every model
+    /usr/bin/python3 tools/gen_zoo_reference.py NAME ...   only these (a new model): the others
+                                                           keep their bytes in the file
+
+PyTorch's convolutions round differently on different CPUs, so a full rerun rewrites every
+output by a few ulps; adding a model by name leaves the others as they were.
 
 Why the weights are not in the file. VGG-16 alone has 138 million parameters. Instead every
 value comes from a formula that C and NumPy evaluate bit for bit alike, so the file holds only
@@ -31,6 +36,7 @@ File layout: tensor "<model>.y" float32 [2, classes]; metadata "models" (space-s
 "<model>.input" ("CxHxW"), "<model>.params" (count of parameters, not buffers),
 "<model>.keys" ("name:d0xd1;name:;..." every state_dict entry in order, 0-d as empty).
 """
+import json
 import math
 import os
 import sys
@@ -153,15 +159,41 @@ MODELS = {
     "densenet121": (TV.densenet121, (3, 64, 64)),
     "mobilenet_v3_large": (TV.mobilenet_v3_large, (3, 64, 64)),
     "regnet_y_400mf": (TV.regnet_y_400mf, (3, 64, 64)),
+    "efficientnet_v2_s": (TV.efficientnet_v2_s, (3, 64, 64)),
 }
+
+
+def kept_entries(w, only):
+    """Copies into w every model of the existing file not named in `only`, byte for byte.
+    Returns their names in the file's order."""
+    with open(OUT, "rb") as f:
+        raw = f.read()
+    n = int.from_bytes(raw[:8], "little")
+    header = json.loads(raw[8:8 + n])
+    data, meta = raw[8 + n:], header.pop("__metadata__")
+    kept = [m for m in meta["models"].split() if m not in only]
+    for m in kept:
+        entry = header[f"{m}.y"]
+        begin, end = entry["data_offsets"]
+        w.tensors.append((f"{m}.y", entry["dtype"], entry["shape"], data[begin:end]))
+        w.names.add(f"{m}.y")
+        for key in ("input", "params", "keys"):
+            w.meta[f"{m}.{key}"] = meta[f"{m}.{key}"]
+    return kept
 
 
 def main():
     torch.set_num_threads(1)
     torch.manual_seed(0)
     w = SafetensorsWriter()
-    names = []
+    only = sys.argv[1:]
+    unknown = [m for m in only if m not in MODELS]
+    if unknown:
+        sys.exit(f"gen_zoo_reference.py: unknown model(s) {' '.join(unknown)}")
+    names = kept_entries(w, only) if only else []
     for name, (make, (c, h, wd)) in MODELS.items():
+        if only and name not in only:
+            continue
         model = make().eval()
         sd = model.state_dict()
         bn_prefixes = {k[: -len(".running_mean")] for k in sd if k.endswith(".running_mean")}
@@ -183,7 +215,7 @@ def main():
         names.append(name)
         print(f"{name:<14} {params:>11,} parameters, {len(sd):4d} tensors, input {c}x{h}x{wd}, "
               f"|y| max {y.abs().max().item():.4g}")
-    w.meta["models"] = " ".join(names)
+    w.meta["models"] = " ".join(m for m in MODELS if m in names)
     size = w.write(OUT)
     print(f"{OUT}: {size} bytes")
 

@@ -12,7 +12,8 @@
  *   mlp       fc 512, ReLU, fc 512, ReLU, fc classes on any (flattened) input
  * and, from zoo_torchvision.c, torchvision's ImageNet models (alexnet, vgg*, resnet18/34/50,
  * mobilenet_v2, densenet121) and from zoo_modern.c those with squeeze-and-excitation
- * (mobilenet_v3_large, regnet_y_400mf). The table at the bottom is the one list of zoo models.
+ * (mobilenet_v3_large, regnet_y_400mf,
+ * efficientnet_v2_s). The table at the bottom is the one list of zoo models.
  */
 #include <stdarg.h>
 #include <string.h>
@@ -241,6 +242,8 @@ static const zoo_entry zoo[] = {
      224, 224, 1000, zoo_mobilenet_v3_large, 0},
     {"regnet_y_400mf", "torchvision RegNetY-400MF, 3x224x224, 4,344,144 parameters", 3, 224, 224,
      1000, zoo_regnet_y_400mf, 0},
+    {"efficientnet_v2_s", "torchvision EfficientNetV2-S (without stochastic depth), 3x224x224, "
+     "21,458,488 parameters", 3, 224, 224, 1000, zoo_efficientnet_v2_s, 0},
 };
 
 const char *dtnn_zoo_name(int i, const char **description)

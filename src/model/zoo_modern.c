@@ -1,7 +1,8 @@
 /*
  * zoo_modern.c — torchvision 0.14's models with squeeze-and-excitation, layer for layer and
  * with its module names (as zoo_torchvision.c): MobileNetV3-Large (hardswish, SE gated by
- * hardsigmoid) and RegNetY-400MF (grouped bottlenecks, SE gated by sigmoid).
+ * hardsigmoid), RegNetY-400MF (grouped bottlenecks, SE gated by sigmoid) and EfficientNetV2-S
+ * (fused and depthwise inverted residuals, SiLU, SE gated by sigmoid).
  *
  * torchvision's SqueezeExcitation is avgpool -> fc1 (1x1 conv with bias) -> activation -> fc2
  * -> scale activation -> x * scale; here global_avgpool, two conv2d named <prefix>.fc1 and
@@ -145,4 +146,55 @@ void zoo_regnet_y_400mf(zoo_builder *b, int arg, int classes)
     zadd(b, "global_avgpool", "avgpool", INPUTS(x), "%s", "");
     zadd(b, "flatten", "flatten", NULL, "%s", "");
     zadd(b, "linear", "fc", NULL, "outputs=%d", classes);
+}
+
+/* EfficientNetV2-S (Tan & Le 2021; torchvision's efficientnet_v2_s): a 3x3 SiLU stem of 24, three
+ * stages of fused inverted residuals (a 3x3 expansion, a 1x1 projection), three of depthwise
+ * ones with SE squeezing to a quarter of the block's input, a 1x1 conv to 1280, global average
+ * pool, dropout 0.2, linear. Batch norms with eps 0.001. torchvision's stochastic depth (a
+ * residual branch dropped per sample in training, p rising to 0.2) is not built: dtnn has no
+ * per-sample drop yet, so the model is torchvision's in evaluation and trains without it. */
+void zoo_efficientnet_v2_s(zoo_builder *b, int arg, int classes)
+{
+    (void)arg;
+    static const struct {
+        short fused, expand, stride, out, layers;
+    } stages[6] = {{1, 1, 1, 24, 2},  {1, 4, 2, 48, 4},  {1, 4, 2, 64, 4},
+                   {0, 4, 2, 128, 6}, {0, 6, 1, 160, 9}, {0, 6, 2, 256, 15}};
+    const char *bn = "eps=0.001";
+    int x = conv_norm_act(b, ZOO_END, "features.0", 24, 3, 2, 1, bn, "silu");
+    int in = 24;
+    char prefix[NAME_LEN], name[NAME_LEN];
+    for (int s = 0; s < 6; s++) {
+        const int out = stages[s].out, expand = stages[s].expand;
+        for (int i = 0; i < stages[s].layers; i++) {
+            const int stride = i == 0 ? stages[s].stride : 1, hidden = in * expand;
+            int block_in = x;
+            snprintf(prefix, sizeof prefix, "features.%d.%d.block", s + 1, i);
+            if (stages[s].fused && expand == 1) {
+                x = conv_norm_act(b, x, sub(name, prefix, ".0"), out, 3, stride, 1, bn, "silu");
+            } else if (stages[s].fused) {
+                x = conv_norm_act(b, x, sub(name, prefix, ".0"), hidden, 3, stride, 1, bn,
+                                  "silu");
+                x = conv_norm_act(b, x, sub(name, prefix, ".1"), out, 1, 1, 1, bn, NULL);
+            } else {
+                x = conv_norm_act(b, x, sub(name, prefix, ".0"), hidden, 1, 1, 1, bn, "silu");
+                x = conv_norm_act(b, x, sub(name, prefix, ".1"), hidden, 3, stride, hidden, bn,
+                                  "silu");
+                x = squeeze_excite(b, x, sub(name, prefix, ".2"), hidden, in / 4, "silu",
+                                   "sigmoid");
+                x = conv_norm_act(b, x, sub(name, prefix, ".3"), out, 1, 1, 1, bn, NULL);
+            }
+            if (stride == 1 && in == out) {
+                snprintf(name, sizeof name, "features.%d.%d.add", s + 1, i);
+                x = zadd(b, "add", name, INPUTS(x, block_in), "%s", "");
+            }
+            in = out;
+        }
+    }
+    x = conv_norm_act(b, x, "features.7", 1280, 1, 1, 1, bn, "silu");
+    zadd(b, "global_avgpool", "avgpool", INPUTS(x), "%s", "");
+    zadd(b, "flatten", "flatten", NULL, "%s", "");
+    zadd(b, "dropout", "classifier.0", NULL, "p=0.2");
+    zadd(b, "linear", "classifier.1", NULL, "outputs=%d", classes);
 }
