@@ -351,6 +351,13 @@ np.save(sys.argv[1], a.reshape(b.shape) if a.size == b.size else a)" \
             "$tmp/o_$g.npy" "$tmp/ref_$g.npy"
         compare "$tmp/o_$g.npy" "$tmp/ref_$g.npy" 1e-5 "onnx.helper graph $g against NumPy"
     done
+    # GELU's five nodes become one gelu layer (onnx_import_fuse.c), and nothing else
+    layers=$("$dtnn" info --model "$tmp/gelu_ops.onnx" | awk '$2 ~ /^(gelu|div|erf|add|mul)$/ {print $2}' |
+             tr '\n' ' ')
+    if [[ $layers != "gelu " ]]; then
+        echo "FAIL: gelu_ops imports as '$layers', expected one gelu"
+        fail=1
+    fi
     expect "node 'refl' (Pad): attribute mode='reflect'" "$dtnn" info --model "$tmp/reflect.onnx"
     expect "node 'rmeanc0' (ReduceMean): only the mean over H and W" "$dtnn" info \
         --model "$tmp/rmeanc0.onnx"
@@ -393,6 +400,17 @@ else
         "$dtnn" predict --model "$d/model.onnx" --input "$d/x.npy" --output "$d/dtnn.npy" \
             --threads 2 >/dev/null || { echo "FAIL: predict $model"; fail=1; continue; }
         compare "$d/dtnn.npy" "$d/torch.npy" 1e-4 "torch $model (${size}x$size, opset $opset)"
+        if [[ $model == convnext_tiny ]]; then
+            # No batch norm for the export to fold: every parameter of torchvision's model is a
+            # trained dtnn parameter, the layer scales and the Linears' biases included.
+            want=$($py -c "import torchvision
+print(sum(p.numel() for p in torchvision.models.convnext_tiny(num_classes=10).parameters()))")
+            got=$("$dtnn" info --model "$d/model.onnx" | sed -n 's/^total: \([0-9]*\) parameters.*/\1/p')
+            if [[ $got != "$want" ]]; then
+                echo "FAIL: convnext_tiny imports $got trainable parameters, torchvision has $want"
+                fail=1
+            fi
+        fi
     done
 
     # (c) 2 SGD steps from resnet18's initializers at a tiny learning rate: every parameter

@@ -211,6 +211,24 @@ static void check_constants(void)
     const char *const flat[] = {"f_scale", "f_shift", "f_rsub"};
     gradcheck_constants(m, flat, 3, 3, "linear -> mul [5] -> add [5] -> sub(scalar, x)");
 
+    /* mul's trainable constant (ConvNeXt's layer scale): a parameter named by const_name,
+     * whose gradient sums dy * x over the batch and over the positions it is broadcast to */
+    m = model_new(3, 4, 5);
+    layer(m, "conv2d", "filters=4 kernel=3 padding=1");
+    add_layer(m, "mul", "blk", "const_shape=4x1x1 const_value=0.7 trainable=true "
+              "const_name=layer_scale", NULL, 0);
+    add_layer(m, "mul", "map", "const_shape=4x4x5 const_value=-1.3 trainable=true", NULL, 0);
+    layer(m, "conv2d", "filters=3 kernel=1");
+    if (build(m, 3)) {
+        const dtnn_tensor_info *t = dtnn_model_tensor_by_name(m, "blk.layer_scale");
+        const dtnn_tensor_info *u = dtnn_model_tensor_by_name(m, "map.constant");
+        CHECK(t && t->kind == DTNN_TENSOR_PARAM && t->count == 4);
+        CHECK(u && u->kind == DTNN_TENSOR_PARAM && u->count == 80);
+        test_gradcheck(m, 3, "conv -> mul by trainable [4,1,1] -> mul by trainable [4,4,5]",
+                       SMOOTH_EPS, TOL);
+    }
+    dtnn_model_free(m);
+
     /* Padding by 1.5 on every side, channels too, then a conv that reads the filled border. */
     m = model_new(2, 4, 3);
     layer(m, "conv2d", "filters=3 kernel=1");

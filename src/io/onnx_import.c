@@ -420,8 +420,14 @@ static void pick_name(imp *p, imp_layer *l, const Onnx__NodeProto *nd, const cha
 {
     char buf[80];
     size_t wl = weight ? strlen(weight) : 0;
-    if (wl > 7 && wl < 80 && !strcmp(weight + wl - 7, ".weight")) {
-        snprintf(buf, sizeof buf, "%.*s", (int)(wl - 7), weight);
+    /* PREFIX.weight, or for mul's trainable constant PREFIX.SUFFIX (its const_name) */
+    const char *dot = weight ? strrchr(weight, '.') : NULL;
+    const size_t suffix = !dot                                      ? 0
+                          : !strcmp(l->type, "mul")                 ? strlen(dot)
+                          : wl > 7 && !strcmp(weight + wl - 7, ".weight") ? 7
+                                                                    : 0;
+    if (suffix && wl > suffix && wl < 80) {
+        snprintf(buf, sizeof buf, "%.*s", (int)(wl - suffix), weight);
         if (name_fits(p, buf)) {
             snprintf(l->name, sizeof l->name, "%s", buf);
             return;
@@ -607,7 +613,7 @@ static Onnx__ModelProto *read_proto(const char *path, dtnn_error *err)
     return mp;
 }
 
-static int is_initializer(const imp *p, const char *name)
+int imp_is_initializer(const imp *p, const char *name)
 {
     return name_index_find(&p->init_index, name) >= 0;
 }
@@ -640,7 +646,7 @@ static dtnn_status graph_start(imp *p, dtnn_error *err)
     }
     const Onnx__ValueInfoProto *in = NULL;
     for (size_t i = 0; i < g->n_input; i++) {
-        if (!g->input[i]->name || is_initializer(p, g->input[i]->name))
+        if (!g->input[i]->name || imp_is_initializer(p, g->input[i]->name))
             continue;
         if (in)
             return imp_fail(p, NULL, DTNN_ERR_UNSUPPORTED, err, "the graph has inputs '%s' and "
@@ -735,7 +741,7 @@ static dtnn_status index_graph(imp *p, dtnn_error *err)
         bad = count_use(p, g->output[k]->name);
     /* The first initializer of a name is the one the importer takes. */
     for (size_t i = 0; i < g->n_initializer && !bad; i++)
-        if (g->initializer[i]->name && !is_initializer(p, g->initializer[i]->name))
+        if (g->initializer[i]->name && !imp_is_initializer(p, g->initializer[i]->name))
             bad = name_index_add(&p->init_index, (int)i);
     if (bad)
         return dtnn_error_set(err, DTNN_ERR_NOMEM, "out of memory importing '%s'", p->path);

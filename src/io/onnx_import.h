@@ -132,6 +132,8 @@ dtnn_status imp_const_alloc(imp *p, int out, int is_float, const int64_t *dims, 
 dtnn_status imp_const_from_tensor(imp *p, int out, const Onnx__TensorProto *t,
                                   const char *what, dtnn_error *err);
 
+/* Whether a graph initializer has this name. */
+int imp_is_initializer(const imp *p, const char *name);
 /* How many node inputs and graph outputs name this value. */
 int imp_uses(const imp *p, const char *name);
 
@@ -157,6 +159,12 @@ dtnn_status op_layernorm(imp *p, const Onnx__NodeProto *nd, dtnn_error *err);
 dtnn_status op_batchnorm(imp *p, const Onnx__NodeProto *nd, dtnn_error *err);
 /* Input k of nd as a constant of n float32 values (its value index), or -1 with err set. */
 int imp_const_floats(imp *p, const Onnx__NodeProto *nd, int k, size_t n, dtnn_error *err);
+/* Activations written as arithmetic, fused into one layer (onnx_import_fuse.c): for a Mul
+ * node of layer values ins, x * Sigmoid(x) into a silu; for a Mul of layer value m by the
+ * constant half, GELU's chain into a gelu. 1 fused (nd's output made), 0 not that pattern,
+ * -1 error. */
+int imp_fuse_silu(imp *p, const Onnx__NodeProto *nd, const int ins[2], dtnn_error *err);
+int imp_fuse_gelu(imp *p, const Onnx__NodeProto *nd, int m, int half, dtnn_error *err);
 /* Constant folding (onnx_import_fold.c). */
 dtnn_status op_constant_of_shape(imp *p, const Onnx__NodeProto *nd, dtnn_error *err);
 dtnn_status op_transpose(imp *p, const Onnx__NodeProto *nd, dtnn_error *err);

@@ -520,10 +520,28 @@ static dtnn_status join(imp *p, const Onnx__NodeProto *nd, const char *type, int
                                                                                 : DTNN_OK;
 }
 
+/* The suffix of a Mul's constant that is a module's parameter, or NULL. torch.onnx names a
+ * parameter by its state_dict name, "features.1.0.layer_scale" (ConvNeXt's layer scale, timm's
+ * gamma): an initializer, or an Identity of one where parameters of equal values were
+ * deduplicated; the constants it makes itself are onnx::... initializers and "/scope/..."
+ * node outputs. The parameter is trained with the model, its tensor keeps that name. */
+static const char *parameter_suffix(const char *type, const imp_value *K)
+{
+    const char *dot = strrchr(K->name, '.');
+    if (strcmp(type, "mul") || !dot || dot == K->name || K->name[0] == '/' ||
+        !strncmp(K->name, "onnx::", 6) || strlen(dot + 1) < 1 || strlen(dot + 1) > 23)
+        return NULL;
+    for (const char *s = dot + 1; *s; s++)
+        if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
+              *s == '_'))
+            return NULL;
+    return dot + 1;
+}
+
 /* x op c for layer value x and constant c, as the one-input form of dtnn's add, mul or sub
  * (c - x with reverse): c's dims align on the right with x's [N, C, H, W] or [N, F], as
  * NumPy's; its batch dimension, if it has one, must be 1. The constant becomes the layer's
- * tensor "constant" [C, H, W]. */
+ * tensor "constant" [C, H, W], or, a module's parameter, a trainable one of its own name. */
 static dtnn_status const_operand(imp *p, const Onnx__NodeProto *nd, const char *type, int x,
                                  int k, int reverse, dtnn_error *err)
 {
@@ -560,7 +578,9 @@ static dtnn_status const_operand(imp *p, const Onnx__NodeProto *nd, const char *
     }
     if (X.rank == 2 && (os[1] != 1 || os[2] != 1))
         return FAIL("constant '%s' would make the flat value '%s' 4-D", K->name, X.name);
-    int o = imp_layer_new(p, nd, type, NULL, &x, 1, X.rank, os[0], os[1], os[2], err);
+    const char *param = parameter_suffix(type, K);
+    int o = imp_layer_new(p, nd, type, param ? K->name : NULL, &x, 1, X.rank, os[0], os[1],
+                          os[2], err);
     if (o < 0)
         return err->code;
     p->v[o].nhwc = X.nhwc;
@@ -568,14 +588,38 @@ static dtnn_status const_operand(imp *p, const Onnx__NodeProto *nd, const char *
     imp_opt(l, "const_shape", "%dx%dx%d", ks[0], ks[1], ks[2]);
     if (reverse)
         imp_opt(l, "reverse", "true");
-    imp_bind_add(l, "constant", k, 0);
+    if (param) {
+        imp_opt(l, "trainable", "true");
+        imp_opt(l, "const_name", "%s", param);
+    }
+    imp_bind_add(l, param ? param : "constant", k, 0);
     return DTNN_OK;
+}
+
+/* x + b for the bias b [K] of a channels-last MatMul (ConvNeXt's Linear between its permutes,
+ * imported as a 1x1 convolution without bias), x its only use: that convolution's bias. 1
+ * when taken, 0 when not that pattern, -1 on error. */
+static int pointwise_bias(imp *p, const Onnx__NodeProto *nd, int x, int b, dtnn_error *err)
+{
+    const imp_value *X = &p->v[x], *B = &p->v[b];
+    imp_layer *l = X->layer >= 0 ? &p->l[X->layer] : NULL;
+    char *no_bias = l ? strstr(l->opts, "bias = false\n") : NULL;
+    if (!l || !X->nhwc || strcmp(l->type, "conv2d") || !no_bias || l->out != x ||
+        imp_uses(p, X->name) != 1 || !B->is_float || B->ndim != 1 || B->count != (size_t)X->c)
+        return 0;
+    memmove(no_bias, no_bias + strlen("bias = false\n"),
+            strlen(no_bias + strlen("bias = false\n")) + 1);
+    imp_bind_add(l, "bias", b, 0);
+    return imp_out_alias(p, nd, x, err) < 0 ? -1 : 1;
 }
 
 /* x + b for a constant b: a MatMul's bias when x is that MatMul's only use and b fits it,
  * else dtnn's add of a constant. */
 static dtnn_status add_constant(imp *p, const Onnx__NodeProto *nd, int x, int b, dtnn_error *err)
 {
+    const int taken = pointwise_bias(p, nd, x, b, err);
+    if (taken)
+        return taken < 0 ? err->code : DTNN_OK;
     const imp_value *X = &p->v[x], *B = &p->v[b];
     imp_layer *l = X->layer >= 0 ? &p->l[X->layer] : NULL;
     if (!l || strcmp(l->type, "linear") || l->bias || l->out != x || imp_uses(p, X->name) != 1 ||
@@ -656,23 +700,6 @@ static dtnn_status op_add(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
     return join(p, nd, "add", ins, n, rank, err);
 }
 
-/* x * sigmoid(x), the sigmoid used nowhere else (SiLU as torch.onnx writes nn.SiLU before
- * opset 24 and as EfficientNet's TF ports write swish): that sigmoid layer becomes a silu, one
- * pass instead of two and no stored sigmoid. 1 when fused, 0 when not that pattern. */
-static int fuse_silu(imp *p, const Onnx__NodeProto *nd, const int ins[2], dtnn_error *err)
-{
-    for (int k = 0; k < 2; k++) {
-        const imp_value *S = &p->v[ins[k]];
-        imp_layer *l = S->layer >= 0 ? &p->l[S->layer] : NULL;
-        if (!l || strcmp(l->type, "sigmoid") || l->out != ins[k] || l->n_in != 1 ||
-            l->in[0] != ins[1 - k] || imp_uses(p, S->name) != 1)
-            continue;
-        snprintf(l->type, sizeof l->type, "%s", "silu");
-        return imp_out_alias(p, nd, ins[k], err) < 0 ? -1 : 1;
-    }
-    return 0;
-}
-
 /* Mul and Sub of two computed values, broadcast: dtnn's mul and sub; of a computed value and
  * a constant (either order): their one-input form. */
 static dtnn_status op_binary(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
@@ -690,11 +717,17 @@ static dtnn_status op_binary(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
     for (int k = 0; k < 2; k++)
         if (p->v[ins[k]].kind != IMP_CONST && imp_in_layer(p, nd, k, IMP_ALLOW_NHWC, err) < 0)
             return err->code;
+    /* GELU's last step, (x * (erf(x / sqrt 2) + 1)) * 0.5: one gelu (onnx_import_fuse.c) */
+    const int gelu = type[0] == 'm' && (c0 || c1)
+                         ? imp_fuse_gelu(p, nd, ins[c0 ? 1 : 0], ins[c0 ? 0 : 1], err)
+                         : 0;
+    if (gelu)
+        return gelu < 0 ? err->code : DTNN_OK;
     /* Mul commutes: x * c either way; Sub and Div with the constant first are c - x, c / x */
     if (c0 || c1)
         return const_operand(p, nd, type, ins[c0 ? 1 : 0], ins[c0 ? 0 : 1], c0 && type[0] != 'm',
                              err);
-    const int silu = type[0] == 'm' ? fuse_silu(p, nd, ins, err) : 0;
+    const int silu = type[0] == 'm' ? imp_fuse_silu(p, nd, ins, err) : 0;
     if (silu)
         return silu < 0 ? err->code : DTNN_OK;
     imp_value o;

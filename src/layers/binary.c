@@ -15,8 +15,13 @@
  * batch norm's running
  * statistics: checkpoints, export and import carry it, training leaves it alone, and only x
  * gets a gradient. One layer with an optional operand rather than a separate scale layer, so
- * that the model file, the exporter and the importer each have one mul and one sub.
+ * that the model file, the exporter and the importer each have one mul and one sub. mul's
+ * constant may instead be trainable (trainable = true, named by const_name): a parameter
+ * shared by every sample, whose gradient sums dy * x over the batch (ConvNeXt's layer scale,
+ * torchvision's <block>.layer_scale [C, 1, 1]).
  */
+#include <string.h>
+
 #include "layer.h"
 
 typedef struct {
@@ -32,8 +37,27 @@ static dtnn_status binary_set(void *cfg, const char *key, const char *value, dtn
     const int reversible = c->kind == BIN_SUB || c->kind == BIN_DIV;
     if (layer_opt_constant(key, value, reversible, &c->k, &st, err))
         return st;
+    if (c->kind == BIN_MUL && !strcmp(key, "trainable")) {
+        c->k.given = 1;
+        return layer_opt_bool(key, value, &c->k.trainable, err);
+    }
+    if (c->kind == BIN_MUL && !strcmp(key, "const_name")) {
+        c->k.given = 1;
+        const size_t n = strlen(value);
+        int ok = n > 0 && n < sizeof c->k.name;
+        for (size_t i = 0; i < n && ok; i++)
+            ok = (value[i] >= 'a' && value[i] <= 'z') || (value[i] >= 'A' && value[i] <= 'Z') ||
+                 (value[i] >= '0' && value[i] <= '9') || value[i] == '_';
+        if (!ok)
+            return dtnn_error_set(err, DTNN_ERR_ARG, "option 'const_name': '%s' is not 1 to %zu "
+                                  "letters, digits and '_'", value, sizeof c->k.name - 1);
+        memcpy(c->k.name, value, n + 1);
+        return DTNN_OK;
+    }
     return dtnn_error_set(err, DTNN_ERR_ARG, "unknown option '%s' for this layer (const_shape, "
-                          "const_value%s)", key, reversible ? ", reverse" : "");
+                          "const_value%s)", key,
+                          reversible ? ", reverse" : c->kind == BIN_MUL ? ", trainable, const_name"
+                                                                        : "");
 }
 
 static dtnn_status binary_infer(layer *l, dtnn_error *err)
@@ -66,14 +90,30 @@ static void binary_forward(layer *l, const layer_ctx *ctx)
     be_run(ctx->be, binary_forward, c->kind, &c->g, l->n, a, b, l->y);
 }
 
+/* A trainable constant's gradient, sum over the batch of dy * x reduced to its shape: sample
+ * by sample (one sample of x against the constant is the two-input form's geometry), each
+ * added in order into the gradient, which the step began at zero. */
+static void constant_grad(layer *l, const layer_ctx *ctx, const float *x)
+{
+    const binary_cfg *c = l->cfg;
+    binary_geom g = c->g;
+    g.a_shared = g.b_shared = 0;
+    const size_t xs = shape_size(l->in[0]), ys = shape_size(l->out);
+    for (int i = 0; i < l->n; i++)
+        be_run(ctx->be, binary_backward, c->kind, &g, 1, x + i * xs, l->p[0], l->dy + i * ys,
+               NULL, 0, l->g[0], 1);
+}
+
 /* When both inputs are one producer, the model has the second add to the first
- * (dx_accumulate), which the backend does after writing the first in full. The constant
- * has no gradient. */
+ * (dx_accumulate), which the backend does after writing the first in full. A constant has no
+ * gradient unless trainable. */
 static void binary_backward(layer *l, const layer_ctx *ctx)
 {
     binary_cfg *c = l->cfg;
     const float *a, *b;
     operands(l, &a, &b);
+    if (l->n_in == 1 && c->k.trainable && l->g[0])
+        constant_grad(l, ctx, a);
     if (l->n_in == 1) {
         if (l->dx[0])
             be_run(ctx->be, binary_backward, c->kind, &c->g, l->n, a, b, l->dy,

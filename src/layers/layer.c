@@ -176,8 +176,9 @@ dtnn_status layer_constant_infer(layer *l, const layer_constant *k, binary_geom 
     g->a_shared = k->reverse;
     g->b_shared = !k->reverse;
     const int64_t dims[3] = {k->c, k->h, k->w};
-    const int t = layer_declare(l, "constant", DTNN_TENSOR_BUFFER, DTNN_F32, 3, dims, INIT_FILL,
-                                0, 0);
+    const int t = layer_declare(l, k->name[0] ? k->name : "constant",
+                                k->trainable ? DTNN_TENSOR_PARAM : DTNN_TENSOR_BUFFER, DTNN_F32,
+                                3, dims, INIT_FILL, 0, 0);
     l->t[t].fill = k->value;
     return DTNN_OK;
 }

@@ -234,12 +234,16 @@ dtnn_status layer_broadcast_geom(const layer *l, binary_geom *g, dtnn_error *err
  * c - x): options const_shape (its per-sample shape, C or CxHxW, broadcast against x as NumPy),
  * const_value (the value it starts with, before a checkpoint or an import loads its values)
  * and, where reversible, reverse (the constant is the first operand). It is the buffer
- * "constant" [C, H, W]: saved, loaded and exported with the model, never trained. */
+ * "constant" [C, H, W]: saved, loaded and exported with the model, never trained. mul also
+ * takes trainable (then it is a parameter, trained: ConvNeXt's layer scale) and const_name
+ * (its tensor's suffix, default "constant": "layer_scale" gives torchvision's name). */
 typedef struct {
     int c, h, w;        /* 0: no constant (the two-input form) */
     float value;
     int reverse;
     int given;          /* one of its options was set */
+    int trainable;      /* a parameter, not a buffer */
+    char name[24];      /* the tensor's suffix; "" = "constant" */
 } layer_constant;
 
 /* Returns 1 when key is one of those options (its status in *st), 0 when it is not. */

@@ -234,7 +234,9 @@ static emit_result emit_constant_operand(onnx_writer *w, emit_ctx *c, dtnn_error
 {
     const layer *l = c->l;
     const char *type = l->ops->type;
-    const char *ins[2] = {onnxw_input_as(w, l, 0, 4), onnxw_tensor_init(w, l, "constant", err)};
+    /* the layer's one tensor: "constant", or a trainable mul's const_name */
+    const char *ins[2] = {onnxw_input_as(w, l, 0, 4), onnxw_tensor_init(w, l, l->t[0].suffix,
+                                                                        err)};
     if (!ins[1])
         return EMIT_ERROR;
     if (!ins[0])
