@@ -524,12 +524,14 @@ static dtnn_status join(imp *p, const Onnx__NodeProto *nd, const char *type, int
  * parameter by its state_dict name, "features.1.0.layer_scale" (ConvNeXt's layer scale, timm's
  * gamma): an initializer, or an Identity of one where parameters of equal values were
  * deduplicated; the constants it makes itself are onnx::... initializers and "/scope/..."
- * node outputs. The parameter is trained with the model, its tensor keeps that name. */
+ * node outputs, and dtnn's exporter writes its buffers as <layer>.constant and the constants
+ * of its decompositions with a '/'. The parameter is trained with the model, its tensor keeps
+ * that name. */
 static const char *parameter_suffix(const char *type, const imp_value *K)
 {
     const char *dot = strrchr(K->name, '.');
-    if (strcmp(type, "mul") || !dot || dot == K->name || K->name[0] == '/' ||
-        !strncmp(K->name, "onnx::", 6) || strlen(dot + 1) < 1 || strlen(dot + 1) > 23)
+    if (strcmp(type, "mul") || !dot || dot == K->name || strpbrk(K->name, "/:") ||
+        !strcmp(dot + 1, "constant") || strlen(dot + 1) < 1 || strlen(dot + 1) > 23)
         return NULL;
     for (const char *s = dot + 1; *s; s++)
         if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||

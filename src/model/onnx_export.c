@@ -536,14 +536,16 @@ static emit_result emit_softmax(onnx_writer *w, emit_ctx *c, dtnn_error *err)
 }
 
 /* One step of a decomposed layer: op of a and either value b or the scalar constant v
- * (b NULL: the initializer <layer>.<step>), as the value <layer>/<step> or the layer's out. */
+ * (b NULL: the initializer <layer>/<step>_value), as the value <layer>/<step> or the layer's
+ * out. */
 static const char *emit_step(onnx_writer *w, const emit_ctx *c, const char *step, const char *op,
                              const char *a, const char *b, float v, int last)
 {
     const char *out = last ? c->out : onnxw_printf(w, "%s/%s", c->l->name, step);
     const char *node = last ? c->l->name : out;
     if (!b) {
-        b = onnxw_printf(w, "%s.%s", c->l->name, step);
+        /* a '/' in the name: not a module's parameter to the importer (a Mul by one trains) */
+        b = onnxw_printf(w, "%s/%s_value", c->l->name, step);
         if (!b || onnxw_const_f32(w, b, v))
             return NULL;
     }
@@ -551,9 +553,9 @@ static const char *emit_step(onnx_writer *w, const emit_ctx *c, const char *step
     return out && onnxw_node(w, op, node, ins, 2, out) ? out : NULL;
 }
 
-/* gelu in opsets without Gelu (added in 20), as the layer computes it: x * 0.5 * (1 +
- * erf(x / sqrt 2)), or with the tanh form x * 0.5 * (1 + tanh(sqrt(2 / pi) (x + 0.044715
- * x^3))). */
+/* gelu in opsets without Gelu (added in 20), as torch.onnx writes it: (x * (1 + erf(x /
+ * sqrt 2))) * 0.5, or with the tanh form (x * (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))) *
+ * 0.5; the layer's x * 0.5 * (1 + ...) differs by an ulp or so. */
 static emit_result emit_gelu(onnx_writer *w, emit_ctx *c, dtnn_error *err)
 {
     (void)err;
@@ -579,9 +581,10 @@ static emit_result emit_gelu(onnx_writer *w, emit_ctx *c, dtnn_error *err)
             return EMIT_NOMEM;
         t = th;
     }
+    /* (x * (1 + t)) * 0.5, torch.onnx's order, which the importer fuses back into a gelu */
     const char *one = emit_step(w, c, "one", "Add", t, NULL, 1.0f, 0);
-    const char *half = one ? emit_step(w, c, "half", "Mul", x, NULL, 0.5f, 0) : NULL;
-    return half && emit_step(w, c, "gelu", "Mul", half, one, 0.0f, 1) && !w->oom ? EMIT_OK
+    const char *prod = one ? emit_step(w, c, "product", "Mul", x, one, 0.0f, 0) : NULL;
+    return prod && emit_step(w, c, "gelu", "Mul", prod, NULL, 0.5f, 1) && !w->oom ? EMIT_OK
                                                                                   : EMIT_NOMEM;
 }
 
