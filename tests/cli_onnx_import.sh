@@ -352,8 +352,8 @@ np.save(sys.argv[1], a.reshape(b.shape) if a.size == b.size else a)" \
         compare "$tmp/o_$g.npy" "$tmp/ref_$g.npy" 1e-5 "onnx.helper graph $g against NumPy"
     done
     # GELU's five nodes become one gelu layer (onnx_import_fuse.c), and nothing else
-    layers=$("$dtnn" info --model "$tmp/gelu_ops.onnx" | awk '$2 ~ /^(gelu|div|erf|add|mul)$/ {print $2}' |
-             tr '\n' ' ')
+    layers=$("$dtnn" info --model "$tmp/gelu_ops.onnx" |
+             awk '$2 ~ /^(gelu|div|erf|add|mul)$/ {print $2}' | tr '\n' ' ')
     if [[ $layers != "gelu " ]]; then
         echo "FAIL: gelu_ops imports as '$layers', expected one gelu"
         fail=1
@@ -405,7 +405,8 @@ else
             # trained dtnn parameter, the layer scales and the Linears' biases included.
             want=$($py -c "import torchvision
 print(sum(p.numel() for p in torchvision.models.convnext_tiny(num_classes=10).parameters()))")
-            got=$("$dtnn" info --model "$d/model.onnx" | sed -n 's/^total: \([0-9]*\) parameters.*/\1/p')
+            got=$("$dtnn" info --model "$d/model.onnx" |
+                  sed -n 's/^total: \([0-9]*\) parameters.*/\1/p')
             if [[ $got != "$want" ]]; then
                 echo "FAIL: convnext_tiny imports $got trainable parameters, torchvision has $want"
                 fail=1

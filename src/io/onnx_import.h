@@ -124,6 +124,8 @@ void imp_opt(imp_layer *l, const char *key, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 int imp_bind_add(imp_layer *l, const char *suffix, int value, int transpose);
 
+/* A new value called name ("" for none); -1 (with err) on a duplicate name or no memory. */
+int imp_value_new(imp *p, const char *name, dtnn_error *err);
 /* A value no node names (scratch constants, the inner layers of a split join). */
 int imp_value_inner(imp *p, dtnn_error *err);
 /* Makes value `out` (already created) a constant with these dims; data zeroed. */
@@ -159,6 +161,10 @@ dtnn_status op_layernorm(imp *p, const Onnx__NodeProto *nd, dtnn_error *err);
 dtnn_status op_batchnorm(imp *p, const Onnx__NodeProto *nd, dtnn_error *err);
 /* Input k of nd as a constant of n float32 values (its value index), or -1 with err set. */
 int imp_const_floats(imp *p, const Onnx__NodeProto *nd, int k, size_t n, dtnn_error *err);
+/* Add (and Sum), Mul, Sub, Div and Concat (onnx_import_joins.c). */
+dtnn_status op_add(imp *p, const Onnx__NodeProto *nd, dtnn_error *err);
+dtnn_status op_binary(imp *p, const Onnx__NodeProto *nd, dtnn_error *err);
+dtnn_status op_concat(imp *p, const Onnx__NodeProto *nd, dtnn_error *err);
 /* Activations written as arithmetic, fused into one layer (onnx_import_fuse.c): for a Mul
  * node of layer values ins, x * Sigmoid(x) into a silu; for a Mul of layer value m by the
  * constant half, GELU's chain into a gelu. 1 fused (nd's output made), 0 not that pattern,
