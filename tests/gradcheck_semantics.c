@@ -44,6 +44,17 @@ static void check_activations(void)
     layer(m, "conv2d", "filters=3 kernel=1");
     gradcheck(m, 3, "silu -> conv2d -> silu -> conv2d", SMOOTH_EPS, TOL);
 
+    /* stochastic depth in training: a sample's branch dropped or scaled by 1 / (1 - p), the
+     * mask fixed for the step, so the model is linear in x around the probe point */
+    m = model_new(3, 5, 4);
+    layer(m, "conv2d", "filters=4 kernel=3 padding=1");
+    layer(m, "stochastic_depth", "p=0.5");
+    layer(m, "conv2d", "filters=4 kernel=3 padding=1");
+    layer(m, "stochastic_depth", "p=0.3 mode=batch");
+    layer(m, "conv2d", "filters=3 kernel=1");
+    gradcheck(m, 4, "conv -> stochastic_depth(row) -> conv -> stochastic_depth(batch) -> conv",
+              SMOOTH_EPS, TOL);
+
     /* GELU as opsets before 20 write it: x * 0.5 * (1 + erf(x / sqrt 2)) from erf, div, add
      * and mul, which must give gelu's gradient (the same model's value through gelu). */
     m = model_new(3, 5, 4);
@@ -332,6 +343,45 @@ static void check_values(void)
     dtnn_model_free(m);
 }
 
+/* stochastic depth's values: in training each sample is dropped (0) or kept and scaled by
+ * 1 / (1 - p) whole, a draw per sample (mode=row: of 64 kept with probability 0.75, between 34
+ * and 62, 4 standard deviations) or one for the batch (mode=batch); evaluation copies. The
+ * draws are a fixed hash of (seed, layer, step, sample), so this passes or fails the same way
+ * on every machine. */
+static void check_stochastic_depth(void)
+{
+    enum { N = 64, D = 6 };
+    for (int batch_mode = 0; batch_mode < 2; batch_mode++) {
+        dtnn_model *m = model_new(1, 2, 3);
+        layer(m, "stochastic_depth", batch_mode ? "p=0.25 mode=batch" : "p=0.25");
+        if (!build(m, N)) {
+            dtnn_model_free(m);
+            return;
+        }
+        static float x[N * D];
+        for (int i = 0; i < N * D; i++)
+            x[i] = 0.5f + (float)(i % 7);
+        dtnn_error err;
+        CHECK_OK(dtnn_model_forward(m, x, N, 1, &err), &err);
+        const float *y = tu_output(m, NULL, NULL);
+        int kept = 0, whole = 1;
+        for (int i = 0; i < N; i++) {
+            const int keep = y[i * D] != 0.0f;
+            kept += keep;
+            for (int j = 0; j < D; j++)
+                whole &= y[i * D + j] == (keep ? x[i * D + j] * (1.0f / 0.75f) : 0.0f);
+        }
+        CHECK(whole);
+        CHECK(batch_mode ? kept == 0 || kept == N : kept >= 34 && kept <= 62);
+        printf("stochastic_depth p=0.25 mode=%s: %d of %d samples kept\n",
+               batch_mode ? "batch" : "row", kept, N);
+        CHECK_OK(dtnn_model_forward(m, x, N, 0, &err), &err);
+        test_compare("stochastic_depth in evaluation: the identity", tu_output(m, NULL, NULL), x,
+                     N * D, 0, 0);
+        dtnn_model_free(m);
+    }
+}
+
 static void check_accumulates(void)
 {
     check_accumulate("hardsigmoid", "", 3, 4, 3, TOL);
@@ -589,5 +639,6 @@ void check_semantics(void)
     check_conv();
     check_accumulates();
     check_values();
+    check_stochastic_depth();
     check_errors();
 }

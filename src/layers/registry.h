@@ -28,6 +28,7 @@
     X(adaptive_avgpool)    \
     X(batchnorm)           \
     X(dropout)             \
+    X(stochastic_depth)    \
     X(softmax)             \
     X(add)                 \
     X(mul)                 \

@@ -7,8 +7,8 @@
  * protobuf-c packs them.
  *
  * The graph is the model in evaluation form: batch norm is BatchNormalization with the running
- * statistics, dropout is dropped (the identity at inference), a ReLU that the build fused into
- * the batch norm or add before it is its own Relu node, relu6 is Clip(0, 6), and the option-A
+ * statistics, dropout and stochastic depth are dropped (the identity at inference), a ReLU that
+ * the build fused into the batch norm or add before it is its own Relu node, relu6 is Clip(0, 6), and the option-A
  * shortcut is Slice (every stride-th row and column) then Pad (zero channels on both sides),
  * a constant operand of add, mul or sub is an initializer input of Add, Mul or Sub, and pad is
  * Pad with its fill as constant_value.
@@ -648,6 +648,7 @@ static const struct {
     {"flatten", emit_flatten},
     {"reshape", emit_reshape},
     {"dropout", emit_dropout},
+    {"stochastic_depth", emit_dropout},
     {"softmax", emit_softmax},
     {"shortcut_a", emit_shortcut_a},
 };

@@ -242,8 +242,8 @@ static const zoo_entry zoo[] = {
      224, 224, 1000, zoo_mobilenet_v3_large, 0},
     {"regnet_y_400mf", "torchvision RegNetY-400MF, 3x224x224, 4,344,144 parameters", 3, 224, 224,
      1000, zoo_regnet_y_400mf, 0},
-    {"efficientnet_v2_s", "torchvision EfficientNetV2-S (without stochastic depth), 3x224x224, "
-     "21,458,488 parameters", 3, 224, 224, 1000, zoo_efficientnet_v2_s, 0},
+    {"efficientnet_v2_s", "torchvision EfficientNetV2-S, 3x224x224, 21,458,488 parameters", 3,
+     224, 224, 1000, zoo_efficientnet_v2_s, 0},
 };
 
 const char *dtnn_zoo_name(int i, const char **description)

@@ -151,9 +151,8 @@ void zoo_regnet_y_400mf(zoo_builder *b, int arg, int classes)
 /* EfficientNetV2-S (Tan & Le 2021; torchvision's efficientnet_v2_s): a 3x3 SiLU stem of 24, three
  * stages of fused inverted residuals (a 3x3 expansion, a 1x1 projection), three of depthwise
  * ones with SE squeezing to a quarter of the block's input, a 1x1 conv to 1280, global average
- * pool, dropout 0.2, linear. Batch norms with eps 0.001. torchvision's stochastic depth (a
- * residual branch dropped per sample in training, p rising to 0.2) is not built: dtnn has no
- * per-sample drop yet, so the model is torchvision's in evaluation and trains without it. */
+ * pool, dropout 0.2, linear. Batch norms with eps 0.001. Each residual branch ends in
+ * stochastic depth as torchvision's, p = 0.2 * (index of the block among all 40) / 40. */
 void zoo_efficientnet_v2_s(zoo_builder *b, int arg, int classes)
 {
     (void)arg;
@@ -163,7 +162,7 @@ void zoo_efficientnet_v2_s(zoo_builder *b, int arg, int classes)
                    {0, 4, 2, 128, 6}, {0, 6, 1, 160, 9}, {0, 6, 2, 256, 15}};
     const char *bn = "eps=0.001";
     int x = conv_norm_act(b, ZOO_END, "features.0", 24, 3, 2, 1, bn, "silu");
-    int in = 24;
+    int in = 24, block = 0;
     char prefix[NAME_LEN], name[NAME_LEN];
     for (int s = 0; s < 6; s++) {
         const int out = stages[s].out, expand = stages[s].expand;
@@ -186,10 +185,16 @@ void zoo_efficientnet_v2_s(zoo_builder *b, int arg, int classes)
                 x = conv_norm_act(b, x, sub(name, prefix, ".3"), out, 1, 1, 1, bn, NULL);
             }
             if (stride == 1 && in == out) {
+                /* p = 0 (the first block) is the identity: no layer */
+                snprintf(name, sizeof name, "features.%d.%d.stochastic_depth", s + 1, i);
+                if (block > 0)
+                    x = zadd(b, "stochastic_depth", name, INPUTS(x), "p=%.9g",
+                             0.2 * block / 40.0);
                 snprintf(name, sizeof name, "features.%d.%d.add", s + 1, i);
                 x = zadd(b, "add", name, INPUTS(x, block_in), "%s", "");
             }
             in = out;
+            block++;
         }
     }
     x = conv_norm_act(b, x, "features.7", 1280, 1, 1, 1, bn, "silu");
