@@ -16,7 +16,8 @@ if ! [[ -x $py ]] || ! $py -c "import torch, numpy" 2>/dev/null; then
 fi
 models="lenet5 resnet20"
 if $py -c "import torchvision" 2>/dev/null; then
-    models="$models mobilenet_v2 densenet121 mobilenet_v3_large regnet_y_400mf efficientnet_v2_s"
+    models="$models mobilenet_v2 densenet121 mobilenet_v3_large regnet_y_400mf efficientnet_v2_s
+            convnext_tiny"
 else
     echo "torchvision models skipped: Debian's python3-torchvision is not installed"
 fi

@@ -160,6 +160,7 @@ MODELS = {
     "mobilenet_v3_large": (TV.mobilenet_v3_large, (3, 64, 64)),
     "regnet_y_400mf": (TV.regnet_y_400mf, (3, 64, 64)),
     "efficientnet_v2_s": (TV.efficientnet_v2_s, (3, 64, 64)),
+    "convnext_tiny": (TV.convnext_tiny, (3, 64, 64)),
 }
 
 

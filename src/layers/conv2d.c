@@ -4,6 +4,8 @@
  * pad_top= pad_bottom= pad_left= pad_right=, each over padding's value, or
  * pads=top,left,bottom,right (ONNX's order); output rows (H + top + bottom - dilated kernel) /
  * stride + 1. The CPU computes such a convolution on its depthwise or im2col path.
+ * weight_dims = 2 declares a 1x1 convolution's weight [K, C], as nn.Linear's: ConvNeXt's
+ * Linears over the channels of each position, with torchvision's state_dict shapes.
  *
  * How it is computed is the backend's choice, made once per geometry at build (conv_plan: on the
  * CPU Winograd, direct, depthwise, pointwise or im2col, backend/cpu/cpu_conv.c); algo= narrows the
@@ -18,6 +20,7 @@ typedef struct {
     int filters, kh, kw, stride_h, stride_w, pad_h, pad_w, dil_h, dil_w, groups, bias;
     int side[4];                /* pad_top, pad_left, pad_bottom, pad_right; -1: padding's */
     dtnn_conv_algo algo_asked;  /* the option algo= */
+    int linear_weight;          /* weight_dims = 2: the weight declared [filters, channels] */
     conv_geom g;                /* derived in infer */
     conv_plan *plan;
 } conv2d_cfg;
@@ -53,6 +56,14 @@ static dtnn_status conv2d_set(void *cfg, const char *key, const char *value, dtn
         return layer_opt_int(key, value, 1, 1 << 20, &c->groups, err);
     if (!strcmp(key, "bias"))
         return layer_opt_bool(key, value, &c->bias, err);
+    if (!strcmp(key, "weight_dims")) {
+        if (strcmp(value, "2") && strcmp(value, "4"))
+            return dtnn_error_set(err, DTNN_ERR_ARG, "option 'weight_dims': '%s' is not 4 "
+                                  "(filters x channels x kernel) or 2 (filters x channels, a "
+                                  "1x1 convolution's weight as nn.Linear's)", value);
+        c->linear_weight = !strcmp(value, "2");
+        return DTNN_OK;
+    }
     if (!strcmp(key, "algo")) {
         if (!strcmp(value, "auto") || !strcmp(value, "im2col") || !strcmp(value, "direct")) {
             c->algo_asked = !strcmp(value, "auto")     ? DTNN_CONV_AUTO
@@ -66,7 +77,7 @@ static dtnn_status conv2d_set(void *cfg, const char *key, const char *value, dtn
     }
     return dtnn_error_set(err, DTNN_ERR_ARG, "unknown option '%s' for conv2d (filters, kernel, "
                           "stride, padding, pad_top, pad_bottom, pad_left, pad_right, pads, "
-                          "dilation, groups, bias, algo)", key);
+                          "dilation, groups, bias, weight_dims, algo)", key);
 }
 
 static dtnn_status conv2d_infer(layer *l, dtnn_error *err)
@@ -112,7 +123,12 @@ static dtnn_status conv2d_infer(layer *l, dtnn_error *err)
     int cg = in.c / c->groups;
     double fan_in = (double)cg * c->kh * c->kw, fan_out = (double)c->filters * c->kh * c->kw;
     int64_t wd[4] = {c->filters, cg, c->kh, c->kw};
-    layer_declare(l, "weight", DTNN_TENSOR_PARAM, DTNN_F32, 4, wd, INIT_WEIGHT, fan_in, fan_out);
+    if (c->linear_weight && (c->kh != 1 || c->kw != 1 || c->groups != 1))
+        return dtnn_error_set(err, DTNN_ERR_ARG, "weight_dims = 2 is for a 1x1 convolution of "
+                              "one group (this one: %dx%d, %d groups)", c->kh, c->kw, c->groups);
+    /* the same values in the same order either way */
+    layer_declare(l, "weight", DTNN_TENSOR_PARAM, DTNN_F32, c->linear_weight ? 2 : 4, wd,
+                  INIT_WEIGHT, fan_in, fan_out);
     if (c->bias) {
         int64_t bd[1] = {c->filters};
         layer_declare(l, "bias", DTNN_TENSOR_PARAM, DTNN_F32, 1, bd, INIT_BIAS, fan_in, fan_out);

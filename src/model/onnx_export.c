@@ -99,7 +99,9 @@ static int input_rank(const onnx_writer *w, const layer *l)
 static emit_result emit_conv2d(onnx_writer *w, emit_ctx *c, dtnn_error *err)
 {
     const layer *l = c->l;
-    const char *ins[3] = {onnxw_input_as(w, l, 0, 4), onnxw_tensor_init(w, l, "weight", err),
+    /* rank 4: a weight declared [K, C] (weight_dims = 2) is Conv's [K, C, 1, 1] */
+    const char *ins[3] = {onnxw_input_as(w, l, 0, 4),
+                          onnxw_tensor_init_rank(w, l, "weight", 4, err),
                           c->a.bias ? onnxw_tensor_init(w, l, "bias", err) : ""};
     if (!ins[1] || !ins[2])
         return EMIT_ERROR;

@@ -137,12 +137,22 @@ int onnxw_const_f32s(onnx_writer *w, const char *name, const float *v, int64_t n
 const char *onnxw_tensor_init(onnx_writer *w, const layer *l, const char *suffix,
                               dtnn_error *err)
 {
+    return onnxw_tensor_init_rank(w, l, suffix, 0, err);
+}
+
+const char *onnxw_tensor_init_rank(onnx_writer *w, const layer *l, const char *suffix, int rank,
+                                   dtnn_error *err)
+{
     for (int k = 0; k < l->n_tensors; k++) {
         if (strcmp(l->t[k].suffix, suffix))
             continue;
         const dtnn_tensor_info *ti = dtnn_model_tensor(w->m, l->t[k].model_index);
+        int64_t dims[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+        const int ndim = ti->ndim > rank ? ti->ndim : rank > 8 ? 8 : rank;
+        for (int d = 0; d < ti->ndim && d < 8; d++)
+            dims[d] = ti->dims[d];
         Onnx__TensorProto *t = new_tensor(w, ti->name, ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT,
-                                          ti->dims, ti->ndim, sizeof(float) * ti->count);
+                                          dims, ndim, sizeof(float) * ti->count);
         float *host = onnxw_alloc(w, sizeof(float) * (ti->count ? ti->count : 1));
         if (!t || !host || add_init(w, t)) {
             dtnn_error_set(err, DTNN_ERR_NOMEM, "out of memory copying tensor '%s' (%zu "

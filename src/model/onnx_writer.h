@@ -49,6 +49,10 @@ int onnxw_const_f32(onnx_writer *w, const char *name, float v);
 int onnxw_const_f32s(onnx_writer *w, const char *name, const float *v, int64_t n);
 const char *onnxw_tensor_init(onnx_writer *w, const layer *l, const char *suffix,
                               dtnn_error *err);
+/* The same with the dims padded by trailing 1s to `rank` (a conv2d's [K, C] weight as ONNX
+ * Conv's [K, C, 1, 1]). */
+const char *onnxw_tensor_init_rank(onnx_writer *w, const layer *l, const char *suffix, int rank,
+                                   dtnn_error *err);
 
 /* A node of operator op reading n_in values and writing out (NULL out of memory), and its
  * attributes; the window ones are Conv's and the pools' (kernel_shape, strides, pads). */

@@ -13,7 +13,7 @@
  * and, from zoo_torchvision.c, torchvision's ImageNet models (alexnet, vgg*, resnet18/34/50,
  * mobilenet_v2, densenet121) and from zoo_modern.c those with squeeze-and-excitation
  * (mobilenet_v3_large, regnet_y_400mf,
- * efficientnet_v2_s). The table at the bottom is the one list of zoo models.
+ * efficientnet_v2_s) and convnext_tiny. The table at the bottom is the one list of zoo models.
  */
 #include <stdarg.h>
 #include <string.h>
@@ -244,6 +244,8 @@ static const zoo_entry zoo[] = {
      1000, zoo_regnet_y_400mf, 0},
     {"efficientnet_v2_s", "torchvision EfficientNetV2-S, 3x224x224, 21,458,488 parameters", 3,
      224, 224, 1000, zoo_efficientnet_v2_s, 0},
+    {"convnext_tiny", "torchvision ConvNeXt-Tiny, 3x224x224, 28,589,128 parameters", 3, 224, 224,
+     1000, zoo_convnext_tiny, 0},
 };
 
 const char *dtnn_zoo_name(int i, const char **description)

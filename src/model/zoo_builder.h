@@ -37,6 +37,7 @@ void zoo_densenet121(zoo_builder *b, int arg, int classes);
 void zoo_mobilenet_v3_large(zoo_builder *b, int arg, int classes);
 void zoo_regnet_y_400mf(zoo_builder *b, int arg, int classes);
 void zoo_efficientnet_v2_s(zoo_builder *b, int arg, int classes);
+void zoo_convnext_tiny(zoo_builder *b, int arg, int classes);
 /* VGG's feature stack (depth 11 or 16), features.0 .. features.N, shared with the zoo's
  * VGG-16 variants for 64x64 and CIFAR inputs. */
 void zoo_vgg_features(zoo_builder *b, int depth, int batch_norm);

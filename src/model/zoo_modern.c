@@ -2,7 +2,8 @@
  * zoo_modern.c — torchvision 0.14's models with squeeze-and-excitation, layer for layer and
  * with its module names (as zoo_torchvision.c): MobileNetV3-Large (hardswish, SE gated by
  * hardsigmoid), RegNetY-400MF (grouped bottlenecks, SE gated by sigmoid) and EfficientNetV2-S
- * (fused and depthwise inverted residuals, SiLU, SE gated by sigmoid).
+ * (fused and depthwise inverted residuals, SiLU, SE gated by sigmoid); and ConvNeXt-Tiny, which
+ * has no SE but the other blocks of the 2020s (LayerNorm over channels, GELU, layer scale).
  *
  * torchvision's SqueezeExcitation is avgpool -> fc1 (1x1 conv with bias) -> activation -> fc2
  * -> scale activation -> x * scale; here global_avgpool, two conv2d named <prefix>.fc1 and
@@ -202,4 +203,53 @@ void zoo_efficientnet_v2_s(zoo_builder *b, int arg, int classes)
     zadd(b, "flatten", "flatten", NULL, "%s", "");
     zadd(b, "dropout", "classifier.0", NULL, "p=0.2");
     zadd(b, "linear", "classifier.1", NULL, "outputs=%d", classes);
+}
+
+/* ConvNeXt-Tiny (Liu et al. 2022; torchvision's convnext_tiny): a 4x4 stride-4 stem and
+ * LayerNorm2d; stages of 3, 3, 9, 3 blocks of 96, 192, 384, 768 channels, a LayerNorm2d and a
+ * 2x2 stride-2 convolution between them. A block: 7x7 depthwise convolution, LayerNorm over
+ * channels, Linear to 4x, GELU, Linear back (torchvision's between two permutes: here 1x1
+ * convolutions whose weights are [out, in] as its Linears', weight_dims = 2), times the
+ * trainable layer scale <block>.layer_scale [C, 1, 1] (1e-6 at first), stochastic depth
+ * (p = 0.1 * block / 17), plus the block's input. Global average pool, LayerNorm2d, linear.
+ * LayerNorms with eps 1e-6. */
+void zoo_convnext_tiny(zoo_builder *b, int arg, int classes)
+{
+    (void)arg;
+    static const int depth[4] = {3, 3, 9, 3}, width[4] = {96, 192, 384, 768};
+    const char *ln = "eps=1e-6";
+    zadd(b, "conv2d", "features.0.0", NULL, "filters=96 kernel=4 stride=4");
+    int x = zadd(b, "layernorm", "features.0.1", NULL, "%s", ln);
+    char prefix[NAME_LEN], name[NAME_LEN];
+    int block = 0;
+    for (int s = 0; s < 4; s++) {
+        const int dim = width[s];
+        if (s > 0) {
+            snprintf(prefix, sizeof prefix, "features.%d", 2 * s);
+            x = zadd(b, "layernorm", sub(name, prefix, ".0"), INPUTS(x), "%s", ln);
+            x = zadd(b, "conv2d", sub(name, prefix, ".1"), INPUTS(x), "filters=%d kernel=2 "
+                     "stride=2", dim);
+        }
+        for (int i = 0; i < depth[s]; i++, block++) {
+            snprintf(prefix, sizeof prefix, "features.%d.%d", 2 * s + 1, i);
+            int y = zadd(b, "conv2d", sub(name, prefix, ".block.0"), INPUTS(x),
+                         "filters=%d kernel=7 padding=3 groups=%d", dim, dim);
+            y = zadd(b, "layernorm", sub(name, prefix, ".block.2"), INPUTS(y), "%s", ln);
+            y = zadd(b, "conv2d", sub(name, prefix, ".block.3"), INPUTS(y),
+                     "filters=%d kernel=1 weight_dims=2", 4 * dim);
+            y = zadd(b, "gelu", sub(name, prefix, ".block.4"), INPUTS(y), "%s", "");
+            y = zadd(b, "conv2d", sub(name, prefix, ".block.5"), INPUTS(y),
+                     "filters=%d kernel=1 weight_dims=2", dim);
+            y = zadd(b, "mul", prefix, INPUTS(y), "const_shape=%dx1x1 const_value=1e-6 "
+                     "trainable=true const_name=layer_scale", dim);
+            if (block > 0)
+                y = zadd(b, "stochastic_depth", sub(name, prefix, ".stochastic_depth"),
+                         INPUTS(y), "p=%.9g", 0.1 * block / 17.0);
+            x = zadd(b, "add", sub(name, prefix, ".add"), INPUTS(y, x), "%s", "");
+        }
+    }
+    zadd(b, "global_avgpool", "avgpool", INPUTS(x), "%s", "");
+    zadd(b, "layernorm", "classifier.0", NULL, "%s", ln);
+    zadd(b, "flatten", "classifier.1", NULL, "%s", "");
+    zadd(b, "linear", "classifier.2", NULL, "outputs=%d", classes);
 }
