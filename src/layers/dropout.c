@@ -28,14 +28,8 @@ static void dropout_defaults(void *cfg)
 static dtnn_status dropout_set(void *cfg, const char *key, const char *value, dtnn_error *err)
 {
     dropout_cfg *c = cfg;
-    if (!strcmp(key, "p")) {
-        dtnn_status st = layer_opt_float(key, value, 0.0, 1.0, &c->p, err);
-        /* p = 1 would scale by infinity; PyTorch's result (all zeros) has no gradient to train. */
-        if (st == DTNN_OK && !(c->p < 1.0f))
-            return dtnn_error_set(err, DTNN_ERR_ARG, "option 'p': '%s' must be in [0, 1)",
-                                  value);
-        return st;
-    }
+    if (!strcmp(key, "p"))
+        return layer_opt_drop_probability(key, value, &c->p, err);
     return dtnn_error_set(err, DTNN_ERR_ARG, "unknown option '%s' for dropout (p)", key);
 }
 

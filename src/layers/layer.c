@@ -217,3 +217,13 @@ dtnn_status layer_opt_ints(const char *key, const char *value, int min, int max,
     }
     return DTNN_OK;
 }
+
+dtnn_status layer_opt_drop_probability(const char *key, const char *value, float *out,
+                                       dtnn_error *err)
+{
+    dtnn_status st = layer_opt_float(key, value, 0.0, 1.0, out, err);
+    if (st == DTNN_OK && !(*out < 1.0f))
+        return dtnn_error_set(err, DTNN_ERR_ARG, "option '%s': '%s' must be in [0, 1)", key,
+                              value);
+    return st;
+}

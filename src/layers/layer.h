@@ -208,6 +208,10 @@ dtnn_status layer_opt_int(const char *key, const char *value, int min, int max, 
 dtnn_status layer_opt_float(const char *key, const char *value, double min, double max,
                             float *out, dtnn_error *err);
 dtnn_status layer_opt_bool(const char *key, const char *value, int *out, dtnn_error *err);
+/* A drop probability in [0, 1) (dropout's and stochastic depth's p): at 1 the kept values
+ * would be scaled by infinity, and PyTorch's result (all zeros) has no gradient to train. */
+dtnn_status layer_opt_drop_probability(const char *key, const char *value, float *out,
+                                       dtnn_error *err);
 /* "3" or "3x5" (h x w) */
 /* forward and backward of a layer that only renames its input's shape (flatten, reshape):
  * nothing where the model runs it in place (a view), else a copy; backward copies (or adds)

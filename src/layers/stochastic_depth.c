@@ -30,13 +30,8 @@ static void sd_defaults(void *cfg)
 static dtnn_status sd_set(void *cfg, const char *key, const char *value, dtnn_error *err)
 {
     sd_cfg *c = cfg;
-    if (!strcmp(key, "p")) {
-        dtnn_status st = layer_opt_float(key, value, 0.0, 1.0, &c->p, err);
-        if (st == DTNN_OK && !(c->p < 1.0f))
-            return dtnn_error_set(err, DTNN_ERR_ARG, "option 'p': '%s' must be in [0, 1)",
-                                  value);
-        return st;
-    }
+    if (!strcmp(key, "p"))
+        return layer_opt_drop_probability(key, value, &c->p, err);
     if (!strcmp(key, "mode")) {
         if (strcmp(value, "row") && strcmp(value, "batch"))
             return dtnn_error_set(err, DTNN_ERR_ARG, "option 'mode': '%s' is not row or batch",
