@@ -67,6 +67,42 @@ static const char *const RESIDUAL_MODEL =
     "[flatten]\n"
     "[linear]\nname = fc\nout_features = 3\n";
 
+/* Squeeze-excitation blocks (plan_se_fusion): se1 as torchvision writes it (global average
+ * pool, ReLU, sigmoid; the scaled map first), se2 as an ONNX import would (ReduceMean, a
+ * convolution without bias, SiLU, hardsigmoid; the gate first), its map also read by the add
+ * after it, so that the block's input gradient adds to the add's. The third block's gate also
+ * feeds an add, so it stays layer by layer. Fused and unfused differ in rounding only: the
+ * same float operations in the same order, but for ReduceMean (a double sum, unfused) and the
+ * 1x1 convolutions' products, here a fully connected layer's, and dx = dy s + dmean / HW in
+ * one expression instead of two passes: a few ulp, well inside compare()'s 1e-6 + 1e-5 |x|. */
+static const char *const SE_MODEL =
+    "[input]\nshape = 6x5x5\n"
+    "[conv2d]\nname = c1\nfilters = 8\nkernel = 3\npadding = 1\n"
+    "[batchnorm]\nname = bn1\n"
+    "[silu]\nname = a1\n"
+    "[global_avgpool]\nname = p1\n"
+    "[conv2d]\nname = f1a\nfilters = 3\nkernel = 1\n"
+    "[relu]\nname = r1\n"
+    "[conv2d]\nname = f1b\nfilters = 8\nkernel = 1\n"
+    "[sigmoid]\nname = g1\n"
+    "[mul]\nname = se1\ninputs = a1, g1\n"
+    "[reduce]\nname = p2\naxes = spatial\nop = mean\n"
+    "[conv2d]\nname = f2a\nfilters = 2\nkernel = 1\nbias = false\n"
+    "[silu]\nname = r2\n"
+    "[conv2d]\nname = f2b\nfilters = 8\nkernel = 1\n"
+    "[hardsigmoid]\nname = g2\n"
+    "[mul]\nname = se2\ninputs = g2, se1\n"
+    "[add]\nname = res\ninputs = se2, se1\n"
+    "[global_avgpool]\nname = p3\n"
+    "[conv2d]\nname = f3a\nfilters = 4\nkernel = 1\n"
+    "[relu]\nname = r3\n"
+    "[conv2d]\nname = f3b\nfilters = 8\nkernel = 1\n"
+    "[sigmoid]\nname = g3\n"
+    "[mul]\nname = se3\ninputs = res, g3\n"
+    "[add]\nname = tail\ninputs = se3, g3\n"
+    "[flatten]\n"
+    "[linear]\nname = fc\nout_features = 5\n";
+
 static dtnn_model *build(const char *spec, int unfused, int batch, dtnn_error *err)
 {
     dtnn_model *m = dtnn_model_from_spec(spec, 0, 0, 0, 0, err);
@@ -237,6 +273,27 @@ static void check_residual_plan(const char *path)
     check_methods("resnet20", 0, resnet20, COUNT(resnet20));
 }
 
+static void check_se_plan(const char *path)
+{
+    static const expected_method fused[] = {
+        {"se1", "squeeze-excitation"}, {"p1", "fused"}, {"f1a", "fused"}, {"r1", "fused"},
+        {"f1b", "fused"}, {"g1", "fused"}, {"se2", "squeeze-excitation"}, {"p2", "fused"},
+        {"g2", "fused"}, {"se3", ""}, {"p3", ""}, {"g3", ""},
+    };
+    static const expected_method unfused[] = {{"se1", ""}, {"p1", ""}, {"se2", ""}};
+    /* torchvision's SqueezeExcitation in each zoo model that has it */
+    static const expected_method mobilenet[] = {
+        {"features.4.block.2.scale", "squeeze-excitation"},
+        {"features.4.block.2.fc1", "fused"}};
+    static const expected_method efficientnet[] = {
+        {"features.4.0.block.2.scale", "squeeze-excitation"},
+        {"features.4.0.block.2.avgpool", "fused"}};
+    check_methods(path, 0, fused, COUNT(fused));
+    check_methods(path, 1, unfused, COUNT(unfused));
+    check_methods("mobilenet_v3_large", 0, mobilenet, COUNT(mobilenet));
+    check_methods("efficientnet_v2_s", 0, efficientnet, COUNT(efficientnet));
+}
+
 /* A NaN before a fused ReLU stays NaN, as after ReLU on its own (a diverging run must show). */
 static void check_nan(const char *path)
 {
@@ -269,30 +326,38 @@ static void check_nan(const char *path)
 
 int main(void)
 {
-    char path[64], residual[64];
+    char path[64], residual[64], se[64];
     snprintf(path, sizeof path, "/tmp/dtnn_test_fusion.%ld.model", (long)getpid());
+    snprintf(se, sizeof se, "/tmp/dtnn_test_fusion_se.%ld.model", (long)getpid());
     snprintf(residual, sizeof residual, "/tmp/dtnn_test_fusion_res.%ld.model", (long)getpid());
-    FILE *f = fopen(path, "w"), *g = fopen(residual, "w");
-    CHECK(f != NULL && g != NULL);
-    if (!f || !g) {
+    FILE *f = fopen(path, "w"), *g = fopen(residual, "w"), *e = fopen(se, "w");
+    CHECK(f != NULL && g != NULL && e != NULL);
+    if (!f || !g || !e) {
         if (f)
             fclose(f);
         if (g)
             fclose(g);
+        if (e)
+            fclose(e);
         return test_finish("test_fusion");
     }
     fputs(MIXED_MODEL, f);
     fclose(f);
     fputs(RESIDUAL_MODEL, g);
     fclose(g);
+    fputs(SE_MODEL, e);
+    fclose(e);
     check_plan(path);
     check_residual_plan(residual);
     compare("mixed (batch 3)", path, 3);
     compare("residual (batch 3)", residual, 3);
     compare("resnet20 (batch 4)", "resnet20", 4);
+    check_se_plan(se);
+    compare("squeeze-excitation (batch 3)", se, 3);
     check_nan(path);
     check_nan(residual);
     remove(path);
     remove(residual);
+    remove(se);
     return test_finish("test_fusion");
 }

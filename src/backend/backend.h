@@ -177,6 +177,25 @@ typedef struct {
     dtnn_precision precision;
 } linear_desc;
 
+/* A squeeze-excitation block run as one operation (the model's fusion pass, model_plan.c):
+ * for x [n, C, HW], mean [n, C] = each plane's mean (summed in float, in order, as the global
+ * average pool), z1 [n, hidden] = mean W1^T + b1, a1 = act(z1), z2 [n, C] = a1 W2^T + b2,
+ * s = gate(z2), y = x * s per channel. W1 is [hidden, C], W2 [C, hidden] (a 1x1
+ * convolution's weights), b1 and b2 may be NULL. act and gate are activation kinds with their
+ * two scalars, as act_forward takes them. */
+typedef struct {
+    int C, HW, hidden;
+    act_kind act, gate;
+    float act_a, act_b, gate_a, gate_b;
+} se_geom;
+
+/* The backward's scratch, floats per sample: ds, dz2 and dmean [C] each, da1 and dz1
+ * [hidden] each. */
+static inline size_t se_workspace_floats(const se_geom *g)
+{
+    return 3 * (size_t)g->C + 2 * (size_t)g->hidden;
+}
+
 typedef struct conv_plan conv_plan;
 
 /* The losses (loss.c has the formulas). */
@@ -340,6 +359,22 @@ enum { UPLOAD_SLOTS = 2 };
     X(BE_REQUIRED, void, act_backward,                                                         \
       (dtnn_backend *be, act_kind kind, float a, float b, size_t count, const float *x,        \
        const float *y, const float *dy, float *dx, int accumulate))                            \
+                                                                                               \
+    /* se_geom's block, forward: every intermediate is written where the layers it stands   \
+     * for keep theirs (mean, z1, a1, z2, s; a1 may be z1 and s z2, an in-place activation's), \
+     * so that backward reads what each layer's own backward would. Backward: dx written (or  \
+     * with accumulate added) = dy s + (the gradient through s back to the mean) / HW, dW1,    \
+     * db1, dW2, db2 added to (NULL: not wanted); workspace holds se_workspace_floats per      \
+     * sample. NULL: the model runs the block layer by layer. */                              \
+    X(BE_OPTIONAL, void, se_forward,                                                           \
+      (dtnn_backend *be, const se_geom *g, int n, const float *x, const float *w1,             \
+       const float *b1, const float *w2, const float *b2, float *mean, float *z1, float *a1,   \
+       float *z2, float *s, float *y))                                                         \
+    X(BE_OPTIONAL, void, se_backward,                                                          \
+      (dtnn_backend *be, const se_geom *g, int n, const float *x, const float *dy,             \
+       const float *mean, const float *z1, const float *a1, const float *z2, const float *s,   \
+       const float *w1, const float *w2, float *dw1, float *db1, float *dw2, float *db2,       \
+       float *dx, int accumulate, float *workspace))                                           \
                                                                                                \
     /* Row-wise softmax of [rows, cols]; backward: dx = y * (dy - sum(dy * y)). */             \
     X(BE_REQUIRED, void, softmax_forward,                                                      \

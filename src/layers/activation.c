@@ -98,6 +98,15 @@ static void act_describe(const layer *l, layer_attrs *a)
                        .approximate = c->kind == ACT_GELU_TANH};
 }
 
+static int act_activation(const layer *l, act_kind *kind, float *a, float *b)
+{
+    const act_cfg *c = l->cfg;
+    *kind = c->kind;
+    *a = act_a(c);
+    *b = act_b(c);
+    return 1;
+}
+
 #define ACT_LAYER(ident, type_name, kind_value, text, in_place, reads_output, lo_, hi_)      \
     static void ident##_defaults(void *cfg)                                                   \
     {                                                                                         \
@@ -121,6 +130,7 @@ static void act_describe(const layer *l, layer_attrs *a)
         .forward = act_forward,                                                               \
         .backward = act_backward,                                                             \
         .describe = act_describe,                                                             \
+        .activation = act_activation,                                                         \
         .inplace = in_place,                                                                  \
         .backward_reads_output = reads_output,                                                \
         .fusable_relu = (kind_value) == ACT_RELU,                                             \

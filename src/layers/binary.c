@@ -82,8 +82,50 @@ static void operands(const layer *l, const float **a, const float **b)
     }
 }
 
+/* A squeeze-excitation block's scale runs the block (model_plan.c, plan_se_fusion): l->se
+ * holds the mean, affine, activation, affine and gate layers, whose outputs keep the block's
+ * intermediates for the backward, as unfused. */
+static se_geom se_block(const layer *l, const float **b1, const float **b2)
+{
+    layer *const *se = l->se;
+    const dtnn_shape x = l->in[l->se_x];
+    se_geom g = {.C = x.c, .HW = x.h * x.w, .hidden = se[1]->out.c};
+    se[2]->ops->activation(se[2], &g.act, &g.act_a, &g.act_b);
+    se[4]->ops->activation(se[4], &g.gate, &g.gate_a, &g.gate_b);
+    int bias;
+    se[1]->ops->channel_affine(se[1], &bias);
+    *b1 = bias ? se[1]->p[1] : NULL;
+    se[3]->ops->channel_affine(se[3], &bias);
+    *b2 = bias ? se[3]->p[1] : NULL;
+    return g;
+}
+
+static void se_forward(layer *l, const layer_ctx *ctx)
+{
+    layer *const *se = l->se;
+    const float *b1, *b2;
+    const se_geom g = se_block(l, &b1, &b2);
+    be_run(ctx->be, se_forward, &g, l->n, l->x[l->se_x], se[1]->p[0], b1, se[3]->p[0], b2,
+           se[0]->y, se[1]->y, se[2]->y, se[3]->y, se[4]->y, l->y);
+}
+
+static void se_backward(layer *l, const layer_ctx *ctx)
+{
+    layer *const *se = l->se;
+    const float *b1, *b2;
+    const se_geom g = se_block(l, &b1, &b2);
+    be_run(ctx->be, se_backward, &g, l->n, l->x[l->se_x], l->dy, se[0]->y, se[1]->y, se[2]->y,
+           se[3]->y, se[4]->y, se[1]->p[0], se[3]->p[0], se[1]->g[0], b1 ? se[1]->g[1] : NULL,
+           se[3]->g[0], b2 ? se[3]->g[1] : NULL, l->dx[l->se_x], l->dx_accumulate[l->se_x],
+           ctx->workspace);
+}
+
 static void binary_forward(layer *l, const layer_ctx *ctx)
 {
+    if (l->se[0]) {
+        se_forward(l, ctx);
+        return;
+    }
     binary_cfg *c = l->cfg;
     const float *a, *b;
     operands(l, &a, &b);
@@ -109,6 +151,10 @@ static void constant_grad(layer *l, const layer_ctx *ctx, const float *x)
  * gradient unless trainable. */
 static void binary_backward(layer *l, const layer_ctx *ctx)
 {
+    if (l->se[0]) {
+        se_backward(l, ctx);
+        return;
+    }
     binary_cfg *c = l->cfg;
     const float *a, *b;
     operands(l, &a, &b);
@@ -129,6 +175,26 @@ static void binary_describe(const layer *l, layer_attrs *a)
 {
     const binary_cfg *c = l->cfg;
     *a = (layer_attrs){.constant = l->n_in == 1, .reverse = c->k.reverse};
+}
+
+/* The slot of the C x H x W input of a product with a C x 1 x 1 one, else -1. */
+static int binary_channel_scale(const layer *l)
+{
+    const binary_cfg *c = l->cfg;
+    if (c->kind != BIN_MUL || l->n_in != 2)
+        return -1;
+    for (int k = 0; k < 2; k++) {
+        const dtnn_shape x = l->in[k], s = l->in[1 - k];
+        if (x.c == l->out.c && x.h == l->out.h && x.w == l->out.w && s.c == x.c && s.h == 1 &&
+            s.w == 1)
+            return k;
+    }
+    return -1;
+}
+
+static const char *binary_method(const layer *l)
+{
+    return l->se[0] ? "squeeze-excitation" : "";
 }
 
 static double binary_flops(const layer *l) { return (double)shape_size(l->out); }
@@ -153,6 +219,8 @@ static double binary_flops(const layer *l) { return (double)shape_size(l->out); 
         .backward = binary_backward,                                                          \
         .flops = binary_flops,                                                                \
         .describe = binary_describe,                                                          \
+        .method = binary_method,                                                              \
+        .channel_scale = binary_channel_scale,                                                \
     };
 
 BINARY_LAYER(mul, "mul", BIN_MUL,

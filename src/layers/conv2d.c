@@ -194,6 +194,18 @@ static void conv2d_describe(const layer *l, layer_attrs *a)
                        .groups = c->groups, .bias = c->bias, .outputs = c->filters};
 }
 
+/* A 1x1 convolution of one group on 1 x 1 planes is a fully connected layer: its weight
+ * [filters, channels, 1, 1] is [out, in]. Not in bf16, where the convolution rounds. */
+static int conv2d_channel_affine(const layer *l, int *bias)
+{
+    const conv2d_cfg *c = l->cfg;
+    *bias = c->bias;
+    return c->kh == 1 && c->kw == 1 && c->groups == 1 && c->g.pad_h == 0 && c->g.pad_w == 0 &&
+           c->g.pad_extra_h == 0 && c->g.pad_extra_w == 0 && l->in[0].h == 1 &&
+           l->in[0].w == 1 && l->out.h == 1 && l->out.w == 1 &&
+           l->build->precision == DTNN_PRECISION_FP32;
+}
+
 const layer_ops layer_conv2d = {
     .type = "conv2d",
     .summary = "2-D convolution (filters, kernel, stride, padding, dilation, groups, bias, "
@@ -210,4 +222,5 @@ const layer_ops layer_conv2d = {
     .flops = conv2d_flops,
     .method = conv2d_method,
     .describe = conv2d_describe,
+    .channel_affine = conv2d_channel_affine,
 };

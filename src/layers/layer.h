@@ -143,6 +143,18 @@ typedef struct {
     int sums_inputs;
     int residual_epilogue;
     int eval_when_frozen;
+    /* Squeeze-excitation (model_plan.c, plan_se_fusion): a mean, an affine, an activation,
+     * an affine and an activation (the gate) in a row, then a channel scale of the mean's own
+     * input by the gate, is run by the scale as one backend operation (se_forward). Each says
+     * what a built layer is, NULL meaning never: plane_mean, each channel's mean over all of
+     * H x W; channel_affine, y = W x + b over the channels of 1 x 1 planes in fp32, W [out,
+     * in] at p[0] and b (when *bias) at p[1]; activation, the element-wise one it is (its kind
+     * and two scalars, as act_forward takes them); channel_scale, a two-input product of a
+     * C x H x W input and a C x 1 x 1 one: the former's slot, else -1. */
+    int (*plane_mean)(const layer *l);
+    int (*channel_affine)(const layer *l, int *bias);
+    int (*activation)(const layer *l, act_kind *kind, float *a, float *b);
+    int (*channel_scale)(const layer *l);
     /* A normalisation layer (batch norm): its scale and shift form the "norm" parameter group
      * that optimizers may keep from weight decay and from layer-wise adaptation (LARS, LAMB),
      * as the large-batch recipes do. */
@@ -180,6 +192,11 @@ struct layer {
      * input, the residual (input residual_slot of the add). */
     struct layer *residual_add;
     int residual_slot;
+    /* A channel scale doing a squeeze-excitation block (plan_se_fusion): the mean, affine,
+     * activation, affine and gate layers it runs, each marked fused, and its input slot of the
+     * scaled tensor; se[0] NULL: none. */
+    struct layer *se[5];
+    int se_x;
     /* --freeze: nothing upstream of this layer trains, nor does it, so no one needs its
      * backward (the model skips it) */
     int no_backward;

@@ -180,6 +180,13 @@ static void pool_describe(const layer *l, layer_attrs *a)
                        .output_size = {c->out_h, c->out_w}};
 }
 
+/* Global average pooling, or adaptive average pooling to 1 x 1: each plane's mean. */
+static int pool_plane_mean(const layer *l)
+{
+    const pool_cfg *c = l->cfg;
+    return c->kind == POOL_GLOBAL || (c->kind == POOL_ADAPTIVE && l->out.h == 1 && l->out.w == 1);
+}
+
 #define POOL_LAYER(ident, type_name, kind_value, text)                                        \
     static void ident##_defaults(void *cfg)                                                   \
     {                                                                                         \
@@ -203,6 +210,7 @@ static void pool_describe(const layer *l, layer_attrs *a)
         .backward = pool_backward,                                                            \
         .flops = pool_flops,                                                                  \
         .describe = pool_describe,                                                            \
+        .plane_mean = pool_plane_mean,                                                        \
     };
 
 POOL_LAYER(maxpool, "maxpool", POOL_MAX, "max pooling (kernel, stride=kernel, padding)")

@@ -74,6 +74,12 @@ static double reduce_flops(const layer *l)
     return (c->op == 2 ? 2.0 : 1.0) * (double)shape_size(l->in[0]);
 }
 
+static int reduce_plane_mean(const layer *l)
+{
+    const reduce_cfg *c = l->cfg;
+    return c->axes == 2 && c->op == 0;
+}
+
 const layer_ops layer_reduce = {
     .type = "reduce",
     .summary = "sum, mean or L2 norm over the channels (1 x H x W) or over each plane "
@@ -90,4 +96,5 @@ const layer_ops layer_reduce = {
     .backward = reduce_backward,
     .flops = reduce_flops,
     .describe = reduce_describe,
+    .plane_mean = reduce_plane_mean,
 };

@@ -8,7 +8,8 @@
  * write over their input's (plan_inplace); one scratch workspace (the largest any layer asks
  * for) is shared by all layers. A ReLU in place after a batch norm or an add is done by that
  * layer in the same pass (plan_fusion) and skipped, and so is a two-input add after a batch
- * norm (the batch norm does it and writes the add's output).
+ * norm (the batch norm does it and writes the add's output), and a squeeze-excitation block
+ * by its channel scale (plan_se_fusion).
  *
  * Output gradients share one pool (plan_gradient_pool): the gradient at layer i's output is
  * only alive from the backward of its last consumer to its own backward, so buffers whose
@@ -163,6 +164,51 @@ static void plan_backward(dtnn_model *m, const dtnn_build_params *p)
     }
 }
 
+/* The layer feeding input k of l, if it is layer `at` and feeds nothing else. */
+static layer *sole_feeder(const dtnn_model *m, const layer *l, int k, int at)
+{
+    if (k >= l->n_in || l->in_ids[k] != at || at < 0 ||
+        reads_between(m, at, at, m->n_layers) != 1)
+        return NULL;
+    return m->layers[at];
+}
+
+/* Which channel scales run their squeeze-excitation block as one operation (layer_ops'
+ * plane_mean ... channel_scale; backend se_forward): x -> mean -> affine -> activation ->
+ * affine -> gate -> x * gate, the five layers in a row just before the scale, each feeding
+ * only the next, the mean reading the very x the scale scales. In a row, so that the block's
+ * writes keep the order they have unfused and no layer between reads what they skip. */
+static void plan_se_fusion(dtnn_model *m)
+{
+    if (!m->be->op->se_forward || !m->be->op->se_backward)
+        return;
+    for (int j = 5; j < m->n_layers; j++) {
+        layer *l = m->layers[j], *se[5];
+        const int x_slot = l->ops->channel_scale ? l->ops->channel_scale(l) : -1;
+        if (x_slot < 0 || !(se[4] = sole_feeder(m, l, 1 - x_slot, j - 1)))
+            continue;
+        int ok = 1;
+        for (int k = 3; k >= 0 && ok; k--)
+            ok = (se[k] = sole_feeder(m, se[k + 1], 0, j - 5 + k)) != NULL;
+        act_kind kind;
+        float a, b;
+        int bias;
+        if (!ok || se[0]->n_in != 1 || se[0]->in_ids[0] != l->in_ids[x_slot] ||
+            !se[0]->ops->plane_mean || !se[0]->ops->plane_mean(se[0]))
+            continue;
+        for (int k = 1; k <= 3 && ok; k += 2)
+            ok = se[k]->ops->channel_affine && se[k]->ops->channel_affine(se[k], &bias) &&
+                 se[k + 1]->ops->activation && se[k + 1]->ops->activation(se[k + 1], &kind, &a, &b);
+        if (!ok || se[3]->out.c != l->out.c)
+            continue;
+        for (int k = 0; k < 5; k++) {
+            l->se[k] = se[k];
+            se[k]->fused = 1;
+        }
+        l->se_x = x_slot;
+    }
+}
+
 /* Which ReLUs their producer does (layer_ops.relu_epilogue): a ReLU running in place on the
  * output of a layer that can clamp it, unless the build asks for every layer on its own
  * (dtnn_build_params.unfused). first[i] is the lowest layer whose backward uses layer i's
@@ -173,15 +219,19 @@ static void plan_fusion(dtnn_model *m, const int *alias, int *first)
     for (int i = 0; i < m->n_layers; i++) {
         m->layers[i]->relu_fused = m->layers[i]->fused = 0;
         m->layers[i]->residual_add = NULL;
+        memset(m->layers[i]->se, 0, sizeof m->layers[i]->se);
         first[i] = i;
     }
+    if (!m->bp.unfused)
+        plan_se_fusion(m);
     for (int i = 0; i < m->n_layers && !m->bp.unfused; i++) {
         layer *l = m->layers[i];
-        if (!l->ops->fusable_relu || alias[i] < 0 || alias[i] != l->in_ids[0])
+        if (!l->ops->fusable_relu || l->fused || alias[i] < 0 || alias[i] != l->in_ids[0])
             continue;
         layer *producer = m->layers[alias[i]];
         /* an eval-mode batch norm's backward (bn_backward_eval) has no epilogue */
-        if (!producer->ops->relu_epilogue || producer->relu_fused || producer->eval_mode ||
+        if (!producer->ops->relu_epilogue || producer->relu_fused || producer->fused ||
+            producer->eval_mode ||
             broadcasts(producer))
             continue;
         producer->relu_fused = 1;
@@ -418,6 +468,11 @@ dtnn_status model_plan_memory(dtnn_model *m, const dtnn_build_params *p, memory_
         mp->aux_bytes += dtnn__round_up(l->aux_bytes * (size_t)p->max_batch + l->aux_fixed_bytes,
                                        64);
         mp->workspace = DTNN_MAX(mp->workspace, l->workspace_bytes);
+        if (l->se[0]) {
+            const se_geom g = {.C = l->out.c, .hidden = l->se[1]->out.c};
+            mp->workspace = DTNN_MAX(mp->workspace,
+                                     sizeof(float) * se_workspace_floats(&g) * p->max_batch);
+        }
     }
     mp->outputs_floats = mp->act_floats;
     if (p->training) {

@@ -170,6 +170,25 @@ static void op_act_backward(dtnn_backend *be, act_kind kind, float a, float b, s
     cpu_act_backward(kind, a, b, count, x, y, dy, dx, accumulate);
 }
 
+static void op_se_forward(dtnn_backend *be, const se_geom *g, int n, const float *x,
+                          const float *w1, const float *b1, const float *w2, const float *b2,
+                          float *mean, float *z1, float *a1, float *z2, float *s, float *y)
+{
+    (void)be;
+    cpu_se_forward(g, n, x, w1, b1, w2, b2, mean, z1, a1, z2, s, y);
+}
+
+static void op_se_backward(dtnn_backend *be, const se_geom *g, int n, const float *x,
+                           const float *dy, const float *mean, const float *z1, const float *a1,
+                           const float *z2, const float *s, const float *w1, const float *w2,
+                           float *dw1, float *db1, float *dw2, float *db2, float *dx,
+                           int accumulate, float *workspace)
+{
+    (void)be;
+    cpu_se_backward(g, n, x, dy, mean, z1, a1, z2, s, w1, w2, dw1, db1, dw2, db2, dx,
+                    accumulate, workspace);
+}
+
 static void op_softmax_forward(dtnn_backend *be, int rows, int cols, const float *x, float *y)
 {
     (void)be;
@@ -476,6 +495,8 @@ const dtnn_backend_ops cpu_backend_table = {
     .upsample_backward = op_upsample_backward,
     .act_forward = op_act_forward,
     .act_backward = op_act_backward,
+    .se_forward = op_se_forward,
+    .se_backward = op_se_backward,
     .softmax_forward = op_softmax_forward,
     .softmax_backward = op_softmax_backward,
     .bn_moments = op_bn_moments,

@@ -175,6 +175,15 @@ void cpu_linear_backward(const linear_desc *d, int n, const float *x, const floa
                          const float *w, float *dw, float *db, float *dx, int accumulate,
                          void *workspace);
 
+/* squeeze_excite.c: se_geom's block, with the table's contracts. */
+void cpu_se_forward(const se_geom *g, int n, const float *x, const float *w1, const float *b1,
+                    const float *w2, const float *b2, float *mean, float *z1, float *a1,
+                    float *z2, float *s, float *y);
+void cpu_se_backward(const se_geom *g, int n, const float *x, const float *dy,
+                     const float *mean, const float *z1, const float *a1, const float *z2,
+                     const float *s, const float *w1, const float *w2, float *dw1, float *db1,
+                     float *dw2, float *db2, float *dx, int accumulate, float *workspace);
+
 /* bf16.c: y = x rounded to bfloat16 (y may be x); store: y = or += x rounded. */
 void cpu_round_bf16(size_t n, const float *x, float *y);
 void cpu_store_bf16(size_t n, const float *x, float *y, int accumulate);
