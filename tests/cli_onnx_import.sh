@@ -12,7 +12,9 @@
 # HardSigmoid + Mul at opset 13, HardSwish at 14; squeeze-and-excitation is a broadcast Mul) and
 # efficientnet_b0 (SiLU is Sigmoid + Mul), convnext_tiny at opset 17 (LayerNorm2d and each
 # block's Linear, GELU and Linear between permutes: a channels-last view whose MatMuls are
-# 1x1 convolutions and whose element-wise operators keep the view). (c) `dtnn train --model F.onnx` runs 2 steps from the
+# 1x1 convolutions and whose element-wise operators keep the view) and at opset 14, torch
+# 1.13's default, where each LayerNorm is written out in nine operators (one layernorm again,
+# with torchvision's parameters). (c) `dtnn train --model F.onnx` runs 2 steps from the
 # initializers. (d) Graphs written with onnx.helper: Conv with asymmetric pads, GlobalMaxPool,
 # HardSigmoid with ONNX's default alpha 0.2, Mul by a per-channel constant, Sub c - x, Add of a
 # scalar, Div by a per-channel constant and by a computed value, Mul of a flat value by a
@@ -153,6 +155,34 @@ save("gelu_ops", [helper.make_node("Div", ["x", "r2"], ["q"], name="div"),
       "half": np.array(0.5, np.float32)}, [1, 3, 8, 8])
 np.save(f"{tmp}/ref_gelu_ops.npy",
         x * 0.5 * (1 + np.vectorize(math.erf)(x.astype(np.float64) / math.sqrt(2))))
+# Pow by 2 and by 0.5: sqrt(x^2 + 1); by 3 refused
+save("pow", [helper.make_node("Pow", ["x", "two"], ["sq"], name="square"),
+             helper.make_node("Add", ["sq", "one"], ["s"], name="plus1"),
+             helper.make_node("Pow", ["s", "half"], ["y"], name="root")],
+     {"two": np.array(2.0, np.float32), "one": np.array(1.0, np.float32),
+      "half": np.array(0.5, np.float32)}, [1, 3, 8, 8])
+np.save(f"{tmp}/ref_pow.npy", np.sqrt(x.astype(np.float64) ** 2 + 1))
+save("cube", [helper.make_node("Pow", ["x", "three"], ["y"], name="cube")],
+     {"three": np.array(3.0, np.float32)}, [1, 3, 8, 8])
+# A LayerNorm over the channels of [N, C, H, W] written out as opsets before 17 do (timm's
+# LayerNorm2d in its NCHW form, weight and bias [C, 1, 1]): one layernorm
+lg = (rng.random((3, 1, 1)) + 0.5).astype(np.float32)
+lb = rng.standard_normal((3, 1, 1)).astype(np.float32)
+save("lnc", [helper.make_node("ReduceMean", ["x"], ["mu"], name="mean", axes=[1]),
+             helper.make_node("Sub", ["x", "mu"], ["d"], name="centre"),
+             helper.make_node("Pow", ["d", "two"], ["d2"], name="square"),
+             helper.make_node("ReduceMean", ["d2"], ["var"], name="var", axes=[1]),
+             helper.make_node("Add", ["var", "eps"], ["ve"], name="plus_eps"),
+             helper.make_node("Sqrt", ["ve"], ["sd"], name="sd"),
+             helper.make_node("Div", ["d", "sd"], ["n"], name="normalise"),
+             helper.make_node("Mul", ["n", "lnc.weight"], ["m"], name="scale"),
+             helper.make_node("Add", ["m", "lnc.bias"], ["y"], name="shift")],
+     {"two": np.array(2.0, np.float32), "eps": np.array(1e-6, np.float32),
+      "lnc.weight": lg, "lnc.bias": lb}, [1, 3, 8, 8])
+x64 = x.astype(np.float64)
+xc = x64 - x64.mean(axis=1, keepdims=True)
+np.save(f"{tmp}/ref_lnc.npy",
+        xc / np.sqrt((xc ** 2).mean(axis=1, keepdims=True) + 1e-6) * lg + lb)
 save("hsig", [helper.make_node("HardSigmoid", ["x"], ["y"], name="hs")], {}, [1, 3, 8, 8])
 np.save(f"{tmp}/ref_hsig.npy", np.clip(0.2 * x.astype(np.float64) + 0.5, 0, 1))
 # Constant operands: x * s per channel, c - x over C x H x W, x + a 0-d scalar, and a [192]
@@ -338,7 +368,7 @@ save("alpha", [helper.make_node("Flatten", ["x"], ["f"], name="flat"),
 save("wdims", [helper.make_node("Conv", ["x", "w"], ["y"], name="conv_w")],
      {"w": np.ones((4, 2, 3, 3), np.float32)}, [1, 4, 6, 6])
 P
-    for g in asym gmax hsig mulc rsub adds divc div2 erf gelu_ops sqrt cfold featc pad15 pad9 \
+    for g in asym gmax hsig mulc rsub adds divc div2 erf gelu_ops sqrt pow lnc cfold featc pad15 pad9 \
              padrelu rmean rmeanc rsum rsumc rl2 rl2c grn wstd split13 split11 slicec resize \
              idchain \
              cunary \
@@ -358,6 +388,14 @@ np.save(sys.argv[1], a.reshape(b.shape) if a.size == b.size else a)" \
         echo "FAIL: gelu_ops imports as '$layers', expected one gelu"
         fail=1
     fi
+    # ... and LayerNorm's nine, one layernorm with the weight's module name
+    layers=$("$dtnn" info --model "$tmp/lnc.onnx" | awk '$3 ~ /^[0-9]+x/ {print $1 ":" $2}' |
+             tr '\n' ' ')
+    if [[ $layers != "lnc:layernorm " ]]; then
+        echo "FAIL: lnc imports as '$layers', expected one layernorm called lnc"
+        fail=1
+    fi
+    expect "node 'cube' (Pow): exponent 3" "$dtnn" info --model "$tmp/cube.onnx"
     expect "node 'refl' (Pad): attribute mode='reflect'" "$dtnn" info --model "$tmp/reflect.onnx"
     expect "node 'rmeanc0' (ReduceMean): only the mean over H and W" "$dtnn" info \
         --model "$tmp/rmeanc0.onnx"
@@ -383,7 +421,7 @@ else
     # Pad, Squeeze/Unsqueeze and Softmax change between them).
     for spec in resnet18:64 mobilenet_v2:64 densenet121:64 squeezenet1_1:64 alexnet:224 \
             vgg11_bn:224 mobilenet_v3_small:64 mobilenet_v3_small:64:14 efficientnet_b0:64 \
-            convnext_tiny:64:17 \
+            convnext_tiny:64:17 convnext_tiny:64:14 \
             ops:16:9 ops:16:11 ops:16:13 ops:16:17; do
         model=${spec%%:*}
         size=${spec#*:}

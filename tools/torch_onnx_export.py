@@ -7,9 +7,10 @@ convolution, a dynamic x.view(x.size(0), -1), x @ W + b, clamp(0, 6), sigmoid, t
 ReLU, average pooling without padded counts, ceil_mode pooling where it changes nothing,
 a spatial mean as squeeze-and-excitation's gate (ReduceMean), a channel Split and channel
 Slices, a channel mean and a spatial sum (ReduceSum), nearest and (from opset 11) bilinear
-upsampling both ways of align_corners, pooled back, at opset 17 ConvNeXt's LayerNorm2d
-(Transpose, LayerNormalization, Transpose), dropout, softmax), exported with a dynamic batch so the Reshape target is a Shape
-subgraph.
+upsampling both ways of align_corners, pooled back, ConvNeXt's LayerNorm2d (Transpose,
+LayerNormalization, Transpose at opset 17; below it the norm written out as ReduceMean, Sub,
+Pow, ReduceMean, Add, Sqrt, Div, Mul, Add), dropout, softmax), exported with a dynamic batch so
+the Reshape target is a Shape subgraph.
 Writes OUTDIR/model.onnx (opset OPSET, default 13, eval mode, batch 2, 3 x SIZE x SIZE input),
 OUTDIR/x.npy (the input) and OUTDIR/torch.npy (PyTorch's float32 logits, which the test
 compares with dtnn's at 1e-4). The weights are random (no download),
@@ -79,9 +80,9 @@ class Ops(torch.nn.Module):
             up = up + F.interpolate(x, scale_factor=2, mode="bilinear", align_corners=False)
             up = up + F.interpolate(x, scale_factor=2, mode="bilinear", align_corners=True)
         x = F.avg_pool2d(up, 2)
-        if opset >= 17:                                         # ConvNeXt's LayerNorm2d
-            x = F.layer_norm(x.permute(0, 2, 3, 1), (8,), self.ln_w, self.ln_b, 1e-6)
-            x = x.permute(0, 3, 1, 2).contiguous()
+        # ConvNeXt's LayerNorm2d
+        x = F.layer_norm(x.permute(0, 2, 3, 1), (8,), self.ln_w, self.ln_b, 1e-6)
+        x = x.permute(0, 3, 1, 2).contiguous()
         x = x.view(x.size(0), -1)
         x = self.drop(x @ self.w + self.b)
         return F.softmax(self.fc(x), dim=1)

@@ -164,13 +164,16 @@ int imp_const_floats(imp *p, const Onnx__NodeProto *nd, int k, size_t n, dtnn_er
 /* Add (and Sum), Mul, Sub, Div and Concat (onnx_import_joins.c). */
 dtnn_status op_add(imp *p, const Onnx__NodeProto *nd, dtnn_error *err);
 dtnn_status op_binary(imp *p, const Onnx__NodeProto *nd, dtnn_error *err);
+dtnn_status op_pow(imp *p, const Onnx__NodeProto *nd, dtnn_error *err);
 dtnn_status op_concat(imp *p, const Onnx__NodeProto *nd, dtnn_error *err);
-/* Activations written as arithmetic, fused into one layer (onnx_import_fuse.c): for a Mul
- * node of layer values ins, x * Sigmoid(x) into a silu; for a Mul of layer value m by the
- * constant half, GELU's chain into a gelu. 1 fused (nd's output made), 0 not that pattern,
- * -1 error. */
+/* Activations and normalisations written as arithmetic, fused into one layer
+ * (onnx_import_fuse.c): for a Mul node of layer values ins, x * Sigmoid(x) into a silu; for a
+ * Mul of layer value m by the constant half, GELU's chain into a gelu; for an Add of layer
+ * value x and constant b, LayerNorm's chain into a layernorm. 1 fused (nd's output made), 0
+ * not that pattern, -1 error. */
 int imp_fuse_silu(imp *p, const Onnx__NodeProto *nd, const int ins[2], dtnn_error *err);
 int imp_fuse_gelu(imp *p, const Onnx__NodeProto *nd, int m, int half, dtnn_error *err);
+int imp_fuse_layernorm(imp *p, const Onnx__NodeProto *nd, int x, int b, dtnn_error *err);
 /* Constant folding (onnx_import_fold.c). */
 dtnn_status op_constant_of_shape(imp *p, const Onnx__NodeProto *nd, dtnn_error *err);
 dtnn_status op_transpose(imp *p, const Onnx__NodeProto *nd, dtnn_error *err);

@@ -273,10 +273,11 @@ static int64_t int_op(char op, int64_t x, int64_t y)
 dtnn_status fold_binary(imp *p, const Onnx__NodeProto *nd, int a, int b, dtnn_error *err)
 {
     const imp_value A = p->v[a], B = p->v[b];
-    /* Add and Sum of two add; Sub, Mul, Div */
+    /* Add and Sum of two add; Sub, Mul, Div, Pow */
     const char op = !strcmp(nd->op_type, "Sub")   ? 'S'
                     : !strcmp(nd->op_type, "Mul") ? 'M'
                     : !strcmp(nd->op_type, "Div") ? 'D'
+                    : !strcmp(nd->op_type, "Pow") ? 'P'
                                                   : 'A';
     const int ndim = A.ndim > B.ndim ? A.ndim : B.ndim;
     int64_t dims[IMP_MAX_DIMS];
@@ -305,10 +306,12 @@ dtnn_status fold_binary(imp *p, const Onnx__NodeProto *nd, int a, int b, dtnn_er
         if (is_float) {
             const float fx = as_float(va, oa), fy = as_float(vb, ob);
             p->v[o].f[k] = op == 'A' ? fx + fy : op == 'S' ? fx - fy : op == 'M' ? fx * fy
-                                                                                : fx / fy;
+                           : op == 'P' ? powf(fx, fy) : fx / fy;
         } else {
             if (op == 'D' && vb->i[ob] == 0)
                 return BAD("integer division of '%s' by zero", A.name);
+            if (op == 'P')
+                return FAIL("Pow of integer constants is not folded");
             p->v[o].i[k] = int_op(op, va->i[oa], vb->i[ob]);
         }
         for (int d = ndim - 1; d >= 0; d--) {

@@ -158,6 +158,9 @@ static int pointwise_bias(imp *p, const Onnx__NodeProto *nd, int x, int b, dtnn_
  * else dtnn's add of a constant. */
 static dtnn_status add_constant(imp *p, const Onnx__NodeProto *nd, int x, int b, dtnn_error *err)
 {
+    const int norm = imp_fuse_layernorm(p, nd, x, b, err);
+    if (norm)
+        return norm < 0 ? err->code : DTNN_OK;
     const int taken = pointwise_bias(p, nd, x, b, err);
     if (taken)
         return taken < 0 ? err->code : DTNN_OK;
@@ -278,6 +281,42 @@ dtnn_status op_binary(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
     if (out < 0)
         return err->code;
     p->v[out].nhwc = o.nhwc;
+    return DTNN_OK;
+}
+
+/* Pow by a constant exponent of a computed value: 2 (x * x, the square in a LayerNorm as
+ * opsets before 17 write it), 1 (x itself) or 0.5 (its square root); of constants, folded. */
+dtnn_status op_pow(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
+{
+    if (nd->n_input != 2)
+        return BAD("%zu inputs (it takes 2)", nd->n_input);
+    int ins[2];
+    for (int k = 0; k < 2; k++)
+        if ((ins[k] = imp_in(p, nd, k, err)) < 0)
+            return err->code;
+    const imp_value *E = &p->v[ins[1]];
+    if (p->v[ins[0]].kind == IMP_CONST && E->kind == IMP_CONST)
+        return fold_binary(p, nd, ins[0], ins[1], err);
+    if (E->kind != IMP_CONST || E->count != 1)
+        return FAIL("only a single constant exponent is supported (2, 1 or 0.5)");
+    const int x = imp_in_layer(p, nd, 0, IMP_ALLOW_NHWC, err);
+    if (x < 0)
+        return err->code;
+    const double e = E->is_float ? (double)E->f[0] : (double)E->i[0];
+    const imp_value X = p->v[x];
+    if (e == 1.0)
+        return imp_out_alias(p, nd, x, err) < 0 ? err->code : DTNN_OK;
+    if (e != 2.0 && e != 0.5)
+        return FAIL("exponent %g: dtnn raises a computed value to the power 2, 1 or 0.5 only",
+                    e);
+    const int square[2] = {x, x};
+    const int o = e == 2.0 ? imp_layer_new(p, nd, "mul", NULL, square, 2, X.rank, X.c, X.h, X.w,
+                                           err)
+                           : imp_layer_new(p, nd, "sqrt", NULL, &x, 1, X.rank, X.c, X.h, X.w,
+                                           err);
+    if (o < 0)
+        return err->code;
+    p->v[o].nhwc = X.nhwc;
     return DTNN_OK;
 }
 

@@ -550,6 +550,7 @@ static const struct {
     {"Mul", op_binary, a_none, 7},
     {"Sub", op_binary, a_none, 7},
     {"Div", op_binary, a_none, 7},
+    {"Pow", op_pow, a_none, 7},
     {"Concat", op_concat, a_axis, 4},
     {"Flatten", op_flatten, a_axis, 1},
     {"Reshape", op_reshape, a_reshape, 5},
