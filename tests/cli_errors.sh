@@ -102,6 +102,20 @@ kernel = 3
 outputs = 10
 M
 expect 1 "nolinear.model:6: .*flatten" -- info --model "$tmp/nolinear.model"
+# a trainable constant's tensor suffix: letters, digits and '_' only
+cat >"$tmp/badname.model" <<'M'
+[input]
+shape = 2x4x4
+[mul]
+const_shape = 2x1x1
+trainable = true
+const_name = bad/name
+[flatten]
+[linear]
+out_features = 3
+M
+expect 1 "badname.model:6: .*'bad/name' is not 1 to 23 letters, digits and '_'" -- info \
+    --model "$tmp/badname.model"
 
 # Corrupt and mismatched checkpoints.
 "$dtnn" train --model lenet5 --dataset synthetic --synthetic-samples 64 --epochs 1 --batch-size 32 \

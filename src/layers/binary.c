@@ -43,16 +43,7 @@ static dtnn_status binary_set(void *cfg, const char *key, const char *value, dtn
     }
     if (c->kind == BIN_MUL && !strcmp(key, "const_name")) {
         c->k.given = 1;
-        const size_t n = strlen(value);
-        int ok = n > 0 && n < sizeof c->k.name;
-        for (size_t i = 0; i < n && ok; i++)
-            ok = (value[i] >= 'a' && value[i] <= 'z') || (value[i] >= 'A' && value[i] <= 'Z') ||
-                 (value[i] >= '0' && value[i] <= '9') || value[i] == '_';
-        if (!ok)
-            return dtnn_error_set(err, DTNN_ERR_ARG, "option 'const_name': '%s' is not 1 to %zu "
-                                  "letters, digits and '_'", value, sizeof c->k.name - 1);
-        memcpy(c->k.name, value, n + 1);
-        return DTNN_OK;
+        return layer_opt_identifier(key, value, c->k.name, sizeof c->k.name, err);
     }
     return dtnn_error_set(err, DTNN_ERR_ARG, "unknown option '%s' for this layer (const_shape, "
                           "const_value%s)", key,
@@ -183,7 +174,7 @@ static int binary_channel_scale(const layer *l)
     const binary_cfg *c = l->cfg;
     if (c->kind != BIN_MUL || l->n_in != 2)
         return -1;
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < l->n_in; k++) {
         const dtnn_shape x = l->in[k], s = l->in[1 - k];
         if (x.c == l->out.c && x.h == l->out.h && x.w == l->out.w && s.c == x.c && s.h == 1 &&
             s.w == 1)

@@ -46,6 +46,21 @@ dtnn_status layer_opt_float(const char *key, const char *value, double min, doub
     return DTNN_OK;
 }
 
+dtnn_status layer_opt_identifier(const char *key, const char *value, char *out, size_t cap,
+                                 dtnn_error *err)
+{
+    const size_t n = strlen(value);
+    int ok = n > 0 && n < cap;
+    for (size_t i = 0; i < n && ok; i++)
+        ok = (value[i] >= 'a' && value[i] <= 'z') || (value[i] >= 'A' && value[i] <= 'Z') ||
+             (value[i] >= '0' && value[i] <= '9') || value[i] == '_';
+    if (!ok)
+        return dtnn_error_set(err, DTNN_ERR_ARG, "option '%s': '%s' is not 1 to %zu letters, "
+                              "digits and '_'", key, value, cap - 1);
+    memcpy(out, value, n + 1);
+    return DTNN_OK;
+}
+
 dtnn_status layer_opt_bool(const char *key, const char *value, int *out, dtnn_error *err)
 {
     if (!strcmp(value, "1") || !strcmp(value, "true") || !strcmp(value, "yes")) {

@@ -225,6 +225,9 @@ dtnn_status layer_opt_int(const char *key, const char *value, int min, int max, 
 dtnn_status layer_opt_float(const char *key, const char *value, double min, double max,
                             float *out, dtnn_error *err);
 dtnn_status layer_opt_bool(const char *key, const char *value, int *out, dtnn_error *err);
+/* A name of 1 to cap - 1 letters, digits and '_' (a tensor suffix), copied into out. */
+dtnn_status layer_opt_identifier(const char *key, const char *value, char *out, size_t cap,
+                                 dtnn_error *err);
 /* A drop probability in [0, 1) (dropout's and stochastic depth's p): at 1 the kept values
  * would be scaled by infinity, and PyTorch's result (all zeros) has no gradient to train. */
 dtnn_status layer_opt_drop_probability(const char *key, const char *value, float *out,
