@@ -588,6 +588,14 @@ typedef struct {
 dtnn_backend *dtnn__backend_create(const char *name, int threads, dtnn_error *err);
 void dtnn__backend_free(dtnn_backend *be);
 
+/* The CPU kernel set this process runs (cpu_select.c): its name, and whether DTNN_CPU forced
+ * it (else auto chose it). cpu_kernels_adopt: an automatic choice takes the set called `name`
+ * instead when that set is no faster and runs here, as long as no backend has taken the
+ * table yet (the ranks of an MPI run agreeing on one set: comm.c); 0 when the set is then the
+ * one, -1 when not. */
+const char *cpu_kernels_choice(int *forced);
+int cpu_kernels_adopt(const char *name);
+
 /* The names of the operations table `ops` leaves NULL although they are BE_REQUIRED, as
  * "a, b, c" in msg; returns how many. */
 int backend_ops_missing(const dtnn_backend_ops *ops, char *msg, size_t len);

@@ -2,6 +2,8 @@
  * comm.c — the public communicator calls, dispatched to the implementation's ops table, and
  * the choice between MPI and a single process.
  */
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../backend/backend.h"
@@ -10,10 +12,37 @@
 
 static const comm_purpose no_purpose = {NULL, -1, 0};
 
+/* Ranks left to choose their CPU kernel set (DTNN_CPU auto) take the slowest set any rank
+ * chose, which runs on all of them (the sets nest: a CPU with AVX-512 runs the AVX2 set, every
+ * x86-64 the generic one). A run across nodes of different CPUs then computes alike instead
+ * of stopping at the start-up agreement (replicas.c), which still stops ranks whose forced
+ * sets differ or a forced set another rank cannot run. */
+static dtnn_status agree_cpu_kernels(dtnn_comm *c, dtnn_error *err)
+{
+    char mine[24] = {0};
+    int forced;
+    snprintf(mine, sizeof mine, "%s", cpu_kernels_choice(&forced));
+    char *all = malloc(sizeof mine * (size_t)c->size);
+    if (!all)
+        return dtnn_error_set(err, DTNN_ERR_NOMEM, "out of memory");
+    comm_set_purpose(c, "start-up: the ranks' CPU kernel sets", -1, 0);
+    dtnn_status st = dtnn_comm_allgather(c, mine, sizeof mine, all, err);
+    for (int r = 0; r < c->size && !st && !forced; r++) {
+        all[sizeof mine * (size_t)r + sizeof mine - 1] = '\0';
+        (void)cpu_kernels_adopt(all + sizeof mine * (size_t)r);
+    }
+    free(all);
+    return st;
+}
+
 dtnn_comm *dtnn_comm_create_auto(int *argc, char ***argv, dtnn_error *err)
 {
     dtnn_error e = {0};
     dtnn_comm *c = comm_mpi_create(argc, argv, &e);
+    if (c && c->size > 1 && agree_cpu_kernels(c, err)) {
+        dtnn_comm_free(c);
+        return NULL;
+    }
     if (c)
         return c;
     if (e.code) {

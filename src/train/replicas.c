@@ -75,9 +75,10 @@ dtnn_status train_check_agreement(dtnn_model *m, dtnn_optimizer *opt, dtnn_loade
     static const char *const what[4] = {"model", "training options", "dataset",
                                         "CPU kernel set"};
     static const char same_command[] = "every rank must run the same command on the same files";
-    static const char same_kernels[] = "their CPUs differ, or DTNN_CPU does: set DTNN_CPU to one "
-                                       "set every node runs (dtnn devices names a node's), e.g. "
-                                       "DTNN_CPU=avx2";
+    static const char same_kernels[] = "DTNN_CPU names different sets, or one another rank's "
+                                       "CPU cannot run: unset it (auto: the ranks take the "
+                                       "fastest set all of them run) or set one every node runs "
+                                       "(dtnn devices names a node's), e.g. DTNN_CPU=avx2";
     static const char *const fix[4] = {same_command, same_command, same_command, same_kernels};
     for (int r = 1; r < size && !st; r++)
         for (int k = 0; k < 4 && !st; k++)

@@ -97,13 +97,16 @@ enum { ISA_COUNT = sizeof isa_sets / sizeof isa_sets[0], ISA_GENERIC = ISA_COUNT
 typedef enum {
     CHOICE_AUTO,          /* DTNN_CPU unset or auto: the fastest set built that runs here */
     CHOICE_AUTO_MEASURED, /* the same, after a faster-looking set measured no gain here */
+    CHOICE_AUTO_AGREED,   /* auto, the slower set another rank of the run chose */
     CHOICE_FORCED,        /* DTNN_CPU named a set that is built and runs here */
     CHOICE_LACKS_CPU,     /* DTNN_CPU named a set this CPU or OS cannot run: an error */
     CHOICE_LACKS_BUILD,   /* DTNN_CPU named a set this build lacks: an error */
     CHOICE_UNKNOWN,       /* DTNN_CPU is not a set's name: an error */
 } choice_kind;
 
-/* Packed in one int for the atomic below: kind * 16 + set index + 1 (0: not chosen). */
+/* Packed in one int for the atomic below: kind * 16 + set index + 1 (0: not chosen), plus
+ * CHOICE_IN_USE once a backend took the set's table (cpu_create): from then on it is fixed. */
+enum { CHOICE_IN_USE = 1 << 10 };
 static int choice_pack(choice_kind kind, int set) { return (int)kind * 16 + set + 1; }
 static choice_kind choice_kind_of(int c) { return (choice_kind)((c - 1) / 16); }
 static int choice_set_of(int c) { return (c - 1) % 16; }
@@ -137,22 +140,55 @@ static int cpu_choose(void)
     return choice_pack(CHOICE_UNKNOWN, ISA_GENERIC);
 }
 
-/* The choice, made at the first call. This is the library's only process-wide cached value,
- * and it is written once: neither the CPU nor the environment a run starts with changes
- * during it, and every model and layer must see the same table (a layer sizes its workspace
- * with the table its model then runs). Racing first calls compute the same value; the
- * compare-exchange keeps whichever came first, even so. */
+/* The choice, made at the first call. This is the library's only process-wide cached value:
+ * neither the CPU nor the environment a run starts with changes during it, and every model and
+ * layer must see the same table (a layer sizes its workspace with the table its model then
+ * runs). Racing first calls compute the same value; the compare-exchange keeps whichever came
+ * first, even so. It changes once at most, before any backend uses it: when the ranks of an
+ * MPI run agree on one set (cpu_kernels_adopt). */
+static atomic_int chosen;
+
 static int cpu_choice(void)
 {
-    static atomic_int chosen;
-    int c = atomic_load(&chosen);
+    int c = atomic_load(&chosen) & ~CHOICE_IN_USE;
     if (c == 0) {
         int expected = 0;
         c = cpu_choose();
         if (!atomic_compare_exchange_strong(&chosen, &expected, c))
-            c = expected;
+            c = expected & ~CHOICE_IN_USE;
     }
     return c;
+}
+
+const char *cpu_kernels_choice(int *forced)
+{
+    const int c = cpu_choice();
+    *forced = choice_kind_of(c) != CHOICE_AUTO && choice_kind_of(c) != CHOICE_AUTO_MEASURED &&
+              choice_kind_of(c) != CHOICE_AUTO_AGREED;
+    return isa_sets[choice_set_of(c)].name;
+}
+
+/* Another rank's set replaces an automatic choice when it is no faster and runs here (so it
+ * can only move down the list, whatever order the ranks' sets come in), unless a backend
+ * already took the table. */
+int cpu_kernels_adopt(const char *name)
+{
+    const int c = cpu_choice();
+    const choice_kind kind = choice_kind_of(c);
+    if (kind != CHOICE_AUTO && kind != CHOICE_AUTO_MEASURED && kind != CHOICE_AUTO_AGREED)
+        return -1;
+    for (int i = choice_set_of(c); i < ISA_COUNT; i++) {
+        if (strcmp(isa_sets[i].name, name))
+            continue;
+        if (i == choice_set_of(c))
+            return 0;
+        if (!set_runs(i))
+            return -1;
+        int expected = c;
+        return atomic_compare_exchange_strong(&chosen, &expected,
+                                              choice_pack(CHOICE_AUTO_AGREED, i)) ? 0 : -1;
+    }
+    return -1;
 }
 
 /* The set that runs: the chosen one, or generic when the request is an error. */
@@ -160,7 +196,8 @@ static const isa_entry *cpu_running(void)
 {
     const int c = cpu_choice();
     const choice_kind kind = choice_kind_of(c);
-    const int ok = kind == CHOICE_AUTO || kind == CHOICE_AUTO_MEASURED || kind == CHOICE_FORCED;
+    const int ok = kind == CHOICE_AUTO || kind == CHOICE_AUTO_MEASURED ||
+                   kind == CHOICE_AUTO_AGREED || kind == CHOICE_FORCED;
     return &isa_sets[ok ? choice_set_of(c) : ISA_GENERIC];
 }
 
@@ -177,6 +214,9 @@ const char *dtnn_cpu_kernels_reason(void)
     case CHOICE_AUTO_MEASURED:
         return "AVX-512 runs here, but its zmm FMAs measured under 1.4x ymm (512-bit units "
                "split in two halves), so the narrower set is faster";
+    case CHOICE_AUTO_AGREED:
+        return "the fastest set every rank of this run runs: another rank's CPU (or its "
+               "DTNN_CPU) chose it, and ranks computing on different sets would drift apart";
     case CHOICE_FORCED:
         return e->forced;
     case CHOICE_LACKS_CPU:
@@ -241,6 +281,7 @@ static dtnn_backend *cpu_create(int threads, dtnn_error *err)
         return NULL;
     }
     dtnn_set_threads(0);    /* the BLAS single-threaded inside dtnn's threads: gemm_blas.c */
+    atomic_fetch_or(&chosen, CHOICE_IN_USE);
     be->op = cpu_running()->set->table;
     be->name = "cpu";
     be->arithmetic = cpu_running()->name;
