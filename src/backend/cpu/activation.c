@@ -6,8 +6,82 @@
  * (shared with the CUDA backend, where their definitions and PyTorch's conventions at the
  * joins are given).
  */
+#include <math.h>
+
 #include "cpu_kernels.h"
 #include "../formulas/activation_formulas.h"
+
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+
+/* e^v for 8 floats: v = n ln 2 + r, n = round(v log2 e), r within ln 2 / 2 of 0 (ln 2 in two
+ * parts, Cody and Waite, so n ln 2 subtracts exactly), e^r by Cephes' degree-7 polynomial
+ * (relative error about 1e-7, that of expf), 2^n built in the exponent field. Above 88.72,
+ * where expf overflows, the result is infinity as expf's; otherwise v is clamped to
+ * [-87.3, 88] (2^n stays a normal float), so between 88 and 88.72 and below -87.3 it is about
+ * 1.7e38 and 1.2e-38 where expf goes on to 3.4e38 and to 0: SiLU divides by 1 + e^-x, and its
+ * value there, |x| e^-|x| < 1e-35, is as small either way. A NaN v stays NaN through the
+ * clamp's order of operands. */
+static inline __m256 exp8(__m256 v)
+{
+    const __m256 overflows = _mm256_cmp_ps(v, _mm256_set1_ps(88.7228394f), _CMP_GT_OQ);
+    v = _mm256_min_ps(_mm256_set1_ps(88.0f), v);
+    v = _mm256_max_ps(_mm256_set1_ps(-87.3f), v);
+    const __m256 n = _mm256_round_ps(_mm256_mul_ps(v, _mm256_set1_ps(1.44269504088896341f)),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), v);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+    p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+    const __m256i bits = _mm256_slli_epi32(
+        _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_blendv_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(bits)),
+                            _mm256_set1_ps(INFINITY), overflows);
+}
+
+/* SiLU x / (1 + e^-x) and its slope dy s (1 + x (1 - s)), s = 1 / (1 + e^-x), as the
+ * formulas write them, 8 values at a time on exp8: expf, a libm call per value, made SiLU
+ * 5x dearer than a ReLU pass (EfficientNet's most frequent layer). The tail and the generic
+ * set use the formulas. */
+static void silu_forward8(long long n, const float *x, float *y)
+{
+    const long long n8 = n & ~7LL;
+#pragma omp parallel for schedule(static) if (n > 65536)
+    for (long long i = 0; i < n8; i += 8) {
+        const __m256 v = _mm256_loadu_ps(x + i);
+        const __m256 e = exp8(_mm256_sub_ps(_mm256_setzero_ps(), v));
+        _mm256_storeu_ps(y + i, _mm256_div_ps(v, _mm256_add_ps(_mm256_set1_ps(1.0f), e)));
+    }
+    for (long long i = n8; i < n; i++)
+        y[i] = act_silu(x[i]);
+}
+
+static void silu_backward8(long long n, const float *x, const float *dy, float *dx,
+                           int accumulate)
+{
+    const long long n8 = n & ~7LL;
+#pragma omp parallel for schedule(static) if (n > 65536)
+    for (long long i = 0; i < n8; i += 8) {
+        const __m256 v = _mm256_loadu_ps(x + i), one = _mm256_set1_ps(1.0f);
+        const __m256 e = exp8(_mm256_sub_ps(_mm256_setzero_ps(), v));
+        const __m256 s = _mm256_div_ps(one, _mm256_add_ps(one, e));
+        const __m256 slope = _mm256_add_ps(one, _mm256_mul_ps(v, _mm256_sub_ps(one, s)));
+        __m256 g = _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(dy + i), s), slope);
+        if (accumulate)
+            g = _mm256_add_ps(_mm256_loadu_ps(dx + i), g);
+        _mm256_storeu_ps(dx + i, g);
+    }
+    for (long long i = n8; i < n; i++) {
+        const float g = act_silu_grad(x[i], dy[i]);
+        dx[i] = accumulate ? dx[i] + g : g;
+    }
+}
+#endif
 
 /* _Pragma takes one string: this makes it of a pragma with a macro argument inside. */
 #define ACT_PRAGMA(text) _Pragma(#text)
@@ -54,7 +128,11 @@ void cpu_act_forward(act_kind kind, float a, float b, size_t count, const float 
         ACT_MAP(65536, act_clamp(x[i], a, b));
         break;
     case ACT_SILU:
+#if defined(__AVX2__) && defined(__FMA__)
+        silu_forward8(n, x, y);
+#else
         ACT_MAP(16384, act_silu(x[i]));
+#endif
         break;
     default: {
         const int torch = act_hardsigmoid_is_torch(a, b);
@@ -114,7 +192,11 @@ void cpu_act_backward(act_kind kind, float a, float b, size_t count, const float
         ACT_STORE(act_hardtanh_grad(x[i], dy[i], a, b));
         break;
     case ACT_SILU:
+#if defined(__AVX2__) && defined(__FMA__)
+        silu_backward8(n, x, dy, dx, accumulate);
+#else
         ACT_STORE(act_silu_grad(x[i], dy[i]));
+#endif
         break;
     default: {
         const int torch = act_hardsigmoid_is_torch(a, b), reads_y = act_gradient_reads_output(kind);
