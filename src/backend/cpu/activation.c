@@ -73,81 +73,69 @@ static inline __m256 one_plus_erf8(__m256 w)
     return _mm256_blendv_ps(_mm256_sub_ps(_mm256_set1_ps(2.0f), erfc), erfc, negative);
 }
 
-/* GELU x (1 + erf(x / sqrt 2)) / 2 and its slope dy (cdf + x pdf), cdf = (1 + erf) / 2,
- * pdf = e^(-x^2 / 2) / sqrt(2 pi), as the formulas, 8 values at a time (erff and expf per
- * value made GELU ConvNeXt's dearest element-wise layer). */
-static void gelu_forward8(long long n, const float *x, float *y)
+/* y = f8(x) over n values, 8 at a time, the tail by the scalar formula f; and dx = g or
+ * dx += g likewise for a slope. Static, each called with constant functions, so the compiler
+ * makes one loop per activation. */
+static void map8(long long n, const float *x, float *y, __m256 (*f8)(__m256), float (*f)(float))
 {
     const long long n8 = n & ~7LL;
 #pragma omp parallel for schedule(static) if (n > 65536)
-    for (long long i = 0; i < n8; i += 8) {
-        const __m256 v = _mm256_loadu_ps(x + i);
-        const __m256 c = one_plus_erf8(_mm256_mul_ps(v, _mm256_set1_ps(ACT_GELU_SQRT1_2)));
-        _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_mul_ps(v, _mm256_set1_ps(0.5f)), c));
-    }
+    for (long long i = 0; i < n8; i += 8)
+        _mm256_storeu_ps(y + i, f8(_mm256_loadu_ps(x + i)));
     for (long long i = n8; i < n; i++)
-        y[i] = act_gelu(x[i]);
+        y[i] = f(x[i]);
 }
 
-static void gelu_backward8(long long n, const float *x, const float *dy, float *dx,
-                           int accumulate)
+static void slope8(long long n, const float *x, const float *dy, float *dx, int accumulate,
+                   __m256 (*g8)(__m256, __m256), float (*g)(float, float))
 {
     const long long n8 = n & ~7LL;
 #pragma omp parallel for schedule(static) if (n > 65536)
     for (long long i = 0; i < n8; i += 8) {
-        const __m256 v = _mm256_loadu_ps(x + i), half = _mm256_set1_ps(0.5f);
-        const __m256 cdf = _mm256_mul_ps(
-            half, one_plus_erf8(_mm256_mul_ps(v, _mm256_set1_ps(ACT_GELU_SQRT1_2))));
-        const __m256 pdf = _mm256_mul_ps(
-            exp8(_mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(-0.5f), v), v)),
-            _mm256_set1_ps(ACT_GELU_ALPHA));
-        __m256 g = _mm256_mul_ps(_mm256_loadu_ps(dy + i), _mm256_fmadd_ps(v, pdf, cdf));
+        __m256 v = g8(_mm256_loadu_ps(x + i), _mm256_loadu_ps(dy + i));
         if (accumulate)
-            g = _mm256_add_ps(_mm256_loadu_ps(dx + i), g);
-        _mm256_storeu_ps(dx + i, g);
+            v = _mm256_add_ps(_mm256_loadu_ps(dx + i), v);
+        _mm256_storeu_ps(dx + i, v);
     }
-    for (long long i = n8; i < n; i++) {
-        const float g = act_gelu_grad(x[i], dy[i]);
-        dx[i] = accumulate ? dx[i] + g : g;
-    }
+    for (long long i = n8; i < n; i++)
+        dx[i] = accumulate ? dx[i] + g(x[i], dy[i]) : g(x[i], dy[i]);
+}
+
+/* GELU x (1 + erf(x / sqrt 2)) / 2 and its slope dy (cdf + x pdf), cdf = (1 + erf) / 2,
+ * pdf = e^(-x^2 / 2) / sqrt(2 pi), as the formulas (erff and expf per value made GELU
+ * ConvNeXt's dearest element-wise layer). */
+static __m256 gelu8(__m256 v)
+{
+    const __m256 c = one_plus_erf8(_mm256_mul_ps(v, _mm256_set1_ps(ACT_GELU_SQRT1_2)));
+    return _mm256_mul_ps(_mm256_mul_ps(v, _mm256_set1_ps(0.5f)), c);
+}
+
+static __m256 gelu_grad8(__m256 v, __m256 dy)
+{
+    const __m256 cdf = _mm256_mul_ps(
+        _mm256_set1_ps(0.5f), one_plus_erf8(_mm256_mul_ps(v, _mm256_set1_ps(ACT_GELU_SQRT1_2))));
+    const __m256 pdf = _mm256_mul_ps(
+        exp8(_mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(-0.5f), v), v)),
+        _mm256_set1_ps(ACT_GELU_ALPHA));
+    return _mm256_mul_ps(dy, _mm256_fmadd_ps(v, pdf, cdf));
 }
 
 /* SiLU x / (1 + e^-x) and its slope dy s (1 + x (1 - s)), s = 1 / (1 + e^-x), as the
- * formulas write them, 8 values at a time on exp8: expf, a libm call per value, made SiLU
- * 5x dearer than a ReLU pass (EfficientNet's most frequent layer). The tail and the generic
- * set use the formulas. */
-static void silu_forward8(long long n, const float *x, float *y)
+ * formulas write them, on exp8: expf, a libm call per value, made SiLU 5x dearer than a ReLU
+ * pass (EfficientNet's most frequent layer). */
+static __m256 silu8(__m256 v)
 {
-    const long long n8 = n & ~7LL;
-#pragma omp parallel for schedule(static) if (n > 65536)
-    for (long long i = 0; i < n8; i += 8) {
-        const __m256 v = _mm256_loadu_ps(x + i);
-        const __m256 e = exp8(_mm256_sub_ps(_mm256_setzero_ps(), v));
-        _mm256_storeu_ps(y + i, _mm256_div_ps(v, _mm256_add_ps(_mm256_set1_ps(1.0f), e)));
-    }
-    for (long long i = n8; i < n; i++)
-        y[i] = act_silu(x[i]);
+    const __m256 e = exp8(_mm256_sub_ps(_mm256_setzero_ps(), v));
+    return _mm256_div_ps(v, _mm256_add_ps(_mm256_set1_ps(1.0f), e));
 }
 
-static void silu_backward8(long long n, const float *x, const float *dy, float *dx,
-                           int accumulate)
+static __m256 silu_grad8(__m256 v, __m256 dy)
 {
-    const long long n8 = n & ~7LL;
-#pragma omp parallel for schedule(static) if (n > 65536)
-    for (long long i = 0; i < n8; i += 8) {
-        const __m256 v = _mm256_loadu_ps(x + i), one = _mm256_set1_ps(1.0f);
-        const __m256 e = exp8(_mm256_sub_ps(_mm256_setzero_ps(), v));
-        const __m256 s = _mm256_div_ps(one, _mm256_add_ps(one, e));
-        const __m256 slope = _mm256_add_ps(one, _mm256_mul_ps(v, _mm256_sub_ps(one, s)));
-        __m256 g = _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(dy + i), s), slope);
-        if (accumulate)
-            g = _mm256_add_ps(_mm256_loadu_ps(dx + i), g);
-        _mm256_storeu_ps(dx + i, g);
-    }
-    for (long long i = n8; i < n; i++) {
-        const float g = act_silu_grad(x[i], dy[i]);
-        dx[i] = accumulate ? dx[i] + g : g;
-    }
+    const __m256 one = _mm256_set1_ps(1.0f);
+    const __m256 e = exp8(_mm256_sub_ps(_mm256_setzero_ps(), v));
+    const __m256 s = _mm256_div_ps(one, _mm256_add_ps(one, e));
+    const __m256 slope = _mm256_add_ps(one, _mm256_mul_ps(v, _mm256_sub_ps(one, s)));
+    return _mm256_mul_ps(_mm256_mul_ps(dy, s), slope);
 }
 #endif
 
@@ -197,12 +185,12 @@ void cpu_act_forward(act_kind kind, float a, float b, size_t count, const float 
         break;
 #if defined(__AVX2__) && defined(__FMA__)
     case ACT_GELU:
-        gelu_forward8(n, x, y);
+        map8(n, x, y, gelu8, act_gelu);
         break;
 #endif
     case ACT_SILU:
 #if defined(__AVX2__) && defined(__FMA__)
-        silu_forward8(n, x, y);
+        map8(n, x, y, silu8, act_silu);
 #else
         ACT_MAP(16384, act_silu(x[i]));
 #endif
@@ -266,12 +254,12 @@ void cpu_act_backward(act_kind kind, float a, float b, size_t count, const float
         break;
 #if defined(__AVX2__) && defined(__FMA__)
     case ACT_GELU:
-        gelu_backward8(n, x, dy, dx, accumulate);
+        slope8(n, x, dy, dx, accumulate, gelu_grad8, act_gelu_grad);
         break;
 #endif
     case ACT_SILU:
 #if defined(__AVX2__) && defined(__FMA__)
-        silu_backward8(n, x, dy, dx, accumulate);
+        slope8(n, x, dy, dx, accumulate, silu_grad8, act_silu_grad);
 #else
         ACT_STORE(act_silu_grad(x[i], dy[i]));
 #endif
