@@ -5,7 +5,9 @@
 # hardsigmoid, broadcast mul / add, sub and their constant operands, constant padding, clamp,
 # hardtanh, ceil-mode, asymmetric and dilated pools, global max pooling) and
 # models/gelu_blocks.model (gelu in both forms, decomposed: export only until the importer
-# maps Erf), each trained 2 steps
+# maps Erf), models/split_attention.model (softmax and reductions across channel groups as
+# Reshape to 5-D, Softmax / ReduceSum / ReduceMean over axis 1; refused at opset 11), each
+# trained 2 steps
 # so weights and batch-norm statistics are not the defaults, exported to ONNX, checked by
 # onnx.checker with full_check (Debian's python3-onnx) and by tools/onnx_check.py (initializer
 # and node names),
@@ -44,7 +46,8 @@ fi
 fail=0
 all_layers=models/onnx_all_layers.model
 for spec in lenet5:1x28x28 resnet20:3x32x32 mobilenet_v2:3x64x64 densenet121:3x64x64 \
-        $all_layers:3x8x8 models/mobile_blocks.model:3x32x32 models/gelu_blocks.model:3x8x8; do
+        $all_layers:3x8x8 models/mobile_blocks.model:3x32x32 models/gelu_blocks.model:3x8x8 \
+        models/split_attention.model:3x8x8; do
     model=${spec%%:*}
     shape=${spec#*:}
     d="$tmp/$(basename "$model" .model)"
@@ -136,6 +139,9 @@ expect() {  # expect CODE TEXT command...
 }
 expect 1 "LayerNormalization is in ONNX from opset 17" "$dtnn" export --model $ln_model \
     --load "$tmp/layernorm_blocks/ck.safetensors" --output "$tmp/ln13.onnx" --opset 13
+expect 1 "across channel groups is one ONNX Softmax from opset 13" "$dtnn" export \
+    --model models/split_attention.model --load "$tmp/split_attention/ck.safetensors" \
+    --output "$tmp/sa11.onnx" --opset 11
 expect 2 "opset must be 11 to 17" "$dtnn" export --model lenet5 \
     --load "$tmp/lenet5/ck.safetensors" --output "$tmp/bad.onnx" --opset 9
 expect 1 "cannot write the ONNX file '/nonexistent/x.onnx'" "$dtnn" export --model lenet5 \

@@ -53,7 +53,7 @@ P
 
 # (a) round trip
 for spec in lenet5:1x28x28 resnet20:3x32x32 models/onnx_all_layers.model:3x8x8 \
-        models/mobile_blocks.model:3x32x32; do
+        models/mobile_blocks.model:3x32x32 models/split_attention.model:3x8x8; do
     model=${spec%%:*}
     shape=${spec#*:}
     d="$tmp/$(basename "$model" .model)"
@@ -183,6 +183,49 @@ x64 = x.astype(np.float64)
 xc = x64 - x64.mean(axis=1, keepdims=True)
 np.save(f"{tmp}/ref_lnc.npy",
         xc / np.sqrt((xc ** 2).mean(axis=1, keepdims=True) + 1e-6) * lg + lb)
+# Split attention as timm writes it on 5-D values. SKNet: two paths unsqueezed and
+# concatenated on axis 1, summed over it, a gate from the plane means, reshaped to
+# [N, 2, C, 1, 1], a softmax over the paths, the paths weighted and summed.
+wg = rng.standard_normal((6, 3, 1, 1)).astype(np.float32)
+save("skatt", [helper.make_node("Relu", ["x"], ["p0"], name="path0"),
+               helper.make_node("Sigmoid", ["x"], ["p1"], name="path1"),
+               helper.make_node("Unsqueeze", ["p0", "ax1"], ["u0"], name="stack0"),
+               helper.make_node("Unsqueeze", ["p1", "ax1"], ["u1"], name="stack1"),
+               helper.make_node("Concat", ["u0", "u1"], ["st"], name="stack", axis=1),
+               helper.make_node("ReduceSum", ["st", "ax1"], ["s"], name="paths_sum",
+                                keepdims=0),
+               helper.make_node("ReduceMean", ["s"], ["m"], name="pool", axes=[2, 3]),
+               helper.make_node("Conv", ["m", "wg"], ["g"], name="select"),
+               helper.make_node("Reshape", ["g", "g5"], ["g5d"], name="view5"),
+               helper.make_node("Softmax", ["g5d"], ["a"], name="attn", axis=1),
+               helper.make_node("Mul", ["st", "a"], ["wt"], name="weight"),
+               helper.make_node("ReduceSum", ["wt", "ax1"], ["y"], name="out_sum",
+                                keepdims=0)],
+     {"ax1": np.array([1], np.int64), "wg": wg,
+      "g5": np.array([-1, 2, 3, 1, 1], np.int64)}, [1, 3, 8, 8])
+x64 = x.astype(np.float64)
+paths = np.stack([np.maximum(x64, 0), 1 / (1 + np.exp(-x64))], axis=1)
+gate = np.tensordot(paths.sum(1).mean(axis=(2, 3)), wg[:, :, 0, 0], (1, 1)).reshape(1, 2, 3, 1, 1)
+attn = np.exp(gate) / np.exp(gate).sum(1, keepdims=True)
+np.save(f"{tmp}/ref_skatt.npy", (paths * attn).sum(1))
+# ResNeSt's radix softmax of one cardinal group: [N, 2C, 1, 1] as [N, 1, 2, C], its
+# Transpose [0, 2, 1, 3] (only a unit axis moves), Softmax over axis 1, back to [N, 2C, 1, 1];
+# and a Softmax over the channels of a feature map
+save("rsoftmax", [helper.make_node("ReduceMean", ["x"], ["m"], name="pool", axes=[2, 3]),
+                  helper.make_node("Conv", ["m", "wg"], ["g"], name="fc"),
+                  helper.make_node("Reshape", ["g", "r4"], ["r"], name="view"),
+                  helper.make_node("Transpose", ["r"], ["t"], name="radix_first",
+                                   perm=[0, 2, 1, 3]),
+                  helper.make_node("Softmax", ["t"], ["sm"], name="rsm", axis=1),
+                  helper.make_node("Reshape", ["sm", "r2"], ["y"], name="back")],
+     {"wg": wg, "r4": np.array([-1, 1, 2, 3], np.int64),
+      "r2": np.array([-1, 6, 1, 1], np.int64)}, [1, 6, 1, 1])
+g = np.tensordot(x64.mean(axis=(2, 3)), wg[:, :, 0, 0], (1, 1)).reshape(1, 2, 3)
+np.save(f"{tmp}/ref_rsoftmax.npy", (np.exp(g) / np.exp(g).sum(1, keepdims=True)).reshape(1, 6, 1, 1))
+save("softc", [helper.make_node("Softmax", ["x"], ["y"], name="softc", axis=1)], {}, [1, 3, 8, 8])
+np.save(f"{tmp}/ref_softc.npy", np.exp(x64) / np.exp(x64).sum(1, keepdims=True))
+save("softc11", [helper.make_node("Softmax", ["x"], ["y"], name="softc11", axis=1)], {},
+     [1, 3, 8, 8], opset=11)
 save("hsig", [helper.make_node("HardSigmoid", ["x"], ["y"], name="hs")], {}, [1, 3, 8, 8])
 np.save(f"{tmp}/ref_hsig.npy", np.clip(0.2 * x.astype(np.float64) + 0.5, 0, 1))
 # Constant operands: x * s per channel, c - x over C x H x W, x + a 0-d scalar, and a [192]
@@ -371,7 +414,7 @@ P
     for g in asym gmax hsig mulc rsub adds divc div2 erf gelu_ops sqrt pow lnc cfold featc pad15 pad9 \
              padrelu rmean rmeanc rsum rsumc rl2 rl2c grn wstd split13 split11 slicec resize \
              idchain \
-             cunary \
+             cunary skatt rsoftmax softc \
              fpads; do
         "$dtnn" predict --model "$tmp/$g.onnx" --input "$tmp/h_x.npy" --output "$tmp/o_$g.npy" \
             --threads 1 >/dev/null || { echo "FAIL: predict $g.onnx"; fail=1; continue; }
@@ -396,6 +439,7 @@ np.save(sys.argv[1], a.reshape(b.shape) if a.size == b.size else a)" \
         fail=1
     fi
     expect "node 'cube' (Pow): exponent 3" "$dtnn" info --model "$tmp/cube.onnx"
+    expect "node 'softc11' (Softmax): attribute axis" "$dtnn" info --model "$tmp/softc11.onnx"
     expect "node 'refl' (Pad): attribute mode='reflect'" "$dtnn" info --model "$tmp/reflect.onnx"
     expect "node 'rmeanc0' (ReduceMean): only the mean over H and W" "$dtnn" info \
         --model "$tmp/rmeanc0.onnx"

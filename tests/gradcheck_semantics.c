@@ -534,6 +534,23 @@ static void check_reductions(void)
     gradcheck(m, 2, "conv -> plane and channel L2 norms scaling it -> plane norms -> linear",
               SMOOTH_EPS, TOL);
     check_accumulate("reduce", "axes=spatial op=l2", 3, 4, 3, TOL);
+    /* A split attention (SKNet, ResNeSt with radix 2): two paths' channels side by side, their
+     * sum across the 2 groups, a gate from its plane means, a softmax across the 2 groups of
+     * the gate, the paths scaled by it and summed across the groups again */
+    m = model_new(3, 4, 5);
+    f = layer(m, "conv2d", "filters=6 kernel=3 padding=1");
+    layer(m, "reduce", "axes=channels op=sum groups=2");
+    layer(m, "global_avgpool", "");
+    layer(m, "conv2d", "filters=6 kernel=1");
+    int attn = layer(m, "softmax", "groups=2");
+    int paths[2] = {f, attn};
+    add_layer(m, "mul", "weighted", "", paths, 2);
+    layer(m, "reduce", "axes=channels op=mean groups=2");
+    layer(m, "softmax", "groups=3");
+    gradcheck(m, 2, "split attention: group sum -> gate -> softmax across 2 groups -> weighted "
+              "group mean -> softmax over channels", SMOOTH_EPS, TOL);
+    check_accumulate("reduce", "axes=channels op=sum groups=3", 6, 4, 3, TOL);
+    check_accumulate("softmax", "groups=2", 6, 4, 3, TOL);
     /* ECA (efficient channel attention): the plane means seen as one row of C values, a 1-D
      * convolution across the channels (a 3 x 1 kernel), a sigmoid, back to C x 1 x 1, gating
      * the conv's output */

@@ -146,7 +146,7 @@ rn=(--model resnet20 --dataset synthetic --synthetic-shape 3x16x16 --synthetic-s
 ranks_agree "resnet20 --sync-bn" 1e-5 rn --sync-bn "${rn[@]}"
 
 # The newer layers (models/modern_blocks.model: layernorm, slice, reduce, upsample, gelu, silu,
-# a trainable layer scale; no batch norm, no ReLU, so the trajectory stays smooth): 20 steps on
+# a trainable layer scale, softmax and a sum across channel groups; no batch norm, no ReLU, so the trajectory stays smooth): 20 steps on
 # 2 and 4 ranks against one process, held to the fp32 tolerance above.
 mb=(--model models/modern_blocks.model --dataset synthetic --synthetic-shape 3x16x16
     --synthetic-samples 640 --batch-size 32 --steps 20 --optimizer sgd --lr 0.05 --momentum 0.9

@@ -429,16 +429,21 @@ static void test_activations(void)
     check("hardsigmoid (PyTorch's 1/6, 1/2) backward", &dx, 1e-6);
     drop(&x), drop(&y), drop(&dy), drop(&dx), drop(&xpos);
 
+    /* row-wise (inner 1) and across 3 channel groups of 4 x 5 positions */
     const int rows = 5, cols = 37;
     buf sx = make((size_t)rows * cols, 45, 4.0f), sy = make((size_t)rows * cols, 46, 1.0f);
     buf sdy = make((size_t)rows * cols, 47, 1.0f), sdx = make((size_t)rows * cols, 48, 1.0f);
-    be_run(cpu, softmax_forward, rows, cols, sx.h, sy.h);
-    be_run(other, softmax_forward, rows, cols, sx.d, sy.d);
-    check("softmax forward", &sy, 1e-6);
-    be_upload(other, sy.d, sy.h, sizeof(float) * rows * cols);
-    be_run(cpu, softmax_backward, rows, cols, sy.h, sdy.h, sdx.h, 1);
-    be_run(other, softmax_backward, rows, cols, sy.d, sdy.d, sdx.d, 1);
-    check("softmax backward (+=)", &sdx, 1e-6);
+    const int shapes[2][3] = {{rows, cols, 1}, {3, 3, 20}};
+    for (int k = 0; k < 2; k++) {
+        const int r = shapes[k][0], c = shapes[k][1], in = shapes[k][2];
+        be_run(cpu, softmax_forward, r, c, in, sx.h, sy.h);
+        be_run(other, softmax_forward, r, c, in, sx.d, sy.d);
+        check(k ? "softmax forward across groups" : "softmax forward", &sy, 1e-6);
+        be_upload(other, sy.d, sy.h, sizeof(float) * rows * cols);
+        be_run(cpu, softmax_backward, r, c, in, sy.h, sdy.h, sdx.h, 1);
+        be_run(other, softmax_backward, r, c, in, sy.d, sdy.d, sdx.d, 1);
+        check(k ? "softmax backward across groups (+=)" : "softmax backward (+=)", &sdx, 1e-6);
+    }
     drop(&sx), drop(&sy), drop(&sdy), drop(&sdx);
 }
 

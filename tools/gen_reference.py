@@ -383,6 +383,7 @@ def layer_cases():
     div_cases(w, cases)
     erf_cases(w, cases)
     silu_cases(w, cases)
+    group_cases(w, cases)
     w.meta["cases"] = " ".join(cases)
     w.meta["generator"] = f"tools/gen_reference.py, torch {torch.__version__}"
     return w
@@ -588,6 +589,26 @@ def silu_cases(w, cases):
     cases, so those keep their values."""
     torch.manual_seed(2036)
     record(w, cases, "silu", ["type=silu"], nn.SiLU(), torch.randn(2, 3, 5, 4) * 4.0)
+
+
+def group_cases(w, cases):
+    """Softmax and reductions across channel groups, as ResNeSt's and SKNet's split attention
+    write them on [N, G, C/G, H, W]; softmax over the channels at each pixel (groups = C). Their
+    own seed, after all older cases, so those keep their values."""
+    torch.manual_seed(2040)
+
+    def grouped(g, fn):
+        return Lambda(lambda x: fn(x.view(x.shape[0], g, -1, *x.shape[2:])))
+
+    x = torch.randn(2, 6, 3, 4) * 2.0
+    record(w, cases, "softmax_groups", ["type=softmax groups=2"],
+           grouped(2, lambda v: v.softmax(1).flatten(1, 2)), x)
+    record(w, cases, "softmax_channels", ["type=softmax groups=6"],
+           Lambda(lambda v: v.softmax(1)), x)
+    record(w, cases, "reduce_groups_sum", ["type=reduce axes=channels op=sum groups=2"],
+           grouped(2, lambda v: v.sum(1)), x)
+    record(w, cases, "reduce_groups_mean", ["type=reduce axes=channels op=mean groups=3"],
+           grouped(3, lambda v: v.mean(1)), x)
 
 
 def gelu_cases(w, cases):

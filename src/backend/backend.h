@@ -376,12 +376,13 @@ enum { UPLOAD_SLOTS = 2 };
        const float *w1, const float *w2, float *dw1, float *db1, float *dw2, float *db2,       \
        float *dx, int accumulate, float *workspace))                                           \
                                                                                                \
-    /* Row-wise softmax of [rows, cols]; backward: dx = y * (dy - sum(dy * y)). */             \
+    /* Softmax of [rows, cols, inner] over its middle axis (inner = 1: row-wise); backward:  \
+     * dx = y * (dy - sum(dy * y)). */                                                         \
     X(BE_REQUIRED, void, softmax_forward,                                                      \
-      (dtnn_backend *be, int rows, int cols, const float *x, float *y))                        \
+      (dtnn_backend *be, int rows, int cols, int inner, const float *x, float *y))             \
     X(BE_REQUIRED, void, softmax_backward,                                                     \
-      (dtnn_backend *be, int rows, int cols, const float *y, const float *dy, float *dx,       \
-       int accumulate))                                                                        \
+      (dtnn_backend *be, int rows, int cols, int inner, const float *y, const float *dy,       \
+       float *dx, int accumulate))                                                             \
                                                                                                \
     /* Batch norm over [n, C, hw], training mode in phases, so synchronised batch norm can    \
      * sum the per-channel statistics over the ranks between them (one process just goes on): \

@@ -132,6 +132,8 @@ int imp_value_new(imp *p, const char *name, dtnn_error *err)
 
 int imp_value_inner(imp *p, dtnn_error *err) { return imp_value_new(p, "", err); }
 
+int imp_value_of(const imp *p, const char *name) { return value_find(p, name); }
+
 int imp_in_opt(imp *p, const Onnx__NodeProto *nd, int k, dtnn_error *err)
 {
     if ((size_t)k >= nd->n_input || !nd->input[k] || !nd->input[k][0])
@@ -163,18 +165,38 @@ int imp_in_layer(imp *p, const Onnx__NodeProto *nd, int k, int allow_pad, dtnn_e
                  "only computed values there", k, nd->input[k]);
         return -1;
     }
-    if (p->v[i].nhwc && allow_pad != IMP_ALLOW_NHWC) {
+    if (p->v[i].nhwc && !(allow_pad & IMP_ALLOW_NHWC)) {
         imp_fail(p, nd, DTNN_ERR_UNSUPPORTED, err, "input %d '%s' is a Transpose of a computed "
                  "value to channels-last, which dtnn follows only into LayerNormalization over "
                  "the last axis and the Transpose back", k, nd->input[k]);
         return -1;
     }
-    if (allow_pad != 1 && (p->v[i].pad_h || p->v[i].pad_w)) {
+    if (p->v[i].rank == 5 && !(allow_pad & IMP_ALLOW_GROUPS)) {
+        imp_fail(p, nd, DTNN_ERR_UNSUPPORTED, err, "input %d '%s' is 5-D [N, %d, %d, %d, %d], "
+                 "which dtnn takes only as channel groups: into Reshape, element-wise "
+                 "operators, Concat (axis 1), ReduceSum / ReduceMean and Softmax over axis 1",
+                 k, nd->input[k], p->v[i].groups, p->v[i].c / p->v[i].groups, p->v[i].h,
+                 p->v[i].w);
+        return -1;
+    }
+    if (!(allow_pad & 1) && (p->v[i].pad_h || p->v[i].pad_w)) {
         imp_fail(p, nd, DTNN_ERR_UNSUPPORTED, err, "input %d '%s' comes from a spatial Pad, "
                  "which dtnn supports only directly before a Conv", k, nd->input[k]);
         return -1;
     }
     return i;
+}
+
+int imp_layer_dims(const imp_value *X, int64_t batch, int64_t dims[5])
+{
+    const int64_t d4[4] = {batch, X->c, X->h, X->w};
+    if (X->rank == 5) {
+        const int64_t d5[5] = {batch, X->groups, X->c / X->groups, X->h, X->w};
+        memcpy(dims, d5, sizeof d5);
+    } else {
+        memcpy(dims, d4, sizeof(int64_t) * (size_t)X->rank);
+    }
+    return X->rank;
 }
 
 int imp_in_const(imp *p, const Onnx__NodeProto *nd, int k, dtnn_error *err)

@@ -22,13 +22,16 @@ typedef struct {
     const char *name;           /* points into the unpacked proto */
     int kind;                   /* IMP_LAYER or IMP_CONST */
     /* IMP_LAYER: dtnn values are [N, c, h, w]; rank 2 means [N, c] with h = w = 1, rank 3
-     * [N, c, h] with w = 1 */
+     * [N, c, h] with w = 1, rank 5 [N, groups, c / groups, h, w] (the radix of a split
+     * attention as its own axis over the same memory; the ops that take it ask with
+     * IMP_ALLOW_GROUPS) */
     int layer;                  /* index into imp.l, -1: the graph input */
     int rank;
     int c, h, w;
     int pad_h, pad_w;           /* a zero Pad waiting for the Conv that absorbs it */
     int nhwc;                   /* a Transpose [0, 2, 3, 1] of a layer's output: followed only
                                  * into LayerNormalization over the last axis and back */
+    int groups;                 /* rank 5: the size of axis 1 */
     /* IMP_CONST: float32 (f) or integer (i, int32 and int64 both) */
     int is_float;
     int ndim;
@@ -98,10 +101,14 @@ const char *imp_attr_unknown(const Onnx__NodeProto *nd, const char *const *known
 int imp_in(imp *p, const Onnx__NodeProto *nd, int k, dtnn_error *err);
 int imp_in_opt(imp *p, const Onnx__NodeProto *nd, int k, dtnn_error *err);
 /* Input k, which must be a layer value (allow_pad: a pending Pad is fine) or a constant. */
-/* imp_in_layer's allow: 1 a zero Pad awaiting its Conv, IMP_ALLOW_NHWC a channels-last view. */
+/* imp_in_layer's allow, bits: 1 a zero Pad awaiting its Conv, IMP_ALLOW_NHWC a channels-last
+ * view, IMP_ALLOW_GROUPS a rank-5 value. */
 #define IMP_ALLOW_NHWC 2
+#define IMP_ALLOW_GROUPS 4
 int imp_in_layer(imp *p, const Onnx__NodeProto *nd, int k, int allow_pad, dtnn_error *err);
 int imp_in_const(imp *p, const Onnx__NodeProto *nd, int k, dtnn_error *err);
+/* Layer value X's ONNX dims for `batch` (rank 2 to 5); returns its rank. */
+int imp_layer_dims(const imp_value *X, int64_t batch, int64_t dims[5]);
 /* Constant input k as up to max integers: how many, or -1 (with err). */
 int imp_const_ints(imp *p, const Onnx__NodeProto *nd, int k, int64_t *out, int max,
                    dtnn_error *err);
@@ -126,6 +133,8 @@ int imp_bind_add(imp_layer *l, const char *suffix, int value, int transpose);
 
 /* A new value called name ("" for none); -1 (with err) on a duplicate name or no memory. */
 int imp_value_new(imp *p, const char *name, dtnn_error *err);
+/* The value called name, or -1. */
+int imp_value_of(const imp *p, const char *name);
 /* A value no node names (scratch constants, the inner layers of a split join). */
 int imp_value_inner(imp *p, dtnn_error *err);
 /* Makes value `out` (already created) a constant with these dims; data zeroed. */

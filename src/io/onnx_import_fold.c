@@ -118,18 +118,62 @@ dtnn_status fold_reshape(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
     return DTNN_OK;
 }
 
+/* A Transpose of computed value x that moves only axes of size 1 (ResNeSt's radix softmax of
+ * one cardinal group: [N, 1, R, C] to [N, R, 1, C]) keeps the memory order: a reshape (no
+ * layer where dtnn's C x H x W stays). 1 done, 0 not such a Transpose, -1 error. */
+static int unit_transpose(imp *p, const Onnx__NodeProto *nd, int x, const int64_t *perm, int n,
+                          dtnn_error *err)
+{
+    const imp_value X = p->v[x];
+    int64_t d[5], od[5] = {1, 1, 1, 1, 1};
+    if (X.nhwc || n != X.rank || n < 2 || perm[0] != 0)
+        return 0;
+    imp_layer_dims(&X, p->batch, d);
+    int seen[5] = {0}, last = 0;
+    for (int k = 0; k < n; k++) {
+        if (perm[k] < 0 || perm[k] >= n || seen[perm[k]]++)
+            return 0;
+        od[k] = d[perm[k]];
+        if (k && d[perm[k]] != 1) {
+            if (perm[k] < last)
+                return 0;
+            last = (int)perm[k];
+        }
+    }
+    const int c = (int)(n == 5 ? od[1] * od[2] : od[1]), h = (int)(n == 5 ? od[3] : od[2]);
+    const int w = (int)(n == 5 ? od[4] : od[3]);
+    int o;
+    if (c == X.c && h == X.h && w == X.w) {
+        o = imp_out_alias(p, nd, x, err);
+    } else {
+        o = imp_layer_new(p, nd, "reshape", NULL, &x, 1, n, c, h, w, err);
+        if (o >= 0)
+            imp_opt(&p->l[p->v[o].layer], "shape", "%dx%dx%d", c, h, w);
+    }
+    if (o < 0)
+        return -1;
+    p->v[o].groups = n == 5 ? (int)od[1] : 0;
+    return 1;
+}
+
 /* A Transpose of a computed [N, C, H, W] value to channels-last ([0, 2, 3, 1]) or back
  * ([0, 3, 1, 2]): no layer, the value marked (ConvNeXt's LayerNorm2d, torchvision's
- * permute - layer_norm - permute). */
+ * permute - layer_norm - permute); or one that moves only axes of size 1. */
 static dtnn_status transpose_view(imp *p, const Onnx__NodeProto *nd, int x, dtnn_error *err)
 {
-    int64_t perm[4];
-    const int n = imp_attr_ints(nd, "perm", perm, 4);
+    int64_t perm[5];
+    const int n = imp_attr_ints(nd, "perm", perm, 5);
     const int to_last = n == 4 && perm[0] == 0 && perm[1] == 2 && perm[2] == 3 && perm[3] == 1;
     const int back = n == 4 && perm[0] == 0 && perm[1] == 3 && perm[2] == 1 && perm[3] == 2;
-    if (p->v[x].rank != 4 || !(to_last ? !p->v[x].nhwc : back && p->v[x].nhwc))
+    const int view = p->v[x].rank == 4 && (to_last ? !p->v[x].nhwc : back && p->v[x].nhwc);
+    /* the channels-last view first: a [N, C, 1, 1] one still meets its LayerNormalization */
+    const int unit = !view && n <= 5 ? unit_transpose(p, nd, x, perm, n, err) : 0;
+    if (unit)
+        return unit < 0 ? err->code : DTNN_OK;
+    if (!view)
         return FAIL("a Transpose of a computed value other than [N, C, H, W] to channels-last "
-                    "(perm 0, 2, 3, 1) and back around a LayerNormalization is not supported");
+                    "(perm 0, 2, 3, 1) and back around a LayerNormalization, or one that moves "
+                    "only axes of size 1, is not supported");
     int o = imp_out_alias(p, nd, x, err);
     if (o < 0)
         return err->code;
@@ -143,7 +187,7 @@ dtnn_status op_transpose(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
     if (c < 0)
         return err->code;
     if (p->v[c].kind == IMP_LAYER) {
-        int v = imp_in_layer(p, nd, 0, IMP_ALLOW_NHWC, err);
+        int v = imp_in_layer(p, nd, 0, IMP_ALLOW_NHWC | IMP_ALLOW_GROUPS, err);
         return v < 0 ? err->code : transpose_view(p, nd, v, err);
     }
     int x = imp_in_const(p, nd, 0, err);

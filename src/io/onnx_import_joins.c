@@ -175,18 +175,22 @@ static dtnn_status add_constant(imp *p, const Onnx__NodeProto *nd, int x, int b,
     return imp_out_alias(p, nd, x, err) < 0 ? err->code : DTNN_OK;
 }
 
-/* The NumPy broadcast of layer values a and b, one sample's C x H x W each (the batch is never
- * broadcast: both come from the same samples): *o gets the shape. */
-static dtnn_status broadcast(imp *p, const Onnx__NodeProto *nd, int a, int b, imp_value *o,
-                             dtnn_error *err)
+/* Layer `type` of layer values ins[0] and ins[1] broadcast as NumPy, one sample's C x H x W
+ * each (the batch is never broadcast: both come from the same samples); 5-D values of as many
+ * groups broadcast as their [N, C, H, W] memory does. */
+static dtnn_status broadcast_layer(imp *p, const Onnx__NodeProto *nd, const char *type,
+                                   int *ins, dtnn_error *err)
 {
-    const imp_value *A = &p->v[a], *B = &p->v[b];
+    const imp_value *A = &p->v[ins[0]], *B = &p->v[ins[1]];
     if (A->nhwc != B->nhwc)
         return FAIL("inputs '%s' and '%s': one is a channels-last view and the other is not",
                     A->name, B->name);
     if (A->rank != B->rank)
         return FAIL("inputs '%s' (rank %d) and '%s' (rank %d) differ in rank; dtnn broadcasts "
                     "values of one rank", A->name, A->rank, B->name, B->rank);
+    if (A->groups != B->groups)
+        return FAIL("inputs '%s' and '%s' have %d and %d groups on axis 1; dtnn broadcasts 5-D "
+                    "values of as many groups", A->name, B->name, A->groups, B->groups);
     const int sa[3] = {A->c, A->h, A->w}, sb[3] = {B->c, B->h, B->w};
     int so[3];
     for (int k = 0; k < 3; k++) {
@@ -196,8 +200,12 @@ static dtnn_status broadcast(imp *p, const Onnx__NodeProto *nd, int a, int b, im
                         sb[1], sb[2]);
         so[k] = sa[k] > sb[k] ? sa[k] : sb[k];
     }
-    *o = *A;
-    o->c = so[0], o->h = so[1], o->w = so[2];
+    const int rank = A->rank, nhwc = A->nhwc, groups = A->groups;
+    const int o = imp_layer_new(p, nd, type, NULL, ins, 2, rank, so[0], so[1], so[2], err);
+    if (o < 0)
+        return err->code;
+    p->v[o].nhwc = nhwc;
+    p->v[o].groups = groups;
     return DTNN_OK;
 }
 
@@ -218,20 +226,12 @@ dtnn_status op_add(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
                 return err->code;
             return add_constant(p, nd, ins[1 - k], ins[k], err);
         }
-        if (imp_in_layer(p, nd, k, n == 2 ? IMP_ALLOW_NHWC : 0, err) < 0)
+        if (imp_in_layer(p, nd, k, n == 2 ? IMP_ALLOW_NHWC | IMP_ALLOW_GROUPS : 0, err) < 0)
             return err->code;
         const imp_value *v = &p->v[ins[k]], *v0 = &p->v[ins[0]];
-        if (n == 2 && k == 1) {
-            /* dtnn's add broadcasts two inputs (Add, and Sum of two) */
-            imp_value o;
-            if (broadcast(p, nd, ins[0], ins[1], &o, err))
-                return err->code;
-            int out = imp_layer_new(p, nd, "add", NULL, ins, 2, o.rank, o.c, o.h, o.w, err);
-            if (out < 0)
-                return err->code;
-            p->v[out].nhwc = o.nhwc;
-            return DTNN_OK;
-        }
+        /* dtnn's add broadcasts two inputs (Add, and Sum of two) */
+        if (n == 2 && k == 1)
+            return broadcast_layer(p, nd, "add", ins, err);
         if (v->c != v0->c || v->h != v0->h || v->w != v0->w)
             return FAIL("inputs '%s' %dx%dx%d and '%s' %dx%dx%d differ in shape; dtnn adds "
                         "more than two inputs only of one shape", v0->name, v0->c, v0->h,
@@ -259,7 +259,8 @@ dtnn_status op_binary(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
     if (c0 && c1)
         return fold_binary(p, nd, ins[0], ins[1], err);
     for (int k = 0; k < 2; k++)
-        if (p->v[ins[k]].kind != IMP_CONST && imp_in_layer(p, nd, k, IMP_ALLOW_NHWC, err) < 0)
+        if (p->v[ins[k]].kind != IMP_CONST &&
+            imp_in_layer(p, nd, k, IMP_ALLOW_NHWC | (c0 || c1 ? 0 : IMP_ALLOW_GROUPS), err) < 0)
             return err->code;
     /* GELU's last step, (x * (erf(x / sqrt 2) + 1)) * 0.5: one gelu (onnx_import_fuse.c) */
     const int gelu = type[0] == 'm' && (c0 || c1)
@@ -274,14 +275,7 @@ dtnn_status op_binary(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
     const int silu = type[0] == 'm' ? imp_fuse_silu(p, nd, ins, err) : 0;
     if (silu)
         return silu < 0 ? err->code : DTNN_OK;
-    imp_value o;
-    if (broadcast(p, nd, ins[0], ins[1], &o, err))
-        return err->code;
-    int out = imp_layer_new(p, nd, type, NULL, ins, 2, o.rank, o.c, o.h, o.w, err);
-    if (out < 0)
-        return err->code;
-    p->v[out].nhwc = o.nhwc;
-    return DTNN_OK;
+    return broadcast_layer(p, nd, type, ins, err);
 }
 
 /* Pow by a constant exponent of a computed value: 2 (x * x, the square in a LayerNorm as
@@ -355,20 +349,29 @@ dtnn_status op_concat(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
             }
         return DTNN_OK;
     }
-    int rank = 0;
+    int rank = 0, groups = 0;
     for (int k = 0; k < n; k++) {
-        if (imp_in_layer(p, nd, k, 0, err) < 0)
+        if (imp_in_layer(p, nd, k, IMP_ALLOW_GROUPS, err) < 0)
             return err->code;
         const imp_value *v = &p->v[ins[k]], *v0 = &p->v[ins[0]];
         if (v->h != v0->h || v->w != v0->w)
             return BAD("inputs differ in height or width");
+        /* [N, G_k, C, H, W] along axis 1: the channels of the groups in a row */
+        if ((v->rank == 5) != (v0->rank == 5) ||
+            (v->rank == 5 && v->c / v->groups != v0->c / v0->groups))
+            return BAD("inputs '%s' and '%s' differ in rank or in their groups' size", v0->name,
+                       v->name);
         rank = v->rank > rank ? v->rank : rank;
+        groups += v->groups;
     }
     if (imp_axis(axis, rank) != 1)
         return FAIL("attribute axis=%lld: dtnn concatenates channels (axis 1)",
                     (long long)axis);
     if (n == 1)
         return imp_out_alias(p, nd, ins[0], err) < 0 ? err->code : DTNN_OK;
-    return join(p, nd, "concat", ins, n, rank, err);
+    dtnn_status st = join(p, nd, "concat", ins, n, rank, err);
+    if (!st && rank == 5)
+        p->v[imp_value_of(p, nd->output[0])].groups = groups;
+    return st;
 }
 

@@ -243,7 +243,7 @@ static dtnn_status op_global_pool(imp *p, const Onnx__NodeProto *nd, dtnn_error 
 static dtnn_status activation(imp *p, const Onnx__NodeProto *nd, const char *type,
                               imp_layer **out, dtnn_error *err)
 {
-    int x = imp_in_layer(p, nd, 0, IMP_ALLOW_NHWC, err);
+    int x = imp_in_layer(p, nd, 0, IMP_ALLOW_NHWC | IMP_ALLOW_GROUPS, err);
     if (x < 0)
         return err->code;
     const imp_value X = p->v[x];
@@ -251,6 +251,7 @@ static dtnn_status activation(imp *p, const Onnx__NodeProto *nd, const char *typ
     if (o < 0)
         return err->code;
     p->v[o].nhwc = X.nhwc;
+    p->v[o].groups = X.groups;
     if (out)
         *out = &p->l[p->v[o].layer];
     return DTNN_OK;
@@ -347,17 +348,27 @@ static dtnn_status op_hardswish(imp *p, const Onnx__NodeProto *nd, dtnn_error *e
     return activation(p, nd, "hardswish", NULL, err);
 }
 
+/* Softmax over the features of [N, F] (and, before opset 13, which flattens from `axis` on,
+ * over axis 1 of a flat [N, C, 1, 1]); from opset 13, over axis 1 of [N, C, H] or
+ * [N, C, H, W] (across the channels at each position) or of [N, G, C/G, H, W] (across a split
+ * attention's groups): dtnn's softmax with groups. */
 static dtnn_status op_softmax(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
 {
-    int x = imp_in_layer(p, nd, 0, 0, err);
+    int x = imp_in_layer(p, nd, 0, IMP_ALLOW_GROUPS, err);
     if (x < 0)
         return err->code;
     const imp_value X = p->v[x];
     int axis = imp_axis(imp_attr_int(nd, "axis", p->opset < 13 ? 1 : -1), X.rank);
-    /* Before opset 13 the input is flattened from `axis` on, so axis 1 of [N, C, 1, 1] is C. */
-    if (!is_flat(&X) || !(axis == 1 && (X.rank == 2 || p->opset < 13)))
-        return FAIL("attribute axis: dtnn's softmax runs over the features of [N, F]");
-    return activation(p, nd, "softmax", NULL, err);
+    if (axis == 1 && (X.rank == 2 || (p->opset < 13 && X.rank != 5 && is_flat(&X))))
+        return activation(p, nd, "softmax", NULL, err);
+    if (axis != 1 || p->opset < 13)
+        return FAIL("attribute axis: dtnn's softmax runs over the features of [N, F] or, from "
+                    "opset 13, over axis 1 (the channels or channel groups)");
+    imp_layer *l = NULL;
+    dtnn_status st = activation(p, nd, "softmax", &l, err);
+    if (!st)
+        imp_opt(l, "groups", "%d", X.rank == 5 ? X.groups : X.c);
+    return st;
 }
 
 /* ---- dense layers ------------------------------------------------------------------------ */

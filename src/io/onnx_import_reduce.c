@@ -6,7 +6,9 @@
  * followed) the axes are its own: 1, 2 the plane and 3 the channels, the result still a view.
  * ReduceSum's axes are an input from opset 13; the others' are an attribute up to 17 (the last
  * opset imported). No axes reduces everything (refused), unless noop_with_empty_axes. Of a
- * constant (a weight being standardised) any reduction is folded (onnx_import_fold.c).
+ * constant (a weight being standardised) any reduction is folded (onnx_import_fold.c). Over
+ * axis 1 of a 5-D [N, G, C, H, W] (the sum of a split attention's paths) it is the reduce
+ * layer across G channel groups.
  */
 #include <string.h>
 
@@ -14,7 +16,7 @@
 
 #define FAIL(...) imp_fail(p, nd, DTNN_ERR_UNSUPPORTED, err, __VA_ARGS__)
 
-enum { OVER_NONE, OVER_SPATIAL, OVER_CHANNELS };
+enum { OVER_NONE, OVER_SPATIAL, OVER_CHANNELS, OVER_GROUPS };
 enum { OP_MEAN, OP_SUM, OP_L2 };
 
 /* Which of dtnn's two reductions the axes name, for a value of that rank (a channels-last
@@ -22,7 +24,7 @@ enum { OP_MEAN, OP_SUM, OP_L2 };
 static int reduction_of(const int64_t *axes, int na, int rank, int nhwc)
 {
     static const int from_nhwc[4] = {0, 2, 3, 1};
-    int seen[4] = {0, 0, 0, 0};
+    int seen[5] = {0, 0, 0, 0, 0};
     for (int k = 0; k < na; k++) {
         int a = imp_axis(axes[k], rank);
         if (a >= 0 && nhwc)
@@ -34,6 +36,8 @@ static int reduction_of(const int64_t *axes, int na, int rank, int nhwc)
         return OVER_SPATIAL;
     if ((rank == 4 || rank == 2) && na == 1 && seen[1])
         return OVER_CHANNELS;
+    if (rank == 5 && na == 1 && seen[1])
+        return OVER_GROUPS;
     return OVER_NONE;
 }
 
@@ -42,7 +46,7 @@ static dtnn_status reduce_node(imp *p, const Onnx__NodeProto *nd, int op, dtnn_e
     static const char *const names[3] = {"mean", "sum", "L2 norm"};
     const int c = imp_in(p, nd, 0, err);
     const int folding = c >= 0 && p->v[c].kind == IMP_CONST;
-    int x = folding ? c : imp_in_layer(p, nd, 0, IMP_ALLOW_NHWC, err);
+    int x = folding ? c : imp_in_layer(p, nd, 0, IMP_ALLOW_NHWC | IMP_ALLOW_GROUPS, err);
     if (x < 0)
         return err->code;
     const imp_value X = p->v[x];
@@ -64,10 +68,22 @@ static dtnn_status reduce_node(imp *p, const Onnx__NodeProto *nd, int op, dtnn_e
     const int over = na > 4 ? OVER_NONE : reduction_of(axes, na, X.rank, X.nhwc);
     if (over == OVER_NONE || ((over == OVER_CHANNELS || X.nhwc) && !keep))
         return FAIL("only the %s over H and W of [N, C, H, W] (axes 2, 3; of a channels-last "
-                    "view 1, 2) or over the channels (axis 1; 3) is supported, keeping the "
-                    "dimensions where it is over the channels or of a view", names[op]);
+                    "view 1, 2), over the channels (axis 1; 3) or over axis 1 of [N, G, C, H, "
+                    "W] is supported, keeping the dimensions where it is over the channels or "
+                    "of a view", names[op]);
     int o;
-    if (over == OVER_SPATIAL && op == OP_MEAN)
+    if (over == OVER_GROUPS && X.groups == 1 && op != OP_L2) {
+        /* the sum or mean of one value is that value */
+        if ((o = imp_out_alias(p, nd, x, err)) < 0)
+            return err->code;
+        p->v[o].rank = keep ? 5 : 4;
+        p->v[o].groups = keep;
+        return DTNN_OK;
+    }
+    if (over == OVER_GROUPS)
+        o = imp_layer_new(p, nd, "reduce", NULL, &x, 1, keep ? 5 : 4, X.c / X.groups, X.h, X.w,
+                          err);
+    else if (over == OVER_SPATIAL && op == OP_MEAN)
         o = imp_layer_new(p, nd, "global_avgpool", NULL, &x, 1, keep ? 4 : 2, X.c, 1, 1, err);
     else if (over == OVER_SPATIAL)
         o = imp_layer_new(p, nd, "reduce", NULL, &x, 1, keep ? 4 : 2, X.c, 1, 1, err);
@@ -80,8 +96,11 @@ static dtnn_status reduce_node(imp *p, const Onnx__NodeProto *nd, int op, dtnn_e
         static const char *const ops[3] = {"mean", "sum", "l2"};
         imp_opt(l, "axes", "%s", over == OVER_SPATIAL ? "spatial" : "channels");
         imp_opt(l, "op", "%s", ops[op]);
+        if (over == OVER_GROUPS)
+            imp_opt(l, "groups", "%d", X.groups);
     }
     p->v[o].nhwc = X.nhwc;
+    p->v[o].groups = over == OVER_GROUPS && keep ? 1 : 0;
     return DTNN_OK;
 }
 

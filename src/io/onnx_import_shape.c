@@ -46,14 +46,22 @@ static dtnn_status const_copy(imp *p, const Onnx__NodeProto *nd, int src, const 
     return DTNN_OK;
 }
 
-/* Output 0 of nd as layer value x seen with rank r (its data unchanged). */
-static dtnn_status alias_rank(imp *p, const Onnx__NodeProto *nd, int x, int r, dtnn_error *err)
+/* Output 0 of nd as layer value x seen with rank r (its data unchanged; rank 5 with that many
+ * groups). */
+static dtnn_status alias_groups(imp *p, const Onnx__NodeProto *nd, int x, int r, int groups,
+                                dtnn_error *err)
 {
     int o = imp_out_alias(p, nd, x, err);
     if (o < 0)
         return err->code;
     p->v[o].rank = r;
+    p->v[o].groups = r == 5 ? groups : 0;
     return DTNN_OK;
+}
+
+static dtnn_status alias_rank(imp *p, const Onnx__NodeProto *nd, int x, int r, dtnn_error *err)
+{
+    return alias_groups(p, nd, x, r, 0, err);
 }
 
 /* [N, C, H, W] -> [N, C*H*W]: no layer when H = W = 1, else a flatten layer. */
@@ -78,11 +86,11 @@ dtnn_status op_flatten(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
     return flatten_to(p, nd, x, 2, err);
 }
 
-/* A target of rank r (3 or 4) of a value X with F values per sample, into its per-sample dims
- * d (C, L, 1 or C, H, W): the batch kept (0, the batch, or -1 with every other size given),
- * 0 copying X's size there, one -1 inferred. 0 when it is none. */
+/* A target of rank r (3 to 5) of a value X with F values per sample, into its per-sample dims
+ * d (C, L, 1 or C, H, W or G, C, H, W): the batch kept (0, the batch, or -1 with every other
+ * size given), 0 copying X's size there, one -1 inferred. 0 when it is none. */
 static int resolve_target(const int64_t *t, int r, const imp_value *X, int64_t batch, int64_t F,
-                          int64_t d[3])
+                          int64_t d[4])
 {
     const int64_t xs[4] = {batch, X->c, X->h, X->w};
     int unknown = -1;
@@ -110,17 +118,19 @@ static int resolve_target(const int64_t *t, int r, const imp_value *X, int64_t b
     return known == F;
 }
 
-/* The reshape layer to per-sample dims d (no layer where they are X's own). */
-static dtnn_status reshape_to(imp *p, const Onnx__NodeProto *nd, int x, int rank,
+/* The reshape layer to per-sample dims d (no layer where they are X's own); rank 5 with that
+ * many groups. */
+static dtnn_status reshape_to(imp *p, const Onnx__NodeProto *nd, int x, int rank, int groups,
                               const int64_t d[3], dtnn_error *err)
 {
     const imp_value X = p->v[x];
     if (d[0] == X.c && d[1] == X.h && d[2] == X.w)
-        return alias_rank(p, nd, x, rank, err);
+        return alias_groups(p, nd, x, rank, groups, err);
     int o = imp_layer_new(p, nd, "reshape", NULL, &x, 1, rank, (int)d[0], (int)d[1], (int)d[2],
                           err);
     if (o < 0)
         return err->code;
+    p->v[o].groups = rank == 5 ? groups : 0;
     imp_opt(&p->l[p->v[o].layer], "shape", "%lldx%lldx%lld", (long long)d[0], (long long)d[1],
             (long long)d[2]);
     return DTNN_OK;
@@ -131,13 +141,19 @@ dtnn_status op_reshape(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
     int c = imp_in(p, nd, 0, err);
     if (c >= 0 && p->v[c].kind == IMP_CONST)
         return fold_reshape(p, nd, err);
-    int x = imp_in_layer(p, nd, 0, 0, err), si = x < 0 ? -1 : imp_in_const(p, nd, 1, err);
+    int x = imp_in_layer(p, nd, 0, IMP_ALLOW_GROUPS, err);
+    int si = x < 0 ? -1 : imp_in_const(p, nd, 1, err);
     if (si < 0)
         return err->code;
     if (imp_attr_int(nd, "allowzero", 0) != 0)
         return FAIL("attribute allowzero=1 is not supported");
     const imp_value *S = &p->v[si];
     const imp_value X = p->v[x];
+    if (X.rank == 5)
+        for (size_t k = 1; k < S->count && !S->is_float; k++)
+            if (S->i[k] == 0)
+                return FAIL("a 0 (copy the size) in the target shape of the 5-D '%s' is not "
+                            "supported", X.name);
     const int64_t F = (int64_t)X.c * X.h * X.w;
     char shown[96] = "";
     for (size_t k = 0, n = 0; k < S->count && k < 6 && !S->is_float; k++)
@@ -151,12 +167,19 @@ dtnn_status op_reshape(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
     }
     if (ok)
         return flatten_to(p, nd, x, (int)S->count, err);
-    int64_t d[3];
+    int64_t d[4];
     if (!S->is_float && S->ndim == 1 && (S->count == 3 || S->count == 4) &&
         resolve_target(S->i, (int)S->count, &X, p->batch, F, d))
-        return reshape_to(p, nd, x, (int)S->count, d, err);
-    return FAIL("target shape [%s] of '%s' is not [N, %lld], nor [N, C, L] or [N, C, H, W] of "
-                "its %lld values per sample", shown, X.name, (long long)F, (long long)F);
+        return reshape_to(p, nd, x, (int)S->count, 0, d, err);
+    if (!S->is_float && S->ndim == 1 && S->count == 5 &&
+        resolve_target(S->i, 5, &X, p->batch, F, d)) {
+        /* [N, G, C/G, H, W]: the memory of [N, C, H, W], the groups an axis of their own */
+        const int64_t cd[3] = {d[0] * d[1], d[2], d[3]};
+        return reshape_to(p, nd, x, 5, (int)d[0], cd, err);
+    }
+    return FAIL("target shape [%s] of '%s' is not [N, %lld], nor [N, C, L], [N, C, H, W] or "
+                "[N, G, C, H, W] of its %lld values per sample", shown, X.name, (long long)F,
+                (long long)F);
 }
 
 /* Expand: to the input's own shape no layer; [N, C, 1, 1] to [N, C, H, W] (a gate expanded
@@ -260,13 +283,16 @@ dtnn_status op_squeeze(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
         }
         return const_copy(p, nd, x, dims, n, err);
     }
-    if (imp_in_layer(p, nd, 0, 0, err) < 0)
+    if (imp_in_layer(p, nd, 0, IMP_ALLOW_GROUPS, err) < 0)
         return err->code;
-    /* [N, C, 1, 1] <-> [N, C] is the only change of rank a dtnn value has. */
+    /* [N, C, H, W] <-> [N, 1, C, H, W] (axis 1): one group of a split attention's stack */
+    if (na == 1 && mark[1] && (un ? rank == 4 : rank == 5 && X.groups == 1))
+        return alias_groups(p, nd, x, out_rank, 1, err);
+    /* [N, C, 1, 1] <-> [N, C] is the only other change of rank a dtnn value has. */
     if (mark[0] || mark[1] || (un ? rank != 2 : rank != 4 || X.h != 1 || X.w != 1) ||
         na != 2)
         return FAIL("axes: dtnn only squeezes [N, C, 1, 1] to [N, C] (axes 2, 3) and "
-                    "unsqueezes back");
+                    "unsqueezes back, and unsqueezes [N, C, H, W] at axis 1 (and back)");
     return alias_rank(p, nd, x, out_rank, err);
 }
 
@@ -330,9 +356,7 @@ dtnn_status op_shape(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
         r = X.ndim;
         memcpy(dims, X.dims, sizeof(int64_t) * (size_t)r);
     } else {
-        const int64_t d4[4] = {p->batch, X.c, X.h, X.w};
-        r = X.rank;
-        memcpy(dims, d4, sizeof(int64_t) * (size_t)r);
+        r = imp_layer_dims(&X, p->batch, dims);
     }
     /* opset 15: start and end slice the shape, clamped as Slice's. */
     int64_t s = imp_attr_int(nd, "start", 0), e = imp_attr_int(nd, "end", r);

@@ -95,6 +95,8 @@ typedef struct {
     int reduce_over_channels;   /* reduce: over C (else over H x W) */
     int reduce_sum;             /* reduce: a sum (else a mean or, with reduce_l2, a norm) */
     int reduce_l2;              /* reduce: the L2 norm */
+    int reduce_groups;          /* reduce over channels: across this many groups (0: all C) */
+    int softmax_groups;         /* softmax: across this many channel groups (0: a flat row) */
     int upsample_bilinear;      /* upsample: bilinear (else nearest); factors in stride */
     int upsample_align_corners;
 } layer_attrs;

@@ -3,8 +3,13 @@
  * torch.mean(x, 1, keepdim=True), CBAM's channel pooling, ONNX ReduceMean / ReduceSum /
  * ReduceL2 over axis 1) or over each plane (output C x 1 x 1: x.sum((2, 3)), x.norm(dim=(2,
  * 3)) of ConvNeXt-V2's global response normalisation; the mean over a plane is
- * global_avgpool). Options: axes = channels | spatial (required), op = mean | sum | l2 (mean).
+ * global_avgpool). Over the channels, groups = G reduces across G equal groups of them instead
+ * (output C/G x H x W: x.view(N, G, C / G, H, W).sum(1), the radix sum of ResNeSt's and SKNet's
+ * split attention); the arithmetic is the same channel reduction on G "channels" of
+ * C/G x H x W values each. Options: axes = channels | spatial (required), op = mean | sum | l2
+ * (mean), groups (axes = channels only).
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "layer.h"
@@ -12,6 +17,7 @@
 typedef struct {
     int axes;           /* 0: not given, 1 channels, 2 spatial */
     int op;             /* 0 mean, 1 sum, 2 l2 */
+    int groups;         /* over channels: across this many groups (0: all of them) */
     reduce_geom g;
 } reduce_cfg;
 
@@ -27,9 +33,18 @@ static dtnn_status reduce_set(void *cfg, const char *key, const char *value, dtn
                                                                                           : -1;
         if (c->op >= 0)
             return DTNN_OK;
+    } else if (!strcmp(key, "groups")) {
+        char *end;
+        const long g = strtol(value, &end, 10);
+        if (end != value && !*end && g >= 1 && g <= 1 << 24) {
+            c->groups = (int)g;
+            return DTNN_OK;
+        }
+        return dtnn_error_set(err, DTNN_ERR_ARG, "reduce: groups = %s is not a positive count "
+                              "of channel groups", value);
     } else {
-        return dtnn_error_set(err, DTNN_ERR_ARG, "unknown option '%s' for reduce (axes, op)",
-                              key);
+        return dtnn_error_set(err, DTNN_ERR_ARG, "unknown option '%s' for reduce (axes, op, "
+                              "groups)", key);
     }
     return dtnn_error_set(err, DTNN_ERR_ARG, "%s = %s: axes is channels or spatial, op mean, "
                           "sum or l2", key, value);
@@ -41,8 +56,19 @@ static dtnn_status reduce_infer(layer *l, dtnn_error *err)
     const dtnn_shape x = l->in[0];
     if (!c->axes)
         return dtnn_error_set(err, DTNN_ERR_ARG, "reduce needs axes = channels or spatial");
-    c->g = (reduce_geom){x.c, x.h * x.w, c->axes == 1, c->op == 0, c->op == 2};
-    l->out = c->axes == 1 ? (dtnn_shape){1, x.h, x.w} : (dtnn_shape){x.c, 1, 1};
+    if (c->groups && c->axes != 1)
+        return dtnn_error_set(err, DTNN_ERR_ARG, "reduce: groups is for axes = channels");
+    if (c->groups && x.c % c->groups)
+        return dtnn_error_set(err, DTNN_ERR_SHAPE, "reduce: groups = %d does not divide the "
+                              "input's %d channels", c->groups, x.c);
+    if (c->axes == 1) {
+        const int groups = c->groups ? c->groups : x.c;
+        c->g = (reduce_geom){groups, x.c / groups * x.h * x.w, 1, c->op == 0, c->op == 2};
+        l->out = (dtnn_shape){x.c / groups, x.h, x.w};
+    } else {
+        c->g = (reduce_geom){x.c, x.h * x.w, 0, c->op == 0, c->op == 2};
+        l->out = (dtnn_shape){x.c, 1, 1};
+    }
     return DTNN_OK;
 }
 
@@ -66,6 +92,7 @@ static void reduce_describe(const layer *l, layer_attrs *a)
     a->reduce_over_channels = c->axes == 1;
     a->reduce_sum = c->op == 1;
     a->reduce_l2 = c->op == 2;
+    a->reduce_groups = c->groups;
 }
 
 static double reduce_flops(const layer *l)
@@ -82,8 +109,8 @@ static int reduce_plane_mean(const layer *l)
 
 const layer_ops layer_reduce = {
     .type = "reduce",
-    .summary = "sum, mean or L2 norm over the channels (1 x H x W) or over each plane "
-               "(C x 1 x 1)",
+    .summary = "sum, mean or L2 norm over the channels (1 x H x W), across channel groups "
+               "(C/G x H x W) or over each plane (C x 1 x 1)",
     .cfg_size = sizeof(reduce_cfg),
     .min_inputs = 1,
     .max_inputs = 1,

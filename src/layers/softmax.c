@@ -1,53 +1,96 @@
 /*
  * softmax.c — softmax over the features of each sample, as torch.nn.Softmax(dim=1) on an
- * [N, F] tensor: y = exp(x - max) / sum(exp(x - max)). The input must be flat (F x 1 x 1), so a
- * feature map is never normalised across channels and pixels by accident; put a flatten layer
- * first. For training a classifier, prefer the model's cross-entropy loss on raw logits, which
- * is more accurate than softmax followed by a log. The arithmetic is the backend's softmax_*.
+ * [N, F] tensor: y = exp(x - max) / sum(exp(x - max)). Without options the input must be flat
+ * (F x 1 x 1), so a feature map is never normalised across channels and pixels by accident;
+ * put a flatten layer first. With groups = G the C channels are G equal groups and the softmax
+ * runs across the groups at each channel of a group and each pixel, as
+ * x.view(N, G, C / G, H, W).softmax(1): the radix softmax of ResNeSt's and SKNet's split
+ * attention; groups = C is a softmax over the channels at each pixel (ONNX Softmax, axis 1, of
+ * a feature map). For training a classifier, prefer the model's cross-entropy loss on raw
+ * logits, which is more accurate than softmax followed by a log. The arithmetic is the
+ * backend's softmax_*.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "layer.h"
 
+typedef struct {
+    int groups;         /* 0: over all features of a flat input */
+} softmax_cfg;
+
 static dtnn_status softmax_set(void *cfg, const char *key, const char *value, dtnn_error *err)
 {
-    (void)cfg;
-    (void)value;
-    return dtnn_error_set(err, DTNN_ERR_ARG, "unknown option '%s' for softmax (it has none)",
-                          key);
+    softmax_cfg *c = cfg;
+    if (strcmp(key, "groups"))
+        return dtnn_error_set(err, DTNN_ERR_ARG, "unknown option '%s' for softmax (groups)",
+                              key);
+    char *end;
+    const long g = strtol(value, &end, 10);
+    if (end == value || *end || g < 1 || g > 1 << 24)
+        return dtnn_error_set(err, DTNN_ERR_ARG, "softmax: groups = %s is not a positive "
+                              "count of channel groups", value);
+    c->groups = (int)g;
+    return DTNN_OK;
 }
 
 static dtnn_status softmax_infer(layer *l, dtnn_error *err)
 {
+    const softmax_cfg *c = l->cfg;
     dtnn_shape in = l->in[0];
-    if (in.h != 1 || in.w != 1)
+    if (!c->groups && (in.h != 1 || in.w != 1))
         return dtnn_error_set(err, DTNN_ERR_SHAPE, "softmax input is %dx%dx%d, not a flat vector "
-                              "of features: add a flatten layer before it", in.c, in.h, in.w);
+                              "of features: add a flatten layer before it (or set groups: "
+                              "groups = %d is a softmax over the channels at each pixel)", in.c,
+                              in.h, in.w, in.c);
+    if (c->groups && in.c % c->groups)
+        return dtnn_error_set(err, DTNN_ERR_SHAPE, "softmax: groups = %d does not divide the "
+                              "input's %d channels", c->groups, in.c);
     l->out = in;
     return DTNN_OK;
 }
 
+/* The backend's [rows, cols, inner]: across the groups at each remaining position. */
+static void softmax_lines(const layer *l, int *cols, int *inner)
+{
+    const softmax_cfg *c = l->cfg;
+    *cols = c->groups ? c->groups : l->out.c;
+    *inner = (int)(shape_size(l->out) / (size_t)*cols);
+}
+
 static void softmax_forward(layer *l, const layer_ctx *ctx)
 {
-    be_run(ctx->be, softmax_forward, l->n, l->out.c, l->x[0], l->y);
+    int cols, inner;
+    softmax_lines(l, &cols, &inner);
+    be_run(ctx->be, softmax_forward, l->n, cols, inner, l->x[0], l->y);
 }
 
 static void softmax_backward(layer *l, const layer_ctx *ctx)
 {
+    int cols, inner;
+    softmax_lines(l, &cols, &inner);
     if (l->dx[0])
-        be_run(ctx->be, softmax_backward, l->n, l->out.c, l->y, l->dy, l->dx[0],
+        be_run(ctx->be, softmax_backward, l->n, cols, inner, l->y, l->dy, l->dx[0],
                l->dx_accumulate[0]);
+}
+
+static void softmax_describe(const layer *l, layer_attrs *a)
+{
+    const softmax_cfg *c = l->cfg;
+    a->softmax_groups = c->groups;
 }
 
 const layer_ops layer_softmax = {
     .type = "softmax",
-    .summary = "softmax over the features of each sample (flat input)",
-    .cfg_size = 0,
+    .summary = "softmax over the features of each sample (flat input), or across channel "
+               "groups (groups = G)",
+    .cfg_size = sizeof(softmax_cfg),
     .min_inputs = 1,
     .max_inputs = 1,
     .set = softmax_set,
     .infer = softmax_infer,
     .forward = softmax_forward,
     .backward = softmax_backward,
+    .describe = softmax_describe,
     .backward_reads_output = 1,
 };

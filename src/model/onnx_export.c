@@ -294,17 +294,33 @@ static emit_result emit_slice(onnx_writer *w, emit_ctx *c, dtnn_error *err)
     return made(w, onnxw_node(w, "Slice", l->name, ins, 4, c->out));
 }
 
+/* Input 0 of layer l seen as [N, G, C/G, H, W] (the channel groups of a split attention), as
+ * the value <layer>/groups; NULL out of memory. */
+static const char *input_as_groups(onnx_writer *w, const layer *l, int groups)
+{
+    const dtnn_shape x = l->in[0];
+    const int64_t shape[5] = {0, groups, x.c / groups, x.h, x.w};
+    const char *ins[2] = {onnxw_input_as(w, l, 0, 4), onnxw_printf(w, "%s.%s", l->name, "groups")};
+    const char *out = onnxw_printf(w, "%s/%s", l->name, "groups");
+    if (!ins[0] || !ins[1] || !out || onnxw_const_i64(w, ins[1], shape, 5))
+        return NULL;
+    return onnxw_node(w, "Reshape", out, ins, 2, out) && !w->oom ? out : NULL;
+}
+
 /* reduce: ReduceMean, ReduceSum or ReduceL2 over axis 1 or axes 2, 3, keeping the dimensions
- * (the layer's output is 1 x H x W or C x 1 x 1); ReduceSum takes its axes as an input from
- * 13 (the others from 18, beyond the opsets written here). */
+ * (the layer's output is 1 x H x W or C x 1 x 1), or across channel groups as timm writes it
+ * (Reshape to [N, G, C/G, H, W], the reduction over axis 1 without keeping it); ReduceSum takes
+ * its axes as an input from 13 (the others from 18, beyond the opsets written here). */
 static emit_result emit_reduce(onnx_writer *w, emit_ctx *c, dtnn_error *err)
 {
     (void)err;
     const layer *l = c->l;
     const int chan = c->a.reduce_over_channels, sum = c->a.reduce_sum, l2 = c->a.reduce_l2;
+    const int grouped = chan && c->a.reduce_groups;
     const int axes[2] = {chan ? 1 : 2, 3};
     const int n_axes = chan ? 1 : 2;
-    const char *ins[2] = {onnxw_input_as(w, l, 0, 4), NULL};
+    const char *ins[2] = {grouped ? input_as_groups(w, l, c->a.reduce_groups)
+                                  : onnxw_input_as(w, l, 0, 4), NULL};
     if (!ins[0])
         return EMIT_NOMEM;
     const int as_input = sum && w->opset >= 13;
@@ -318,7 +334,7 @@ static emit_result emit_reduce(onnx_writer *w, emit_ctx *c, dtnn_error *err)
                                      l->name, ins, as_input ? 2 : 1, c->out);
     if (!as_input)
         onnxw_attr_ints(w, nd, "axes", axes, n_axes);
-    onnxw_attr_int(w, nd, "keepdims", 1);
+    onnxw_attr_int(w, nd, "keepdims", !grouped);
     return made(w, nd);
 }
 
@@ -525,16 +541,35 @@ static emit_result emit_dropout(onnx_writer *w, emit_ctx *c, dtnn_error *err)
     return made(w, onnxw_node(w, "Identity", c->l->name, &x, 1, c->out));
 }
 
+/* softmax: over [N, F], or across channel groups as Softmax over axis 1 of the input seen as
+ * [N, G, C/G, H, W] and reshaped back (before opset 13 Softmax flattens the axes after its
+ * own, so it cannot say this in one node). */
 static emit_result emit_softmax(onnx_writer *w, emit_ctx *c, dtnn_error *err)
 {
-    (void)err;
-    const char *x = onnxw_input_as(w, c->l, 0, 2);
+    const layer *l = c->l;
+    const int groups = c->a.softmax_groups;
+    if (groups && w->opset < 13) {
+        dtnn_error_set(err, DTNN_ERR_UNSUPPORTED, "layer '%s': a softmax across channel groups "
+                       "is one ONNX Softmax from opset 13: export with --opset 13 or later",
+                       l->name);
+        return EMIT_ERROR;
+    }
+    const char *x = groups ? input_as_groups(w, l, groups) : onnxw_input_as(w, l, 0, 2);
     if (!x)
         return EMIT_NOMEM;
-    Onnx__NodeProto *nd = onnxw_node(w, "Softmax", c->l->name, &x, 1, c->out);
+    const char *y = groups ? onnxw_printf(w, "%s/%s", l->name, "softmax") : c->out;
+    Onnx__NodeProto *nd = y ? onnxw_node(w, "Softmax", groups ? y : l->name, &x, 1, y) : NULL;
+    if (!nd)
+        return EMIT_NOMEM;
     onnxw_attr_int(w, nd, "axis", 1);
-    c->rank = 2;
-    return made(w, nd);
+    c->rank = groups ? 4 : 2;
+    if (!groups)
+        return made(w, nd);
+    const int64_t shape[4] = {0, l->out.c, l->out.h, l->out.w};
+    const char *ins[2] = {y, onnxw_printf(w, "%s.%s", l->name, "shape")};
+    if (!ins[1] || onnxw_const_i64(w, ins[1], shape, 4))
+        return EMIT_NOMEM;
+    return made(w, onnxw_node(w, "Reshape", l->name, ins, 2, c->out));
 }
 
 /* One step of a decomposed layer: op of a and either value b or the scalar constant v

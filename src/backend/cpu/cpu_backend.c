@@ -189,17 +189,18 @@ static void op_se_backward(dtnn_backend *be, const se_geom *g, int n, const floa
                     accumulate, workspace);
 }
 
-static void op_softmax_forward(dtnn_backend *be, int rows, int cols, const float *x, float *y)
+static void op_softmax_forward(dtnn_backend *be, int rows, int cols, int inner, const float *x,
+                               float *y)
 {
     (void)be;
-    cpu_softmax_forward(rows, cols, x, y);
+    cpu_softmax_forward(rows, cols, inner, x, y);
 }
 
-static void op_softmax_backward(dtnn_backend *be, int rows, int cols, const float *y,
+static void op_softmax_backward(dtnn_backend *be, int rows, int cols, int inner, const float *y,
                                 const float *dy, float *dx, int accumulate)
 {
     (void)be;
-    cpu_softmax_backward(rows, cols, y, dy, dx, accumulate);
+    cpu_softmax_backward(rows, cols, inner, y, dy, dx, accumulate);
 }
 
 static void op_bn_moments(dtnn_backend *be, int n, int C, int hw, const float *x,

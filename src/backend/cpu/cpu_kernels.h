@@ -152,9 +152,9 @@ void cpu_bn_forward_eval(int n, int C, int hw, const float *x, const float *gamm
                          float eps, const bn_epilogue *ep, float *y);
 void cpu_bn_backward_eval(int n, int C, int hw, const float *dy, const float *gamma,
                           const float *running_var, float eps, float *dx, int accumulate);
-void cpu_softmax_forward(int rows, int cols, const float *x, float *y);
-void cpu_softmax_backward(int rows, int cols, const float *y, const float *dy, float *dx,
-                          int accumulate);
+void cpu_softmax_forward(int rows, int cols, int inner, const float *x, float *y);
+void cpu_softmax_backward(int rows, int cols, int inner, const float *y, const float *dy,
+                          float *dx, int accumulate);
 
 /* The convolution plans (cpu_conv.c): algorithm, chunks and scratch chosen per geometry. */
 conv_plan *cpu_conv_plan_create(dtnn_backend *be, const conv_desc *d, dtnn_error *err);

@@ -157,8 +157,9 @@ void cuda_upsample_backward(dtnn_backend *be, const upsample_geom *g, int n, con
                             float *dx, int accumulate);
 
 /* softmax.cu */
-void cuda_softmax_forward(dtnn_backend *be, int rows, int cols, const float *x, float *y);
-void cuda_softmax_backward(dtnn_backend *be, int rows, int cols, const float *y,
+void cuda_softmax_forward(dtnn_backend *be, int rows, int cols, int inner, const float *x,
+                          float *y);
+void cuda_softmax_backward(dtnn_backend *be, int rows, int cols, int inner, const float *y,
                            const float *dy, float *dx, int accumulate);
 
 /* batchnorm.cu */
