@@ -639,12 +639,67 @@ static void check_layernorm(void)
               KINK_TOL);
     check_accumulate("layernorm", "", 3, 4, 3, KINK_TOL);
     expect_add_error("layernorm", "eps=0", NULL, 0, DTNN_ERR_ARG, "eps");
-    expect_add_error("layernorm", "axis=1", NULL, 0, DTNN_ERR_ARG, "eps, affine");
+    expect_add_error("layernorm", "axis=1", NULL, 0, DTNN_ERR_ARG, "channels or last");
+    expect_add_error("layernorm", "epsilon=1", NULL, 0, DTNN_ERR_ARG, "eps, affine, axis");
+}
+
+/* Self-attention in layers (6 tokens of 8 features, 2 heads): layernorm, linear over the last
+ * axis, the heads split by a permute, q k^T and its softmax times v by matmul, the heads
+ * merged, a projection and the residual; each layer's accumulating form; the options. */
+static void check_attention(void)
+{
+    dtnn_model *m = model_new(1, 6, 8);
+    layer(m, "layernorm", "axis=last");
+    layer(m, "linear", "axis=last outputs=24");
+    int heads = layer(m, "permute", "dims=6x3x2x4 perm=1,2,0,3");
+    int h1[1] = {heads};
+    int q = add_layer(m, "slice", "q", "start=0 end=2", h1, 1);
+    int k = add_layer(m, "slice", "k", "start=2 end=4", h1, 1);
+    int v = add_layer(m, "slice", "v", "start=4 end=6", h1, 1);
+    int k1[1] = {k};
+    int kt = add_layer(m, "permute", "kt", "dims=2x6x4 perm=0,2,1", k1, 1);
+    int qk[2] = {q, kt};
+    add_layer(m, "matmul", "scores", "", qk, 2);
+    int attn = layer(m, "softmax", "axis=last");
+    int av[2] = {attn, v};
+    add_layer(m, "matmul", "mixed", "", av, 2);
+    layer(m, "permute", "dims=2x6x4 perm=1,0,2");
+    layer(m, "reshape", "shape=1x6x8");
+    layer(m, "linear", "axis=last outputs=5");
+    gradcheck(m, 2, "attention: layernorm, qkv, heads, softmax(q k^T) v, merge, projection",
+              SMOOTH_EPS, TOL);
+    /* x @ x^T: both inputs of one matmul from one tensor */
+    m = model_new(2, 3, 4);
+    int x = layer(m, "conv2d", "filters=2 kernel=1");
+    int x1[1] = {x};
+    int xt = add_layer(m, "permute", "xt", "dims=2x3x4 perm=0,2,1", x1, 1);
+    int xx[2] = {x, xt};
+    add_layer(m, "matmul", "gram", "", xx, 2);
+    layer(m, "linear", "axis=last outputs=2");
+    gradcheck(m, 2, "conv -> x x^T -> linear over the last axis", SMOOTH_EPS, TOL);
+    check_accumulate("permute", "dims=3x4x3 perm=2,0,1", 3, 4, 3, TOL);
+    check_accumulate("softmax", "axis=last", 3, 4, 3, TOL);
+    check_accumulate("layernorm", "axis=last", 3, 4, 3, KINK_TOL);
+    check_accumulate("linear", "axis=last outputs=2", 3, 4, 3, TOL);
+    m = model_new(1, 2, 3);
+    layer(m, "permute", "dims=2x3 perm=0,0");
+    expect_build_error(m, DTNN_ERR_ARG, "permute", "not a permutation");
+    m = model_new(1, 2, 3);
+    layer(m, "permute", "dims=2x4 perm=1,0");
+    expect_build_error(m, DTNN_ERR_SHAPE, "permute", "hold 8 values");
+    m = model_new(2, 3, 4);
+    int a0 = layer(m, "conv2d", "filters=2 kernel=1");
+    int aa[2] = {a0, a0};
+    add_layer(m, "matmul", "bad", "", aa, 2);
+    expect_build_error(m, DTNN_ERR_SHAPE, "matmul", "a's W (4) b's H (3)");
+    expect_add_error("permute", "dims=2x3x0", NULL, 0, DTNN_ERR_ARG, "positive sizes");
+    expect_add_error("softmax", "axis=first", NULL, 0, DTNN_ERR_ARG, "features or last");
 }
 
 void check_semantics(void)
 {
     check_layernorm();
+    check_attention();
     check_upsampling();
     check_reductions();
     check_slices();

@@ -445,6 +445,27 @@ static void test_activations(void)
         check(k ? "softmax backward across groups (+=)" : "softmax backward (+=)", &sdx, 1e-6);
     }
     drop(&sx), drop(&sy), drop(&sdy), drop(&sdx);
+
+    /* a 4-D permutation of 2 samples, written and added; 3 x 2 products of 5x4 by 4x6, plain
+     * and with each operand transposed, written and added */
+    const permute_geom pg = {4, {2, 3, 4, 5}, {2, 0, 3, 1}};
+    buf px = make(240, 49, 1.0f), py = make(240, 50, 1.0f);
+    for (int acc = 0; acc < 2; acc++) {
+        be_run(cpu, permute, &pg, 2, px.h, py.h, acc);
+        be_run(other, permute, &pg, 2, px.d, py.d, acc);
+        check(acc ? "permute (+=)" : "permute", &py, 0.0);
+    }
+    drop(&px), drop(&py);
+    const matmul_geom mg = {2, 5, 6, 4};
+    buf ma = make(3 * 2 * 20, 51, 1.0f), mb = make(3 * 2 * 24, 52, 1.0f);
+    buf mc = make(3 * 2 * 30, 53, 1.0f);
+    for (int k = 0; k < 4; k++) {
+        const int ta = k & 1, tb = k >> 1;
+        be_run(cpu, matmul, &mg, 3, ta, tb, ma.h, mb.h, mc.h, k == 3);
+        be_run(other, matmul, &mg, 3, ta, tb, ma.d, mb.d, mc.d, k == 3);
+        check(k == 3 ? "matmul, both transposed (+=)" : "matmul", &mc, 1e-6);
+    }
+    drop(&ma), drop(&mb), drop(&mc);
 }
 
 /* ---- batch norm ---------------------------------------------------------------------------- */

@@ -889,7 +889,7 @@ static void check_registry_covered(void)
         /* gradcheck_semantics.c */
         "hardsigmoid", "hardswish", "clamp", "hardtanh", "mul", "sub", "global_maxpool",
         "pad", "gelu", "div", "erf", "sqrt", "slice", "reduce", "upsample",
-        "layernorm", "reshape", "silu", "stochastic_depth",
+        "layernorm", "reshape", "silu", "stochastic_depth", "permute", "matmul",
     };
     const char *t;
     for (int i = 0; (t = dtnn_layer_type_name(i)) != NULL; i++) {

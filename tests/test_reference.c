@@ -122,7 +122,7 @@ static void compare_i64(const char *label, const int64_t *got, const int64_t *wa
 
 /* ---- case recipes -------------------------------------------------------------------------- */
 
-#define RECIPE_MAX_LAYERS 8
+#define RECIPE_MAX_LAYERS 16
 #define RECIPE_MAX_INPUTS 8
 
 typedef struct {

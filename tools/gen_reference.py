@@ -384,6 +384,7 @@ def layer_cases():
     erf_cases(w, cases)
     silu_cases(w, cases)
     group_cases(w, cases)
+    attention_cases(w, cases)
     w.meta["cases"] = " ".join(cases)
     w.meta["generator"] = f"tools/gen_reference.py, torch {torch.__version__}"
     return w
@@ -609,6 +610,51 @@ def group_cases(w, cases):
            grouped(2, lambda v: v.sum(1)), x)
     record(w, cases, "reduce_groups_mean", ["type=reduce axes=channels op=mean groups=3"],
            grouped(3, lambda v: v.mean(1)), x)
+
+
+class Attention(nn.Module):
+    """A pre-norm self-attention block on [N, 1, T, D] (T tokens of D features, 2 heads), as
+    timm's MobileViT writes it: LayerNorm, one qkv Linear, heads split by view and permute,
+    softmax(q k^T) v, heads merged, a projection and the residual."""
+
+    def __init__(self, tokens, dim, heads):
+        super().__init__()
+        self.t, self.d, self.h = tokens, dim, heads
+        self.norm = nn.LayerNorm(dim)
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.proj = nn.Linear(dim, dim)
+
+    def forward(self, x):
+        n, t, d, h = x.shape[0], self.t, self.d, self.h
+        tokens = x.view(n, t, d)
+        qkv = self.qkv(self.norm(tokens)).view(n, t, 3, h, d // h).permute(0, 2, 3, 1, 4)
+        q, k, v = qkv[:, 0], qkv[:, 1], qkv[:, 2]
+        a = torch.softmax(q @ k.transpose(-2, -1), dim=-1)
+        o = (a @ v).permute(0, 2, 1, 3).reshape(n, t, d)
+        return (self.proj(o) + tokens).view(n, 1, t, d)
+
+
+def attention_cases(w, cases):
+    """The attention layers (permute, matmul, and softmax, layernorm and linear over the last
+    axis) in one block against PyTorch's. Its own seed, after all older cases."""
+    torch.manual_seed(2041)
+    t, d, h = 6, 8, 2
+    hd = d // h
+    recipe = [f"type=layernorm axis=last name=norm",
+              f"type=linear axis=last outputs={3 * d} name=qkv",
+              f"type=permute dims={t}x3x{h}x{hd} perm=1,2,0,3 name=heads",
+              f"type=slice start=0 end={h} name=q inputs=heads",
+              f"type=slice start={h} end={2 * h} name=k inputs=heads",
+              f"type=slice start={2 * h} end={3 * h} name=v inputs=heads",
+              f"type=permute dims={h}x{t}x{hd} perm=0,2,1 name=kt inputs=k",
+              "type=matmul name=scores inputs=q,kt",
+              "type=softmax axis=last name=attn",
+              "type=matmul name=mixed inputs=attn,v",
+              f"type=permute dims={h}x{t}x{hd} perm=1,0,2 name=merge",
+              f"type=reshape shape=1x{t}x{d} name=tokens",
+              f"type=linear axis=last outputs={d} name=proj",
+              "type=add inputs=proj,input name=out"]
+    record(w, cases, "attention", recipe, Attention(t, d, h), torch.randn(2, 1, t, d))
 
 
 def gelu_cases(w, cases):

@@ -72,6 +72,23 @@ typedef struct {
     int l2;                 /* 1: the square root of the sum of squares (mean 0) */
 } reduce_geom;
 
+/* One sample's permutation of a tensor of up to PERMUTE_MAX_DIMS dims (cpu/permute.c):
+ * y = x.permute(perm), x of dims `dims` (row-major), y of dims dims[perm[k]]; the same for
+ * each of n samples. Self-attention's head split and merge, MobileViT's patch unfolding. */
+enum { PERMUTE_MAX_DIMS = 6 };
+typedef struct {
+    int rank;
+    int dims[PERMUTE_MAX_DIMS];
+    int perm[PERMUTE_MAX_DIMS];
+} permute_geom;
+
+/* One sample's `batch` matrix products of two computed tensors (attention's q k^T and its
+ * weights times v): C_i [M, N] = op(A_i) op(B_i), op(A_i) M x K and op(B_i) K x N, each
+ * operand's matrices row-major and contiguous, A_i [M, K] or, transposed, [K, M]. */
+typedef struct {
+    int batch, M, N, K;
+} matmul_geom;
+
 /* Upsampling of each plane by integer factors (cpu/upsample.c): H x W to H sh x W sw,
  * nearest (each value repeated sh x sw times) or bilinear as torch.nn.functional.interpolate
  * (align_corners 0: source (d + 0.5) / s - 0.5, clamped at 0; 1: d (in - 1) / (out - 1)). */
@@ -375,6 +392,16 @@ enum { UPLOAD_SLOTS = 2 };
        const float *mean, const float *z1, const float *a1, const float *z2, const float *s,   \
        const float *w1, const float *w2, float *dw1, float *db1, float *dw2, float *db2,       \
        float *dx, int accumulate, float *workspace))                                           \
+                                                                                               \
+    /* permute: y (+)= x permuted, per sample (permute_geom). matmul: c (+)= op(a) op(b) for   \
+     * each of the n samples' products (matmul_geom), trans_a / trans_b transposing each     \
+     * matrix of a or b. */                                                                    \
+    X(BE_REQUIRED, void, permute,                                                              \
+      (dtnn_backend *be, const permute_geom *g, int n, const float *x, float *y,              \
+       int accumulate))                                                                        \
+    X(BE_REQUIRED, void, matmul,                                                               \
+      (dtnn_backend *be, const matmul_geom *g, int n, int trans_a, int trans_b,               \
+       const float *a, const float *b, float *c, int accumulate))                              \
                                                                                                \
     /* Softmax of [rows, cols, inner] over its middle axis (inner = 1: row-wise); backward:  \
      * dx = y * (dy - sum(dy * y)). */                                                         \

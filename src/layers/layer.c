@@ -2,6 +2,7 @@
  * layer.c — helpers every layer uses: tensor declaration and option parsing.
  */
 #include <limits.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "layer.h"
@@ -210,6 +211,48 @@ int layer_opt_pad_sides(const char *key, const char *value, int side[4], dtnn_st
     else
         return 0;
     return 1;
+}
+
+int layer_opt_list(const char *value, char sep, int min, int max, int cap, int *out)
+{
+    int n = 0;
+    for (const char *s = value;;) {
+        char *end;
+        const long v = strtol(s, &end, 10);
+        if (end == s || v < min || v > max || n == cap)
+            return -1;
+        out[n++] = (int)v;
+        if (!*end)
+            return n;
+        if (*end != sep)
+            return -1;
+        s = end + 1;
+    }
+}
+
+dtnn_status layer_permutation(const int *dims, const int *perm, int rank, permute_geom *g,
+                              permute_geom *inverse, dtnn_shape *out, size_t *size,
+                              dtnn_error *err)
+{
+    int seen[PERMUTE_MAX_DIMS] = {0}, od[PERMUTE_MAX_DIMS] = {1, 1, 1, 1, 1, 1};
+    *g = (permute_geom){.rank = rank};
+    *inverse = (permute_geom){.rank = rank};
+    *size = 1;
+    for (int k = 0; k < rank; k++) {
+        if (perm[k] < 0 || perm[k] >= rank || seen[perm[k]]++)
+            return dtnn_error_set(err, DTNN_ERR_ARG, "permute: perm is not a permutation of "
+                                  "0 .. %d", rank - 1);
+        g->dims[k] = dims[k];
+        g->perm[k] = perm[k];
+        od[k] = dims[perm[k]];
+        inverse->dims[k] = od[k];
+        inverse->perm[perm[k]] = k;
+        *size *= (size_t)dims[k];
+    }
+    *out = (dtnn_shape){1, rank >= 2 ? od[rank - 2] : 1, rank >= 2 ? od[rank - 1] : 1};
+    for (int k = 0; k < (rank >= 2 ? rank - 2 : 1); k++)
+        out->c *= od[k];
+    return DTNN_OK;
 }
 
 dtnn_status layer_opt_ints(const char *key, const char *value, int min, int max, int count,

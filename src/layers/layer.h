@@ -97,6 +97,7 @@ typedef struct {
     int reduce_l2;              /* reduce: the L2 norm */
     int reduce_groups;          /* reduce over channels: across this many groups (0: all C) */
     int softmax_groups;         /* softmax: across this many channel groups (0: a flat row) */
+    int last_axis;              /* softmax, layernorm, linear: over each row of W values */
     int upsample_bilinear;      /* upsample: bilinear (else nearest); factors in stride */
     int upsample_align_corners;
 } layer_attrs;
@@ -242,6 +243,15 @@ void layer_view_forward(layer *l, const layer_ctx *ctx);
 void layer_view_backward(layer *l, const layer_ctx *ctx);
 dtnn_status layer_opt_pair(const char *key, const char *value, int min, int *h, int *w,
                            dtnn_error *err);
+/* Up to cap integers in [min, max] joined by sep ("2x3x4", "0,2,1") into out: how many, or -1
+ * when value is not such a list. */
+int layer_opt_list(const char *value, char sep, int min, int max, int cap, int *out);
+/* A permutation of per-sample dims (the permute layer): g and its inverse (the gradient's way
+ * back), the output's C x H x W (leading dims' product x the last two) and the tensor's size;
+ * an ARG error when perm is not a permutation of 0 .. rank - 1. */
+dtnn_status layer_permutation(const int *dims, const int *perm, int rank, permute_geom *g,
+                              permute_geom *inverse, dtnn_shape *out, size_t *size,
+                              dtnn_error *err);
 /* "a,b,c,d": exactly count integers in [min, max] */
 dtnn_status layer_opt_ints(const char *key, const char *value, int min, int max, int count,
                            int *out, dtnn_error *err);

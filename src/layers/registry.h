@@ -8,6 +8,8 @@
     X(linear)              \
     X(flatten)             \
     X(reshape)             \
+    X(permute)             \
+    X(matmul)              \
     X(relu)                \
     X(leaky_relu)          \
     X(sigmoid)             \

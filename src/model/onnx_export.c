@@ -703,6 +703,9 @@ static dtnn_status emit_layer(onnx_writer *w, int i, dtnn_error *err)
         return dtnn_error_set(err, DTNN_ERR_UNSUPPORTED, "layer '%s' (%s): its name is one of "
                               "the graph's own value names (input, output); rename the layer",
                               l->name, type);
+    if (c.a.last_axis)
+        return dtnn_error_set(err, DTNN_ERR_UNSUPPORTED, "layer '%s' (%s, axis = last) has no "
+                              "ONNX form in this exporter yet", l->name, type);
     emit_fn emit = c.a.constant ? emit_constant_operand : NULL;
     for (size_t k = 0; !emit && k < sizeof emitters / sizeof emitters[0]; k++)
         if (!strcmp(type, emitters[k].type))

@@ -189,6 +189,24 @@ static void op_se_backward(dtnn_backend *be, const se_geom *g, int n, const floa
                     accumulate, workspace);
 }
 
+static void op_permute(dtnn_backend *be, const permute_geom *g, int n, const float *x, float *y,
+                       int accumulate)
+{
+    (void)be;
+    cpu_permute(g, n, x, y, accumulate);
+}
+
+/* All n * batch products in one strided call: the set's GEMM parallelises inside it. */
+static void op_matmul(dtnn_backend *be, const matmul_geom *g, int n, int trans_a, int trans_b,
+                      const float *a, const float *b, float *c, int accumulate)
+{
+    (void)be;
+    const int M = g->M, N = g->N, K = g->K;
+    cpu_gemm_strided(n * g->batch, trans_a, trans_b, M, N, K, 1.0f, a, trans_a ? M : K,
+                     (size_t)M * K, b, trans_b ? K : N, (size_t)K * N, accumulate ? 1.0f : 0.0f,
+                     c, N, (size_t)M * N, 0);
+}
+
 static void op_softmax_forward(dtnn_backend *be, int rows, int cols, int inner, const float *x,
                                float *y)
 {
@@ -498,6 +516,8 @@ const dtnn_backend_ops cpu_backend_table = {
     .act_backward = op_act_backward,
     .se_forward = op_se_forward,
     .se_backward = op_se_backward,
+    .permute = op_permute,
+    .matmul = op_matmul,
     .softmax_forward = op_softmax_forward,
     .softmax_backward = op_softmax_backward,
     .bn_moments = op_bn_moments,

@@ -153,6 +153,7 @@ void cpu_bn_forward_eval(int n, int C, int hw, const float *x, const float *gamm
 void cpu_bn_backward_eval(int n, int C, int hw, const float *dy, const float *gamma,
                           const float *running_var, float eps, float *dx, int accumulate);
 void cpu_softmax_forward(int rows, int cols, int inner, const float *x, float *y);
+void cpu_permute(const permute_geom *g, int n, const float *x, float *y, int accumulate);
 void cpu_softmax_backward(int rows, int cols, int inner, const float *y, const float *dy,
                           float *dx, int accumulate);
 

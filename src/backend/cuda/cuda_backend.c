@@ -323,6 +323,25 @@ static void op_linear_backward(dtnn_backend *be, const linear_desc *d, int n, co
                   : "cublasSgemm (linear input gradient)");
 }
 
+/* Row-major C [M, N] = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: a row-major matrix
+ * read column-major is its transpose, so B goes first with its own flag, then A; all
+ * n * batch products in one strided-batched call. */
+static void op_matmul(dtnn_backend *be, const matmul_geom *g, int n, int trans_a, int trans_b,
+                      const float *a, const float *b, float *c, int accumulate)
+{
+    cuda_state *s = cuda_of(be);
+    if (s->failed || n * g->batch == 0)
+        return;
+    const int M = g->M, N = g->N, K = g->K;
+    const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
+    cublas_ok(be, cublasSgemmStridedBatched(
+                      s->cublas, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+                      trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K, &alpha, b, trans_b ? K : N,
+                      (long long)K * N, a, trans_a ? M : K, (long long)M * K, &beta, c, N,
+                      (long long)M * N, n * g->batch),
+              "cublasSgemmStridedBatched (matmul)");
+}
+
 static void op_destroy(dtnn_backend *be)
 {
     cuda_state *s = cuda_of(be);
@@ -391,6 +410,8 @@ static const dtnn_backend_ops cuda_table = {
     .upsample_backward = cuda_upsample_backward,
     .act_forward = cuda_act_forward,
     .act_backward = cuda_act_backward,
+    .permute = cuda_permute,
+    .matmul = op_matmul,
     .softmax_forward = cuda_softmax_forward,
     .softmax_backward = cuda_softmax_backward,
     .bn_moments = cuda_bn_moments,

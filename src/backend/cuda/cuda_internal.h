@@ -156,6 +156,10 @@ void cuda_upsample_forward(dtnn_backend *be, const upsample_geom *g, int n, cons
 void cuda_upsample_backward(dtnn_backend *be, const upsample_geom *g, int n, const float *dy,
                             float *dx, int accumulate);
 
+/* permute.cu */
+void cuda_permute(dtnn_backend *be, const permute_geom *g, int n, const float *x, float *y,
+                  int accumulate);
+
 /* softmax.cu */
 void cuda_softmax_forward(dtnn_backend *be, int rows, int cols, int inner, const float *x,
                           float *y);
