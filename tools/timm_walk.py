@@ -33,8 +33,11 @@ FAMILIES = [
 
 # Models that export only at the size they were built for: fixed attention windows and
 # position tensors (BoTNet, HaloNet, EfficientFormer), and VGG's adaptive pool to 7x7, which
-# torch.onnx exports only where 7 divides the last feature map.
-NATIVE_SIZE = {"botnet26t_256": 256, "halonet26t": 256, "efficientformer_l1": 224, "vgg11": 224}
+# torch.onnx exports only where 7 divides the last feature map. MobileViT at its own 256:
+# below that its last stage's 3x3 map is resized to 4x4 (a bilinear Resize by 4/3) to cut
+# 2x2 patches.
+NATIVE_SIZE = {"botnet26t_256": 256, "halonet26t": 256, "efficientformer_l1": 224, "vgg11": 224,
+               "mobilevit_xxs": 256}
 
 
 def run(cmd, timeout=600):

@@ -10,7 +10,10 @@ Slices, a channel mean and a spatial sum (ReduceSum), nearest and (from opset 11
 upsampling both ways of align_corners, pooled back, ConvNeXt's LayerNorm2d (Transpose,
 LayerNormalization, Transpose at opset 17; below it the norm written out as ReduceMean, Sub,
 Pow, ReduceMean, Add, Sqrt, Div, Mul, Add), dropout, softmax), exported with a dynamic batch so
-the Reshape target is a Shape subgraph.
+the Reshape target is a Shape subgraph. MODEL "vit" is MobileViT's block as timm writes it
+(patches unfolded by Reshape and Transpose with the batch folded into the tokens' axis, a
+pre-norm transformer layer whose q, k and v are indexed out of a Transpose that puts them
+before the batch, SiLU MLP, folded back), at opset 17 (its LayerNormalization).
 Writes OUTDIR/model.onnx (opset OPSET, default 13, eval mode, batch 2, 3 x SIZE x SIZE input),
 OUTDIR/x.npy (the input) and OUTDIR/torch.npy (PyTorch's float32 logits, which the test
 compares with dtnn's at 1e-4). The weights are random (no download),
@@ -88,9 +91,43 @@ class Ops(torch.nn.Module):
         return F.softmax(self.fc(x), dim=1)
 
 
+class Vit(torch.nn.Module):
+    def __init__(self, dim=8, heads=2, patch=2):
+        super().__init__()
+        self.dim, self.heads, self.patch = dim, heads, patch
+        self.conv_in = torch.nn.Conv2d(3, dim, 3, padding=1)
+        self.norm1 = torch.nn.LayerNorm(dim)
+        self.qkv = torch.nn.Linear(dim, 3 * dim)
+        self.proj = torch.nn.Linear(dim, dim)
+        self.norm2 = torch.nn.LayerNorm(dim)
+        self.fc1 = torch.nn.Linear(dim, 2 * dim)
+        self.fc2 = torch.nn.Linear(2 * dim, dim)
+        self.conv_out = torch.nn.Conv2d(dim, dim, 1)
+        self.fc = torch.nn.Linear(dim, 10)
+
+    def forward(self, x):
+        x = self.conv_in(x)
+        b, c, h, w = x.shape
+        p, nh, nw = self.patch, h // self.patch, w // self.patch
+        t = x.reshape(b * c * nh, p, nw, p).transpose(1, 2)
+        t = t.reshape(b, c, nh * nw, p * p).transpose(1, 3).reshape(b * p * p, nh * nw, c)
+        n, hd = nh * nw, self.dim // self.heads
+        qkv = self.qkv(self.norm1(t)).reshape(b * p * p, n, 3, self.heads, hd)
+        qkv = qkv.permute(2, 0, 3, 1, 4)
+        q, k, v = qkv[0], qkv[1], qkv[2]
+        a = ((q * hd ** -0.5) @ k.transpose(-2, -1)).softmax(dim=-1)
+        t = t + self.proj((a @ v).transpose(1, 2).reshape(b * p * p, n, c))
+        t = t + self.fc2(F.silu(self.fc1(self.norm2(t))))
+        x = t.contiguous().view(b, p * p, n, -1).transpose(1, 3).reshape(b * c * nh, nw, p, p)
+        x = x.transpose(1, 2).reshape(b, c, nh * p, nw * p)
+        return self.fc(self.conv_out(x).mean((2, 3)))
+
+
 torch.manual_seed(0)
 if name == "ops":
     model = Ops()
+elif name == "vit":
+    model = Vit()
 else:
     model = getattr(torchvision.models, name)(weights=None, num_classes=classes)
 randomise_batch_norms(model)
@@ -98,7 +135,7 @@ model.eval()
 x = torch.randn(2, 3, size, size)
 with torch.no_grad():
     y = model(x)
-dynamic = {"input": {0: "N"}, "output": {0: "N"}} if name == "ops" else None
+dynamic = {"input": {0: "N"}, "output": {0: "N"}} if name in ("ops", "vit") else None
 torch.onnx.export(model, x, f"{out}/model.onnx", opset_version=opset, input_names=["input"],
                   output_names=["output"], dynamic_axes=dynamic)
 np.save(f"{out}/x.npy", x.numpy())

@@ -171,7 +171,20 @@ int imp_in_layer(imp *p, const Onnx__NodeProto *nd, int k, int allow_pad, dtnn_e
                  "the last axis and the Transpose back", k, nd->input[k]);
         return -1;
     }
-    if (p->v[i].rank == 5 && !(allow_pad & IMP_ALLOW_GROUPS)) {
+    if (p->v[i].gen && !(allow_pad & IMP_ALLOW_GEN)) {
+        int64_t d[IMP_MAX_DIMS];
+        char shown[96] = "";
+        const int r = imp_gen_dims(&p->v[i], p->batch, d);
+        for (int a = 0, n = 0; a < r; a++)
+            n += snprintf(shown + n, sizeof shown - (size_t)n, "%s%lld", a ? ", " : "",
+                          (long long)d[a]);
+        imp_fail(p, nd, DTNN_ERR_UNSUPPORTED, err, "input %d '%s' is a tensor [%s] (batch %lld) "
+                 "that dtnn takes only into Reshape, Transpose, Split, MatMul, Softmax and "
+                 "LayerNormalization over the last axis and element-wise operators", k,
+                 nd->input[k], shown, (long long)p->batch);
+        return -1;
+    }
+    if (p->v[i].rank == 5 && !p->v[i].gen && !(allow_pad & IMP_ALLOW_GROUPS)) {
         imp_fail(p, nd, DTNN_ERR_UNSUPPORTED, err, "input %d '%s' is 5-D [N, %d, %d, %d, %d], "
                  "which dtnn takes only as channel groups: into Reshape, element-wise "
                  "operators, Concat (axis 1), ReduceSum / ReduceMean and Softmax over axis 1",
@@ -187,8 +200,20 @@ int imp_in_layer(imp *p, const Onnx__NodeProto *nd, int k, int allow_pad, dtnn_e
     return i;
 }
 
-int imp_layer_dims(const imp_value *X, int64_t batch, int64_t dims[5])
+void imp_layout_copy(imp_value *dst, const imp_value *src)
 {
+    dst->rank = src->rank;
+    dst->nhwc = src->nhwc;
+    dst->groups = src->groups;
+    dst->gen = src->gen;
+    dst->nsd = src->nsd;
+    memcpy(dst->sd, src->sd, sizeof dst->sd);
+}
+
+int imp_layer_dims(const imp_value *X, int64_t batch, int64_t *dims)
+{
+    if (X->gen)
+        return imp_gen_dims(X, batch, dims);
     const int64_t d4[4] = {batch, X->c, X->h, X->w};
     if (X->rank == 5) {
         const int64_t d5[5] = {batch, X->groups, X->c / X->groups, X->h, X->w};
@@ -607,6 +632,10 @@ static dtnn_status convert(imp *p, const char *path, dtnn_error *err)
     if (p->v[o].layer != p->n_l - 1 || p->v[o].pad_h || p->v[o].pad_w || p->v[o].nhwc)
         return imp_fail(p, NULL, DTNN_ERR_UNSUPPORTED, err, "graph output '%s' is not the last "
                         "operator's result; dtnn's output is its last layer",
+                        g->output[0]->name);
+    if (p->v[o].gen && p->v[o].gen != IMP_GEN_BATCH)
+        return imp_fail(p, NULL, DTNN_ERR_UNSUPPORTED, err, "graph output '%s' folds the batch "
+                        "into another axis; dtnn's output holds each sample's values apart",
                         g->output[0]->name);
     return DTNN_OK;
 }

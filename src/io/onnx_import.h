@@ -15,7 +15,11 @@
 #include "dtnn.h"
 
 enum { IMP_LAYER = 0, IMP_CONST = 1 };
+/* Where a tensor of any rank keeps the batch (onnx_import_tensor.c). */
+enum { IMP_GEN_BATCH = 1, IMP_GEN_MERGED = 2, IMP_GEN_LEAD = 3 };
 enum { IMP_MAX_DIMS = 8, IMP_MAX_IN = 16, IMP_MAX_BIND = 4, IMP_MAX_JOIN = 256 };
+/* A sample's dims of a tensor of any rank: the permute layer's limit (backend.h) */
+enum { IMP_SAMPLE_DIMS = 6 };
 
 /* One ONNX value: a layer's output (or the graph input) or a constant tensor. */
 typedef struct {
@@ -32,6 +36,10 @@ typedef struct {
     int nhwc;                   /* a Transpose [0, 2, 3, 1] of a layer's output: followed only
                                  * into LayerNormalization over the last axis and back */
     int groups;                 /* rank 5: the size of axis 1 */
+    int gen;                    /* 0, or a tensor of any rank: IMP_GEN_*, each sample's dims sd
+                                 * (onnx_import_tensor.c), the layer's C x H x W from them */
+    int nsd;
+    int sd[IMP_SAMPLE_DIMS];
     /* IMP_CONST: float32 (f) or integer (i, int32 and int64 both) */
     int is_float;
     int ndim;
@@ -105,10 +113,11 @@ int imp_in_opt(imp *p, const Onnx__NodeProto *nd, int k, dtnn_error *err);
  * view, IMP_ALLOW_GROUPS a rank-5 value. */
 #define IMP_ALLOW_NHWC 2
 #define IMP_ALLOW_GROUPS 4
+#define IMP_ALLOW_GEN 8
 int imp_in_layer(imp *p, const Onnx__NodeProto *nd, int k, int allow_pad, dtnn_error *err);
 int imp_in_const(imp *p, const Onnx__NodeProto *nd, int k, dtnn_error *err);
 /* Layer value X's ONNX dims for `batch` (rank 2 to 5); returns its rank. */
-int imp_layer_dims(const imp_value *X, int64_t batch, int64_t dims[5]);
+int imp_layer_dims(const imp_value *X, int64_t batch, int64_t *dims);
 /* Constant input k as up to max integers: how many, or -1 (with err). */
 int imp_const_ints(imp *p, const Onnx__NodeProto *nd, int k, int64_t *out, int max,
                    dtnn_error *err);
@@ -198,6 +207,23 @@ dtnn_status fold_batchnorm(imp *p, const Onnx__NodeProto *nd, int x, dtnn_error 
  * double, rounded to x's type; integers for the ones exact on them): shape arithmetic such
  * as TF-"same" padding, computed from Shape at export. */
 dtnn_status fold_unary(imp *p, const Onnx__NodeProto *nd, int x, dtnn_error *err);
+
+/* Tensors of any rank (onnx_import_tensor.c). imp_gen_set makes v such a value (its C, H, W
+ * and rank from sd), imp_gen_dims gives its ONNX dims. The others are the operators on them:
+ * 1 done, 0 not a form they take (the caller refuses), -1 error (err set). */
+void imp_gen_set(imp_value *v, int mode, const int *sd, int nsd);
+int imp_gen_dims(const imp_value *v, int64_t batch, int64_t *dims);
+int imp_gen_reshape(imp *p, const Onnx__NodeProto *nd, int x, const int64_t *t, int r,
+                    dtnn_error *err);
+int imp_gen_transpose(imp *p, const Onnx__NodeProto *nd, int x, const int64_t *perm, int n,
+                      dtnn_error *err);
+int imp_gen_split(imp *p, const Onnx__NodeProto *nd, int x, const int64_t *sizes, int outs,
+                  dtnn_error *err);
+int imp_gen_squeeze_lead(imp *p, const Onnx__NodeProto *nd, int x, dtnn_error *err);
+int imp_gen_gather(imp *p, const Onnx__NodeProto *nd, int x, int64_t index, dtnn_error *err);
+dtnn_status imp_gen_matmul(imp *p, const Onnx__NodeProto *nd, int a, int b, dtnn_error *err);
+/* dst takes src's rank and layout marks (channels-last, groups, any-rank dims). */
+void imp_layout_copy(imp_value *dst, const imp_value *src);
 
 /* Converts node nd (onnx_import_ops.c). */
 dtnn_status imp_node(imp *p, const Onnx__NodeProto *nd, dtnn_error *err);

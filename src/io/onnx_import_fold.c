@@ -125,8 +125,8 @@ static int unit_transpose(imp *p, const Onnx__NodeProto *nd, int x, const int64_
                           dtnn_error *err)
 {
     const imp_value X = p->v[x];
-    int64_t d[5], od[5] = {1, 1, 1, 1, 1};
-    if (X.nhwc || n != X.rank || n < 2 || perm[0] != 0)
+    int64_t d[IMP_MAX_DIMS], od[5] = {1, 1, 1, 1, 1};
+    if (X.nhwc || X.gen || n != X.rank || n < 2 || n > 5 || perm[0] != 0)
         return 0;
     imp_layer_dims(&X, p->batch, d);
     int seen[5] = {0}, last = 0;
@@ -161,19 +161,25 @@ static int unit_transpose(imp *p, const Onnx__NodeProto *nd, int x, const int64_
  * permute - layer_norm - permute); or one that moves only axes of size 1. */
 static dtnn_status transpose_view(imp *p, const Onnx__NodeProto *nd, int x, dtnn_error *err)
 {
-    int64_t perm[5];
-    const int n = imp_attr_ints(nd, "perm", perm, 5);
+    int64_t perm[IMP_MAX_DIMS];
+    const int n = imp_attr_ints(nd, "perm", perm, IMP_MAX_DIMS);
+    if (n > IMP_MAX_DIMS)
+        return FAIL("attribute perm has %d entries", n);
     const int to_last = n == 4 && perm[0] == 0 && perm[1] == 2 && perm[2] == 3 && perm[3] == 1;
     const int back = n == 4 && perm[0] == 0 && perm[1] == 3 && perm[2] == 1 && perm[3] == 2;
-    const int view = p->v[x].rank == 4 && (to_last ? !p->v[x].nhwc : back && p->v[x].nhwc);
-    /* the channels-last view first: a [N, C, 1, 1] one still meets its LayerNormalization */
-    const int unit = !view && n <= 5 ? unit_transpose(p, nd, x, perm, n, err) : 0;
-    if (unit)
-        return unit < 0 ? err->code : DTNN_OK;
+    const int view = p->v[x].rank == 4 && !p->v[x].gen &&
+                     (to_last ? !p->v[x].nhwc : back && p->v[x].nhwc);
+    /* the channels-last view first: a [N, C, 1, 1] one still meets its LayerNormalization;
+     * then a reshape where only unit axes move, then the permute layer */
+    int done = !view && n <= 5 ? unit_transpose(p, nd, x, perm, n, err) : 0;
+    if (!view && !done && !p->v[x].nhwc)
+        done = imp_gen_transpose(p, nd, x, perm, n, err);
+    if (done)
+        return done < 0 ? err->code : DTNN_OK;
     if (!view)
-        return FAIL("a Transpose of a computed value other than [N, C, H, W] to channels-last "
-                    "(perm 0, 2, 3, 1) and back around a LayerNormalization, or one that moves "
-                    "only axes of size 1, is not supported");
+        return FAIL("a Transpose of a computed value that moves its batch axis anywhere but "
+                    "first or second (the second only before a Split or Gather of axis 0) is "
+                    "not supported");
     int o = imp_out_alias(p, nd, x, err);
     if (o < 0)
         return err->code;
@@ -187,7 +193,7 @@ dtnn_status op_transpose(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
     if (c < 0)
         return err->code;
     if (p->v[c].kind == IMP_LAYER) {
-        int v = imp_in_layer(p, nd, 0, IMP_ALLOW_NHWC | IMP_ALLOW_GROUPS, err);
+        int v = imp_in_layer(p, nd, 0, IMP_ALLOW_NHWC | IMP_ALLOW_GROUPS | IMP_ALLOW_GEN, err);
         return v < 0 ? err->code : transpose_view(p, nd, v, err);
     }
     int x = imp_in_const(p, nd, 0, err);

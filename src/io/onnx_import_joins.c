@@ -93,9 +93,20 @@ static dtnn_status const_operand(imp *p, const Onnx__NodeProto *nd, const char *
     if (K->ndim > X.rank)
         return FAIL("constant '%s' has rank %d, above its other operand's %d", K->name,
                     K->ndim, X.rank);
-    /* the constant's dims as [N, C, H, W] (x of rank 2: [N, F, 1, 1]) */
+    /* the constant's dims as [N, C, H, W] (x of rank 2: [N, F, 1, 1]); of a tensor, its
+     * last two axes are H and W and any before them must be 1 */
     int64_t kd[4] = {1, 1, 1, 1};
-    for (int d = 0; d < K->ndim; d++)
+    if (X.gen) {
+        for (int d = 0; d < K->ndim; d++) {
+            const int from_end = K->ndim - d;
+            if (from_end > 2 && K->dims[d] != 1)
+                return FAIL("constant '%s' varies along an axis before the last two of the "
+                            "tensor '%s'", K->name, X.name);
+            if (from_end <= 2)
+                kd[4 - from_end] = K->dims[d];
+        }
+    }
+    for (int d = 0; d < K->ndim && !X.gen; d++)
         kd[X.rank - K->ndim + d] = K->dims[d];
     if (X.nhwc) {
         /* ONNX's [N, H, W, C] of a channels-last view is dtnn's [N, C, H, W] */
@@ -119,12 +130,15 @@ static dtnn_status const_operand(imp *p, const Onnx__NodeProto *nd, const char *
     }
     if (X.rank == 2 && (os[1] != 1 || os[2] != 1))
         return FAIL("constant '%s' would make the flat value '%s' 4-D", K->name, X.name);
+    if (X.gen && (os[0] != X.c || os[1] != X.h || os[2] != X.w))
+        return FAIL("constant '%s' would broadcast the tensor '%s' to another shape", K->name,
+                    X.name);
     const char *param = parameter_suffix(type, K);
     int o = imp_layer_new(p, nd, type, param ? K->name : NULL, &x, 1, X.rank, os[0], os[1],
                           os[2], err);
     if (o < 0)
         return err->code;
-    p->v[o].nhwc = X.nhwc;
+    imp_layout_copy(&p->v[o], &X);
     imp_layer *l = &p->l[p->v[o].layer];
     imp_opt(l, "const_shape", "%dx%dx%d", ks[0], ks[1], ks[2]);
     if (reverse)
@@ -191,6 +205,10 @@ static dtnn_status broadcast_layer(imp *p, const Onnx__NodeProto *nd, const char
     if (A->groups != B->groups)
         return FAIL("inputs '%s' and '%s' have %d and %d groups on axis 1; dtnn broadcasts 5-D "
                     "values of as many groups", A->name, B->name, A->groups, B->groups);
+    if ((A->gen || B->gen) &&
+        (A->gen != B->gen || A->nsd != B->nsd || memcmp(A->sd, B->sd, sizeof A->sd)))
+        return FAIL("inputs '%s' and '%s': tensors of other shapes or batch layouts; dtnn "
+                    "joins tensors of one shape", A->name, B->name);
     const int sa[3] = {A->c, A->h, A->w}, sb[3] = {B->c, B->h, B->w};
     int so[3];
     for (int k = 0; k < 3; k++) {
@@ -200,12 +218,12 @@ static dtnn_status broadcast_layer(imp *p, const Onnx__NodeProto *nd, const char
                         sb[1], sb[2]);
         so[k] = sa[k] > sb[k] ? sa[k] : sb[k];
     }
-    const int rank = A->rank, nhwc = A->nhwc, groups = A->groups;
-    const int o = imp_layer_new(p, nd, type, NULL, ins, 2, rank, so[0], so[1], so[2], err);
+    const imp_value layout = *A;
+    const int o = imp_layer_new(p, nd, type, NULL, ins, 2, layout.rank, so[0], so[1], so[2],
+                                err);
     if (o < 0)
         return err->code;
-    p->v[o].nhwc = nhwc;
-    p->v[o].groups = groups;
+    imp_layout_copy(&p->v[o], &layout);
     return DTNN_OK;
 }
 
@@ -222,11 +240,12 @@ dtnn_status op_add(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
         return fold_binary(p, nd, ins[0], ins[1], err);
     for (int k = 0; k < n; k++) {
         if (n == 2 && p->v[ins[k]].kind == IMP_CONST && p->v[ins[1 - k]].kind == IMP_LAYER) {
-            if (imp_in_layer(p, nd, 1 - k, IMP_ALLOW_NHWC, err) < 0)
+            if (imp_in_layer(p, nd, 1 - k, IMP_ALLOW_NHWC | IMP_ALLOW_GEN, err) < 0)
                 return err->code;
             return add_constant(p, nd, ins[1 - k], ins[k], err);
         }
-        if (imp_in_layer(p, nd, k, n == 2 ? IMP_ALLOW_NHWC | IMP_ALLOW_GROUPS : 0, err) < 0)
+        if (imp_in_layer(p, nd, k,
+                         n == 2 ? IMP_ALLOW_NHWC | IMP_ALLOW_GROUPS | IMP_ALLOW_GEN : 0, err) < 0)
             return err->code;
         const imp_value *v = &p->v[ins[k]], *v0 = &p->v[ins[0]];
         /* dtnn's add broadcasts two inputs (Add, and Sum of two) */
@@ -260,7 +279,9 @@ dtnn_status op_binary(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
         return fold_binary(p, nd, ins[0], ins[1], err);
     for (int k = 0; k < 2; k++)
         if (p->v[ins[k]].kind != IMP_CONST &&
-            imp_in_layer(p, nd, k, IMP_ALLOW_NHWC | (c0 || c1 ? 0 : IMP_ALLOW_GROUPS), err) < 0)
+            imp_in_layer(p, nd, k,
+                         IMP_ALLOW_NHWC | IMP_ALLOW_GEN | (c0 || c1 ? 0 : IMP_ALLOW_GROUPS),
+                         err) < 0)
             return err->code;
     /* GELU's last step, (x * (erf(x / sqrt 2) + 1)) * 0.5: one gelu (onnx_import_fuse.c) */
     const int gelu = type[0] == 'm' && (c0 || c1)

@@ -70,19 +70,21 @@ dtnn_status op_batchnorm(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
  * Transpose back). Scale and B are constants of the normalised size. */
 dtnn_status op_layernorm(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
 {
-    int x = imp_in_layer(p, nd, 0, IMP_ALLOW_NHWC, err);
+    int x = imp_in_layer(p, nd, 0, IMP_ALLOW_NHWC | IMP_ALLOW_GEN, err);
     if (x < 0)
         return err->code;
     const imp_value X = p->v[x];
     const int axis = imp_axis(imp_attr_int(nd, "axis", -1), X.rank);
-    if (!(X.rank == 2 && axis == 1) && !(X.nhwc && axis == 3))
+    /* a tensor's last axis: a transformer's norm over the features of each token */
+    const int rows = X.gen && X.gen != IMP_GEN_LEAD && X.nsd >= 2 && axis == X.rank - 1;
+    if (!(X.rank == 2 && axis == 1) && !(X.nhwc && axis == 3) && !rows)
         return FAIL("only the normalisation over the last axis of [N, features] or of a "
                     "channels-last [N, H, W, C] (a Transpose 0, 2, 3, 1 before it) is supported");
     if (imp_in_opt(p, nd, 2, err) < 0)
         return FAIL("a LayerNormalization without B is not supported");
     int t[2];
     for (int k = 0; k < 2; k++)
-        if ((t[k] = imp_const_floats(p, nd, k + 1, (size_t)X.c, err)) < 0)
+        if ((t[k] = imp_const_floats(p, nd, k + 1, (size_t)(rows ? X.w : X.c), err)) < 0)
             return err->code;
     const float eps = imp_attr_float(nd, "epsilon", 1e-5f);
     if (!(eps > 0.0f))
@@ -91,9 +93,11 @@ dtnn_status op_layernorm(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
                           err);
     if (o < 0)
         return err->code;
-    p->v[o].nhwc = X.nhwc;
+    imp_layout_copy(&p->v[o], &X);
     imp_layer *l = &p->l[p->v[o].layer];
     imp_opt(l, "eps", "%.9g", eps);
+    if (rows)
+        imp_opt(l, "axis", "last");
     imp_bind_add(l, "weight", t[0], 0);
     imp_bind_add(l, "bias", t[1], 0);
     return DTNN_OK;

@@ -243,15 +243,14 @@ static dtnn_status op_global_pool(imp *p, const Onnx__NodeProto *nd, dtnn_error 
 static dtnn_status activation(imp *p, const Onnx__NodeProto *nd, const char *type,
                               imp_layer **out, dtnn_error *err)
 {
-    int x = imp_in_layer(p, nd, 0, IMP_ALLOW_NHWC | IMP_ALLOW_GROUPS, err);
+    int x = imp_in_layer(p, nd, 0, IMP_ALLOW_NHWC | IMP_ALLOW_GROUPS | IMP_ALLOW_GEN, err);
     if (x < 0)
         return err->code;
     const imp_value X = p->v[x];
     int o = imp_layer_new(p, nd, type, NULL, &x, 1, X.rank, X.c, X.h, X.w, err);
     if (o < 0)
         return err->code;
-    p->v[o].nhwc = X.nhwc;
-    p->v[o].groups = X.groups;
+    imp_layout_copy(&p->v[o], &X);
     if (out)
         *out = &p->l[p->v[o].layer];
     return DTNN_OK;
@@ -354,11 +353,21 @@ static dtnn_status op_hardswish(imp *p, const Onnx__NodeProto *nd, dtnn_error *e
  * attention's groups): dtnn's softmax with groups. */
 static dtnn_status op_softmax(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
 {
-    int x = imp_in_layer(p, nd, 0, IMP_ALLOW_GROUPS, err);
+    int x = imp_in_layer(p, nd, 0, IMP_ALLOW_GROUPS | IMP_ALLOW_GEN, err);
     if (x < 0)
         return err->code;
     const imp_value X = p->v[x];
     int axis = imp_axis(imp_attr_int(nd, "axis", p->opset < 13 ? 1 : -1), X.rank);
+    if (X.gen && X.gen != IMP_GEN_LEAD && axis == X.rank - 1 && (p->opset >= 13 || X.nsd == 1)) {
+        /* attention's weights: over the last axis */
+        imp_layer *l = NULL;
+        dtnn_status st = activation(p, nd, "softmax", &l, err);
+        if (!st)
+            imp_opt(l, "axis", "last");
+        return st;
+    }
+    if (X.gen)
+        return FAIL("attribute axis: a softmax of a tensor runs over its last axis only");
     if (axis == 1 && (X.rank == 2 || (p->opset < 13 && X.rank != 5 && is_flat(&X))))
         return activation(p, nd, "softmax", NULL, err);
     if (axis != 1 || p->opset < 13)
@@ -472,14 +481,51 @@ static dtnn_status pointwise_new(imp *p, const Onnx__NodeProto *nd, int x, int w
     return DTNN_OK;
 }
 
+/* x @ W for a tensor x [..., K] and W [K, M]: linear over the last axis (a transformer's
+ * projections), the output a tensor of the same dims but the last. */
+static dtnn_status rows_linear(imp *p, const Onnx__NodeProto *nd, int x, int wi, dtnn_error *err)
+{
+    const imp_value X = p->v[x], *W = &p->v[wi];
+    if (!W->is_float || W->ndim != 2 || W->dims[0] != X.w || W->dims[1] < 1 ||
+        W->dims[1] > 1 << 20)
+        return BAD("weight '%s' is not a float32 [%d, M] matrix for the last axis of '%s'",
+                   W->name, X.w, X.name);
+    const int outs = (int)W->dims[1];
+    int o = imp_layer_new(p, nd, "linear", W->name, &x, 1, X.rank, X.c, X.h, outs, err);
+    if (o < 0)
+        return err->code;
+    int sd[IMP_SAMPLE_DIMS];
+    memcpy(sd, X.sd, sizeof sd);
+    sd[X.nsd - 1] = outs;
+    imp_gen_set(&p->v[o], X.gen, sd, X.nsd);
+    imp_layer *l = &p->l[p->v[o].layer];
+    l->outputs = outs;
+    imp_opt(l, "axis", "last");
+    imp_bind_add(l, "weight", wi, 1);
+    return DTNN_OK;
+}
+
 static dtnn_status op_matmul(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
 {
-    int x = imp_in_layer(p, nd, 0, IMP_ALLOW_NHWC, err);
-    int wi = x < 0 ? -1 : imp_in_const(p, nd, 1, err);
+    int x = imp_in_layer(p, nd, 0, IMP_ALLOW_NHWC | IMP_ALLOW_GEN, err);
+    const int b = x < 0 ? -1 : imp_in(p, nd, 1, err);
+    if (b < 0)
+        return err->code;
+    if (p->v[b].kind == IMP_LAYER) {
+        /* a product of two computed values: attention's q k^T and its weights times v */
+        if (imp_in_layer(p, nd, 1, IMP_ALLOW_GEN, err) < 0)
+            return err->code;
+        return imp_gen_matmul(p, nd, x, b, err);
+    }
+    int wi = imp_in_const(p, nd, 1, err);
     if (wi < 0)
         return err->code;
     if (p->v[x].nhwc)
         return pointwise_new(p, nd, x, wi, err);
+    if (p->v[x].gen && p->v[x].gen != IMP_GEN_LEAD && p->v[x].nsd >= 2)
+        return rows_linear(p, nd, x, wi, err);
+    if (p->v[x].gen)
+        return FAIL("a MatMul of the tensor '%s' by a constant is not supported", p->v[x].name);
     return linear_new(p, nd, x, wi, 1, -1, err);
 }
 

@@ -141,7 +141,7 @@ dtnn_status op_reshape(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
     int c = imp_in(p, nd, 0, err);
     if (c >= 0 && p->v[c].kind == IMP_CONST)
         return fold_reshape(p, nd, err);
-    int x = imp_in_layer(p, nd, 0, IMP_ALLOW_GROUPS, err);
+    int x = imp_in_layer(p, nd, 0, IMP_ALLOW_GROUPS | IMP_ALLOW_GEN, err);
     int si = x < 0 ? -1 : imp_in_const(p, nd, 1, err);
     if (si < 0)
         return err->code;
@@ -149,6 +149,14 @@ dtnn_status op_reshape(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
         return FAIL("attribute allowzero=1 is not supported");
     const imp_value *S = &p->v[si];
     const imp_value X = p->v[x];
+    const int shape_ok = !S->is_float && S->ndim == 1 && S->count >= 1 &&
+                         S->count <= IMP_MAX_DIMS;
+    int done = X.gen && shape_ok ? imp_gen_reshape(p, nd, x, S->i, (int)S->count, err) : 0;
+    if (done || X.gen)
+        return done < 0 ? err->code
+               : done  ? DTNN_OK
+                       : FAIL("a Reshape of the tensor '%s' that keeps no batch axis first",
+                              X.name);
     if (X.rank == 5)
         for (size_t k = 1; k < S->count && !S->is_float; k++)
             if (S->i[k] == 0)
@@ -177,6 +185,9 @@ dtnn_status op_reshape(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
         const int64_t cd[3] = {d[0] * d[1], d[2], d[3]};
         return reshape_to(p, nd, x, 5, (int)d[0], cd, err);
     }
+    done = shape_ok ? imp_gen_reshape(p, nd, x, S->i, (int)S->count, err) : 0;
+    if (done)
+        return done < 0 ? err->code : DTNN_OK;
     return FAIL("target shape [%s] of '%s' is not [N, %lld], nor [N, C, L], [N, C, H, W] or "
                 "[N, G, C, H, W] of its %lld values per sample", shown, X.name, (long long)F,
                 (long long)F);
@@ -283,8 +294,14 @@ dtnn_status op_squeeze(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
         }
         return const_copy(p, nd, x, dims, n, err);
     }
-    if (imp_in_layer(p, nd, 0, IMP_ALLOW_GROUPS, err) < 0)
+    if (imp_in_layer(p, nd, 0, IMP_ALLOW_GROUPS | IMP_ALLOW_GEN, err) < 0)
         return err->code;
+    const int lead = !un && na == 1 && mark[0] ? imp_gen_squeeze_lead(p, nd, x, err) : 0;
+    if (lead)
+        return lead < 0 ? err->code : DTNN_OK;
+    if (X.gen)
+        return FAIL("only axis 0 of q, k and v split before the batch is squeezed from a "
+                    "tensor");
     /* [N, C, H, W] <-> [N, 1, C, H, W] (axis 1): one group of a split attention's stack */
     if (na == 1 && mark[1] && (un ? rank == 4 : rank == 5 && X.groups == 1))
         return alias_groups(p, nd, x, out_rank, 1, err);
@@ -375,6 +392,21 @@ dtnn_status op_shape(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
 
 dtnn_status op_gather(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
 {
+    const int c = imp_in(p, nd, 0, err);
+    if (c >= 0 && p->v[c].kind == IMP_LAYER) {
+        /* q, k or v of a tensor whose axis 0 they are (x[0] of torch's unbind) */
+        const int x = imp_in_layer(p, nd, 0, IMP_ALLOW_GEN, err);
+        const int i = x < 0 ? -1 : imp_in_const(p, nd, 1, err);
+        if (i < 0)
+            return err->code;
+        const int done = imp_attr_int(nd, "axis", 0) == 0 && !p->v[i].is_float &&
+                                 p->v[i].ndim == 0
+                             ? imp_gen_gather(p, nd, x, p->v[i].i[0], err)
+                             : 0;
+        return done > 0 ? DTNN_OK : done < 0 ? err->code
+               : FAIL("a Gather of a computed value other than one index of axis 0 of q, k "
+                      "and v before the batch is not supported");
+    }
     int d = imp_in_const(p, nd, 0, err), ix = d < 0 ? -1 : imp_in_const(p, nd, 1, err);
     if (ix < 0)
         return err->code;
@@ -595,13 +627,15 @@ static dtnn_status slice_channels(imp *p, const Onnx__NodeProto *nd, int x, int6
 /* Split along axis 1 (torch.split, torch.chunk): one slice layer per output that is used. */
 dtnn_status op_split(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
 {
-    int x = imp_in_layer(p, nd, 0, 0, err);
+    int x = imp_in_layer(p, nd, 0, IMP_ALLOW_GEN, err);
     if (x < 0)
         return err->code;
     const imp_value X = p->v[x];
-    if (imp_axis(imp_attr_int(nd, "axis", 0), X.rank) != 1 || (X.rank != 4 && X.rank != 2))
-        return FAIL("only a Split of channels (axis 1 of NCHW or of [N, features]) is "
-                    "supported");
+    const int lead = X.gen == IMP_GEN_LEAD && imp_axis(imp_attr_int(nd, "axis", 0), X.rank) == 0;
+    if (!lead && (X.gen || imp_axis(imp_attr_int(nd, "axis", 0), X.rank) != 1 ||
+                  (X.rank != 4 && X.rank != 2)))
+        return FAIL("only a Split of channels (axis 1 of NCHW or of [N, features]) or of q, k "
+                    "and v before the batch (axis 0) is supported");
     const int outs = (int)nd->n_output;
     int64_t sizes[64];
     if (outs < 1 || outs > 64)
@@ -611,13 +645,18 @@ dtnn_status op_split(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
                                : imp_attr_ints(nd, "split", sizes, 64);
     if (given < 0)
         return err->code;
+    const int whole = lead ? X.sd[0] : X.c;
     if (given == 0) {
-        if (X.c % outs)
-            return BAD("%d channels do not split into %d equal parts", X.c, outs);
+        if (whole % outs)
+            return BAD("%d do not split into %d equal parts", whole, outs);
         for (int k = 0; k < outs; k++)
-            sizes[k] = X.c / outs;
+            sizes[k] = whole / outs;
     } else if (given != outs) {
         return BAD("%d split sizes for %d outputs", given, outs);
+    }
+    if (lead) {
+        const int done = imp_gen_split(p, nd, x, sizes, outs, err);
+        return done > 0 ? DTNN_OK : done < 0 ? err->code : FAIL("this Split is not supported");
     }
     int64_t start = 0;
     for (int k = 0; k < outs; k++) {
