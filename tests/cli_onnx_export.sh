@@ -6,8 +6,9 @@
 # hardtanh, ceil-mode, asymmetric and dilated pools, global max pooling) and
 # models/gelu_blocks.model (gelu in both forms, decomposed: export only until the importer
 # maps Erf), models/split_attention.model (softmax and reductions across channel groups as
-# Reshape to 5-D, Softmax / ReduceSum / ReduceMean over axis 1; refused at opset 11), each
-# trained 2 steps
+# Reshape to 5-D, Softmax / ReduceSum / ReduceMean over axis 1; refused at opset 11),
+# models/attention_blocks.model (permute as Reshape, Transpose, Reshape; matmul as MatMul;
+# softmax, layernorm and linear over the last axis; opset 17), each trained 2 steps
 # so weights and batch-norm statistics are not the defaults, exported to ONNX, checked by
 # onnx.checker with full_check (Debian's python3-onnx) and by tools/onnx_check.py (initializer
 # and node names),
@@ -47,7 +48,7 @@ fail=0
 all_layers=models/onnx_all_layers.model
 for spec in lenet5:1x28x28 resnet20:3x32x32 mobilenet_v2:3x64x64 densenet121:3x64x64 \
         $all_layers:3x8x8 models/mobile_blocks.model:3x32x32 models/gelu_blocks.model:3x8x8 \
-        models/split_attention.model:3x8x8; do
+        models/split_attention.model:3x8x8 models/attention_blocks.model:3x8x8; do
     model=${spec%%:*}
     shape=${spec#*:}
     d="$tmp/$(basename "$model" .model)"
@@ -65,8 +66,10 @@ P
         --save "$d/ck.safetensors" --quiet >/dev/null
     "$dtnn" predict --model $model --classes 10 --load "$d/ck.safetensors" --input "$d/x.npy" \
         --output "$d/dtnn.npy" --threads 1 >/dev/null
+    opset=13
+    [[ $model == *attention_blocks* ]] && opset=17   # its LayerNormalization
     "$dtnn" export --model $model --classes 10 --input $shape --load "$d/ck.safetensors" \
-        --output "$d/model.onnx"
+        --output "$d/model.onnx" --opset $opset
     $py ../tools/onnx_check.py check "$d/model.onnx" "$d/ck.safetensors" || fail=1
     if [[ -n $ort ]]; then
         "$ort" ../tools/onnx_check.py run "$d/model.onnx" "$d/x.npy" "$d/dtnn.npy" 1e-5 || fail=1

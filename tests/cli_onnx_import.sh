@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # ONNX import (label onnx). (a) Round trip: lenet5, resnet20, models/onnx_all_layers.model
-# (every layer type the exporter writes) and models/mobile_blocks.model (hardswish,
+# (every layer type the exporter writes), models/split_attention.model (softmax and sums across
+# channel groups), models/attention_blocks.model (permute, matmul, softmax, layernorm and linear
+# over the last axis; opset 17) and models/mobile_blocks.model (hardswish,
 # hardsigmoid, broadcasting mul / add / sub and their constant operands, constant padding,
 # clamp, hardtanh, ceil-mode pools with asymmetric pads, dilated max pooling, global max
 # pooling) trained 2 steps, written by `dtnn export`, run back with `dtnn predict --model
@@ -55,7 +57,8 @@ P
 
 # (a) round trip
 for spec in lenet5:1x28x28 resnet20:3x32x32 models/onnx_all_layers.model:3x8x8 \
-        models/mobile_blocks.model:3x32x32 models/split_attention.model:3x8x8; do
+        models/mobile_blocks.model:3x32x32 models/split_attention.model:3x8x8 \
+        models/attention_blocks.model:3x8x8; do
     model=${spec%%:*}
     shape=${spec#*:}
     d="$tmp/$(basename "$model" .model)"
@@ -76,8 +79,10 @@ P
     "$dtnn" predict --model $model "${zoo[@]}" --load "$d/ck.safetensors" --input "$d/x.npy" \
         --output "$d/dtnn.npy" --threads 1 >/dev/null
     [[ $model == *.model ]] || zoo+=(--input $shape)
+    opset=13
+    [[ $model == *attention_blocks* ]] && opset=17   # its LayerNormalization
     "$dtnn" export --model $model "${zoo[@]}" --load "$d/ck.safetensors" \
-        --output "$d/model.onnx" >/dev/null
+        --output "$d/model.onnx" --opset $opset >/dev/null
     "$dtnn" predict --model "$d/model.onnx" --input "$d/x.npy" --output "$d/onnx.npy" \
         --threads 1 >/dev/null
     compare "$d/onnx.npy" "$d/dtnn.npy" 1e-6 "$model: dtnn export, predict --model F.onnx"

@@ -215,6 +215,9 @@ void imp_gen_set(imp_value *v, int mode, const int *sd, int nsd);
 int imp_gen_dims(const imp_value *v, int64_t batch, int64_t *dims);
 int imp_gen_reshape(imp *p, const Onnx__NodeProto *nd, int x, const int64_t *t, int r,
                     dtnn_error *err);
+/* A channels-last view's data in its ONNX order [H, W, C] (a permute layer of nd, its output
+ * no ONNX value): the new value, or -1 (err set). */
+int imp_gen_from_nhwc(imp *p, const Onnx__NodeProto *nd, int x, dtnn_error *err);
 int imp_gen_transpose(imp *p, const Onnx__NodeProto *nd, int x, const int64_t *perm, int n,
                       dtnn_error *err);
 int imp_gen_split(imp *p, const Onnx__NodeProto *nd, int x, const int64_t *sizes, int outs,

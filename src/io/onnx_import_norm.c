@@ -76,7 +76,9 @@ dtnn_status op_layernorm(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
     const imp_value X = p->v[x];
     const int axis = imp_axis(imp_attr_int(nd, "axis", -1), X.rank);
     /* a tensor's last axis: a transformer's norm over the features of each token */
-    const int rows = X.gen && X.gen != IMP_GEN_LEAD && X.nsd >= 2 && axis == X.rank - 1;
+    const int rows = ((X.gen && X.gen != IMP_GEN_LEAD && X.nsd >= 2) ||
+                      (!X.gen && !X.nhwc && X.rank == 4)) &&
+                     axis == X.rank - 1;
     if (!(X.rank == 2 && axis == 1) && !(X.nhwc && axis == 3) && !rows)
         return FAIL("only the normalisation over the last axis of [N, features] or of a "
                     "channels-last [N, H, W, C] (a Transpose 0, 2, 3, 1 before it) is supported");

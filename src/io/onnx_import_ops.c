@@ -358,7 +358,10 @@ static dtnn_status op_softmax(imp *p, const Onnx__NodeProto *nd, dtnn_error *err
         return err->code;
     const imp_value X = p->v[x];
     int axis = imp_axis(imp_attr_int(nd, "axis", p->opset < 13 ? 1 : -1), X.rank);
-    if (X.gen && X.gen != IMP_GEN_LEAD && axis == X.rank - 1 && (p->opset >= 13 || X.nsd == 1)) {
+    const int rows = (X.gen && X.gen != IMP_GEN_LEAD && X.nsd >= 2) ||
+                     (X.rank == 4 && !is_flat(&X));
+    /* before opset 13 Softmax flattens from `axis` on: from the last, that axis alone */
+    if (rows && axis == X.rank - 1) {
         /* attention's weights: over the last axis */
         imp_layer *l = NULL;
         dtnn_status st = activation(p, nd, "softmax", &l, err);
@@ -485,7 +488,13 @@ static dtnn_status pointwise_new(imp *p, const Onnx__NodeProto *nd, int x, int w
  * projections), the output a tensor of the same dims but the last. */
 static dtnn_status rows_linear(imp *p, const Onnx__NodeProto *nd, int x, int wi, dtnn_error *err)
 {
-    const imp_value X = p->v[x], *W = &p->v[wi];
+    imp_value X = p->v[x];
+    const imp_value *W = &p->v[wi];
+    if (!X.gen) {   /* [N, C, H, W]: the matrices are its rows of W */
+        const int sd[3] = {X.c, X.h, X.w};
+        X.gen = IMP_GEN_BATCH, X.nsd = 3;
+        memcpy(X.sd, sd, sizeof sd);
+    }
     if (!W->is_float || W->ndim != 2 || W->dims[0] != X.w || W->dims[1] < 1 ||
         W->dims[1] > 1 << 20)
         return BAD("weight '%s' is not a float32 [%d, M] matrix for the last axis of '%s'",
@@ -522,7 +531,8 @@ static dtnn_status op_matmul(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
         return err->code;
     if (p->v[x].nhwc)
         return pointwise_new(p, nd, x, wi, err);
-    if (p->v[x].gen && p->v[x].gen != IMP_GEN_LEAD && p->v[x].nsd >= 2)
+    if ((p->v[x].gen && p->v[x].gen != IMP_GEN_LEAD && p->v[x].nsd >= 2) ||
+        (!p->v[x].gen && p->v[x].rank == 4 && !is_flat(&p->v[x])))
         return rows_linear(p, nd, x, wi, err);
     if (p->v[x].gen)
         return FAIL("a MatMul of the tensor '%s' by a constant is not supported", p->v[x].name);

@@ -141,7 +141,7 @@ dtnn_status op_reshape(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
     int c = imp_in(p, nd, 0, err);
     if (c >= 0 && p->v[c].kind == IMP_CONST)
         return fold_reshape(p, nd, err);
-    int x = imp_in_layer(p, nd, 0, IMP_ALLOW_GROUPS | IMP_ALLOW_GEN, err);
+    int x = imp_in_layer(p, nd, 0, IMP_ALLOW_GROUPS | IMP_ALLOW_GEN | IMP_ALLOW_NHWC, err);
     int si = x < 0 ? -1 : imp_in_const(p, nd, 1, err);
     if (si < 0)
         return err->code;
@@ -151,6 +151,16 @@ dtnn_status op_reshape(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
     const imp_value X = p->v[x];
     const int shape_ok = !S->is_float && S->ndim == 1 && S->count >= 1 &&
                          S->count <= IMP_MAX_DIMS;
+    if (X.nhwc) {
+        /* a channels-last view reshaped: its data in that order first (dtnn's permute) */
+        const int v = imp_gen_from_nhwc(p, nd, x, err);
+        if (v < 0)
+            return err->code;
+        const int r = shape_ok ? imp_gen_reshape(p, nd, v, S->i, (int)S->count, err) : 0;
+        return r < 0 ? err->code : r ? DTNN_OK
+               : FAIL("a Reshape of the channels-last view '%s' that keeps no batch axis "
+                      "first", X.name);
+    }
     int done = X.gen && shape_ok ? imp_gen_reshape(p, nd, x, S->i, (int)S->count, err) : 0;
     if (done || X.gen)
         return done < 0 ? err->code

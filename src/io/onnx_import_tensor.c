@@ -34,6 +34,11 @@ void imp_gen_set(imp_value *v, int mode, const int *sd, int nsd)
         v->c *= sd[k];
     v->nhwc = 0;
     v->groups = 0;
+    if (mode == IMP_GEN_BATCH && (nsd == 3 || nsd == 1)) {
+        /* [N, C, H, W] and [N, F]: ordinary values */
+        v->gen = 0;
+        v->nsd = 0;
+    }
 }
 
 int imp_gen_dims(const imp_value *v, int64_t batch, int64_t *dims)
@@ -68,13 +73,7 @@ static int as_dims(imp *p, const Onnx__NodeProto *nd, int k, int x, int mode, co
     }
     if (o < 0)
         return -1;
-    imp_value *v = &p->v[o];
-    imp_gen_set(v, mode, sd, nsd);
-    if (mode == IMP_GEN_BATCH && (nsd == 3 || nsd == 1)) {
-        v->gen = 0;
-        v->nsd = 0;
-        v->rank = nsd + 1;
-    }
+    imp_gen_set(&p->v[o], mode, sd, nsd);
     return o;
 }
 
@@ -82,6 +81,20 @@ static int as_dims(imp *p, const Onnx__NodeProto *nd, int k, int x, int mode, co
 static int onnx_dims(const imp *p, const imp_value *X, int64_t *dims)
 {
     return X->gen ? imp_gen_dims(X, p->batch, dims) : imp_layer_dims(X, p->batch, dims);
+}
+
+int imp_gen_from_nhwc(imp *p, const Onnx__NodeProto *nd, int x, dtnn_error *err)
+{
+    const imp_value X = p->v[x];
+    const int sd[3] = {X.h, X.w, X.c};
+    int o = imp_layer_inner(p, nd, "permute", &x, 1, 4, X.h, X.w, X.c, err);
+    if (o < 0)
+        return -1;
+    imp_layer *l = &p->l[p->v[o].layer];
+    imp_opt(l, "dims", "%dx%dx%d", X.c, X.h, X.w);
+    imp_opt(l, "perm", "1,2,0");
+    imp_gen_set(&p->v[o], IMP_GEN_BATCH, sd, 3);
+    return o;
 }
 
 int imp_gen_reshape(imp *p, const Onnx__NodeProto *nd, int x, const int64_t *t, int r,
@@ -125,7 +138,8 @@ int imp_gen_reshape(imp *p, const Onnx__NodeProto *nd, int x, const int64_t *t, 
 }
 
 /* The sample dims of layer value X (any kind) and its mode: an ordinary one is
- * IMP_GEN_BATCH of its C, H, W (rank 3: C, H; rank 2: F). */
+ * IMP_GEN_BATCH of its C, H, W (rank 3: C, H; rank 2: F; rank 5: its groups, C / groups, H,
+ * W). */
 static int sample_dims(const imp_value *X, int *sd, int *mode)
 {
     if (X->gen) {
@@ -133,10 +147,15 @@ static int sample_dims(const imp_value *X, int *sd, int *mode)
         *mode = X->gen;
         return X->nsd;
     }
+    *mode = IMP_GEN_BATCH;
+    if (X->rank == 5) {
+        const int g[4] = {X->groups, X->c / X->groups, X->h, X->w};
+        memcpy(sd, g, sizeof g);
+        return 4;
+    }
     const int all[3] = {X->c, X->h, X->w};
     const int n = X->rank - 1;
     memcpy(sd, all, sizeof(int) * (size_t)(n < 3 ? n : 3));
-    *mode = IMP_GEN_BATCH;
     return n;
 }
 
@@ -300,7 +319,5 @@ dtnn_status imp_gen_matmul(imp *p, const Onnx__NodeProto *nd, int a, int b, dtnn
     if (o < 0)
         return err->code;
     imp_gen_set(&p->v[o], ma, sd, na);
-    if (ma == IMP_GEN_BATCH && (na == 3 || na == 1))
-        p->v[o].gen = 0, p->v[o].nsd = 0;
     return DTNN_OK;
 }

@@ -98,6 +98,7 @@ typedef struct {
     int reduce_groups;          /* reduce over channels: across this many groups (0: all C) */
     int softmax_groups;         /* softmax: across this many channel groups (0: a flat row) */
     int last_axis;              /* softmax, layernorm, linear: over each row of W values */
+    permute_geom permute;       /* permute: the input's dims and the permutation */
     int upsample_bilinear;      /* upsample: bilinear (else nearest); factors in stride */
     int upsample_align_corners;
 } layer_attrs;

@@ -71,6 +71,12 @@ static void permute_backward(layer *l, const layer_ctx *ctx)
         be_run(ctx->be, permute, &c->inverse, l->n, l->dy, l->dx[0], l->dx_accumulate[0]);
 }
 
+static void permute_describe(const layer *l, layer_attrs *a)
+{
+    const permute_cfg *c = l->cfg;
+    a->permute = c->g;
+}
+
 const layer_ops layer_permute = {
     .type = "permute",
     .summary = "reorders each sample's axes (dims = d0xd1x..., perm = p0,p1,...)",
@@ -81,4 +87,5 @@ const layer_ops layer_permute = {
     .infer = permute_infer,
     .forward = permute_forward,
     .backward = permute_backward,
+    .describe = permute_describe,
 };

@@ -26,7 +26,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "onnx_writer.h"
+#include "onnx_emit.h"
 
 /* The option-A shortcut: Slice keeps rows and columns 0, s, 2s, ... (the output's
  * ceil(H / s), as x[:, :, ::s, ::s]), Pad adds the zero channels before and after. */
@@ -67,25 +67,7 @@ static const char *emit_shortcut(onnx_writer *w, const layer *l, const layer_att
     return out;
 }
 
-/* Adds the node(s) of layer i; w->value[i] and w->rank[i] tell where its output is. */
-/* One layer being written: its attributes, the name its output value gets (an emitter that
- * writes no node points it at the value it passes on), and that value's rank (4 unless the
- * emitter says). */
-typedef struct {
-    const layer *l;
-    layer_attrs a;
-    const char *out;
-    int last;
-    int rank;
-} emit_ctx;
-
-/* EMIT_ERROR: err is set (an unsupported case, a tensor missing); EMIT_NOMEM: an allocation
- * failed, which emit_layer reports. */
-typedef enum { EMIT_OK = 0, EMIT_NOMEM, EMIT_ERROR } emit_result;
-
-typedef emit_result (*emit_fn)(onnx_writer *w, emit_ctx *c, dtnn_error *err);
-
-static emit_result made(const onnx_writer *w, const Onnx__NodeProto *nd)
+emit_result made(const onnx_writer *w, const Onnx__NodeProto *nd)
 {
     return nd && !w->oom ? EMIT_OK : EMIT_NOMEM;
 }
@@ -687,6 +669,8 @@ static const struct {
     {"dropout", emit_dropout},
     {"stochastic_depth", emit_dropout},
     {"softmax", emit_softmax},
+    {"permute", emit_permute},
+    {"matmul", emit_matmul},
     {"shortcut_a", emit_shortcut_a},
 };
 
@@ -703,10 +687,7 @@ static dtnn_status emit_layer(onnx_writer *w, int i, dtnn_error *err)
         return dtnn_error_set(err, DTNN_ERR_UNSUPPORTED, "layer '%s' (%s): its name is one of "
                               "the graph's own value names (input, output); rename the layer",
                               l->name, type);
-    if (c.a.last_axis)
-        return dtnn_error_set(err, DTNN_ERR_UNSUPPORTED, "layer '%s' (%s, axis = last) has no "
-                              "ONNX form in this exporter yet", l->name, type);
-    emit_fn emit = c.a.constant ? emit_constant_operand : NULL;
+    emit_fn emit = c.a.constant ? emit_constant_operand : c.a.last_axis ? emit_last_axis : NULL;
     for (size_t k = 0; !emit && k < sizeof emitters / sizeof emitters[0]; k++)
         if (!strcmp(type, emitters[k].type))
             emit = emitters[k].emit;
