@@ -18,7 +18,9 @@
 # 1.13's default, where each LayerNorm is written out in nine operators (one layernorm again,
 # with torchvision's parameters), and MobileViT's block (tools/torch_onnx_export.py vit: patches
 # unfolded by Reshape and Transpose, self-attention on permute, matmul and the last-axis
-# softmax, layernorm and linear; it also trains 2 steps). (c) `dtnn train --model F.onnx` runs
+# softmax, layernorm and linear) and EfficientFormer's attention stage (meta3d: tokens from a
+# flattened map, q, k and v split off the last axis, a gathered bias, the token mean); both
+# also train 2 steps. (c) `dtnn train --model F.onnx` runs
 # 2 steps from the initializers. (d) Graphs written with onnx.helper: Conv with asymmetric pads, GlobalMaxPool,
 # HardSigmoid with ONNX's default alpha 0.2, Mul by a per-channel constant, Sub c - x, Add of a
 # scalar, Div by a per-channel constant and by a computed value, Mul of a flat value by a
@@ -473,7 +475,7 @@ else
     for spec in resnet18:64 mobilenet_v2:64 densenet121:64 squeezenet1_1:64 alexnet:224 \
             vgg11_bn:224 mobilenet_v3_small:64 mobilenet_v3_small:64:14 efficientnet_b0:64 \
             convnext_tiny:64:17 convnext_tiny:64:14 \
-            ops:16:9 ops:16:11 ops:16:13 ops:16:17 vit:8:17; do
+            ops:16:9 ops:16:11 ops:16:13 ops:16:17 vit:8:17 meta3d:8:17; do
         model=${spec%%:*}
         size=${spec#*:}
         opset=13
@@ -489,8 +491,8 @@ else
         "$dtnn" predict --model "$d/model.onnx" --input "$d/x.npy" --output "$d/dtnn.npy" \
             --threads 2 >/dev/null || { echo "FAIL: predict $model"; fail=1; continue; }
         compare "$d/dtnn.npy" "$d/torch.npy" 1e-4 "torch $model (${size}x$size, opset $opset)"
-        if [[ $model == vit ]]; then
-            # MobileViT's block trains: permutes, matmuls and the last-axis layers backward
+        if [[ $model == vit || $model == meta3d ]]; then
+            # the attention blocks train: permutes, matmuls and the last-axis layers backward
             "$dtnn" train --model "$d/model.onnx" --dataset synthetic --synthetic-shape 3x8x8 \
                 --steps 2 --batch-size 4 --threads 1 --quiet >/dev/null ||
                 { echo "FAIL: train vit.onnx 2 steps"; fail=1; }

@@ -13,7 +13,10 @@ Pow, ReduceMean, Add, Sqrt, Div, Mul, Add), dropout, softmax), exported with a d
 the Reshape target is a Shape subgraph. MODEL "vit" is MobileViT's block as timm writes it
 (patches unfolded by Reshape and Transpose with the batch folded into the tokens' axis, a
 pre-norm transformer layer whose q, k and v are indexed out of a Transpose that puts them
-before the batch, SiLU MLP, folded back), at opset 17 (its LayerNormalization).
+before the batch, SiLU MLP, folded back), at opset 17 (its LayerNormalization). MODEL
+"meta3d" is EfficientFormer's attention stage: the map flattened to tokens (Reshape,
+Transpose), LayerNorm, q, k and v split off the last axis at unequal sizes, a bias gathered
+from a parameter by a constant index table added to the scores, the mean over the tokens.
 Writes OUTDIR/model.onnx (opset OPSET, default 13, eval mode, batch 2, 3 x SIZE x SIZE input),
 OUTDIR/x.npy (the input) and OUTDIR/torch.npy (PyTorch's float32 logits, which the test
 compares with dtnn's at 1e-4). The weights are random (no download),
@@ -123,11 +126,39 @@ class Vit(torch.nn.Module):
         return self.fc(self.conv_out(x).mean((2, 3)))
 
 
+class Meta3d(torch.nn.Module):
+    def __init__(self, dim=8, heads=2, key_dim=2, tokens=16):
+        super().__init__()
+        self.heads, self.kd, self.vd = heads, key_dim, dim // heads
+        self.conv = torch.nn.Conv2d(3, dim, 3, stride=2, padding=1)
+        self.norm = torch.nn.LayerNorm(dim)
+        self.qkv = torch.nn.Linear(dim, heads * (2 * key_dim + self.vd))
+        self.proj = torch.nn.Linear(dim, dim)
+        side = int(tokens ** 0.5)
+        pos = torch.stack(torch.meshgrid(torch.arange(side), torch.arange(side),
+                                         indexing="ij")).flatten(1)
+        rel = (pos[..., :, None] - pos[..., None, :]).abs()
+        self.register_buffer("idxs", rel[0] * side + rel[1], persistent=False)
+        self.biases = torch.nn.Parameter(torch.randn(heads, tokens))
+        self.head = torch.nn.Linear(dim, 10)
+
+    def forward(self, x):
+        t = self.conv(x).flatten(2).transpose(1, 2)
+        b, n, _ = t.shape
+        q, k, v = self.qkv(self.norm(t)).reshape(b, n, self.heads, -1).permute(0, 2, 1, 3) \
+            .split([self.kd, self.kd, self.vd], dim=3)
+        a = (q @ k.transpose(-2, -1)) * self.kd ** -0.5 + self.biases[:, self.idxs]
+        o = (a.softmax(dim=-1) @ v).transpose(1, 2).reshape(b, n, -1)
+        return self.head((t + self.proj(o)).mean(1))
+
+
 torch.manual_seed(0)
 if name == "ops":
     model = Ops()
 elif name == "vit":
     model = Vit()
+elif name == "meta3d":
+    model = Meta3d()
 else:
     model = getattr(torchvision.models, name)(weights=None, num_classes=classes)
 randomise_batch_norms(model)
@@ -135,7 +166,7 @@ model.eval()
 x = torch.randn(2, 3, size, size)
 with torch.no_grad():
     y = model(x)
-dynamic = {"input": {0: "N"}, "output": {0: "N"}} if name in ("ops", "vit") else None
+dynamic = {"input": {0: "N"}, "output": {0: "N"}} if name in ("ops", "vit", "meta3d") else None
 torch.onnx.export(model, x, f"{out}/model.onnx", opset_version=opset, input_names=["input"],
                   output_names=["output"], dynamic_axes=dynamic)
 np.save(f"{out}/x.npy", x.numpy())

@@ -223,6 +223,16 @@ int imp_gen_transpose(imp *p, const Onnx__NodeProto *nd, int x, const int64_t *p
 int imp_gen_split(imp *p, const Onnx__NodeProto *nd, int x, const int64_t *sizes, int outs,
                   dtnn_error *err);
 int imp_gen_squeeze_lead(imp *p, const Onnx__NodeProto *nd, int x, dtnn_error *err);
+/* Split over the last axis (EfficientFormer's q, k, v): the last axis made channels by a
+ * permute, channel slices, each permuted back. */
+int imp_gen_split_last(imp *p, const Onnx__NodeProto *nd, int x, const int64_t *sizes, int outs,
+                       dtnn_error *err);
+/* Layer value x as a tensor: an [N, C, L] (dtnn's C x L x 1) through an inner reshape to
+ * 1 x C x L, whose last axis is L; any other value is returned as it is. -1 on error. */
+int imp_gen_view(imp *p, const Onnx__NodeProto *nd, int x, dtnn_error *err);
+/* ReduceMean / ReduceSum (op "mean" / "sum") over the tokens of [N, T, F], keepdims 0. */
+int imp_gen_token_reduce(imp *p, const Onnx__NodeProto *nd, int x, const char *op,
+                         dtnn_error *err);
 int imp_gen_gather(imp *p, const Onnx__NodeProto *nd, int x, int64_t index, dtnn_error *err);
 dtnn_status imp_gen_matmul(imp *p, const Onnx__NodeProto *nd, int a, int b, dtnn_error *err);
 /* dst takes src's rank and layout marks (channels-last, groups, any-rank dims). */

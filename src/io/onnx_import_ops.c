@@ -517,17 +517,21 @@ static dtnn_status rows_linear(imp *p, const Onnx__NodeProto *nd, int x, int wi,
 static dtnn_status op_matmul(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
 {
     int x = imp_in_layer(p, nd, 0, IMP_ALLOW_NHWC | IMP_ALLOW_GEN, err);
-    const int b = x < 0 ? -1 : imp_in(p, nd, 1, err);
+    int b = x < 0 ? -1 : imp_in(p, nd, 1, err);
     if (b < 0)
         return err->code;
     if (p->v[b].kind == IMP_LAYER) {
         /* a product of two computed values: attention's q k^T and its weights times v */
-        if (imp_in_layer(p, nd, 1, IMP_ALLOW_GEN, err) < 0)
+        if (imp_in_layer(p, nd, 1, IMP_ALLOW_GEN, err) < 0 ||
+            (x = imp_gen_view(p, nd, x, err)) < 0 || (b = imp_gen_view(p, nd, b, err)) < 0)
             return err->code;
         return imp_gen_matmul(p, nd, x, b, err);
     }
     int wi = imp_in_const(p, nd, 1, err);
     if (wi < 0)
+        return err->code;
+    /* [N, T, F] @ W: a transformer's projection of each token */
+    if (!p->v[x].gen && p->v[x].rank == 3 && (x = imp_gen_view(p, nd, x, err)) < 0)
         return err->code;
     if (p->v[x].nhwc)
         return pointwise_new(p, nd, x, wi, err);

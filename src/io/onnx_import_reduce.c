@@ -46,7 +46,9 @@ static dtnn_status reduce_node(imp *p, const Onnx__NodeProto *nd, int op, dtnn_e
     static const char *const names[3] = {"mean", "sum", "L2 norm"};
     const int c = imp_in(p, nd, 0, err);
     const int folding = c >= 0 && p->v[c].kind == IMP_CONST;
-    int x = folding ? c : imp_in_layer(p, nd, 0, IMP_ALLOW_NHWC | IMP_ALLOW_GROUPS, err);
+    int x = folding ? c
+                    : imp_in_layer(p, nd, 0, IMP_ALLOW_NHWC | IMP_ALLOW_GROUPS | IMP_ALLOW_GEN,
+                                   err);
     if (x < 0)
         return err->code;
     const imp_value X = p->v[x];
@@ -65,6 +67,15 @@ static dtnn_status reduce_node(imp *p, const Onnx__NodeProto *nd, int op, dtnn_e
     const int keep = imp_attr_int(nd, "keepdims", 1) != 0;
     if (folding && na <= IMP_MAX_DIMS)
         return fold_reduce(p, nd, x, op, axes, na, keep, err);
+    if (X.gen) {
+        /* the mean over a transformer's tokens: [N, T, F] to [N, F] */
+        const int done = na == 1 && imp_axis(axes[0], X.rank) == 1 && !keep && op != OP_L2
+                             ? imp_gen_token_reduce(p, nd, x, op == OP_SUM ? "sum" : "mean", err)
+                             : 0;
+        return done > 0 ? DTNN_OK : done < 0 ? err->code
+               : FAIL("only the %s over axis 1 of a tensor [N, T, F] (its tokens) is supported",
+                      names[op]);
+    }
     const int over = na > 4 ? OVER_NONE : reduction_of(axes, na, X.rank, X.nhwc);
     if (over == OVER_NONE || ((over == OVER_CHANNELS || X.nhwc) && !keep))
         return FAIL("only the %s over H and W of [N, C, H, W] (axes 2, 3; of a channels-last "

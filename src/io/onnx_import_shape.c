@@ -420,21 +420,43 @@ dtnn_status op_gather(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
     int d = imp_in_const(p, nd, 0, err), ix = d < 0 ? -1 : imp_in_const(p, nd, 1, err);
     if (ix < 0)
         return err->code;
-    if (imp_attr_int(nd, "axis", 0) != 0 || p->v[d].ndim != 1 || p->v[ix].is_float ||
-        p->v[ix].ndim > 1)
-        return FAIL("only Gather of a 1-D constant (axis 0) with integer indices is folded");
+    /* out = D's dims before axis, I's dims, D's dims after axis (EfficientFormer's
+     * attention_biases[:, attention_bias_idxs] as well as shape vectors) */
+    const int a = p->v[d].ndim ? imp_axis(imp_attr_int(nd, "axis", 0), p->v[d].ndim) : -1;
+    if (a < 0 || p->v[ix].is_float || p->v[d].ndim + p->v[ix].ndim - 1 > IMP_MAX_DIMS)
+        return FAIL("only a Gather of a constant with integer indices on one of its axes is "
+                    "folded");
+    int64_t dims[IMP_MAX_DIMS];
+    int nd_out = 0;
+    size_t outer = 1, inner = 1;
+    for (int k = 0; k < p->v[d].ndim; k++) {
+        if (k == a)
+            for (int j = 0; j < p->v[ix].ndim; j++)
+                dims[nd_out++] = p->v[ix].dims[j];
+        else
+            dims[nd_out++] = p->v[d].dims[k];
+        if (k < a)
+            outer *= (size_t)p->v[d].dims[k];
+        if (k > a)
+            inner *= (size_t)p->v[d].dims[k];
+    }
     int o = imp_out(p, nd, 0, err);
-    if (o < 0 || imp_const_alloc(p, o, p->v[d].is_float, p->v[ix].dims, p->v[ix].ndim, err))
+    if (o < 0 || imp_const_alloc(p, o, p->v[d].is_float, dims, nd_out, err))
         return err->code;
     const imp_value *D = &p->v[d], *I = &p->v[ix];
+    const int64_t A = D->dims[a];
     for (size_t k = 0; k < I->count; k++) {
-        int64_t j = I->i[k] < 0 ? I->i[k] + (int64_t)D->count : I->i[k];
-        if (j < 0 || j >= (int64_t)D->count)
+        const int64_t j = I->i[k] < 0 ? I->i[k] + A : I->i[k];
+        if (j < 0 || j >= A)
             return BAD("index %lld is out of range for '%s'", (long long)I->i[k], D->name);
-        if (D->is_float)
-            p->v[o].f[k] = D->f[j];
-        else
-            p->v[o].i[k] = D->i[j];
+        for (size_t q = 0; q < outer; q++) {
+            const size_t from = (q * (size_t)A + (size_t)j) * inner;
+            const size_t to = (q * I->count + k) * inner;
+            if (D->is_float)
+                memcpy(p->v[o].f + to, D->f + from, sizeof(float) * inner);
+            else
+                memcpy(p->v[o].i + to, D->i + from, sizeof(int64_t) * inner);
+        }
     }
     return DTNN_OK;
 }
@@ -641,11 +663,13 @@ dtnn_status op_split(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
     if (x < 0)
         return err->code;
     const imp_value X = p->v[x];
-    const int lead = X.gen == IMP_GEN_LEAD && imp_axis(imp_attr_int(nd, "axis", 0), X.rank) == 0;
-    if (!lead && (X.gen || imp_axis(imp_attr_int(nd, "axis", 0), X.rank) != 1 ||
-                  (X.rank != 4 && X.rank != 2)))
-        return FAIL("only a Split of channels (axis 1 of NCHW or of [N, features]) or of q, k "
-                    "and v before the batch (axis 0) is supported");
+    const int axis = imp_axis(imp_attr_int(nd, "axis", 0), X.rank);
+    const int lead = X.gen == IMP_GEN_LEAD && axis == 0;
+    const int last = !lead && axis == X.rank - 1 &&
+                     ((X.gen && X.nsd >= 2) || (!X.gen && X.rank == 4 && axis == 3));
+    if (!lead && !last && (X.gen || axis != 1 || (X.rank != 4 && X.rank != 2)))
+        return FAIL("only a Split of channels (axis 1 of NCHW or of [N, features]), of the last "
+                    "axis, or of q, k and v before the batch (axis 0) is supported");
     const int outs = (int)nd->n_output;
     int64_t sizes[64];
     if (outs < 1 || outs > 64)
@@ -655,7 +679,7 @@ dtnn_status op_split(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
                                : imp_attr_ints(nd, "split", sizes, 64);
     if (given < 0)
         return err->code;
-    const int whole = lead ? X.sd[0] : X.c;
+    const int whole = lead ? X.sd[0] : last ? X.w : X.c;
     if (given == 0) {
         if (whole % outs)
             return BAD("%d do not split into %d equal parts", whole, outs);
@@ -664,8 +688,9 @@ dtnn_status op_split(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
     } else if (given != outs) {
         return BAD("%d split sizes for %d outputs", given, outs);
     }
-    if (lead) {
-        const int done = imp_gen_split(p, nd, x, sizes, outs, err);
+    if (lead || last) {
+        const int done = lead ? imp_gen_split(p, nd, x, sizes, outs, err)
+                              : imp_gen_split_last(p, nd, x, sizes, outs, err);
         return done > 0 ? DTNN_OK : done < 0 ? err->code : FAIL("this Split is not supported");
     }
     int64_t start = 0;

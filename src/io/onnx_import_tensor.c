@@ -321,3 +321,114 @@ dtnn_status imp_gen_matmul(imp *p, const Onnx__NodeProto *nd, int a, int b, dtnn
     imp_gen_set(&p->v[o], ma, sd, na);
     return DTNN_OK;
 }
+
+/* An inner reshape (a view) of value x to C x H x W; the new value or -1. */
+static int inner_reshape(imp *p, const Onnx__NodeProto *nd, int x, int c, int h, int w,
+                         dtnn_error *err)
+{
+    int o = imp_layer_inner(p, nd, "reshape", &x, 1, 4, c, h, w, err);
+    if (o >= 0)
+        imp_opt(&p->l[p->v[o].layer], "shape", "%dx%dx%d", c, h, w);
+    return o;
+}
+
+/* The permute layer's "dims" and "perm" options of l. */
+static void permute_opts(imp_layer *l, const int *dims, const int *perm, int n)
+{
+    char d[96] = "", q[64] = "";
+    for (int k = 0, a = 0, b = 0; k < n; k++) {
+        a += snprintf(d + a, sizeof d - (size_t)a, "%s%d", k ? "x" : "", dims[k]);
+        b += snprintf(q + b, sizeof q - (size_t)b, "%s%d", k ? "," : "", perm[k]);
+    }
+    imp_opt(l, "dims", "%s", d);
+    imp_opt(l, "perm", "%s", q);
+}
+
+int imp_gen_split_last(imp *p, const Onnx__NodeProto *nd, int x, const int64_t *sizes, int outs,
+                       dtnn_error *err)
+{
+    int sd[IMP_SAMPLE_DIMS], mode;
+    const int nsd = sample_dims(&p->v[x], sd, &mode);
+    if (mode == IMP_GEN_LEAD || nsd < 2 || (!p->v[x].gen && p->v[x].rank != 4))
+        return 0;
+    /* the last axis first, as channels: [L, rest, 1] */
+    const int last = sd[nsd - 1], rest = p->v[x].c * p->v[x].h * p->v[x].w / last;
+    int pp[IMP_SAMPLE_DIMS], od[IMP_SAMPLE_DIMS];
+    pp[0] = nsd - 1;
+    for (int k = 1; k < nsd; k++)
+        pp[k] = k - 1;
+    for (int k = 0; k < nsd; k++)
+        od[k] = sd[pp[k]];
+    imp_value moved;
+    memset(&moved, 0, sizeof moved);
+    imp_gen_set(&moved, IMP_GEN_MERGED, od, nsd);
+    int t = imp_layer_inner(p, nd, "permute", &x, 1, 4, moved.c, moved.h, moved.w, err);
+    if (t < 0)
+        return -1;
+    permute_opts(&p->l[p->v[t].layer], sd, pp, nsd);
+    if ((t = inner_reshape(p, nd, t, last, rest, 1, err)) < 0)
+        return -1;
+    int64_t at = 0;
+    for (int k = 0; k < outs; k++) {
+        if (sizes[k] < 1 || at + sizes[k] > last)
+            return BAD("split sizes that do not add up to %d", last), -1;
+        if (nd->output[k] && nd->output[k][0] && imp_uses(p, nd->output[k])) {
+            int s = imp_layer_inner(p, nd, "slice", &t, 1, 4, (int)sizes[k], rest, 1, err);
+            if (s < 0)
+                return -1;
+            imp_opt(&p->l[p->v[s].layer], "start", "%d", (int)at);
+            imp_opt(&p->l[p->v[s].layer], "end", "%d", (int)(at + sizes[k]));
+            /* back: [size, sd0 .. sd(n-2)] -> [sd0 .. sd(n-2), size] */
+            int dims[IMP_SAMPLE_DIMS], back[IMP_SAMPLE_DIMS];
+            dims[0] = (int)sizes[k];
+            for (int j = 1; j < nsd; j++)
+                dims[j] = sd[j - 1], back[j - 1] = j;
+            back[nsd - 1] = 0;
+            for (int j = 0; j < nsd; j++)
+                od[j] = j < nsd - 1 ? sd[j] : (int)sizes[k];
+            imp_value want;
+            memset(&want, 0, sizeof want);
+            imp_gen_set(&want, mode, od, nsd);
+            int o = imp_layer_output(p, nd, k, "permute", &s, 1, 4, want.c, want.h, want.w, err);
+            if (o < 0)
+                return -1;
+            permute_opts(&p->l[p->v[o].layer], dims, back, nsd);
+            imp_gen_set(&p->v[o], mode, od, nsd);
+        }
+        at += sizes[k];
+    }
+    return at == last ? 1 : (BAD("split sizes add up to %lld of %d", (long long)at, last), -1);
+}
+
+int imp_gen_token_reduce(imp *p, const Onnx__NodeProto *nd, int x, const char *op,
+                         dtnn_error *err)
+{
+    const imp_value X = p->v[x];
+    if (X.gen != IMP_GEN_BATCH || X.nsd != 2)
+        return 0;
+    /* [T, F] seen as T channels of F values: the reduction over the channels is over T */
+    const int tokens = X.sd[0], features = X.sd[1];
+    int t = inner_reshape(p, nd, x, tokens, features, 1, err);
+    if (t < 0 || (t = imp_layer_inner(p, nd, "reduce", &t, 1, 4, 1, features, 1, err)) < 0)
+        return -1;
+    imp_opt(&p->l[p->v[t].layer], "axes", "channels");
+    imp_opt(&p->l[p->v[t].layer], "op", "%s", op);
+    int o = imp_layer_new(p, nd, "reshape", NULL, &t, 1, 2, features, 1, 1, err);
+    if (o < 0)
+        return -1;
+    imp_opt(&p->l[p->v[o].layer], "shape", "%dx1x1", features);
+    return 1;
+}
+
+int imp_gen_view(imp *p, const Onnx__NodeProto *nd, int x, dtnn_error *err)
+{
+    const imp_value X = p->v[x];
+    if (X.gen || X.rank != 3)
+        return x;
+    /* [N, C, L] is dtnn's C x L x 1; as a tensor its rows of L are the last axis: 1 x C x L */
+    const int sd[2] = {X.c, X.h};
+    int o = inner_reshape(p, nd, x, 1, X.c, X.h, err);
+    if (o >= 0)
+        imp_gen_set(&p->v[o], IMP_GEN_BATCH, sd, 2);
+    return o;
+}
