@@ -2,7 +2,7 @@
 # Data parallelism means the same training: 20 SGD-momentum steps of lenet5 on 2 and 4 MPI
 # ranks, with every all-reduce strategy, fp16/bf16 transport, gradient accumulation, and
 # NAdam, LARS and LAMB with clipping and parameter groups, the weights' average, and a network
-# of the newer layers (layernorm, slice, reduce, upsample), end
+# of the newer layers (layernorm, slice, reduce, upsample, split and self-attention), end
 # within a stated tolerance of the same command on one process (half-precision transport on
 # cpu-guarded, a device's staged path, equals cpu's bit for bit); a rank count change on resume
 # continues the same run. Usage: mpi_equivalence.sh DTNN CKDIFF MPIRUN TMPDIR, where MPIRUN is the
@@ -152,6 +152,13 @@ mb=(--model models/modern_blocks.model --dataset synthetic --synthetic-shape 3x1
     --synthetic-samples 640 --batch-size 32 --steps 20 --optimizer sgd --lr 0.05 --momentum 0.9
     --threads 1 --seed 3 --quiet)
 ranks_agree "modern blocks" 2e-5 mb "" "${mb[@]}"
+
+# Self-attention (models/attention_blocks.model: permute, matmul, softmax, layernorm and linear
+# over the last axis; no batch norm): the same 20 steps, the same tolerance.
+ab=(--model models/attention_blocks.model --dataset synthetic --synthetic-shape 3x8x8
+    --synthetic-samples 640 --batch-size 32 --steps 20 --optimizer sgd --lr 0.05 --momentum 0.9
+    --threads 1 --seed 3 --quiet)
+ranks_agree "attention blocks" 2e-5 ab "" "${ab[@]}"
 
 # Resume on another rank count: 10 steps on 4 ranks, then the rest on 2 ranks, equals the
 # 20 steps of one process: the data order is a function of the seed and the global position.
