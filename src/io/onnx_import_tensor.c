@@ -137,6 +137,28 @@ int imp_gen_reshape(imp *p, const Onnx__NodeProto *nd, int x, const int64_t *t, 
     return as_dims(p, nd, -1, x, mode, sd, nsd, err) < 0 ? -1 : 1;
 }
 
+/* An inner reshape (a view) of value x to C x H x W; the new value or -1. */
+static int inner_reshape(imp *p, const Onnx__NodeProto *nd, int x, int c, int h, int w,
+                         dtnn_error *err)
+{
+    int o = imp_layer_inner(p, nd, "reshape", &x, 1, 4, c, h, w, err);
+    if (o >= 0)
+        imp_opt(&p->l[p->v[o].layer], "shape", "%dx%dx%d", c, h, w);
+    return o;
+}
+
+/* The permute layer's "dims" and "perm" options of l. */
+static void permute_opts(imp_layer *l, const int *dims, const int *perm, int n)
+{
+    char d[96] = "", q[64] = "";
+    for (int k = 0, a = 0, b = 0; k < n; k++) {
+        a += snprintf(d + a, sizeof d - (size_t)a, "%s%d", k ? "x" : "", dims[k]);
+        b += snprintf(q + b, sizeof q - (size_t)b, "%s%d", k ? "," : "", perm[k]);
+    }
+    imp_opt(l, "dims", "%s", d);
+    imp_opt(l, "perm", "%s", q);
+}
+
 /* The sample dims of layer value X (any kind) and its mode: an ordinary one is
  * IMP_GEN_BATCH of its C, H, W (rank 3: C, H; rank 2: F; rank 5: its groups, C / groups, H,
  * W). */
@@ -175,14 +197,7 @@ static int permuted(imp *p, const Onnx__NodeProto *nd, int x, const int *sd, con
     int o = imp_layer_new(p, nd, "permute", NULL, &x, 1, 4, want.c, want.h, want.w, err);
     if (o < 0)
         return -1;
-    imp_layer *l = &p->l[p->v[o].layer];
-    char dims[96] = "", perm[64] = "";
-    for (int k = 0, a = 0, b = 0; k < nsd; k++) {
-        a += snprintf(dims + a, sizeof dims - (size_t)a, "%s%d", k ? "x" : "", sd[k]);
-        b += snprintf(perm + b, sizeof perm - (size_t)b, "%s%d", k ? "," : "", pp[k]);
-    }
-    imp_opt(l, "dims", "%s", dims);
-    imp_opt(l, "perm", "%s", perm);
+    permute_opts(&p->l[p->v[o].layer], sd, pp, nsd);
     imp_gen_set(&p->v[o], mode, od, nod);
     return o;
 }
@@ -320,28 +335,6 @@ dtnn_status imp_gen_matmul(imp *p, const Onnx__NodeProto *nd, int a, int b, dtnn
         return err->code;
     imp_gen_set(&p->v[o], ma, sd, na);
     return DTNN_OK;
-}
-
-/* An inner reshape (a view) of value x to C x H x W; the new value or -1. */
-static int inner_reshape(imp *p, const Onnx__NodeProto *nd, int x, int c, int h, int w,
-                         dtnn_error *err)
-{
-    int o = imp_layer_inner(p, nd, "reshape", &x, 1, 4, c, h, w, err);
-    if (o >= 0)
-        imp_opt(&p->l[p->v[o].layer], "shape", "%dx%dx%d", c, h, w);
-    return o;
-}
-
-/* The permute layer's "dims" and "perm" options of l. */
-static void permute_opts(imp_layer *l, const int *dims, const int *perm, int n)
-{
-    char d[96] = "", q[64] = "";
-    for (int k = 0, a = 0, b = 0; k < n; k++) {
-        a += snprintf(d + a, sizeof d - (size_t)a, "%s%d", k ? "x" : "", dims[k]);
-        b += snprintf(q + b, sizeof q - (size_t)b, "%s%d", k ? "," : "", perm[k]);
-    }
-    imp_opt(l, "dims", "%s", d);
-    imp_opt(l, "perm", "%s", q);
 }
 
 int imp_gen_split_last(imp *p, const Onnx__NodeProto *nd, int x, const int64_t *sizes, int outs,
