@@ -231,6 +231,15 @@ save("rsoftmax", [helper.make_node("ReduceMean", ["x"], ["m"], name="pool", axes
       "r2": np.array([-1, 6, 1, 1], np.int64)}, [1, 6, 1, 1])
 g = np.tensordot(x64.mean(axis=(2, 3)), wg[:, :, 0, 0], (1, 1)).reshape(1, 2, 3)
 np.save(f"{tmp}/ref_rsoftmax.npy", (np.exp(g) / np.exp(g).sum(1, keepdims=True)).reshape(1, 6, 1, 1))
+# A tensor's batch moved to axis 1 and the first of axis 0 taken (x.flatten(2).permute(2, 0, 1)
+# [0]: its first pixel), and a Reshape whose sizes multiply past 2^64 (refused, no crash)
+save("pixel0", [helper.make_node("Reshape", ["x", "s3"], ["r"], name="flat"),
+                helper.make_node("Transpose", ["r"], ["t"], name="pixels_first", perm=[2, 0, 1]),
+                helper.make_node("Gather", ["t", "i0"], ["y"], name="first", axis=0)],
+     {"s3": np.array([-1, 3, 64], np.int64), "i0": np.array(0, np.int64)}, [1, 3])
+np.save(f"{tmp}/ref_pixel0.npy", x.reshape(1, 3, 64).transpose(2, 0, 1)[0])
+save("huge", [helper.make_node("Reshape", ["x", "s"], ["y"], name="huge")],
+     {"s": np.array([65536] * 4 + [-1], np.int64)}, [1, 3, 8, 8])
 save("softc", [helper.make_node("Softmax", ["x"], ["y"], name="softc", axis=1)], {}, [1, 3, 8, 8])
 np.save(f"{tmp}/ref_softc.npy", np.exp(x64) / np.exp(x64).sum(1, keepdims=True))
 save("softc11", [helper.make_node("Softmax", ["x"], ["y"], name="softc11", axis=1)], {},
@@ -423,7 +432,7 @@ P
     for g in asym gmax hsig mulc rsub adds divc div2 erf gelu_ops sqrt pow lnc cfold featc pad15 pad9 \
              padrelu rmean rmeanc rsum rsumc rl2 rl2c grn wstd split13 split11 slicec resize \
              idchain \
-             cunary skatt rsoftmax softc \
+             cunary skatt rsoftmax softc pixel0 \
              fpads; do
         "$dtnn" predict --model "$tmp/$g.onnx" --input "$tmp/h_x.npy" --output "$tmp/o_$g.npy" \
             --threads 1 >/dev/null || { echo "FAIL: predict $g.onnx"; fail=1; continue; }
@@ -449,6 +458,7 @@ np.save(sys.argv[1], a.reshape(b.shape) if a.size == b.size else a)" \
     fi
     expect "node 'cube' (Pow): exponent 3" "$dtnn" info --model "$tmp/cube.onnx"
     expect "node 'softc11' (Softmax): attribute axis" "$dtnn" info --model "$tmp/softc11.onnx"
+    expect "node 'huge' (Reshape): target shape" "$dtnn" info --model "$tmp/huge.onnx"
     expect "node 'refl' (Pad): attribute mode='reflect'" "$dtnn" info --model "$tmp/reflect.onnx"
     expect "node 'rmeanc0' (ReduceMean): only the mean over H and W" "$dtnn" info \
         --model "$tmp/rmeanc0.onnx"

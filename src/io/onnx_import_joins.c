@@ -97,8 +97,16 @@ static dtnn_status const_operand(imp *p, const Onnx__NodeProto *nd, const char *
      * last two axes are H and W and any before them must be 1 */
     int64_t kd[4] = {1, 1, 1, 1};
     if (X.gen) {
+        /* the ONNX axis that holds the batch, counted from the end: a constant must not vary
+         * along it (it has one sample) */
+        const int batch_from_end = X.gen == IMP_GEN_BATCH    ? X.rank
+                                   : X.gen == IMP_GEN_MERGED ? X.nsd
+                                                             : X.nsd - 1;
         for (int d = 0; d < K->ndim; d++) {
             const int from_end = K->ndim - d;
+            if (from_end == batch_from_end && K->dims[d] != 1)
+                return FAIL("constant '%s' varies along the axis of '%s' that holds the batch",
+                            K->name, X.name);
             if (from_end > 2 && K->dims[d] != 1)
                 return FAIL("constant '%s' varies along an axis before the last two of the "
                             "tensor '%s'", K->name, X.name);
@@ -128,7 +136,7 @@ static dtnn_status const_operand(imp *p, const Onnx__NodeProto *nd, const char *
                         xs[0], xs[1], xs[2]);
         os[d] = ks[d] > xs[d] ? ks[d] : xs[d];
     }
-    if (X.rank == 2 && (os[1] != 1 || os[2] != 1))
+    if (!X.gen && X.rank == 2 && (os[1] != 1 || os[2] != 1))
         return FAIL("constant '%s' would make the flat value '%s' 4-D", K->name, X.name);
     if (X.gen && (os[0] != X.c || os[1] != X.h || os[2] != X.w))
         return FAIL("constant '%s' would broadcast the tensor '%s' to another shape", K->name,

@@ -523,6 +523,7 @@ static dtnn_status op_matmul(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
     if (p->v[b].kind == IMP_LAYER) {
         /* a product of two computed values: attention's q k^T and its weights times v */
         if (imp_in_layer(p, nd, 1, IMP_ALLOW_GEN, err) < 0 ||
+            (p->v[x].nhwc && (x = imp_gen_from_nhwc(p, nd, x, err)) < 0) ||
             (x = imp_gen_view(p, nd, x, err)) < 0 || (b = imp_gen_view(p, nd, b, err)) < 0)
             return err->code;
         return imp_gen_matmul(p, nd, x, b, err);

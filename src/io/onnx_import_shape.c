@@ -101,7 +101,7 @@ static int resolve_target(const int64_t *t, int r, const imp_value *X, int64_t b
         int64_t v = t[k] == 0 && k < X->rank ? xs[k] : t[k];
         if (v == -1 && unknown < 0 && t[0] != -1)
             unknown = k - 1;
-        else if (v < 1 || v > F)
+        else if (v < 1 || v > F / known)    /* the product stays within F: no overflow */
             return 0;
         d[k - 1] = v;
         if (v > 0)

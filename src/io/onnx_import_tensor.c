@@ -23,9 +23,15 @@
 
 void imp_gen_set(imp_value *v, int mode, const int *sd, int nsd)
 {
+    if (mode == IMP_GEN_MERGED && nsd >= 2 && sd[0] == 1) {
+        /* [N * 1, d1, ...] is [N, d1, ...] */
+        mode = IMP_GEN_BATCH;
+        sd++;
+        nsd--;
+    }
     v->gen = mode;
     v->nsd = nsd;
-    memcpy(v->sd, sd, sizeof(int) * (size_t)nsd);
+    memmove(v->sd, sd, sizeof(int) * (size_t)nsd);
     v->rank = mode == IMP_GEN_BATCH ? nsd + 1 : nsd;
     v->c = 1;
     v->h = nsd >= 2 ? sd[nsd - 2] : 1;
@@ -111,7 +117,7 @@ int imp_gen_reshape(imp *p, const Onnx__NodeProto *nd, int x, const int64_t *t, 
         rd[k] = t[k] == 0 && k < xr ? d[k] : t[k];
         if (rd[k] == -1 && unknown < 0)
             unknown = k;
-        else if (rd[k] < 1 || rd[k] > total)
+        else if (rd[k] < 1 || rd[k] > total / known)   /* the product stays within total */
             return 0;
         else
             known *= rd[k];
@@ -123,7 +129,7 @@ int imp_gen_reshape(imp *p, const Onnx__NodeProto *nd, int x, const int64_t *t, 
     } else if (known != total) {
         return 0;
     }
-    if (rd[0] % p->batch || r - 1 > IMP_SAMPLE_DIMS)
+    if (rd[0] % p->batch || r - (rd[0] == p->batch) > IMP_SAMPLE_DIMS)
         return 0;
     int sd[IMP_SAMPLE_DIMS], nsd = 0, mode = IMP_GEN_BATCH;
     if (rd[0] != p->batch) {
@@ -132,8 +138,6 @@ int imp_gen_reshape(imp *p, const Onnx__NodeProto *nd, int x, const int64_t *t, 
     }
     for (int k = 1; k < r; k++)
         sd[nsd++] = (int)rd[k];
-    if (nsd > IMP_SAMPLE_DIMS)
-        return 0;
     return as_dims(p, nd, -1, x, mode, sd, nsd, err) < 0 ? -1 : 1;
 }
 
@@ -191,13 +195,24 @@ static int permuted(imp *p, const Onnx__NodeProto *nd, int x, const int *sd, con
         identity &= pp[k] == k;
     if (identity)
         return as_dims(p, nd, -1, x, mode, od, nod, err);
-    imp_value want;
+    /* the layer's own C x H x W (its dims in the new order) and the value's, which may hold
+     * a unit dim more: a view between them where they differ */
+    int moved[IMP_SAMPLE_DIMS];
+    for (int k = 0; k < nsd; k++)
+        moved[k] = sd[pp[k]];
+    imp_value own, want;
+    memset(&own, 0, sizeof own);
     memset(&want, 0, sizeof want);
+    imp_gen_set(&own, IMP_GEN_MERGED, moved, nsd);
     imp_gen_set(&want, mode, od, nod);
-    int o = imp_layer_new(p, nd, "permute", NULL, &x, 1, 4, want.c, want.h, want.w, err);
+    const int same = own.c == want.c && own.h == want.h && own.w == want.w;
+    int o = same ? imp_layer_new(p, nd, "permute", NULL, &x, 1, 4, own.c, own.h, own.w, err)
+                 : imp_layer_inner(p, nd, "permute", &x, 1, 4, own.c, own.h, own.w, err);
     if (o < 0)
         return -1;
     permute_opts(&p->l[p->v[o].layer], sd, pp, nsd);
+    if (!same)
+        return as_dims(p, nd, -1, o, mode, od, nod, err);
     imp_gen_set(&p->v[o], mode, od, nod);
     return o;
 }
@@ -234,14 +249,14 @@ int imp_gen_transpose(imp *p, const Onnx__NodeProto *nd, int x, const int64_t *p
     for (int k = 0; k < m; k++)
         if (pp[k] < 0 || pp[k] >= nsd)
             return 0;
+    if (m + (perm[0] != 0 && b) > IMP_SAMPLE_DIMS)
+        return 0;
     int nod = 0;
     for (int k = 0; k < m; k++) {
         od[nod++] = sd[pp[k]];
         if (perm[0] != 0 && b && k == 0)
             od[nod++] = 1;  /* the batch alone on axis 1: a unit sample dim merged with it */
     }
-    if (nod > IMP_SAMPLE_DIMS)
-        return 0;
     return permuted(p, nd, x, sd, pp, nsd, perm[0] == 0 ? mode : IMP_GEN_LEAD, od, nod, err) < 0
                ? -1 : 1;
 }
@@ -312,7 +327,9 @@ dtnn_status imp_gen_matmul(imp *p, const Onnx__NodeProto *nd, int a, int b, dtnn
     const imp_value A = p->v[a], B = p->v[b];
     int sa[IMP_SAMPLE_DIMS], sb[IMP_SAMPLE_DIMS], ma, mb;
     const int na = sample_dims(&A, sa, &ma), nb = sample_dims(&B, sb, &mb);
-    int same = na == nb && ma == mb && na >= 2 && ma != IMP_GEN_LEAD;
+    /* folded into axis 0 the batch would be in a 2-D product's rows or contraction */
+    int same = na == nb && ma == mb && na >= (ma == IMP_GEN_MERGED ? 3 : 2) &&
+               ma != IMP_GEN_LEAD;
     for (int k = 0; same && k < na - 2; k++)
         same = sa[k] == sb[k];
     if (!same || sa[na - 1] != sb[nb - 2])

@@ -213,6 +213,15 @@ int layer_opt_pad_sides(const char *key, const char *value, int side[4], dtnn_st
     return 1;
 }
 
+dtnn_status layer_rows_fit(const layer *l, size_t rows_per_sample, dtnn_error *err)
+{
+    if ((size_t)l->build->max_batch * rows_per_sample <= INT_MAX)
+        return DTNN_OK;
+    return dtnn_error_set(err, DTNN_ERR_SHAPE, "%s: %d samples of %zu rows each are more rows "
+                          "than one call takes (2^31): a smaller batch", l->ops->type,
+                          l->build->max_batch, rows_per_sample);
+}
+
 int layer_opt_list(const char *value, char sep, int min, int max, int cap, int *out)
 {
     int n = 0;
@@ -247,6 +256,8 @@ dtnn_status layer_permutation(const int *dims, const int *perm, int rank, permut
         od[k] = dims[perm[k]];
         inverse->dims[k] = od[k];
         inverse->perm[perm[k]] = k;
+        if ((size_t)dims[k] > ((size_t)1 << 31) / *size)
+            return dtnn_error_set(err, DTNN_ERR_ARG, "permute: dims hold more than 2^31 values");
         *size *= (size_t)dims[k];
     }
     *out = (dtnn_shape){1, rank >= 2 ? od[rank - 2] : 1, rank >= 2 ? od[rank - 1] : 1};

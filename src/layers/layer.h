@@ -244,6 +244,9 @@ void layer_view_forward(layer *l, const layer_ctx *ctx);
 void layer_view_backward(layer *l, const layer_ctx *ctx);
 dtnn_status layer_opt_pair(const char *key, const char *value, int min, int *h, int *w,
                            dtnn_error *err);
+/* An ARG error unless the largest batch's rows (max_batch x rows_per_sample: the rows of W a
+ * last-axis softmax, layernorm or linear hands the backend as its `n`) fit an int. */
+dtnn_status layer_rows_fit(const layer *l, size_t rows_per_sample, dtnn_error *err);
 /* Up to cap integers in [min, max] joined by sep ("2x3x4", "0,2,1") into out: how many, or -1
  * when value is not such a list. */
 int layer_opt_list(const char *value, char sep, int min, int max, int cap, int *out);

@@ -48,7 +48,6 @@ static dtnn_status layernorm_set(void *cfg, const char *key, const char *value, 
 
 static dtnn_status layernorm_infer(layer *l, dtnn_error *err)
 {
-    (void)err;
     layernorm_cfg *c = l->cfg;
     const dtnn_shape x = l->in[0];
     const int features = c->last ? x.w : x.c;
@@ -61,6 +60,9 @@ static dtnn_status layernorm_infer(layer *l, dtnn_error *err)
     }
     /* over rows of W: the backend's [n C H, W, 1] */
     c->rows = c->last ? x.c * x.h : 1;
+    dtnn_status st = layer_rows_fit(l, (size_t)c->rows, err);
+    if (st)
+        return st;
     c->g = c->last ? (layernorm_geom){x.w, 1, c->eps} : (layernorm_geom){x.c, x.h * x.w, c->eps};
     l->out = x;
     l->aux_bytes = 2 * sizeof(float) * (size_t)c->rows * c->g.HW;

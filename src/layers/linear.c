@@ -64,6 +64,9 @@ static dtnn_status linear_infer(layer *l, dtnn_error *err)
         layer_declare(l, "bias", DTNN_TENSOR_PARAM, DTNN_F32, 1, bd, INIT_BIAS, features,
                       c->outputs);
     }
+    dtnn_status st = layer_rows_fit(l, (size_t)c->rows, err);
+    if (st)
+        return st;
     c->d = (linear_desc){c->outputs, features, l->build->precision};
     l->workspace_bytes = l->be->op->linear_workspace(l->be, &c->d,
                                                      l->build->max_batch * c->rows);

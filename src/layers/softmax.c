@@ -60,7 +60,7 @@ static dtnn_status softmax_infer(layer *l, dtnn_error *err)
         return dtnn_error_set(err, DTNN_ERR_SHAPE, "softmax: groups = %d does not divide the "
                               "input's %d channels", c->groups, in.c);
     l->out = in;
-    return DTNN_OK;
+    return c->last ? layer_rows_fit(l, (size_t)in.c * in.h, err) : DTNN_OK;
 }
 
 /* The backend's [rows, cols, inner]: across the groups at each remaining position, or over
