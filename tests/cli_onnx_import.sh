@@ -240,6 +240,22 @@ save("pixel0", [helper.make_node("Reshape", ["x", "s3"], ["r"], name="flat"),
 np.save(f"{tmp}/ref_pixel0.npy", x.reshape(1, 3, 64).transpose(2, 0, 1)[0])
 save("huge", [helper.make_node("Reshape", ["x", "s"], ["y"], name="huge")],
      {"s": np.array([65536] * 4 + [-1], np.int64)}, [1, 3, 8, 8])
+# [N, C, L] (dtnn's C x L x 1) over its last axis: Softmax, then LayerNormalization of its
+# rows, back to [N, C, H, W]
+lw = (rng.random(64) + 0.5).astype(np.float32)
+lbias = rng.standard_normal(64).astype(np.float32)
+save("rows", [helper.make_node("Reshape", ["x", "s3"], ["r"], name="rows"),
+              helper.make_node("Softmax", ["r"], ["s"], name="row_softmax", axis=-1),
+              helper.make_node("LayerNormalization", ["s", "rw", "rb"], ["n"], name="row_norm",
+                               axis=-1, epsilon=1e-5),
+              helper.make_node("Reshape", ["n", "s4"], ["y"], name="back")],
+     {"s3": np.array([-1, 3, 64], np.int64), "rw": lw, "rb": lbias,
+      "s4": np.array([-1, 3, 8, 8], np.int64)}, [1, 3, 8, 8], opset=17)
+r = x64.reshape(1, 3, 64)
+r = np.exp(r - r.max(-1, keepdims=True))
+r /= r.sum(-1, keepdims=True)
+r = (r - r.mean(-1, keepdims=True)) / np.sqrt(r.var(-1, keepdims=True) + 1e-5) * lw + lbias
+np.save(f"{tmp}/ref_rows.npy", r.reshape(1, 3, 8, 8))
 save("softc", [helper.make_node("Softmax", ["x"], ["y"], name="softc", axis=1)], {}, [1, 3, 8, 8])
 np.save(f"{tmp}/ref_softc.npy", np.exp(x64) / np.exp(x64).sum(1, keepdims=True))
 save("softc11", [helper.make_node("Softmax", ["x"], ["y"], name="softc11", axis=1)], {},
@@ -432,7 +448,7 @@ P
     for g in asym gmax hsig mulc rsub adds divc div2 erf gelu_ops sqrt pow lnc cfold featc pad15 pad9 \
              padrelu rmean rmeanc rsum rsumc rl2 rl2c grn wstd split13 split11 slicec resize \
              idchain \
-             cunary skatt rsoftmax softc pixel0 \
+             cunary skatt rsoftmax softc pixel0 rows \
              fpads; do
         "$dtnn" predict --model "$tmp/$g.onnx" --input "$tmp/h_x.npy" --output "$tmp/o_$g.npy" \
             --threads 1 >/dev/null || { echo "FAIL: predict $g.onnx"; fail=1; continue; }

@@ -73,8 +73,11 @@ dtnn_status op_layernorm(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
     int x = imp_in_layer(p, nd, 0, IMP_ALLOW_NHWC | IMP_ALLOW_GEN, err);
     if (x < 0)
         return err->code;
+    const int axis = imp_axis(imp_attr_int(nd, "axis", -1), p->v[x].rank);
+    /* [N, C, L] over L: its rows as a tensor's last axis */
+    if (!p->v[x].gen && p->v[x].rank == 3 && axis == 2 && (x = imp_gen_view(p, nd, x, err)) < 0)
+        return err->code;
     const imp_value X = p->v[x];
-    const int axis = imp_axis(imp_attr_int(nd, "axis", -1), X.rank);
     /* a tensor's last axis: a transformer's norm over the features of each token */
     const int rows = ((X.gen && X.gen != IMP_GEN_LEAD && X.nsd >= 2) ||
                       (!X.gen && !X.nhwc && X.rank == 4)) &&

@@ -240,12 +240,10 @@ static dtnn_status op_global_pool(imp *p, const Onnx__NodeProto *nd, dtnn_error 
 /* ---- activations -------------------------------------------------------------------------- */
 
 /* An element-wise layer: on a channels-last view too, whose output stays one. */
-static dtnn_status activation(imp *p, const Onnx__NodeProto *nd, const char *type,
-                              imp_layer **out, dtnn_error *err)
+/* The one-input layer `type` of value x, its output laid out as x. */
+static dtnn_status activation_of(imp *p, const Onnx__NodeProto *nd, const char *type, int x,
+                                 imp_layer **out, dtnn_error *err)
 {
-    int x = imp_in_layer(p, nd, 0, IMP_ALLOW_NHWC | IMP_ALLOW_GROUPS | IMP_ALLOW_GEN, err);
-    if (x < 0)
-        return err->code;
     const imp_value X = p->v[x];
     int o = imp_layer_new(p, nd, type, NULL, &x, 1, X.rank, X.c, X.h, X.w, err);
     if (o < 0)
@@ -254,6 +252,13 @@ static dtnn_status activation(imp *p, const Onnx__NodeProto *nd, const char *typ
     if (out)
         *out = &p->l[p->v[o].layer];
     return DTNN_OK;
+}
+
+static dtnn_status activation(imp *p, const Onnx__NodeProto *nd, const char *type,
+                              imp_layer **out, dtnn_error *err)
+{
+    int x = imp_in_layer(p, nd, 0, IMP_ALLOW_NHWC | IMP_ALLOW_GROUPS | IMP_ALLOW_GEN, err);
+    return x < 0 ? err->code : activation_of(p, nd, type, x, out, err);
 }
 
 static dtnn_status op_unary(imp *p, const Onnx__NodeProto *nd, dtnn_error *err)
@@ -359,12 +364,14 @@ static dtnn_status op_softmax(imp *p, const Onnx__NodeProto *nd, dtnn_error *err
     const imp_value X = p->v[x];
     int axis = imp_axis(imp_attr_int(nd, "axis", p->opset < 13 ? 1 : -1), X.rank);
     const int rows = (X.gen && X.gen != IMP_GEN_LEAD && X.nsd >= 2) ||
-                     (X.rank == 4 && !is_flat(&X));
+                     (X.rank == 4 && !is_flat(&X)) || (X.rank == 3 && X.h > 1);
     /* before opset 13 Softmax flattens from `axis` on: from the last, that axis alone */
     if (rows && axis == X.rank - 1) {
-        /* attention's weights: over the last axis */
+        /* attention's weights: over the last axis ([N, C, L] over L: its rows, as a tensor) */
+        if ((x = imp_gen_view(p, nd, x, err)) < 0)
+            return err->code;
         imp_layer *l = NULL;
-        dtnn_status st = activation(p, nd, "softmax", &l, err);
+        dtnn_status st = activation_of(p, nd, "softmax", x, &l, err);
         if (!st)
             imp_opt(l, "axis", "last");
         return st;
