@@ -213,6 +213,16 @@ int layer_opt_pad_sides(const char *key, const char *value, int side[4], dtnn_st
     return 1;
 }
 
+dtnn_status layer_opt_last_axis(const char *type, const char *value, const char *other,
+                                int *last, dtnn_error *err)
+{
+    if (strcmp(value, "last") && strcmp(value, other))
+        return dtnn_error_set(err, DTNN_ERR_ARG, "%s: axis = %s is not %s or last", type, value,
+                              other);
+    *last = !strcmp(value, "last");
+    return DTNN_OK;
+}
+
 dtnn_status layer_rows_fit(const layer *l, size_t rows_per_sample, dtnn_error *err)
 {
     if ((size_t)l->build->max_batch * rows_per_sample <= INT_MAX)

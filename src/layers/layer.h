@@ -244,6 +244,9 @@ void layer_view_forward(layer *l, const layer_ctx *ctx);
 void layer_view_backward(layer *l, const layer_ctx *ctx);
 dtnn_status layer_opt_pair(const char *key, const char *value, int min, int *h, int *w,
                            dtnn_error *err);
+/* The option axis = `other` | last of softmax, layernorm and linear: *last set (1 for last). */
+dtnn_status layer_opt_last_axis(const char *type, const char *value, const char *other,
+                                int *last, dtnn_error *err);
 /* An ARG error unless the largest batch's rows (max_batch x rows_per_sample: the rows of W a
  * last-axis softmax, layernorm or linear hands the backend as its `n`) fit an int. */
 dtnn_status layer_rows_fit(const layer *l, size_t rows_per_sample, dtnn_error *err);

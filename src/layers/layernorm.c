@@ -34,14 +34,8 @@ static dtnn_status layernorm_set(void *cfg, const char *key, const char *value, 
         return layer_opt_float(key, value, 1e-12, 1.0, &c->eps, err);
     if (!strcmp(key, "affine"))
         return layer_opt_bool(key, value, &c->affine, err);
-    if (!strcmp(key, "axis")) {
-        if (!strcmp(value, "last") || !strcmp(value, "channels")) {
-            c->last = !strcmp(value, "last");
-            return DTNN_OK;
-        }
-        return dtnn_error_set(err, DTNN_ERR_ARG, "layernorm: axis = %s is not channels or last",
-                              value);
-    }
+    if (!strcmp(key, "axis"))
+        return layer_opt_last_axis("layernorm", value, "channels", &c->last, err);
     return dtnn_error_set(err, DTNN_ERR_ARG, "unknown option '%s' for layernorm (eps, affine, "
                           "axis)", key);
 }

@@ -30,14 +30,8 @@ static dtnn_status linear_set(void *cfg, const char *key, const char *value, dtn
         return layer_opt_int(key, value, 1, 1 << 24, &c->outputs, err);
     if (!strcmp(key, "bias"))
         return layer_opt_bool(key, value, &c->bias, err);
-    if (!strcmp(key, "axis")) {
-        if (!strcmp(value, "last") || !strcmp(value, "features")) {
-            c->last = !strcmp(value, "last");
-            return DTNN_OK;
-        }
-        return dtnn_error_set(err, DTNN_ERR_ARG, "linear: axis = %s is not features (a flat "
-                              "input) or last (each row of W values)", value);
-    }
+    if (!strcmp(key, "axis"))
+        return layer_opt_last_axis("linear", value, "features", &c->last, err);
     return dtnn_error_set(err, DTNN_ERR_ARG,
                           "unknown option '%s' for linear (outputs, bias, axis)", key);
 }

@@ -9,7 +9,6 @@
  * C/G x H x W values each. Options: axes = channels | spatial (required), op = mean | sum | l2
  * (mean), groups (axes = channels only).
  */
-#include <stdlib.h>
 #include <string.h>
 
 #include "layer.h"
@@ -34,14 +33,7 @@ static dtnn_status reduce_set(void *cfg, const char *key, const char *value, dtn
         if (c->op >= 0)
             return DTNN_OK;
     } else if (!strcmp(key, "groups")) {
-        char *end;
-        const long g = strtol(value, &end, 10);
-        if (end != value && !*end && g >= 1 && g <= 1 << 24) {
-            c->groups = (int)g;
-            return DTNN_OK;
-        }
-        return dtnn_error_set(err, DTNN_ERR_ARG, "reduce: groups = %s is not a positive count "
-                              "of channel groups", value);
+        return layer_opt_int(key, value, 1, 1 << 24, &c->groups, err);
     } else {
         return dtnn_error_set(err, DTNN_ERR_ARG, "unknown option '%s' for reduce (axes, op, "
                               "groups)", key);

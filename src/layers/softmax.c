@@ -11,7 +11,6 @@
  * logits, which is more accurate than softmax followed by a log. The arithmetic is the
  * backend's softmax_*.
  */
-#include <stdlib.h>
 #include <string.h>
 
 #include "layer.h"
@@ -24,24 +23,12 @@ typedef struct {
 static dtnn_status softmax_set(void *cfg, const char *key, const char *value, dtnn_error *err)
 {
     softmax_cfg *c = cfg;
-    if (!strcmp(key, "axis")) {
-        if (!strcmp(value, "last") || !strcmp(value, "features")) {
-            c->last = !strcmp(value, "last");
-            return DTNN_OK;
-        }
-        return dtnn_error_set(err, DTNN_ERR_ARG, "softmax: axis = %s is not features or last",
-                              value);
-    }
-    if (strcmp(key, "groups"))
-        return dtnn_error_set(err, DTNN_ERR_ARG, "unknown option '%s' for softmax (groups, "
-                              "axis)", key);
-    char *end;
-    const long g = strtol(value, &end, 10);
-    if (end == value || *end || g < 1 || g > 1 << 24)
-        return dtnn_error_set(err, DTNN_ERR_ARG, "softmax: groups = %s is not a positive "
-                              "count of channel groups", value);
-    c->groups = (int)g;
-    return DTNN_OK;
+    if (!strcmp(key, "axis"))
+        return layer_opt_last_axis("softmax", value, "features", &c->last, err);
+    if (!strcmp(key, "groups"))
+        return layer_opt_int(key, value, 1, 1 << 24, &c->groups, err);
+    return dtnn_error_set(err, DTNN_ERR_ARG, "unknown option '%s' for softmax (groups, axis)",
+                          key);
 }
 
 static dtnn_status softmax_infer(layer *l, dtnn_error *err)
