@@ -19,11 +19,12 @@
  *      (row parity, column parity) planes; F(4x4): its column phases mod 4), so the block of
  *      every tile in a row of tiles is a set of contiguous loads, and transformed to
  *      V [alpha^2][ins][tiles] (B^T d B, 4 or 8 tiles at a time);
- *   2. for each block of 24 tiles and 4 output channels, alpha^2 small GEMMs over the input
- *      channels (M[xi] = U[xi] V[xi], U = the transformed filters), kept in a 6 or 13.5 KiB
- *      buffer and turned into outputs (A^T M A) at once, so M never goes to memory. Wide
- *      layers (more than 64 channels) run the products as BLAS GEMMs instead, through M
- *      [alpha^2][outs][tiles] (winograd_gemm_pass).
+ *   2. for each block of TB tiles (24; 48 in the AVX-512 set) and 4 output channels, alpha^2
+ *      small GEMMs over the input channels (M[xi] = U[xi] V[xi], U = the transformed
+ *      filters), kept in a buffer of 6 or 13.5 KiB (twice that at TB = 48) and turned into
+ *      outputs (A^T M A) at once, so M never goes to memory. Wide layers (more than 64
+ *      channels) run the products as GEMMs instead, through M [alpha^2][outs][tiles]
+ *      (winograd_gemm_pass).
  * The input gradient is the same computation over the output gradient with the filters
  * transposed and rotated by 180 degrees (for padding 1 and a 3x3 kernel its padding is 1);
  * the weight gradient is below (winograd_weight_grad).
@@ -92,8 +93,8 @@ static wino_geom make_geom(const conv_geom *g, int weight_grad)
 
 /* Wide layers (more than 64 channels in or out: VGG's deeper stages) multiply their
  * transformed tiles with BLAS, as GEMMs of [outs][ins] by [ins][tiles]: there the filters of
- * one position (up to 512 x 512) no longer stay in cache for cpu_tile_4x24, which streamed them
- * from memory once per block of 24 tiles. */
+ * one position (up to 512 x 512) no longer stay in cache for wino_tile, which streamed them
+ * from memory once per block of TB tiles. */
 enum { WIDE = 64 };
 static int wide(const conv_geom *g) { return g->C > WIDE || g->K > WIDE; }
 
@@ -228,10 +229,10 @@ static void winograd_chunk(const wino_geom *wg, int n0, int nb, int ins, int out
 #pragma omp parallel for schedule(guided) if (team)
     for (long long job = 0; job < jobs; job++) {
         const int tb = (int)(job / kblocks), kb = (int)(job % kblocks);
-        /* M of the block: [KB][xi][TB], 6 KiB (F(2x2)) or 13.5 KiB (F(4x4)) */
+        /* M of the block: [KB][xi][TB], 6 KiB (F(2x2)) or 13.5 KiB (F(4x4)) at TB = 24 */
         float m[KB * XI_MAX * TB];
         for (int xi = 0; xi < xis; xi++)
-            cpu_tile_4x24(ins, u + ((size_t)xi * kblocks + kb) * ins * KB,
+            wino_tile(ins, u + ((size_t)xi * kblocks + kb) * ins * KB,
                           v + xi * xi_stride + (size_t)tb * TB, ldv, m + xi * TB,
                           (size_t)xis * TB);
         for (int j = 0; j < KB && kb * KB + j < outs; j++) {

@@ -15,7 +15,23 @@
 #if defined(__AVX2__) && defined(__FMA__)
 #define CONV_WINOGRAD 1
 
-enum { KB = 4, TB = 24 };   /* channel block, tile block */
+/* channel block, tile block: the products' register tile is KB x TB (gemm_tiles.c), as wide
+ * as a set's vectors allow: 3 ymm or 3 zmm a row */
+#if defined(__AVX512F__)
+enum { KB = 4, TB = 48 };
+static inline void wino_tile(int k, const float *u, const float *v, size_t ldv, float *m,
+                             size_t ldm)
+{
+    cpu_tile_4x48(k, u, v, ldv, m, ldm);
+}
+#else
+enum { KB = 4, TB = 24 };
+static inline void wino_tile(int k, const float *u, const float *v, size_t ldv, float *m,
+                             size_t ldm)
+{
+    cpu_tile_4x24(k, u, v, ldv, m, ldm);
+}
+#endif
 enum { XI_MAX = 36 };       /* transformed positions of F(4x4, 3x3) */
 
 typedef struct {

@@ -50,7 +50,7 @@ static inline void filter_tiles4(int alpha, const double (*G)[3], const __m256d 
 }
 
 /* U = G g G^T, g = w [k][c] (forward) or w [c][k] rotated by 180
- * degrees (input gradient: outs = C, ins = K), as [xi][outs / KB][ins][KB] for cpu_tile_4x24
+ * degrees (input gradient: outs = C, ins = K), as [xi][outs / KB][ins][KB] for wino_tile
  * (channels past the last block's end 0) or, with `rows`, as xi row-major [outs][ins]
  * matrices for BLAS. */
 void wino_transform_filters(const wino_geom *wg, const float *w, int K, int C,
@@ -478,7 +478,7 @@ void wino_transform_output(const wino_geom *wg, const float *m, size_t xi_stride
 
 /* V [xi][ins][ldv] = B^T d B of every tile of images n0 .. n0 + nb - 1 of in [n, ins, rows,
  * cols] (tile index = image * tiles + tile), each plane split into parity planes at par first;
- * the columns past the last tile are zeroed, since blocks of 24 read them (garbage there would
+ * the columns past the last tile are zeroed, since blocks of TB read them (garbage there would
  * only be thrown away, but denormals or NaNs would cost time). */
 void wino_transform_inputs(const wino_geom *wg, int n0, int nb, int ins, const float *in,
                              float *par, float *v, size_t ldv, int team)

@@ -254,6 +254,10 @@ void cpu_gemm_dots(int m, int n, int k, const float *a, int lda, const float *b,
 void cpu_tile_4x24(int k, const float *a, const float *b, size_t ldb, float *c, size_t ldc);
 void cpu_tile_4x24_taps(int steps, int taps, const ptrdiff_t *offsets, size_t step,
                         const float *a, const float *b, float *c, size_t ldc);
+#if defined(__AVX512F__)
+/* The AVX-512 set's wider tile, 4 x 48 (Winograd's products; same lanes' sums as 4 x 24). */
+void cpu_tile_4x48(int k, const float *a, const float *b, size_t ldb, float *c, size_t ldc);
+#endif
 /* Their dot products: acc[j][i] (8 float lanes) += a[j][t] * b[i][t] for t in [t0, t1), a
  * multiple of 8 long. */
 void cpu_dot_4x3(const float *const a[4], const float *const b[3], size_t t0, size_t t1,
