@@ -1,7 +1,7 @@
 /*
- * gradcheck.h — what test_gradcheck.c and gradcheck_semantics.c share (gradcheck.c): the
- * tolerances (their reasons are at the top of test_gradcheck.c) and the model helpers. Every
- * model is built with the seed SEED, for training, with an input gradient.
+ * gradcheck.h — what test_gradcheck.c, gradcheck_semantics.c and gradcheck_values.c share
+ * (gradcheck.c): the tolerances (their reasons are at the top of test_gradcheck.c) and the model
+ * helpers. Every model is built with the seed SEED, for training, with an input gradient.
  */
 #ifndef DTNN_TEST_GRADCHECK_H
 #define DTNN_TEST_GRADCHECK_H
@@ -39,5 +39,7 @@ void expect_build_error(dtnn_model *m, dtnn_status code, const char *n1, const c
 
 /* gradcheck_semantics.c: the layers and options ONNX models bring. */
 void check_semantics(void);
+/* gradcheck_values.c: forward values against hand-computed expectations. */
+void check_forward_values(void);
 
 #endif

@@ -5,7 +5,7 @@
  * and add broadcast as NumPy; global max pooling; ceil-mode, dilated and asymmetrically padded
  * pooling; asymmetric convolution padding; add, mul and sub of a constant operand; constant
  * padding (pad); their option and shape errors. Their PyTorch
- * reference cases are in tools/gen_reference.py (new_layer_cases). Tolerances as in
+ * reference cases are in tools/gen_reference_layers.py (new_layer_cases). Tolerances as in
  * test_gradcheck.c: kinks (the hard activations' joins, clamp's bounds, max pooling) at eps
  * 1e-3 on small maps or straight on the input, where a perturbation moves few values.
  */

@@ -29,28 +29,24 @@
  * cuBLAS's bf16 on the same rounded operands): 1e-5 where the results stay fp32 (the linear
  * layer, every bias gradient), 8e-3 where a convolution's result is rounded to bf16 after fp32
  * sums in another order, which can move it by one bf16 step (2^-8 to 2^-7 of its size).
+ *
+ * This file holds the harness (parity.h), the convolutions and the linear layer, the
+ * activations, softmax, permute and matmul, batch norm, and the driver; the other families of
+ * cases are in parity_pools.c, parity_elementwise.c and parity_optim.c.
  */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "testutil.h"
-
-#include "backend/backend.h"
 #include "conv_case.h"
+#include "parity.h"
 
-static dtnn_backend *cpu, *other;
+dtnn_backend *cpu, *other;
 /* 1, or 0 where the backend runs the cpu's very kernels (its compute slots are the cpu
  * table's functions, as cpu-guarded's): then every result must be the cpu's bit for bit. */
 static double tol_scale = 1.0;
 
-/* A tensor on both backends: h is the CPU's (input or result), d the GPU's. */
-typedef struct {
-    float *h, *d;
-    size_t n;
-} buf;
-
-static buf make(size_t n, unsigned seed, float scale)
+buf make(size_t n, unsigned seed, float scale)
 {
     buf b = {malloc(sizeof(float) * (n ? n : 1)), be_alloc(other, sizeof(float) * (n ? n : 1)), n};
     test_fill(b.h, n, seed);
@@ -60,14 +56,14 @@ static buf make(size_t n, unsigned seed, float scale)
     return b;
 }
 
-static void drop(buf *b)
+void drop(buf *b)
 {
     free(b->h);
     be_free(other, b->d);
 }
 
 /* A GPU's result against the CPU's: tolerance tol times the largest magnitude. */
-static void check(const char *label, const buf *b, double tol)
+void check(const char *label, const buf *b, double tol)
 {
     float *got = malloc(sizeof(float) * (b->n ? b->n : 1));
     be_download(other, got, b->d, sizeof(float) * b->n);
@@ -78,8 +74,8 @@ static void check(const char *label, const buf *b, double tol)
     free(got);
 }
 
-static void check_doubles(const char *label, const double *dev, const double *want, size_t n,
-                          double tol)
+void check_doubles(const char *label, const double *dev, const double *want, size_t n,
+                   double tol)
 {
     double *got = malloc(sizeof(double) * n), peak = 0.0, worst = 0.0;
     be_download(other, got, dev, sizeof(double) * n);
@@ -94,7 +90,7 @@ static void check_doubles(const char *label, const double *dev, const double *wa
     free(got);
 }
 
-static void check_bytes(const char *label, const void *dev, const void *want, size_t bytes)
+void check_bytes(const char *label, const void *dev, const void *want, size_t bytes)
 {
     unsigned char *got = malloc(bytes ? bytes : 1);
     be_download(other, got, dev, bytes);
@@ -104,7 +100,18 @@ static void check_bytes(const char *label, const void *dev, const void *want, si
     free(got);
 }
 
-static double *dev_doubles(size_t n) { return be_alloc(other, sizeof(double) * n); }
+double *dev_doubles(size_t n) { return be_alloc(other, sizeof(double) * n); }
+
+/* Whether b's arithmetic is the cpu table's own functions (a wrapper of cpu's, as
+ * cpu-guarded), so that its results must equal cpu's exactly. */
+int runs_cpu_kernels(const dtnn_backend *b)
+{
+    const dtnn_backend_ops *o = b->op, *c = cpu->op;
+    return o->conv_forward == c->conv_forward && o->conv_backward == c->conv_backward &&
+           o->linear_forward == c->linear_forward && o->act_forward == c->act_forward &&
+           o->bn_train_forward == c->bn_train_forward && o->loss == c->loss &&
+           o->adam_step == c->adam_step && o->binary_forward == c->binary_forward;
+}
 
 /* ---- convolution and linear ---------------------------------------------------------------- */
 
@@ -222,167 +229,6 @@ static void test_linear(dtnn_precision prec)
     cpu->op->free(cpu, wc);
     be_free(other, wg);
     drop(&x), drop(&w), drop(&b), drop(&y), drop(&dy), drop(&dw), drop(&db), drop(&dx);
-}
-
-/* ---- pooling ------------------------------------------------------------------------------ */
-
-static void test_maxpool(int C, int H, int W, int k, int s, int pad, int dil, int n)
-{
-    pool_geom g = {0};
-    g.C = C, g.H = H, g.W = W, g.kh = g.kw = k, g.stride_h = g.stride_w = s;
-    g.pad_h = g.pad_w = g.pad_b = g.pad_r = pad, g.dil_h = g.dil_w = dil;
-    g.P = (H + 2 * pad - dil * (k - 1) - 1) / s + 1;
-    g.Q = (W + 2 * pad - dil * (k - 1) - 1) / s + 1;
-    const size_t nx = (size_t)n * C * H * W, ny = (size_t)n * C * g.P * g.Q;
-    buf x = make(nx, 21, 1.0f), y = make(ny, 22, 1.0f), dy = make(ny, 23, 1.0f);
-    buf dx = make(nx, 24, 1.0f);
-    int32_t *ah = malloc(sizeof(int32_t) * ny), *ad = be_alloc(other, sizeof(int32_t) * ny);
-    char label[96];
-    snprintf(label, sizeof label, "maxpool %dx%d s%d p%d d%d %dx%dx%d n%d", k, k, s, pad, dil, C,
-             H, W, n);
-    be_run(cpu, maxpool_forward, &g, n, x.h, y.h, ah);
-    be_run(other, maxpool_forward, &g, n, x.d, y.d, ad);
-    check(label, &y, 0.0);
-    check_bytes("  argmax", ad, ah, sizeof(int32_t) * ny);
-    for (int acc = 1; acc >= 0; acc--) {
-        be_run(cpu, maxpool_backward, &g, n, dy.h, ah, dx.h, acc);
-        be_run(other, maxpool_backward, &g, n, dy.d, ad, dx.d, acc);
-        check(acc ? "  backward (+=)" : "  backward (=)", &dx, 0.0);
-    }
-    free(ah);
-    be_free(other, ad);
-    drop(&x), drop(&y), drop(&dy), drop(&dx);
-}
-
-static void test_avgpool(int C, int H, int W, int k, int s, int pad, int include_pad,
-                         int adaptive_p, int adaptive_q, int n)
-{
-    pool_geom g = {0};
-    g.C = C, g.H = H, g.W = W, g.kh = g.kw = k, g.stride_h = g.stride_w = s;
-    g.pad_h = g.pad_w = g.pad_b = g.pad_r = pad, g.dil_h = g.dil_w = 1;
-    g.count_include_pad = include_pad;
-    g.adaptive = adaptive_p > 0;
-    g.P = g.adaptive ? adaptive_p : (H + 2 * pad - k) / s + 1;
-    g.Q = g.adaptive ? adaptive_q : (W + 2 * pad - k) / s + 1;
-    const size_t nx = (size_t)n * C * H * W, ny = (size_t)n * C * g.P * g.Q;
-    buf x = make(nx, 31, 1.0f), y = make(ny, 32, 1.0f), dy = make(ny, 33, 1.0f);
-    buf dx = make(nx, 34, 1.0f);
-    char label[96];
-    snprintf(label, sizeof label, "avgpool %s%dx%d s%d p%d incl%d %dx%dx%d -> %dx%d n%d",
-             g.adaptive ? "adaptive " : "", k, k, s, pad, include_pad, C, H, W, g.P, g.Q, n);
-    be_run(cpu, avgpool_forward, &g, n, x.h, y.h);
-    be_run(other, avgpool_forward, &g, n, x.d, y.d);
-    check(label, &y, 0.0);
-    for (int acc = 1; acc >= 0; acc--) {
-        be_run(cpu, avgpool_backward, &g, n, dy.h, dx.h, acc);
-        be_run(other, avgpool_backward, &g, n, dy.d, dx.d, acc);
-        check(acc ? "  backward (+=)" : "  backward (=)", &dx, 0.0);
-    }
-    drop(&x), drop(&y), drop(&dy), drop(&dx);
-}
-
-/* Sums and means over the channels or each plane: double sums in index order and one
- * rounding, the CPU's formula in every backend, so exact. */
-static void test_reduce(int C, int H, int W, int over_channels, int mean, int l2, int n)
-{
-    const reduce_geom g = {C, H * W, over_channels, mean, l2};
-    const size_t nx = (size_t)n * C * H * W, ny = (size_t)n * (over_channels ? H * W : C);
-    buf x = make(nx, 41, 1.0f), y = make(ny, 42, 1.0f), dy = make(ny, 43, 1.0f);
-    buf dx = make(nx, 44, 1.0f);
-    char label[96];
-    snprintf(label, sizeof label, "reduce %s over %s %dx%dx%d n%d",
-             l2 ? "l2" : mean ? "mean" : "sum",
-             over_channels ? "channels" : "planes", C, H, W, n);
-    be_run(cpu, reduce_forward, &g, n, x.h, y.h);
-    be_run(other, reduce_forward, &g, n, x.d, y.d);
-    check(label, &y, 0.0);
-    for (int acc = 1; acc >= 0; acc--) {
-        be_run(cpu, reduce_backward, &g, n, x.h, y.h, dy.h, dx.h, acc);
-        be_run(other, reduce_backward, &g, n, x.d, y.d, dy.d, dx.d, acc);
-        check(acc ? "  backward (+=)" : "  backward (=)", &dx, 0.0);
-    }
-    drop(&x), drop(&y), drop(&dy), drop(&dx);
-}
-
-/* Nearest and bilinear upsampling: the shared formulas, so exact. */
-static void test_upsample(int C, int H, int W, int sh, int sw, int bilinear, int align, int n)
-{
-    const upsample_geom g = {C, H, W, sh, sw, bilinear, align};
-    const size_t nx = (size_t)n * C * H * W, ny = nx * sh * sw;
-    buf x = make(nx, 51, 1.0f), y = make(ny, 52, 1.0f), dy = make(ny, 53, 1.0f);
-    buf dx = make(nx, 54, 1.0f);
-    char label[96];
-    snprintf(label, sizeof label, "upsample %s%s %dx%d %dx%dx%d n%d",
-             bilinear ? "bilinear" : "nearest", align ? " align" : "", sh, sw, C, H, W, n);
-    be_run(cpu, upsample_forward, &g, n, x.h, y.h);
-    be_run(other, upsample_forward, &g, n, x.d, y.d);
-    check(label, &y, 0.0);
-    for (int acc = 1; acc >= 0; acc--) {
-        be_run(cpu, upsample_backward, &g, n, dy.h, dx.h, acc);
-        be_run(other, upsample_backward, &g, n, dy.d, dx.d, acc);
-        check(acc ? "  backward (+=)" : "  backward (=)", &dx, 0.0);
-    }
-    drop(&x), drop(&y), drop(&dy), drop(&dx);
-}
-
-/* Layer normalisation over channels: the shared formulas in the CPU's order, so exact; with
- * and without affine parameters, parameter gradients added (they accumulate). */
-static void test_layernorm(int C, int H, int W, int affine, int n)
-{
-    const layernorm_geom g = {C, H * W, 1e-5f};
-    const size_t nx = (size_t)n * C * H * W, np_ = (size_t)n * H * W;
-    buf x = make(nx, 61, 1.0f), y = make(nx, 62, 1.0f), dy = make(nx, 63, 1.0f);
-    buf dx = make(nx, 64, 1.0f), gamma = make(C, 65, 1.0f), beta = make(C, 66, 1.0f);
-    buf mean = make(np_, 67, 1.0f), rstd = make(np_, 68, 1.0f);
-    buf dg = make(C, 69, 1.0f), db = make(C, 70, 1.0f);
-    char label[96];
-    snprintf(label, sizeof label, "layernorm %s%dx%dx%d n%d", affine ? "" : "(no affine) ", C,
-             H, W, n);
-    be_run(cpu, layernorm_forward, &g, n, x.h, affine ? gamma.h : NULL, affine ? beta.h : NULL,
-           y.h, mean.h, rstd.h);
-    be_run(other, layernorm_forward, &g, n, x.d, affine ? gamma.d : NULL,
-           affine ? beta.d : NULL, y.d, mean.d, rstd.d);
-    check(label, &y, 0.0);
-    check("  saved mean", &mean, 0.0);
-    check("  saved rstd", &rstd, 0.0);
-    for (int acc = 1; acc >= 0; acc--) {
-        be_run(cpu, layernorm_backward, &g, n, x.h, affine ? gamma.h : NULL, mean.h, rstd.h,
-               dy.h, dx.h, acc, affine ? dg.h : NULL, affine ? db.h : NULL);
-        be_run(other, layernorm_backward, &g, n, x.d, affine ? gamma.d : NULL, mean.d, rstd.d,
-               dy.d, dx.d, acc, affine ? dg.d : NULL, affine ? db.d : NULL);
-        check(acc ? "  backward (+=)" : "  backward (=)", &dx, 0.0);
-        if (affine) {
-            check("  weight gradient (+=)", &dg, 0.0);
-            check("  bias gradient (+=)", &db, 0.0);
-        }
-    }
-    drop(&x), drop(&y), drop(&dy), drop(&dx), drop(&gamma), drop(&beta);
-    drop(&mean), drop(&rstd), drop(&dg), drop(&db);
-}
-
-static void test_pools(void)
-{
-    test_layernorm(7, 3, 5, 1, 2);
-    test_layernorm(3, 1, 1, 0, 3);
-    test_layernorm(1, 4, 4, 1, 1);
-    test_upsample(3, 5, 4, 2, 2, 0, 0, 2);
-    test_upsample(2, 3, 7, 3, 1, 1, 0, 1);
-    test_upsample(2, 4, 3, 2, 4, 1, 1, 2);
-    test_upsample(1, 1, 2, 4, 2, 1, 0, 1);
-    test_reduce(7, 5, 3, 1, 1, 0, 2);
-    test_reduce(3, 9, 11, 1, 0, 0, 1);
-    test_reduce(5, 6, 6, 0, 0, 0, 3);
-    test_reduce(1, 1, 1, 0, 1, 0, 2);
-    test_reduce(6, 4, 5, 0, 0, 1, 2);
-    test_reduce(7, 3, 3, 1, 0, 1, 2);
-    test_maxpool(3, 9, 11, 3, 2, 1, 1, 2);
-    test_maxpool(5, 8, 8, 2, 2, 0, 1, 1);
-    test_maxpool(2, 10, 7, 2, 1, 1, 2, 3);
-    test_maxpool(3, 13, 13, 3, 2, 0, 1, 1);
-    test_avgpool(3, 9, 11, 3, 2, 1, 1, 0, 0, 2);
-    test_avgpool(3, 9, 11, 3, 2, 1, 0, 0, 0, 2);
-    test_avgpool(5, 7, 5, 0, 1, 0, 1, 3, 2, 2);
-    test_avgpool(7, 6, 6, 0, 1, 0, 1, 1, 1, 1);
 }
 
 /* ---- activations, softmax ------------------------------------------------------------------ */
@@ -575,319 +421,6 @@ static void test_batchnorm(void)
     test_batchnorm_case(1, 7, 9, 1, 0);
     test_batchnorm_case(2, 3, 1, 1, 1);
     test_batchnorm_case(4, 6, 1111, 1, 1);  /* more values per channel than a block's threads */
-}
-
-/* ---- element-wise, broadcast, dropout, shortcut ------------------------------------------ */
-
-static void test_elementwise(void)
-{
-    const size_t n = 777;
-    buf a = make(n, 71, 1.0f), b = make(n, 72, 1.0f), c = make(n, 73, 1.0f), y = make(n, 74, 1.0f);
-    const float *xh[3] = {a.h, b.h, c.h}, *xd[3] = {a.d, b.d, c.d};
-    for (int k = 2; k <= 3; k++)
-        for (int relu = 0; relu < 2; relu++) {
-            char label[64];
-            be_run(cpu, add_forward, n, k, xh, relu, y.h);
-            be_run(other, add_forward, n, k, xd, relu, y.d);
-            snprintf(label, sizeof label, "add of %d forward, relu %d", k, relu);
-            check(label, &y, 0.0);
-        }
-    /* backward with the fused ReLU's output; inputs 0 and 1 one producer, input 2 not wanted */
-    buf dy = make(n, 75, 1.0f), d01 = make(n, 76, 1.0f);
-    float *dxh[3] = {d01.h, d01.h, NULL}, *dxd[3] = {d01.d, d01.d, NULL};
-    const int acc[3] = {0, 1, 0};
-    be_upload(other, y.d, y.h, sizeof(float) * n);
-    be_run(cpu, add_backward, n, y.h, dy.h, 3, dxh, acc);
-    be_run(other, add_backward, n, y.d, dy.d, 3, dxd, acc);
-    check("add backward (one producer twice)", &d01, 0.0);
-    be_run(cpu, add_backward, n, NULL, dy.h, 2, dxh, acc);
-    be_run(other, add_backward, n, NULL, dy.d, 2, dxd, acc);
-    check("add backward, no relu", &d01, 0.0);
-
-    /* strided rows: a concat's part, written then added */
-    const size_t rows = 7, cols = 5, ld_dst = 9, ld_src = 6;
-    buf dst = make(rows * ld_dst, 77, 1.0f), src = make(rows * ld_src, 78, 1.0f);
-    for (int accumulate = 0; accumulate < 2; accumulate++) {
-        be_run(cpu, copy_rows, rows, cols, dst.h, ld_dst, src.h, ld_src, accumulate);
-        be_run(other, copy_rows, rows, cols, dst.d, ld_dst, src.d, ld_src, accumulate);
-        check(accumulate ? "copy_rows strided (+=)" : "copy_rows strided (=)", &dst, 0.0);
-    }
-    be_run(cpu, copy_rows, 3, ld_src, dst.h, ld_src, src.h, ld_src, 0);
-    be_run(other, copy_rows, 3, ld_src, dst.d, ld_src, src.d, ld_src, 0);
-    check("copy_rows contiguous", &dst, 0.0);
-
-    be_run(cpu, fill, y.h, n - 3, 0.625f);
-    be_run(other, fill, y.d, n - 3, 0.625f);
-    check("fill", &y, 0.0);
-    int64_t counter = 1234567890123ll, *dcounter = be_alloc(other, sizeof counter);
-    be_upload(other, dcounter, &counter, sizeof counter);
-    be_run(other, add_i64, dcounter, 987654321);
-    counter += 987654321;
-    check_bytes("add_i64", dcounter, &counter, sizeof counter);
-    be_free(other, dcounter);
-
-    /* dropout: the CPU's masks from the same hash */
-    uint8_t *mh = malloc(n), *md = be_alloc(other, n);
-    const float p = 0.3f, scale = 1.0f / 0.7f;
-    be_run(cpu, dropout_forward, n, p, scale, 42, 7, 1000003, a.h, y.h, mh);
-    be_run(other, dropout_forward, n, p, scale, 42, 7, 1000003, a.d, y.d, md);
-    check_bytes("dropout mask", md, mh, n);
-    check("dropout forward", &y, 0.0);
-    be_run(cpu, dropout_backward, n, scale, mh, dy.h, d01.h, 1);
-    be_run(other, dropout_backward, n, scale, md, dy.d, d01.d, 1);
-    check("dropout backward (+=)", &d01, 1e-6);
-    free(mh);
-    be_free(other, md);
-
-    float *bad = malloc(sizeof(float) * n);
-    test_fill(bad, n, 79);
-    bad[0] = NAN, bad[5] = INFINITY, bad[n - 1] = -INFINITY, bad[400] = NAN;
-    float *dbad = be_alloc(other, sizeof(float) * n);
-    be_upload(other, dbad, bad, sizeof(float) * n);
-    const size_t want = be_count_nonfinite(cpu, bad, n), got = be_count_nonfinite(other, dbad, n);
-    printf("%-48s cpu %zu, %s %zu%s\n", "count_nonfinite", want, other->name, got,
-           want == got && got == 4 ? "" : "  FAIL");
-    test_failures += !(want == got && got == 4);
-    free(bad);
-    be_free(other, dbad);
-    drop(&a), drop(&b), drop(&c), drop(&y), drop(&dy), drop(&d01), drop(&dst), drop(&src);
-}
-
-/* b_shared: b is one sample for the whole batch (a layer's constant), with no gradient */
-static void test_binary_case(const int as[3], const int bs[3], int n, int b_shared)
-{
-    binary_geom g = {4, 3, 5, {as[0], as[1], as[2]}, {bs[0], bs[1], bs[2]}, 0, b_shared};
-    const size_t na = (size_t)n * as[0] * as[1] * as[2];
-    const size_t nb = (size_t)(b_shared ? 1 : n) * bs[0] * bs[1] * bs[2];
-    const size_t ny = (size_t)n * g.C * g.H * g.W;
-    buf a = make(na, 81, 1.0f), b = make(nb, 82, 1.0f), y = make(ny, 83, 1.0f);
-    buf dy = make(ny, 84, 1.0f), da = make(na, 85, 1.0f), db = make(nb, 86, 1.0f);
-    static const char *const kinds[] = {"add", "sub", "mul", "div"};
-    for (int k = BIN_ADD; k <= BIN_DIV; k++) {
-        char label[96];
-        be_run(cpu, binary_forward, (binary_kind)k, &g, n, a.h, b.h, y.h);
-        be_run(other, binary_forward, (binary_kind)k, &g, n, a.d, b.d, y.d);
-        snprintf(label, sizeof label, "%s (%d,%d,%d) (%d,%d,%d)%s n%d forward", kinds[k],
-                 as[0], as[1], as[2], bs[0], bs[1], bs[2], b_shared ? " shared" : "", n);
-        check(label, &y, 0.0);
-        if (b_shared) {
-            be_run(cpu, binary_backward, (binary_kind)k, &g, n, a.h, b.h, dy.h, da.h, 1, NULL, 0);
-            be_run(other, binary_backward, (binary_kind)k, &g, n, a.d, b.d, dy.d, da.d, 1, NULL, 0);
-            check("  da (+=), b shared", &da, 1e-6);
-            continue;
-        }
-        be_run(cpu, binary_backward, (binary_kind)k, &g, n, a.h, b.h, dy.h, da.h, 0, db.h, 1);
-        be_run(other, binary_backward, (binary_kind)k, &g, n, a.d, b.d, dy.d, da.d, 0, db.d, 1);
-        check("  da (=)", &da, 0.0);
-        check("  db (+=)", &db, 1e-6);
-        be_run(cpu, binary_backward, (binary_kind)k, &g, n, a.h, b.h, dy.h, NULL, 0, db.h, 0);
-        be_run(other, binary_backward, (binary_kind)k, &g, n, a.d, b.d, dy.d, NULL, 0, db.d, 0);
-        check("  db alone (=)", &db, 0.0);
-    }
-    drop(&a), drop(&b), drop(&y), drop(&dy), drop(&da), drop(&db);
-}
-
-static void test_broadcast_pad_shortcut(void)
-{
-    const int full[3] = {4, 3, 5}, chan[3] = {4, 1, 1}, one[3] = {1, 1, 1};
-    const int rowv[3] = {1, 3, 1}, cw[3] = {4, 1, 5};
-    test_binary_case(full, full, 2, 0);
-    test_binary_case(full, chan, 3, 0);
-    test_binary_case(one, full, 1, 0);
-    test_binary_case(rowv, cw, 2, 0);
-    test_binary_case(full, chan, 3, 1);
-    test_binary_case(full, full, 2, 1);
-
-    /* constant padding: channels, rows and columns, unequal sides */
-    const pad_geom pads[] = {{3, 5, 7, 1, 2, 0, 3, 0, 0, 0.0f}, {2, 4, 4, 0, 0, 0, 0, 1, 2, -1.5f},
-                             {5, 3, 6, 2, 0, 1, 1, 1, 0, 0.25f}};
-    for (size_t i = 0; i < sizeof pads / sizeof pads[0]; i++) {
-        const pad_geom *g = &pads[i];
-        const int n = 2, K = g->front + g->C + g->back, P = g->top + g->H + g->bottom;
-        const int Q = g->left + g->W + g->right;
-        const size_t nx = (size_t)n * g->C * g->H * g->W, ny = (size_t)n * K * P * Q;
-        buf x = make(nx, 95, 1.0f), y = make(ny, 96, 1.0f), dy = make(ny, 97, 1.0f);
-        buf dx = make(nx, 98, 1.0f);
-        char label[96];
-        snprintf(label, sizeof label, "pad %dx%dx%d -> %dx%dx%d value %g", g->C, g->H, g->W, K,
-                 P, Q, (double)g->value);
-        be_run(cpu, pad_forward, g, n, x.h, y.h);
-        be_run(other, pad_forward, g, n, x.d, y.d);
-        check(label, &y, 0.0);
-        for (int acc = 1; acc >= 0; acc--) {
-            be_run(cpu, pad_backward, g, n, dy.h, dx.h, acc);
-            be_run(other, pad_backward, g, n, dy.d, dx.d, acc);
-            check(acc ? "  backward (+=)" : "  backward (=)", &dx, 0.0);
-        }
-        drop(&x), drop(&y), drop(&dy), drop(&dx);
-    }
-
-    const shortcut_geom cases[] = {{3, 9, 9, 8, 5, 5, 2, 2}, {5, 8, 6, 5, 8, 6, 1, 0},
-                                   {4, 7, 8, 12, 4, 4, 2, 4}};
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        const shortcut_geom *g = &cases[i];
-        const int n = 2;
-        const size_t nx = (size_t)n * g->C * g->H * g->W, ny = (size_t)n * g->K * g->P * g->Q;
-        buf x = make(nx, 91, 1.0f), y = make(ny, 92, 1.0f), dy = make(ny, 93, 1.0f);
-        buf dx = make(nx, 94, 1.0f);
-        char label[96];
-        snprintf(label, sizeof label, "shortcut %d->%d %dx%d stride %d at %d", g->C, g->K, g->H,
-                 g->W, g->stride, g->at);
-        be_run(cpu, shortcut_forward, g, n, x.h, y.h);
-        be_run(other, shortcut_forward, g, n, x.d, y.d);
-        check(label, &y, 0.0);
-        for (int acc = 1; acc >= 0; acc--) {
-            be_run(cpu, shortcut_backward, g, n, dy.h, dx.h, acc);
-            be_run(other, shortcut_backward, g, n, dy.d, dx.d, acc);
-            check(acc ? "  backward (+=)" : "  backward (=)", &dx, 0.0);
-        }
-        drop(&x), drop(&y), drop(&dy), drop(&dx);
-    }
-}
-
-/* ---- losses and optimizers ------------------------------------------------------------------ */
-
-static void test_losses(void)
-{
-    const int n = 300, k = 10;     /* more samples than the kernel's threads */
-    buf z = make((size_t)n * k, 101, 3.0f), dz = make((size_t)n * k, 102, 1.0f);
-    /* [2n]: the mixed cases' partner labels follow */
-    int32_t *labels = malloc(sizeof(int32_t) * 2 * n),
-            *dlabels = be_alloc(other, sizeof(int32_t) * 2 * n);
-    for (int i = 0; i < n; i++) {
-        labels[i] = (i * 7 + 3) % k;
-        labels[n + i] = (i * 3 + 1) % k;
-    }
-    be_upload(other, dlabels, labels, sizeof(int32_t) * 2 * n);
-    /* ties, for the ranks: a sample whose logits are all equal */
-    for (int j = 0; j < k; j++)
-        z.h[j] = 0.5f;
-    be_upload(other, z.d, z.h, sizeof(float) * n * k);
-    double *dout = dev_doubles(3);
-    const loss_desc cases[] = {
-        {DTNN_LOSS_CROSS_ENTROPY, 0.0f, 1.0f}, {DTNN_LOSS_CROSS_ENTROPY, 0.1f, 1.0f},
-        {DTNN_LOSS_BCE, 0.0f, 1.0f},           {DTNN_LOSS_MSE, 0.0f, 1.0f},
-        {DTNN_LOSS_CROSS_ENTROPY, 0.1f, 0.3f}, {DTNN_LOSS_BCE, 0.0f, 0.7f},
-        {DTNN_LOSS_MSE, 0.0f, 0.3f}};
-    static const char *const names[] = {"cross-entropy", "cross-entropy smoothed 0.1", "bce",
-                                        "mse", "cross-entropy smoothed, mixed", "bce mixed",
-                                        "mse mixed"};
-    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-        double out[3];
-        char label[96];
-        be_run(cpu, loss, &cases[c], n, k, z.h, labels, dz.h, 1.0f / n, out);
-        be_run(other, loss, &cases[c], n, k, z.d, dlabels, dz.d, 1.0f / n, dout);
-        snprintf(label, sizeof label, "loss %s: dz", names[c]);
-        check(label, &dz, 1e-6);
-        snprintf(label, sizeof label, "loss %s: sum, top-1, top-5", names[c]);
-        check_doubles(label, dout, out, 3, 1e-12);
-    }
-    double out[3];
-    be_run(other, loss, &cases[0], n, k, z.d, dlabels, NULL, 1.0f, dout);
-    be_run(cpu, loss, &cases[0], n, k, z.h, labels, NULL, 1.0f, out);
-    check_doubles("loss without gradient", dout, out, 3, 1e-12);
-    free(labels);
-    be_free(other, dlabels);
-    be_free(other, dout);
-    drop(&z), drop(&dz);
-}
-
-static int runs_cpu_kernels(const dtnn_backend *b);
-
-static void test_optimizers(void)
-{
-    const size_t n = 1001;
-    buf w = make(n, 111, 1.0f), g = make(n, 112, 1.0f), s1 = make(n, 113, 1.0f);
-    buf s2 = make(n, 114, 1.0f), s3 = make(n, 115, 1.0f);
-    for (size_t i = 0; i < n; i++)
-        s2.h[i] = fabsf(s2.h[i]), s3.h[i] *= 0.1f;
-    be_upload(other, s2.d, s2.h, sizeof(float) * n);
-    be_upload(other, s3.d, s3.h, sizeof(float) * n);
-    for (int first = 1; first >= 0; first--) {
-        const sgd_args a = {0.05f, 1e-4f, 0.9f, 0.9f, first, !first, 1};
-        be_run(cpu, sgd_step, &a, n, w.h, g.h, s1.h);
-        be_run(other, sgd_step, &a, n, w.d, g.d, s1.d);
-    }
-    check("sgd (momentum, then nesterov) w", &w, 1e-6);
-    check("  momentum buffer", &s1, 1e-6);
-    const adam_args ad = {0.9f, 0.999f, 0.1f, 0.001f, 1e-8f, 0.01f, 0.3f, 0.0f, 0.999f, 1};
-    be_run(cpu, adam_step, &ad, n, w.h, g.h, s1.h, s2.h);
-    be_run(other, adam_step, &ad, n, w.d, g.d, s1.d, s2.d);
-    const adam_args l2 = {0.9f, 0.999f, 0.1f, 0.001f, 1e-8f, 0.01f, 0.3f, 0.01f, 1.0f, 0};
-    be_run(cpu, adam_step, &l2, n, w.h, g.h, s1.h, s2.h);
-    be_run(other, adam_step, &l2, n, w.d, g.d, s1.d, s2.d);
-    check("adamw then adam (l2) w", &w, 1e-6);
-    check("  m1", &s1, 1e-6);
-    check("  m2", &s2, 1e-6);
-    const rmsprop_args r = {0.99f, 0.01f, 1e-4f, 1e-8f, 0.9f, 0.01f};
-    be_run(cpu, rmsprop_step, &r, n, w.h, g.h, s2.h, s1.h, s3.h);
-    be_run(other, rmsprop_step, &r, n, w.d, g.d, s2.d, s1.d, s3.d);
-    be_run(cpu, rmsprop_step, &r, n, w.h, g.h, s2.h, NULL, NULL);
-    be_run(other, rmsprop_step, &r, n, w.d, g.d, s2.d, NULL, NULL);
-    check("rmsprop (centered + momentum, then plain) w", &w, 1e-6);
-    check("  square_avg", &s2, 1e-6);
-    check("  momentum", &s1, 1e-6);
-    check("  grad_avg", &s3, 1e-6);
-    const nadam_args na = {1e-4f, 0.1f, 0.999f, 0.001f, 0.002f, 1e-8f, -0.01f, -0.08f};
-    be_run(cpu, nadam_step, &na, n, w.h, g.h, s1.h, s2.h);
-    be_run(other, nadam_step, &na, n, w.d, g.d, s1.d, s2.d);
-    check("nadam w", &w, 1e-6);
-    check("  m1", &s1, 1e-6);
-    check("  m2", &s2, 1e-6);
-    for (int nesterov = 0; nesterov < 2; nesterov++) {
-        const lars_args la = {0.02f, 5e-4f, 0.9f, nesterov};
-        be_run(cpu, lars_step, &la, n, w.h, g.h, s1.h);
-        be_run(other, lars_step, &la, n, w.d, g.d, s1.d);
-    }
-    check("lars (plain, then nesterov) w", &w, 1e-6);
-    check("  momentum", &s1, 1e-6);
-    const lamb_args lb = {0.1f, 0.999f, 0.001f, 0.19f, 0.0447f, 1e-6f, 0.01f};
-    be_run(cpu, lamb_direction, &lb, n, w.h, g.h, s1.h, s2.h, s3.h);
-    be_run(other, lamb_direction, &lb, n, w.d, g.d, s1.d, s2.d, s3.d);
-    check("lamb direction", &s3, 1e-6);
-    check("  m1", &s1, 1e-6);
-    check("  m2", &s2, 1e-6);
-    be_run(cpu, axpby, n, -0.3f, s3.h, 1.0f, w.h);
-    be_run(other, axpby, n, -0.3f, s3.d, 1.0f, w.d);
-    be_run(cpu, axpby, n, 0.0f, NULL, 0.7f, w.h);
-    be_run(other, axpby, n, 0.0f, NULL, 0.7f, w.d);
-    check("axpby (w - 0.3 u, then 0.7 w)", &w, 1e-6);
-    /* Sums of squares: three segments, one empty and one past a 4096-value block. */
-    const size_t big = 9001;
-    buf x = make(big, 116, 1.0f);
-    const size_t begin[3] = {0, 10, 10}, end[3] = {10, 10, big};
-    double want[3], got[3];
-    be_run(cpu, segment_sumsq, 3, begin, end, x.h, want);
-    be_run(other, segment_sumsq, 3, begin, end, x.d, got);
-    for (int s = 0; s < 3; s++) {
-        double exact = 0.0;
-        for (size_t i = begin[s]; i < end[s]; i++)
-            exact += (double)x.h[i] * x.h[i];
-        /* double sums of at most 9001 exact float squares: relative error < 9001 * 2^-53 */
-        if (fabs(want[s] - exact) > 1e-12 * exact || fabs(got[s] - exact) > 1e-12 * exact) {
-            fprintf(stderr, "FAIL segment_sumsq %d: cpu %.17g, %s %.17g, exact %.17g\n", s,
-                    want[s], other->name, got[s], exact);
-            test_failures++;
-        }
-        if (runs_cpu_kernels(other) && got[s] != want[s]) {
-            fprintf(stderr, "FAIL segment_sumsq %d: %s differs from cpu\n", s, other->name);
-            test_failures++;
-        }
-    }
-    printf("segment_sumsq: %g %g %g\n", want[0], want[1], want[2]);
-    drop(&x);
-    drop(&w), drop(&g), drop(&s1), drop(&s2), drop(&s3);
-}
-
-/* Whether b's arithmetic is the cpu table's own functions (a wrapper of cpu's, as
- * cpu-guarded), so that its results must equal cpu's exactly. */
-static int runs_cpu_kernels(const dtnn_backend *b)
-{
-    const dtnn_backend_ops *o = b->op, *c = cpu->op;
-    return o->conv_forward == c->conv_forward && o->conv_backward == c->conv_backward &&
-           o->linear_forward == c->linear_forward && o->act_forward == c->act_forward &&
-           o->bn_train_forward == c->bn_train_forward && o->loss == c->loss &&
-           o->adam_step == c->adam_step && o->binary_forward == c->binary_forward;
 }
 
 /* cuda only: bf16 convolutions again with each layout of their copies fixed (in the main run
