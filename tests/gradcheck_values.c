@@ -125,6 +125,70 @@ static void check_maxpool_values(void)
     dtnn_model_free(m);
 }
 
+/* The same choice with padding and stride (ResNet's 3x3 / 2, pad 1; and pads 2,0,1,2 with
+ * dilation 2x1): the windows inside the image run row by row (backend/cpu/pool.c), those that
+ * reach into the padding one at a time. Values from {0, 1, 2} make ties in most windows; NaNs
+ * sit inside and on the border. Against a naive reference: a window's taps in row-major
+ * order, the first maximum kept, the first NaN kept. */
+static void check_maxpool_padded_choice(const char *opts, int H, int W, int kh, int kw, int s,
+                                        const int pads[4], int dh, int dw)
+{
+    enum { MAXV = 13 * 15 };
+    dtnn_model *m = model_new(1, H, W);
+    layer(m, "maxpool", opts);
+    if (!build(m, 1)) {
+        dtnn_model_free(m);
+        return;
+    }
+    float x[MAXV];
+    for (int i = 0; i < H * W; i++)
+        x[i] = (float)((i * 7 + i / W) % 3);
+    x[0] = NAN;                      /* a corner: border windows */
+    x[(H / 2) * W + W / 2] = NAN;    /* the middle: interior windows */
+    dtnn_error err;
+    CHECK_OK(dtnn_model_forward(m, x, 1, 1, &err), &err);
+    /* pads: top, left, bottom, right (ONNX's order) */
+    const int pt = pads[0], pl = pads[1];
+    const int P = (H + pt + pads[2] - dh * (kh - 1) - 1) / s + 1;
+    const int Q = (W + pl + pads[3] - dw * (kw - 1) - 1) / s + 1;
+    int outs = 0;
+    const float *y = tu_output(m, NULL, &outs);
+    CHECK(outs == P * Q);
+    float want_dx[MAXV] = {0};
+    int bad = 0;
+    for (int p = 0; p < P; p++)
+        for (int q = 0; q < Q; q++) {
+            float best = 0.0f;
+            int at = -1;
+            for (int i = 0; i < kh; i++)
+                for (int j = 0; j < kw; j++) {
+                    const int h = p * s - pt + i * dh, w = q * s - pl + j * dw;
+                    if (h < 0 || h >= H || w < 0 || w >= W)
+                        continue;
+                    const float v = x[h * W + w];
+                    if (at < 0 || (v > best && best == best) || (v != v && best == best))
+                        best = v, at = h * W + w;
+                }
+            const float got = y[p * Q + q];
+            bad += !(got == best || (got != got && best != best));
+            if (at >= 0)
+                want_dx[at] += (float)(p * Q + q + 1);
+        }
+    char label[96];
+    snprintf(label, sizeof label, "maxpool %s: first maximum, first NaN", opts);
+    printf("%-60s %s\n", label, bad ? "FAIL" : "ok");
+    test_failures += bad != 0;
+    float *dy = tu_output_grad(m);
+    for (int i = 0; i < P * Q; i++)
+        dy[i] = (float)(i + 1);
+    CHECK_OK(dtnn_model_backward(m, &err), &err);
+    const float *dx = tu_input_grad(m);
+    CHECK(dx != NULL);
+    if (dx)
+        test_compare(label, dx, want_dx, (size_t)H * W, 0, 0);
+    dtnn_model_free(m);
+}
+
 static void check_dropout_values(void)
 {
     enum { N = 8, F = 4 * 5 * 5 };
@@ -354,6 +418,10 @@ void check_forward_values(void)
 {
     check_shortcut_values();
     check_maxpool_values();
+    check_maxpool_padded_choice("kernel=3 stride=2 padding=1", 13, 15, 3, 3, 2,
+                                (const int[4]){1, 1, 1, 1}, 1, 1);
+    check_maxpool_padded_choice("kernel=3 stride=2 pads=2,0,1,2 dilation=2x1", 12, 13, 3, 3, 2,
+                                (const int[4]){2, 0, 1, 2}, 2, 1);
     check_dropout_values();
     check_batchnorm_values();
     check_small_values();

@@ -13,52 +13,73 @@
 #include "../formulas/pool_formulas.h"
 #include "cpu_kernels.h"
 
-/* One plane without padding, every window inside the image (LeNet's and VGG's 2x2 / 2):
- * the same choice as the general loop below (the first maximum wins ties, the first NaN wins
- * and stays), made a whole output row at a time, window offset by window offset, with
- * selects the compiler vectorises. Per output, as below, LeNet-5's first pooling was a large
- * share of its training step (measurements: docs/perf-notes.md). */
-static void maxpool_plane_inside(const pool_geom *g, const float *xp, float *yp, int32_t *ap)
+/* The outputs [p0, p1) x [q0, q1) of one plane, whose windows lie inside the image: the same
+ * choice as pool_max_window (the first maximum wins ties, the first NaN wins and stays), made
+ * a whole output row at a time, tap by tap, with selects the compiler vectorises. Per output,
+ * LeNet-5's first pooling was a large share of its training step, and ResNet-50's padded
+ * 3x3 / 2 pooling took as long as a 1x1 convolution (measurements: docs/perf-notes.md). */
+static void maxpool_block_inside(const pool_geom *g, const float *xp, float *yp, int32_t *ap,
+                                 int p0, int p1, int q0, int q1)
 {
     const int W = g->W, Q = g->Q, sw = g->stride_w;
-    for (int p = 0; p < g->P; p++, yp += Q, ap += Q) {
-        const int h0 = p * g->stride_h;
-        for (int q = 0; q < Q; q++) {
-            yp[q] = xp[h0 * W + q * sw];
-            ap[q] = h0 * W + q * sw;
+    for (int p = p0; p < p1; p++) {
+        const int hs = p * g->stride_h - g->pad_h;
+        float *yr = yp + (size_t)p * Q;
+        int32_t *ar = ap + (size_t)p * Q;
+        for (int q = q0; q < q1; q++) {
+            ar[q] = hs * W + q * sw - g->pad_w;
+            yr[q] = xp[ar[q]];
         }
-        for (int h = h0; h < h0 + g->kh; h++)
-            for (int w = 0; w < g->kw; w++) {
-                const float *row = xp + h * W + w;
-                const int32_t base = h * W + w;
-                for (int q = 0; q < Q; q++) {
-                    const float v = row[q * sw], best = yp[q];
+        for (int i = 0; i < g->kh; i++)
+            for (int j = 0; j < g->kw; j++) {
+                const int32_t base = (hs + i * g->dil_h) * W + j * g->dil_w - g->pad_w;
+                const float *row = xp + base;
+                for (int q = q0; q < q1; q++) {
+                    const float v = row[q * sw], best = yr[q];
                     const int take = (v > best) | ((v != v) & (best == best));
-                    yp[q] = take ? v : best;
-                    ap[q] = take ? base + q * sw : ap[q];
+                    yr[q] = take ? v : best;
+                    ar[q] = take ? base + q * sw : ar[q];
                 }
             }
     }
 }
 
+/* The outputs along one axis whose windows lie inside: [*lo, *hi). */
+static void inside_range(int outs, int stride, int pad, int k, int dil, int size, int *lo,
+                         int *hi)
+{
+    *lo = (pad + stride - 1) / stride;
+    const int last = size - 1 - (k - 1) * dil + pad;   /* start + pad of the last window inside */
+    *hi = last < 0 ? 0 : last / stride + 1;
+    if (*hi > outs)
+        *hi = outs;
+    if (*lo > *hi)
+        *lo = *hi;
+}
+
 void cpu_maxpool_forward(const pool_geom *g, int n, const float *x, float *y, int32_t *argmax)
 {
-    const int planes = n * g->C;
-    const int inside = g->pad_h == 0 && g->pad_w == 0 && g->dil_h == 1 && g->dil_w == 1 &&
-                       (g->P - 1) * g->stride_h + g->kh <= g->H &&
-                       (g->Q - 1) * g->stride_w + g->kw <= g->W;
+    const int planes = n * g->C, P = g->P, Q = g->Q;
+    int p0, p1, q0, q1;
+    inside_range(P, g->stride_h, g->pad_h, g->kh, g->dil_h, g->H, &p0, &p1);
+    inside_range(Q, g->stride_w, g->pad_w, g->kw, g->dil_w, g->W, &q0, &q1);
 #pragma omp parallel for schedule(guided)
     for (int pl = 0; pl < planes; pl++) {
         const float *xp = x + (size_t)pl * g->H * g->W;
-        float *yp = y + (size_t)pl * g->P * g->Q;
-        int32_t *ap = argmax + (size_t)pl * g->P * g->Q;
-        if (inside) {
-            maxpool_plane_inside(g, xp, yp, ap);
-            continue;
+        float *yp = y + (size_t)pl * P * Q;
+        int32_t *ap = argmax + (size_t)pl * P * Q;
+        maxpool_block_inside(g, xp, yp, ap, p0, p1, q0, q1);
+        /* the border: windows that reach into the padding */
+        for (int p = 0; p < P; p++) {
+            const int interior = p >= p0 && p < p1;
+            for (int q = 0; q < Q; q++) {
+                if (interior && q == q0)
+                    q = q1;
+                if (q >= Q)
+                    break;
+                yp[p * Q + q] = pool_max_window(g, xp, p, q, &ap[p * Q + q]);
+            }
         }
-        for (int p = 0; p < g->P; p++)
-            for (int q = 0; q < g->Q; q++)
-                yp[p * g->Q + q] = pool_max_window(g, xp, p, q, &ap[p * g->Q + q]);
     }
 }
 
