@@ -127,13 +127,14 @@ static void check_maxpool_values(void)
 
 /* The same choice with padding and stride (ResNet's 3x3 / 2, pad 1; and pads 2,0,1,2 with
  * dilation 2x1): the windows inside the image run row by row (backend/cpu/pool.c), those that
- * reach into the padding one at a time. Values from {0, 1, 2} make ties in most windows; NaNs
- * sit inside and on the border. Against a naive reference: a window's taps in row-major
- * order, the first maximum kept, the first NaN kept. */
+ * reach into the padding one at a time (stride 2: 4 or 8 outputs of a row at once, the last
+ * vector overlapping). Values from {0, 1, 2} make ties in most windows; NaNs sit inside and
+ * on the border. Against a naive reference: a window's taps in row-major order, the first
+ * maximum kept, the first NaN kept. */
 static void check_maxpool_padded_choice(const char *opts, int H, int W, int kh, int kw, int s,
                                         const int pads[4], int dh, int dw)
 {
-    enum { MAXV = 13 * 15 };
+    enum { MAXV = 9 * 40 };
     dtnn_model *m = model_new(1, H, W);
     layer(m, "maxpool", opts);
     if (!build(m, 1)) {
@@ -422,6 +423,10 @@ void check_forward_values(void)
                                 (const int[4]){1, 1, 1, 1}, 1, 1);
     check_maxpool_padded_choice("kernel=3 stride=2 pads=2,0,1,2 dilation=2x1", 12, 13, 3, 3, 2,
                                 (const int[4]){2, 0, 1, 2}, 2, 1);
+    /* rows of 18 and 19 outputs: vectors of 8 lanes, the last overlapping */
+    check_maxpool_padded_choice("kernel=2", 6, 36, 2, 2, 2, (const int[4]){0, 0, 0, 0}, 1, 1);
+    check_maxpool_padded_choice("kernel=3 stride=2 padding=1", 9, 38, 3, 3, 2,
+                                (const int[4]){1, 1, 1, 1}, 1, 1);
     check_dropout_values();
     check_batchnorm_values();
     check_small_values();
