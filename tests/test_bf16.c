@@ -228,6 +228,14 @@ static void check_convs(dtnn_backend *be)
         {{4, 10, 12, 4, 3, 3, 1, 2, 2, 1, 2}, DTNN_CONV_AUTO},       /* dilation */
         {{7, 11, 11, 13, 3, 3, 2, 0, 1, 1, 2}, DTNN_CONV_IM2COL},
         {{5, 17, 17, 6, 7, 7, 2, 3, 1, 1, 1}, DTNN_CONV_AUTO},
+        /* Winograd rounds in passing (no copies): every transform form the AVX2 kernels
+         * have; where a set or build has no Winograd these run other paths, as above */
+        {{32, 16, 16, 32, 3, 3, 1, 1, 1, 1, 4}, DTNN_CONV_AUTO},     /* F(4x4), rows paired */
+        {{32, 16, 32, 32, 3, 3, 1, 1, 1, 1, 2}, DTNN_CONV_AUTO},     /* F(4x4), 8 tiles */
+        {{32, 8, 48, 32, 3, 3, 1, 1, 1, 1, 2}, DTNN_CONV_AUTO},      /* F(4x4), 4 tiles */
+        {{32, 6, 24, 32, 3, 3, 1, 1, 1, 1, 2}, DTNN_CONV_AUTO},      /* F(2x2), 4 tiles */
+        {{80, 8, 8, 72, 3, 3, 1, 1, 1, 1, 2}, DTNN_CONV_AUTO},       /* wide: GEMMs */
+        {{80, 7, 7, 72, 3, 3, 1, 1, 1, 1, 3}, DTNN_CONV_AUTO},       /* extended to 8x8 */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         conv_case_run(be, &cases[i], (int)i, DTNN_PRECISION_BF16);

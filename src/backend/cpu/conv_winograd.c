@@ -68,9 +68,10 @@ static int tile_size(const conv_geom *g)
 }
 
 /* the geometry of the forward pass and input gradient, or of the weight gradient (F(2x2)) */
-static wino_geom make_geom(const conv_geom *g, int weight_grad)
+static wino_geom make_geom(const conv_geom *g, int weight_grad, int bf16)
 {
     wino_geom w;
+    w.bf16 = bf16;
     w.m = weight_grad ? 2 : tile_size(g);
     w.xi = (w.m + 2) * (w.m + 2);
     w.rows = g->H;
@@ -172,7 +173,7 @@ static void winograd_weight_grad(const conv_geom *g, const wino_geom *wg, int n,
         for (int n0 = 0; n0 < n; n0 += chunk)
             weight_grad_chunk(g, wg, n0, n - n0 < chunk ? n - n0 : chunk, x, dy, du, scratch, 1);
     }
-    wino_filter_grad(K, C, du, dw);
+    wino_filter_grad(wg, K, C, du, dw);
 }
 
 /* The wide form of a pass: V as below, then xi BLAS GEMMs M[xi] = U[xi] V[xi] ([outs][ins]
@@ -295,7 +296,7 @@ int cpu_conv_winograd_supported(const conv_geom *g)
 size_t cpu_conv_winograd_workspace(const conv_geom *g, int chunk, int slots, int weight_grad)
 {
 #ifdef CONV_WINOGRAD
-    const wino_geom wg = make_geom(g, weight_grad);
+    const wino_geom wg = make_geom(g, weight_grad, 0);
     const size_t cols = tile_cols(chunk * wg.tiles), pairs = (size_t)g->K * g->C;
     const size_t xi = (size_t)wg.xi;
     const size_t own = !wide(g) && slots > 1 ? (size_t)slots : 1;
@@ -347,11 +348,12 @@ int cpu_conv_winograd_chunk(const conv_geom *g, int max_batch, size_t limit, int
 #endif
 }
 
-void cpu_conv_winograd_forward(const conv_geom *g, int n, int chunk, int slots, const float *x,
-                               const float *w, const float *bias, float *y, float *workspace)
+void cpu_conv_winograd_forward(const conv_geom *g, int n, int chunk, int slots, int bf16,
+                               const float *x, const float *w, const float *bias, float *y,
+                               float *workspace)
 {
 #ifdef CONV_WINOGRAD
-    const wino_geom wg = make_geom(g, 0);
+    const wino_geom wg = make_geom(g, 0, bf16);
     const size_t fixed = cpu_conv_winograd_workspace(g, 0, slots, 0) / sizeof(float);
     wino_transform_filters(&wg, w, g->K, g->C, 0, wide(g), workspace);
     if (wide(g))
@@ -361,18 +363,18 @@ void cpu_conv_winograd_forward(const conv_geom *g, int n, int chunk, int slots, 
         winograd_pass(&wg, n, chunk, slots, g->C, g->K, x, workspace, bias, y, 0,
                       workspace + fixed);
 #else
-    (void)g, (void)n, (void)chunk, (void)slots, (void)x, (void)w, (void)bias, (void)y;
+    (void)g, (void)n, (void)chunk, (void)slots, (void)bf16, (void)x, (void)w, (void)bias, (void)y;
     (void)workspace;
 #endif
 }
 
 void cpu_conv_winograd_backward(const conv_geom *g, int n, int chunk, int slots,
-                                int weight_grad_chunk, const float *x, const float *dy,
+                                int weight_grad_chunk, int bf16, const float *x, const float *dy,
                                 const float *w, float *dw, float *dx, int accumulate,
                                 float *workspace)
 {
 #ifdef CONV_WINOGRAD
-    const wino_geom wg = make_geom(g, 0), wgw = make_geom(g, 1);
+    const wino_geom wg = make_geom(g, 0, bf16), wgw = make_geom(g, 1, bf16);
     size_t fixed = cpu_conv_winograd_workspace(g, 0, slots, 1) / sizeof(float);
     if (dw)
         winograd_weight_grad(g, &wgw, n, weight_grad_chunk, slots, x, dy, dw, workspace,
@@ -388,7 +390,8 @@ void cpu_conv_winograd_backward(const conv_geom *g, int n, int chunk, int slots,
         winograd_pass(&wg, n, chunk, slots, g->K, g->C, dy, workspace, NULL, dx, accumulate,
                       workspace + fixed);
 #else
-    (void)g, (void)n, (void)chunk, (void)slots, (void)weight_grad_chunk, (void)x, (void)dy, (void)w;
+    (void)g, (void)n, (void)chunk, (void)slots, (void)weight_grad_chunk, (void)bf16, (void)x;
+    (void)dy, (void)w;
     (void)dw, (void)dx, (void)accumulate, (void)workspace;
 #endif
 }

@@ -44,7 +44,30 @@ typedef struct {
     int tiles;          /* per image */
     int lanes;          /* tiles a transform handles at once: 8 (AVX) or 4 (SSE) */
     int pair;           /* 4 tiles a row, rows in pairs: two rows of tiles in one AVX vector */
+    int bf16;           /* CPU_WINO_BF16_* flags: --precision bf16's roundings, done in passing */
 } wino_geom;
+
+/* x rounded to bf16, ties to even, NaN quieted: core/half.h's bf16_round, 8 or 4 lanes. */
+static inline __m256 round_bf16_8(__m256 x)
+{
+    const __m256i u = _mm256_castps_si256(x), upper = _mm256_set1_epi32((int)0xffff0000u);
+    const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+    const __m256i r = _mm256_and_si256(
+        _mm256_add_epi32(u, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff))), upper);
+    const __m256i quiet = _mm256_or_si256(_mm256_and_si256(u, upper), _mm256_set1_epi32(0x400000));
+    return _mm256_blendv_ps(_mm256_castsi256_ps(r), _mm256_castsi256_ps(quiet),
+                            _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+}
+
+static inline __m128 round_bf16_4(__m128 x)
+{
+    const __m128i u = _mm_castps_si128(x), upper = _mm_set1_epi32((int)0xffff0000u);
+    const __m128i lsb = _mm_and_si128(_mm_srli_epi32(u, 16), _mm_set1_epi32(1));
+    const __m128i r =
+        _mm_and_si128(_mm_add_epi32(u, _mm_add_epi32(lsb, _mm_set1_epi32(0x7fff))), upper);
+    const __m128i quiet = _mm_or_si128(_mm_and_si128(u, upper), _mm_set1_epi32(0x400000));
+    return _mm_blendv_ps(_mm_castsi128_ps(r), _mm_castsi128_ps(quiet), _mm_cmp_ps(x, x, _CMP_UNORD_Q));
+}
 
 static inline size_t round16(size_t n) { return (n + 15) / 16 * 16; }
 
@@ -78,7 +101,7 @@ void wino_transform_output(const wino_geom *wg, const float *m, size_t xi_stride
                            int ty, int tx, float *plane, int accumulate);
 void wino_transform_grads(const wino_geom *wg, int n0, int nb, int K, const float *dy,
                           float *d, size_t ldv, int team);
-void wino_filter_grad(int K, int C, const float *du, float *dw);
+void wino_filter_grad(const wino_geom *wg, int K, int C, const float *du, float *dw);
 
 #endif
 #endif

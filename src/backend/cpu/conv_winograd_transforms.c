@@ -8,6 +8,7 @@
  */
 #include <string.h>
 
+#include "../../core/half.h"
 #include "conv_winograd.h"
 
 #ifdef CONV_WINOGRAD
@@ -75,9 +76,12 @@ void wino_transform_filters(const wino_geom *wg, const float *w, int K, int C,
                     const int o = (int)b * KB + j, c = i0 + i;
                     for (int r = 0; r < 3 && o < outs; r++)
                         for (int s = 0; s < 3; s++)
-                            g[r][s][j] = for_input_grad
-                                             ? w[((size_t)c * C + o) * 9 + (2 - r) * 3 + 2 - s]
-                                             : w[((size_t)o * C + c) * 9 + r * 3 + s];
+                        {
+                            const float wv =
+                                for_input_grad ? w[((size_t)c * C + o) * 9 + (2 - r) * 3 + 2 - s]
+                                               : w[((size_t)o * C + c) * 9 + r * 3 + s];
+                            g[r][s][j] = wg->bf16 & CPU_WINO_BF16 ? bf16_round(wv) : wv;
+                        }
                 }
                 __m256d gv[3][3];
                 for (int r = 0; r < 3; r++)
@@ -125,6 +129,10 @@ static void split_parity(const wino_geom *wg, const float *src, const float *nex
         const float *row = src + (size_t)(y - 1) * wg->cols;
         for (int cc = 0; cc < TW; cc += 4) {
             __m128 lo = _mm_loadu_ps(row + 2 * cc), hi = _mm_loadu_ps(row + 2 * cc + 4);
+            if (wg->bf16 & CPU_WINO_BF16) {
+                lo = round_bf16_4(lo);
+                hi = round_bf16_4(hi);
+            }
             _mm_storeu_ps(odd + cc, _mm_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0)));
             _mm_storeu_ps(even + 1 + cc, _mm_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1)));
         }
@@ -184,9 +192,9 @@ TRANSFORM_INPUT(transform_input4, __m128, 4, 1, _mm_loadu_ps, _mm_storeu_ps, _mm
  * transform. The two output columns of each tile are interleaved into a row with unpacks;
  * the second half of the tiles goes `second` floats on (the next 8 columns, or for a pair of
  * tile rows two output rows down). */
-#define TRANSFORM_OUTPUT(name, vec, load, store, add, sub, set1, interleave, second)          \
-    static void name(const float *m, size_t xi_stride, float bias, int cols, float *out,      \
-                     int accumulate)                                                          \
+#define TRANSFORM_OUTPUT(name, vec, load, store, add, sub, set1, interleave, second, rnd)     \
+    static void name(const float *m, size_t xi_stride, float bias, int round, int cols,       \
+                     float *out, int accumulate)                                               \
     {                                                                                          \
         vec s[2][4];                                                                           \
         for (int j = 0; j < 4; j++) {                                                          \
@@ -197,8 +205,14 @@ TRANSFORM_INPUT(transform_input4, __m128, 4, 1, _mm_loadu_ps, _mm_storeu_ps, _mm
         }                                                                                      \
         const vec b = set1(bias);                                                              \
         for (int a = 0; a < 2; a++) {                                                          \
-            vec even = add(add(add(s[a][0], s[a][1]), s[a][2]), b);                            \
-            vec odd = add(sub(sub(s[a][1], s[a][2]), s[a][3]), b);                             \
+            vec even = add(add(s[a][0], s[a][1]), s[a][2]);                                    \
+            vec odd = sub(sub(s[a][1], s[a][2]), s[a][3]);                                     \
+            if (round) {                                                                       \
+                even = rnd(even);                                                              \
+                odd = rnd(odd);                                                                \
+            }                                                                                  \
+            even = add(even, b);                                                               \
+            odd = add(odd, b);                                                                 \
             vec lo, hi;                                                                        \
             interleave(even, odd, lo, hi);                                                     \
             float *row = out + (size_t)a * cols;                                               \
@@ -222,11 +236,12 @@ TRANSFORM_INPUT(transform_input4, __m128, 4, 1, _mm_loadu_ps, _mm_storeu_ps, _mm
     } while (0)
 
 TRANSFORM_OUTPUT(transform_output8, __m256, _mm256_loadu_ps, _mm256_storeu_ps, _mm256_add_ps,
-                 _mm256_sub_ps, _mm256_set1_ps, INTERLEAVE8, 8)
+                 _mm256_sub_ps, _mm256_set1_ps, INTERLEAVE8, 8, round_bf16_8)
 TRANSFORM_OUTPUT(transform_output8_pair, __m256, _mm256_loadu_ps, _mm256_storeu_ps,
-                 _mm256_add_ps, _mm256_sub_ps, _mm256_set1_ps, INTERLEAVE8, 2 * (size_t)cols)
+                 _mm256_add_ps, _mm256_sub_ps, _mm256_set1_ps, INTERLEAVE8, 2 * (size_t)cols,
+                 round_bf16_8)
 TRANSFORM_OUTPUT(transform_output4, __m128, _mm_loadu_ps, _mm_storeu_ps, _mm_add_ps,
-                 _mm_sub_ps, _mm_set1_ps, INTERLEAVE4, 4)
+                 _mm_sub_ps, _mm_set1_ps, INTERLEAVE4, 4, round_bf16_4)
 
 /* F(4x4, 3x3). A tile is 4x4 outputs from a 6x6 block of the padded input, so tiles step by 4
  * columns: each padded row is split into its four column phases (padded column 4 q + p at
@@ -238,7 +253,7 @@ TRANSFORM_OUTPUT(transform_output4, __m128, _mm_loadu_ps, _mm_storeu_ps, _mm_add
  * A tile's four output columns lie in four vectors (a lane per tile) and are put in row order
  * with 4x4 transposes within 128-bit lanes (and, for AVX, a 128-bit permute). */
 #define F4_KERNELS(sfx, vec, lanes, load, store, add, sub, mul, fmadd, set1, unpacklo, unpackhi, \
-                   shuffle, scatter4)                                                          \
+                   shuffle, scatter4, rnd)                                                     \
     static inline void bt6_##sfx(const vec d[6], vec o[6])                                     \
     {                                                                                          \
         const vec four = set1(4.0f), mfour = set1(-4.0f), mfive = set1(-5.0f);                 \
@@ -307,7 +322,7 @@ TRANSFORM_OUTPUT(transform_output4, __m128, _mm_loadu_ps, _mm_storeu_ps, _mm_add
     /* A^T m A of a vector of tiles, + bias: o[a][t] holds output row a of the tiles in        \
      * transpose4's order (SSE: o[a][t] is tile t's) */                                        \
     static inline void output_tiles_##sfx(const float *m, size_t xi_stride, float bias,        \
-                                          vec o[4][4])                                         \
+                                          int round, vec o[4][4])                              \
     {                                                                                          \
         vec s[4][6];                                                                           \
         for (int j = 0; j < 6; j++) {                                                          \
@@ -322,17 +337,17 @@ TRANSFORM_OUTPUT(transform_output4, __m128, _mm_loadu_ps, _mm_storeu_ps, _mm_add
         for (int a = 0; a < 4; a++) {                                                          \
             at6_##sfx(s[a], o[a]);                                                             \
             for (int k = 0; k < 4; k++)                                                        \
-                o[a][k] = add(o[a][k], b);                                                     \
+                o[a][k] = add(round ? rnd(o[a][k]) : o[a][k], b);                              \
             transpose4_##sfx(o[a]);                                                            \
         }                                                                                      \
     }                                                                                          \
     /* Outputs of a vector of tiles in a row, written or added to the four output rows at     \
      * `out` (row stride cols) */                                                              \
     static void transform_output6_##sfx(const float *m, size_t xi_stride, float bias,          \
-                                        int cols, float *out, int accumulate)                  \
+                                        int round, int cols, float *out, int accumulate)       \
     {                                                                                          \
         vec o[4][4];                                                                           \
-        output_tiles_##sfx(m, xi_stride, bias, o);                                             \
+        output_tiles_##sfx(m, xi_stride, bias, round, o);                                      \
         for (int a = 0; a < 4; a++)                                                            \
             scatter4(out + (size_t)a * cols, o[a], accumulate);                                \
     }
@@ -356,10 +371,10 @@ static inline void scatter4_avx(float *row, const __m256 r[4], int accumulate)
 
 F4_KERNELS(avx, __m256, 8, _mm256_loadu_ps, _mm256_storeu_ps, _mm256_add_ps, _mm256_sub_ps,
            _mm256_mul_ps, _mm256_fmadd_ps, _mm256_set1_ps, _mm256_unpacklo_ps,
-           _mm256_unpackhi_ps, _mm256_shuffle_ps, scatter4_avx)
+           _mm256_unpackhi_ps, _mm256_shuffle_ps, scatter4_avx, round_bf16_8)
 F4_KERNELS(sse, __m128, 4, _mm_loadu_ps, _mm_storeu_ps, _mm_add_ps, _mm_sub_ps, _mm_mul_ps,
            _mm_fmadd_ps, _mm_set1_ps, _mm_unpacklo_ps, _mm_unpackhi_ps, _mm_shuffle_ps,
-           scatter4_sse)
+           scatter4_sse, round_bf16_4)
 
 /* F(4x4) on rows of 4 tiles (16x16 images) in pairs: tile rows ty and ty + 1 in the two
  * halves of each vector, 4 padded rows apart in the phase planes and 4 output rows apart. */
@@ -382,11 +397,11 @@ static void transform_input6_pair(const wino_geom *wg, const float *par, float *
     }
 }
 
-static void transform_output6_pair(const float *m, size_t xi_stride, float bias, int cols,
-                                   float *out, int accumulate)
+static void transform_output6_pair(const float *m, size_t xi_stride, float bias, int round,
+                                   int cols, float *out, int accumulate)
 {
     __m256 o[4][4];
-    output_tiles_avx(m, xi_stride, bias, o);
+    output_tiles_avx(m, xi_stride, bias, round, o);
     for (int a = 0; a < 4; a++) {
         const __m256 *r = o[a];
         /* row a of tiles 0-3 of each tile row (scatter4_avx's order) */
@@ -422,6 +437,8 @@ static void split_phases(const wino_geom *wg, const float *src, const float *nex
         for (int q = 0; q < TW; q += 4) {
             __m128 r[4] = {_mm_loadu_ps(row + 4 * q), _mm_loadu_ps(row + 4 * q + 4),
                            _mm_loadu_ps(row + 4 * q + 8), _mm_loadu_ps(row + 4 * q + 12)};
+            for (int k = 0; (wg->bf16 & CPU_WINO_BF16) && k < 4; k++)
+                r[k] = round_bf16_4(r[k]);
             transpose4_sse(r);
             _mm_storeu_ps(p0 + pl + q, r[0]);
             _mm_storeu_ps(p0 + 2 * pl + q, r[1]);
@@ -462,18 +479,19 @@ void wino_transform_output(const wino_geom *wg, const float *m, size_t xi_stride
                              int ty, int tx, float *plane, int accumulate)
 {
     float *out = plane + (size_t)(wg->m * ty) * wg->cols + wg->m * tx;
+    const int round = wg->bf16 & CPU_WINO_BF16;
     if (wg->m == 4 && wg->pair)
-        transform_output6_pair(m, xi_stride, bias, wg->cols, out, accumulate);
+        transform_output6_pair(m, xi_stride, bias, round, wg->cols, out, accumulate);
     else if (wg->m == 4 && wg->lanes == 8)
-        transform_output6_avx(m, xi_stride, bias, wg->cols, out, accumulate);
+        transform_output6_avx(m, xi_stride, bias, round, wg->cols, out, accumulate);
     else if (wg->m == 4)
-        transform_output6_sse(m, xi_stride, bias, wg->cols, out, accumulate);
+        transform_output6_sse(m, xi_stride, bias, round, wg->cols, out, accumulate);
     else if (wg->pair)
-        transform_output8_pair(m, xi_stride, bias, wg->cols, out, accumulate);
+        transform_output8_pair(m, xi_stride, bias, round, wg->cols, out, accumulate);
     else if (wg->lanes == 8)
-        transform_output8(m, xi_stride, bias, wg->cols, out, accumulate);
+        transform_output8(m, xi_stride, bias, round, wg->cols, out, accumulate);
     else
-        transform_output4(m, xi_stride, bias, wg->cols, out, accumulate);
+        transform_output4(m, xi_stride, bias, round, wg->cols, out, accumulate);
 }
 
 /* V [xi][ins][ldv] = B^T d B of every tile of images n0 .. n0 + nb - 1 of in [n, ins, rows,
@@ -528,7 +546,8 @@ void wino_transform_inputs(const wino_geom *wg, int n0, int nb, int ins, const f
 
 /* `rows` tile rows at a time (2: a pair of rows of 4 tiles, the second half of each vector
  * from the output rows two below, `second` floats on) */
-#define TRANSFORM_GRAD(name, vec, lanes, rows, second, deinterleave, store, add, sub, zero)   \
+#define TRANSFORM_GRAD(name, vec, lanes, rows, second, deinterleave, store, add, sub, zero,   \
+                       rnd)                                                                    \
     static void name(const wino_geom *wg, const float *dy, const float *next, float *d,       \
                      size_t xi_stride)                                                         \
     {                                                                                          \
@@ -539,6 +558,12 @@ void wino_transform_inputs(const wino_geom *wg, int n0, int nb, int ins, const f
                 vec a, b, c, e;                                                                \
                 deinterleave(r0, (second), a, b);                                              \
                 deinterleave(r0 + wg->cols, (second), c, e);                                   \
+                if (wg->bf16 & CPU_WINO_BF16) {                                                \
+                    a = rnd(a);                                                                \
+                    b = rnd(b);                                                                \
+                    c = rnd(c);                                                                \
+                    e = rnd(e);                                                                \
+                }                                                                              \
                 /* A dy: rows [a b], [a+c b+e], [a-c b-e], [-c -e]; then each row [p q] */     \
                 /* times A^T: [p, p+q, p-q, -q] */                                             \
                 const vec p[4] = {a, add(a, c), sub(a, c), sub(zero, c)};                      \
@@ -555,11 +580,11 @@ void wino_transform_inputs(const wino_geom *wg, int n0, int nb, int ins, const f
     }
 
 TRANSFORM_GRAD(transform_grad8, __m256, 8, 1, 8, DEINTERLEAVE8, _mm256_storeu_ps,
-               _mm256_add_ps, _mm256_sub_ps, _mm256_setzero_ps())
+               _mm256_add_ps, _mm256_sub_ps, _mm256_setzero_ps(), round_bf16_8)
 TRANSFORM_GRAD(transform_grad8_pair, __m256, 8, 2, 2 * (size_t)wg->cols, DEINTERLEAVE8,
-               _mm256_storeu_ps, _mm256_add_ps, _mm256_sub_ps, _mm256_setzero_ps())
+               _mm256_storeu_ps, _mm256_add_ps, _mm256_sub_ps, _mm256_setzero_ps(), round_bf16_8)
 TRANSFORM_GRAD(transform_grad4, __m128, 4, 1, 4, DEINTERLEAVE4, _mm_storeu_ps, _mm_add_ps,
-               _mm_sub_ps, _mm_setzero_ps())
+               _mm_sub_ps, _mm_setzero_ps(), round_bf16_4)
 
 /* D [xi][K][ldv] = A dy A^T of every tile of images n0 .. n0 + nb - 1 of dy [n, K, rows, cols],
  * zero past the last tile. */
@@ -591,7 +616,7 @@ void wino_transform_grads(const wino_geom *wg, int n0, int nb, int K, const floa
  * inlined with alpha a constant (with it a loop bound the compiler did not unroll, and these
  * sums were a visible share of a 64-channel layer's step; measurements: docs/perf-notes.md). */
 static inline void pair_grad(int alpha, const double (*G)[3], const float *du, size_t stride,
-                             float *dw)
+                             int round, float *dw)
 {
     double t[3][6];
     for (int r = 0; r < 3; r++)
@@ -605,17 +630,19 @@ static inline void pair_grad(int alpha, const double (*G)[3], const float *du, s
             double acc = 0.0;
             for (int j = 0; j < alpha; j++)
                 acc += t[r][j] * G[j][s];
-            dw[r * 3 + s] += (float)acc;
+            dw[r * 3 + s] += round ? bf16_round((float)acc) : (float)acc;
         }
 }
 
-/* dw [K, C, 3, 3] += G^T dU G, dU [16][K][C] (the weight gradient is F(2x2)'s). */
-void wino_filter_grad(int K, int C, const float *du, float *dw)
+/* dw [K, C, 3, 3] += G^T dU G, dU [16][K][C] (the weight gradient is F(2x2)'s), each rounded
+ * to bf16 before the sum where wg asks (CPU_WINO_BF16_DW). */
+void wino_filter_grad(const wino_geom *wg, int K, int C, const float *du, float *dw)
 {
     const size_t pairs = (size_t)K * C;
+    const int round = (wg->bf16 & CPU_WINO_BF16_DW) != 0;
 #pragma omp parallel for schedule(guided)
     for (long long kc = 0; kc < (long long)pairs; kc++)
-        pair_grad(4, G2, du + kc, pairs, dw + (size_t)kc * 9);
+        pair_grad(4, G2, du + kc, pairs, round, dw + (size_t)kc * 9);
 }
 
 #else

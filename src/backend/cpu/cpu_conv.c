@@ -306,6 +306,15 @@ static void filter_product(const conv_plan *c, int tiles, int trans,
                          0, 0.0f, out, ld, 0, gemm_flags(c));
 }
 
+/* --precision bf16 in the Winograd passes: operands rounded as the transforms read them and
+ * outputs as they are written, and dw's sum where one call has the whole batch (whole_dw), so
+ * the passes need no rounded copies (cpu_conv_forward, cpu_conv_backward). On the copies
+ * (the other paths' route) the same flags round what is already rounded: no change. */
+static int wino_bf16(const conv_plan *c, int whole_dw)
+{
+    return c->bf16 ? CPU_WINO_BF16 | (whole_dw ? CPU_WINO_BF16_DW : 0) : 0;
+}
+
 /* Winograd on zero-extended copies (conv_extend.c), chunk_extend images at a time. */
 static float *extend_buffer(const conv_plan *c, void *workspace)
 {
@@ -322,8 +331,8 @@ static void extended_forward(const conv_plan *c, int n, const float *x, const fl
         const int nb = DTNN_MIN(c->chunk_extend, n - n0);
         cpu_extend_planes(x + (size_t)n0 * g->C * g->H * g->W, (size_t)nb * g->C, g->H, g->W,
                           gx->H, gx->W, xe);
-        cpu_conv_winograd_forward(gx, nb, c->chunk_winograd, c->slots, xe, w, b, ye,
-                                  workspace);
+        cpu_conv_winograd_forward(gx, nb, c->chunk_winograd, c->slots, wino_bf16(c, 0), xe, w,
+                                  b, ye, workspace);
         cpu_crop_planes(ye, (size_t)nb * g->K, gx->H, gx->W, g->P, g->Q,
                         y + (size_t)n0 * g->K * g->P * g->Q, 0);
     }
@@ -348,7 +357,8 @@ static void extended_backward(const conv_plan *c, int n, const float *x, const f
         cpu_extend_planes(dy + (size_t)n0 * g->K * g->P * g->Q, (size_t)nb * g->K, g->P, g->Q,
                           gx->H, gx->W, dye);
         cpu_conv_winograd_backward(gx, nb, c->chunk_winograd, c->slots, c->chunk_weight_grad,
-                                   xe, dye, w, dw, dx ? dxe : NULL, 0, workspace);
+                                   wino_bf16(c, 0), xe, dye, w, dw, dx ? dxe : NULL, 0,
+                                   workspace);
         if (dx)
             cpu_crop_planes(dxe, (size_t)nb * g->C, gx->H, gx->W, g->H, g->W,
                             dx + (size_t)n0 * g->C * g->H * g->W, accumulate);
@@ -375,8 +385,8 @@ static void forward_f32(const conv_plan *c, int n, const float *x, const float *
         return;
     }
     if (c->algo == CONV_WINOGRAD) {
-        cpu_conv_winograd_forward(g, n, c->chunk_winograd, c->slots, x, w, b,
-                                       y, workspace);
+        cpu_conv_winograd_forward(g, n, c->chunk_winograd, c->slots, wino_bf16(c, 0), x, w, b,
+                                  y, workspace);
         return;
     }
     if (c->algo == CONV_POINTWISE) {
@@ -437,10 +447,9 @@ static void backward_f32(const conv_plan *c, int n, const float *x, const float 
         if (c->weight_grad_direct && dw)
             cpu_conv_direct_backward(g, n, c->chunk_direct, c->slots, x, dy, w, dw,
                                           NULL, 0, workspace);
-        cpu_conv_winograd_backward(g, n, c->chunk_winograd, c->slots,
-                                        c->chunk_weight_grad, x, dy, w,
-                                        c->weight_grad_direct ? NULL : dw, dx,
-                                        accumulate, workspace);
+        cpu_conv_winograd_backward(g, n, c->chunk_winograd, c->slots, c->chunk_weight_grad,
+                                   wino_bf16(c, 1), x, dy, w, c->weight_grad_direct ? NULL : dw,
+                                   dx, accumulate, workspace);
         return;
     }
     if (c->algo_backward == CONV_DIRECT) {
@@ -528,6 +537,11 @@ void cpu_conv_forward(dtnn_backend *be, const conv_plan *c, int n, const float *
         forward_f32(c, n, x, w, b, y, workspace);
         return;
     }
+    if (c->algo == CONV_WINOGRAD) {
+        /* the passes round x, w and y themselves (wino_bf16); y before the bias */
+        forward_f32(c, n, x, w, b, y, workspace);
+        return;
+    }
     const conv_geom *g = &c->g;
     const size_t PQ = (size_t)g->P * g->Q;
     bf16_copies r = copies_at(c, workspace);
@@ -558,6 +572,11 @@ void cpu_conv_backward(dtnn_backend *be, const conv_plan *c, int n, const float 
         cpu_bias_grad(n, g->K, g->P * g->Q, dy, db);
     if (!dw && !dx)
         return;
+    if (c->algo_backward == CONV_WINOGRAD && !c->extend && !c->weight_grad_direct) {
+        /* the passes round x, dy, w, dx and dw's sum themselves (wino_bf16) */
+        backward_f32(c, n, x, dy, w, dw, NULL, dx, accumulate, workspace);
+        return;
+    }
     bf16_copies r = copies_at(c, workspace);
     cpu_round_bf16(out, dy, r.dy);
     if (dw) {

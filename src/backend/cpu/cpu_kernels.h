@@ -82,10 +82,17 @@ void cpu_crop_planes(const float *src, size_t planes, int Hx, int Wx, int H, int
 size_t cpu_conv_winograd_workspace(const conv_geom *g, int chunk, int slots, int weight_grad);
 int cpu_conv_winograd_chunk(const conv_geom *g, int max_batch, size_t limit, int slots,
                             int weight_grad);
-void cpu_conv_winograd_forward(const conv_geom *g, int n, int chunk, int slots, const float *x,
-                               const float *w, const float *bias, float *y, float *workspace);
+/* bf16 flags of the Winograd passes (--precision bf16 without rounded copies):
+ * CPU_WINO_BF16 rounds x, dy and w as the transforms read them and each output (y before the
+ * bias, dx before the sum into it) as they write it; CPU_WINO_BF16_DW rounds dw's sum over the
+ * n images of the call before adding it into dw (so only where one call has the whole batch).
+ * Rounding twice is rounding once: a pass on rounded copies may set them too. */
+enum { CPU_WINO_BF16 = 1, CPU_WINO_BF16_DW = 2 };
+void cpu_conv_winograd_forward(const conv_geom *g, int n, int chunk, int slots, int bf16,
+                               const float *x, const float *w, const float *bias, float *y,
+                               float *workspace);
 void cpu_conv_winograd_backward(const conv_geom *g, int n, int chunk, int slots,
-                                int weight_grad_chunk, const float *x, const float *dy,
+                                int weight_grad_chunk, int bf16, const float *x, const float *dy,
                                 const float *w, float *dw, float *dx, int accumulate,
                                 float *workspace);
 void cpu_bias_grad(int n, int C, int hw, const float *dy, float *db);
