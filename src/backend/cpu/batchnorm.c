@@ -98,6 +98,8 @@ static inline void fetch_ahead(const ahead *h, int j)
 
 static int moments_vec(int hw, const float *xc, double s, double *a, double *b, const ahead *h)
 {
+    if (hw < LANES)
+        return 0; /* no group of 8: see grad_sums_vec */
     __m256d a0 = _mm256_loadu_pd(a), a1 = _mm256_loadu_pd(a + 4);
     __m256d b0 = _mm256_loadu_pd(b), b1 = _mm256_loadu_pd(b + 4);
     const __m256d sv = _mm256_set1_pd(s);
@@ -152,6 +154,13 @@ static int grad_sums_vec(int hw, const float *xc, const float *dyc, const bn_rel
                          const float *oc, float mean, double *a, double *b, float *dresc,
                          int dres_accumulate, const ahead *h)
 {
+    /* Rows shorter than a group (EfficientNet's 2x2 and 1x1 planes: a row per image and
+     * channel) would only move the lanes through vector registers: stores of 32 bytes that
+     * the scalar loop then reads 8 at a time, and the other way round on the next row, each
+     * a failed store-to-load forward. Batch norm on 1536 x 1 x 1 planes (batch 32) took 2.7
+     * ms, as long as a 3x3 convolution (measurements: docs/perf-notes.md). */
+    if (hw < LANES)
+        return 0;
     __m256d a0 = _mm256_loadu_pd(a), a1 = _mm256_loadu_pd(a + 4);
     __m256d b0 = _mm256_loadu_pd(b), b1 = _mm256_loadu_pd(b + 4);
     const __m256 m = _mm256_set1_ps(mean);
@@ -246,9 +255,14 @@ static void moments_row(int hw, const float *xc, double s, double *a, double *b,
 static void normalise_row(int hw, const float *xc, float mean, float scale, float shift,
                           int relu, const float *rc, float *yc, const ahead *h)
 {
-    for (int j = normalise_vec(hw, xc, mean, scale, shift, relu, rc, yc, h); j < hw; j++) {
-        yc[j] = bn_normalise(xc[j], mean, scale, shift, rc != NULL, rc ? rc[j] : 0.0f, relu);
-    }
+    int j = normalise_vec(hw, xc, mean, scale, shift, relu, rc, yc, h);
+    /* Without a residual the loop names none: a vectorised `rc ? rc[j] : 0` became a masked
+     * load from NULL, which AMD's cores serve by a microcode assist (see grad_apply_row). */
+    if (!rc)
+        for (; j < hw; j++)
+            yc[j] = bn_normalise(xc[j], mean, scale, shift, 0, 0.0f, relu);
+    for (; j < hw; j++)
+        yc[j] = bn_normalise(xc[j], mean, scale, shift, 1, rc[j], relu);
 }
 
 /* sum of g and of g (x - mean), g = the passed gradient, which is also the residual's
@@ -257,8 +271,15 @@ static void grad_sums_row(int hw, const float *xc, const float *dyc, const bn_re
                           const float *oc, float mean, double *a, double *b, float *dresc,
                           int dres_accumulate, const ahead *h)
 {
-    for (int j = grad_sums_vec(hw, xc, dyc, r, oc, mean, a, b, dresc, dres_accumulate, h);
-         j < hw; j++) {
+    int j = grad_sums_vec(hw, xc, dyc, r, oc, mean, a, b, dresc, dres_accumulate, h);
+    if (!oc && !dresc)
+        for (; j < hw; j++) { /* (see grad_apply_row) */
+            const float d = xc[j] - mean;
+            const double g = passed(dyc[j], d, r, NULL, j);
+            a[j % LANES] += g;
+            b[j % LANES] += g * d;
+        }
+    for (; j < hw; j++) {
         const float d = xc[j] - mean, gf = passed(dyc[j], d, r, oc, j);
         const double g = gf;
         if (dresc)
@@ -274,8 +295,18 @@ static void grad_apply_row(int hw, const float *xc, const float *dyc, const bn_r
                            int accumulate, float *dxc, const ahead *h)
 {
     const bn_grad_consts c = {k, xs, off};
-    for (int j = grad_apply_vec(hw, xc, dyc, r, oc, mean, k, xs, off, accumulate, dxc, h);
-         j < hw; j++) {
+    int j = grad_apply_vec(hw, xc, dyc, r, oc, mean, k, xs, off, accumulate, dxc, h);
+    /* Rows shorter than a group run here alone (EfficientNet's 2x2 planes). Where the ReLU
+     * mask is not read the loop names no `oc`: GCC vectorised `oc ? oc[j] : 0` into a masked
+     * load, which from a NULL row faults in its masked-off lanes, and AMD's cores serve that
+     * by a microcode assist: two thirds of this function's time on 960 x 2 x 2 planes. */
+    if (!oc)
+        for (; j < hw; j++) {
+            const float d = xc[j] - mean;
+            const float v = bn_grad_value(passed(dyc[j], d, r, NULL, j), d, c);
+            dxc[j] = accumulate ? dxc[j] + v : v;
+        }
+    for (; j < hw; j++) {
         const float d = xc[j] - mean;
         const float v = bn_grad_value(passed(dyc[j], d, r, oc, j), d, c);
         dxc[j] = accumulate ? dxc[j] + v : v;
