@@ -26,11 +26,39 @@ static void valid_columns(const conv_geom *g, int off, int *q0, int *q1)
         *q1 = g->Q;
 }
 
+/* Each kernel column's valid output range, found once per call: per plane and output row
+ * its two divisions were most of a tap's cost on EfficientNet's 2x2 planes, where a tap adds
+ * one or two products (960 x 2 x 2, batch 32: 2.1 ms forward; measurements:
+ * docs/perf-notes.md). Kernels wider than MAX_S find them per tap, as before. */
+enum { MAX_S = 16 };
+typedef struct {
+    int q0[MAX_S], q1[MAX_S];
+} column_ranges;
+
+static column_ranges column_ranges_of(const conv_geom *g)
+{
+    column_ranges cr;
+    for (int s = 0; s < g->S && s < MAX_S; s++)
+        valid_columns(g, s * g->dil_w - g->pad_w, &cr.q0[s], &cr.q1[s]);
+    return cr;
+}
+
+static void columns_of(const conv_geom *g, const column_ranges *cr, int s, int *q0, int *q1)
+{
+    if (s < MAX_S) {
+        *q0 = cr->q0[s];
+        *q1 = cr->q1[s];
+        return;
+    }
+    valid_columns(g, s * g->dil_w - g->pad_w, q0, q1);
+}
+
 void cpu_dw_conv_forward(const conv_geom *g, int n, const float *x, const float *w,
                          const float *bias, float *y)
 {
     const long long planes = (long long)n * g->C;
     const int H = g->H, W = g->W, P = g->P, Q = g->Q, R = g->R, S = g->S, sw = g->stride_w;
+    const column_ranges cr = column_ranges_of(g);
 #pragma omp parallel for schedule(guided)
     for (long long pl = 0; pl < planes; pl++) {
         const int c = (int)(pl % g->C);
@@ -48,7 +76,7 @@ void cpu_dw_conv_forward(const conv_geom *g, int n, const float *x, const float 
                 for (int s = 0; s < S; s++) {
                     const int off = s * g->dil_w - g->pad_w;
                     int q0, q1;
-                    valid_columns(g, off, &q0, &q1);
+                    columns_of(g, &cr, s, &q0, &q1);
                     const float wv = wc[r * S + s];
                     const float *xr = xp + (size_t)ih * W + off + q0 * sw;
                     float *yq = yr + q0;
@@ -70,6 +98,7 @@ void cpu_dw_conv_backward_data(const conv_geom *g, int n, const float *dy, const
 {
     const long long planes = (long long)n * g->C;
     const int H = g->H, W = g->W, P = g->P, Q = g->Q, R = g->R, S = g->S, sw = g->stride_w;
+    const column_ranges cr = column_ranges_of(g);
 #pragma omp parallel for schedule(guided)
     for (long long pl = 0; pl < planes; pl++) {
         const int c = (int)(pl % g->C);
@@ -86,7 +115,7 @@ void cpu_dw_conv_backward_data(const conv_geom *g, int n, const float *dy, const
                 for (int s = 0; s < S; s++) {
                     const int off = s * g->dil_w - g->pad_w;
                     int q0, q1;
-                    valid_columns(g, off, &q0, &q1);
+                    columns_of(g, &cr, s, &q0, &q1);
                     const float wv = wc[r * S + s];
                     float *dxr = dxp + (size_t)ih * W + off + q0 * sw;
                     const float *dyq = dyr + q0;
@@ -107,6 +136,7 @@ void cpu_dw_conv_backward_weight(const conv_geom *g, int n, const float *x, cons
                                  float *dw)
 {
     const int H = g->H, W = g->W, P = g->P, Q = g->Q, R = g->R, S = g->S, sw = g->stride_w;
+    const column_ranges cr = column_ranges_of(g);
 #pragma omp parallel for schedule(guided)
     for (int c = 0; c < g->C; c++) {
         float *dwc = dw + (size_t)c * R * S;
@@ -122,7 +152,7 @@ void cpu_dw_conv_backward_weight(const conv_geom *g, int n, const float *x, cons
                     for (int s = 0; s < S; s++) {
                         const int off = s * g->dil_w - g->pad_w;
                         int q0, q1;
-                        valid_columns(g, off, &q0, &q1);
+                        columns_of(g, &cr, s, &q0, &q1);
                         const float *xr = xp + (size_t)ih * W + off + q0 * sw;
                         const float *dyq = dyr + q0;
                         float acc = 0.0f;
