@@ -69,7 +69,7 @@ struct conv_plan {
     int slots;                  /* threads (when planned) that run direct and Winograd chunks
                                  * of their own, each with its own scratch; 1 = none */
     size_t pack_floats;         /* im2col-tiles: scratch per group for the packed filters */
-    int bf16;                   /* --precision bf16: the fp32 path on rounded copies (below) */
+    int bf16;                   /* --precision bf16: in passing or on rounded copies (below) */
     size_t fp32_bytes;          /* the fp32 path's scratch; the bf16 copies follow it */
     size_t image_in, image_out; /* floats of one image's input and output */
     size_t weights;             /* floats of the filters */
@@ -259,6 +259,15 @@ static void plan(conv_plan *c, dtnn_conv_algo asked)
     }
 }
 
+/* --precision bf16 without rounded copies: the Winograd passes round as they go (wino_bf16
+ * below); backward only where one Winograd call has all of dw (not the extended path's
+ * chunks, not a direct weight gradient). */
+static int bf16_forward_in_passing(const conv_plan *c) { return c->algo == CONV_WINOGRAD; }
+static int bf16_backward_in_passing(const conv_plan *c)
+{
+    return c->algo_backward == CONV_WINOGRAD && !c->extend && !c->weight_grad_direct;
+}
+
 conv_plan *cpu_conv_plan_create(dtnn_backend *be, const conv_desc *d, dtnn_error *err)
 {
     (void)be;
@@ -277,15 +286,15 @@ conv_plan *cpu_conv_plan_create(dtnn_backend *be, const conv_desc *d, dtnn_error
     c->weights = (size_t)g->K * (g->C / g->groups) * g->R * g->S;
     c->bf16 = d->precision == DTNN_PRECISION_BF16;
     c->fp32_bytes = (c->workspace_bytes + 63) / 64 * 64;
-    if (c->bf16)
+    if (c->bf16 && !(bf16_forward_in_passing(c) && bf16_backward_in_passing(c)))
         c->workspace_bytes = c->fp32_bytes + sizeof(float) * (2 * c->image_in * c->max_batch +
                                                               2 * c->weights +
                                                               c->image_out * c->max_batch);
     return c;
 }
 
-/* bf16: the products take rounded copies (cpu_conv_forward, cpu_conv_backward below), which
- * the GEMM may multiply as bf16 pairs. */
+/* bf16: the GEMMs' operands are rounded copies (cpu_conv_forward, cpu_conv_backward below),
+ * which the GEMM may multiply as bf16 pairs. */
 static int gemm_flags(const conv_plan *c) { return c->bf16 ? CPU_GEMM_BF16 : 0; }
 
 /* The im2col path's product with group gi's filters W_g [Kg, CRSg]: out [m, ld] = W_g b
@@ -512,8 +521,10 @@ static void backward_f32(const conv_plan *c, int n, const float *x, const float 
 
 /* bf16 (dtnn.h): the fp32 path on copies of x, w and dy rounded to bf16, its outputs rounded
  * before the bias (forward) or the sum into dw and dx (backward), as cuDNN's bf16 passes write
- * them; the bias gradient from the unrounded dy. The copies, after the fp32 path's scratch:
- * x [n, C, H, W], w, dy [n, K, P, Q], then the unrounded dw and dx. */
+ * them; the bias gradient from the unrounded dy. Winograd passes do the same roundings in
+ * passing where they can (bf16_*_in_passing), and a plan whose passes both do has no copies.
+ * The copies, after the fp32 path's scratch: x [n, C, H, W], w, dy [n, K, P, Q], then the
+ * unrounded dw and dx. */
 typedef struct {
     float *x, *w, *dy, *dw, *dx;
 } bf16_copies;
@@ -537,7 +548,7 @@ void cpu_conv_forward(dtnn_backend *be, const conv_plan *c, int n, const float *
         forward_f32(c, n, x, w, b, y, workspace);
         return;
     }
-    if (c->algo == CONV_WINOGRAD) {
+    if (bf16_forward_in_passing(c)) {
         /* the passes round x, w and y themselves (wino_bf16); y before the bias */
         forward_f32(c, n, x, w, b, y, workspace);
         return;
@@ -572,7 +583,7 @@ void cpu_conv_backward(dtnn_backend *be, const conv_plan *c, int n, const float 
         cpu_bias_grad(n, g->K, g->P * g->Q, dy, db);
     if (!dw && !dx)
         return;
-    if (c->algo_backward == CONV_WINOGRAD && !c->extend && !c->weight_grad_direct) {
+    if (bf16_backward_in_passing(c)) {
         /* the passes round x, dy, w, dx and dw's sum themselves (wino_bf16) */
         backward_f32(c, n, x, dy, w, dw, NULL, dx, accumulate, workspace);
         return;

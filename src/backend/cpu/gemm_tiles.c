@@ -2,9 +2,9 @@
  * gemm_tiles.c — matrix products with one dimension small (4 to 64: a CIFAR layer's filters),
  * where OpenBLAS reaches a third to a half of its peak: C = op(A) B by 4 x 24 register tiles
  * (the im2col path's forward and input gradient with few filters, Winograd's per-position
- * products), and C += A B^T by dot products along the long dimension (weight gradients).
- * conv_winograd.c calls the tile kernel directly and the dot products for its weight
- * gradient. Every output is summed by one thread in a fixed order, so results do not depend on
+ * products; 4 x 48 for those in the AVX-512 set), and C += A B^T by dot products along the
+ * long dimension (weight gradients). conv_winograd.c calls the tile kernel directly (through
+ * conv_winograd.h's wino_tile) and the dot products for its weight gradient. Every output is summed by one thread in a fixed order, so results do not depend on
  * the thread count. Built with AVX2 + FMA; elsewhere the drivers call BLAS.
  */
 #include <stddef.h>
@@ -32,7 +32,7 @@ size_t cpu_gemm_tiles_scratch(int m, int k)
 /* c[j * ldc + 0..23] = sum over p < steps and t < taps of a[(p * taps + t) * 4 + j] *
  * b[p * step + offsets[t] + 0..23]: a packed as [steps][taps][4]. A GEMM is one tap (offset 0,
  * step = ldb); a direct convolution is one step per input plane and one tap per kernel
- * position (conv_direct.c). 12 accumulators, 3 loads and 4 broadcasts per tap, named
+ * position (conv_direct.c). AVX2: 12 accumulators, 3 loads and 4 broadcasts per tap, named
  * variables rather than an array, and the tap loop not unrolled: GCC 12 otherwise spilled
  * accumulators to the stack and folded each load into all 12 FMAs (16 loads per 12 FMAs, well
  * below the tile's speed; measurements: docs/perf-notes.md). The empty asm statement keeps the
@@ -156,8 +156,10 @@ void cpu_tile_4x24(int k, const float *a, const float *b, size_t ldb, float *c, 
  * accumulators, 3 + 4 loads per 12 FMAs (the asm statements as above: without them GCC 12
  * re-read a or b inside every FMA, 15 or 16 loads per 12 FMAs); t1 - t0 a multiple of 8.
  * The accumulators live in memory between calls, so a caller can cut the sum into pieces
- * and get the same lanes as one call over the whole length. Also the direct convolution's
- * weight gradient (4 filters' dy rows against 3 shifted input rows, conv_direct.c). */
+ * (with AVX2 the same lanes as one call over the whole length; the AVX-512 form sums each
+ * call's part in 16 lanes first, so there the cut moves the rounding). Also the direct
+ * convolution's weight gradient (4 filters' dy rows against 3 shifted input rows,
+ * conv_direct.c). */
 #define DOT_ROW(j)                                                                             \
     do {                                                                                       \
         __m256 d = _mm256_loadu_ps(a[j] + t);                                                  \
@@ -208,7 +210,9 @@ static void dot_4x3_ymm(const float *const a[4], const float *const b[3], size_t
 
 static void fold_into(float lanes[8], __m512 v)
 {
-    const __m256 halves = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
+    /* the upper half through the AVX-512F extract (the 32x8 form needs DQ) */
+    const __m256 upper = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
+    const __m256 halves = _mm256_add_ps(_mm512_castps512_ps256(v), upper);
     _mm256_storeu_ps(lanes, _mm256_add_ps(_mm256_loadu_ps(lanes), halves));
 }
 

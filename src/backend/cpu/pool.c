@@ -128,9 +128,9 @@ static void maxpool_block_inside(const pool_geom *g, const float *xp, float *yp,
         for (int i = 0; i < g->kh; i++)
             for (int j = 0; j < g->kw; j++) {
                 const int32_t base = (hs + i * g->dil_h) * W + j * g->dil_w - g->pad_w;
-                const float *row = xp + base;
+                /* an index, not a row pointer: base may lie before the plane (the padding) */
                 for (int q = q0; q < q1; q++) {
-                    const float v = row[q * sw], best = yr[q];
+                    const float v = xp[base + q * sw], best = yr[q];
                     const int take = (v > best) | ((v != v) & (best == best));
                     yr[q] = take ? v : best;
                     ar[q] = take ? base + q * sw : ar[q];
