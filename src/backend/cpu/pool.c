@@ -32,8 +32,8 @@ static inline __m128 evens4(const float *a)
     return _mm_shuffle_ps(_mm_loadu_ps(a), _mm_loadu_ps(a + 3), _MM_SHUFFLE(3, 1, 2, 0));
 }
 
-#define STRIDE2_OUTPUTS(name, lanes, vec, ivec, evens, cmp, or, andnot, blend, iblend, iset1,  \
-                        iadd, iramp, store, istore)                                            \
+#define STRIDE2_OUTPUTS(name, vec, ivec, evens, cmp, or, andnot, blend, iblend, iset1, iadd,  \
+                        iramp, store, istore)                                                  \
     static void name(const pool_geom *g, const float *xp, float *yr, int32_t *ar, int hs,     \
                      int q)                                                                    \
     {                                                                                          \
@@ -60,11 +60,11 @@ static inline __m128 evens4(const float *a)
     _mm_castps_si128(_mm_blendv_ps(_mm_castsi128_ps(a), _mm_castsi128_ps(b), m))
 #define ISTORE8(p, v) _mm256_storeu_si256((__m256i *)(p), v)
 #define ISTORE4(p, v) _mm_storeu_si128((__m128i *)(p), v)
-STRIDE2_OUTPUTS(stride2_outputs8, 8, __m256, __m256i, evens8, _mm256_cmp_ps, _mm256_or_ps,
+STRIDE2_OUTPUTS(stride2_outputs8, __m256, __m256i, evens8, _mm256_cmp_ps, _mm256_or_ps,
                 _mm256_andnot_ps, _mm256_blendv_ps, IBLEND8, _mm256_set1_epi32,
                 _mm256_add_epi32, _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14),
                 _mm256_storeu_ps, ISTORE8)
-STRIDE2_OUTPUTS(stride2_outputs4, 4, __m128, __m128i, evens4, _mm_cmp_ps, _mm_or_ps,
+STRIDE2_OUTPUTS(stride2_outputs4, __m128, __m128i, evens4, _mm_cmp_ps, _mm_or_ps,
                 _mm_andnot_ps, _mm_blendv_ps, IBLEND4, _mm_set1_epi32, _mm_add_epi32,
                 _mm_setr_epi32(0, 2, 4, 6), _mm_storeu_ps, ISTORE4)
 
