@@ -284,10 +284,17 @@ int main(void)
         {128, 32, 32, 5, "filters=128 kernel=3 padding=1", "winograd"},
         {16, 8, 16, 2, "filters=80 kernel=3 padding=1", "winograd/im2col"},
         {130, 4, 8, 3, "filters=24 kernel=3 padding=1 bias=0", "winograd/im2col-tiles"},
+        /* wide layers on planes under 16 wide (height a multiple of 4): F(4x4) a tile at a
+         * time, 1, 2 or 3 a row, and the weight gradient's F(2x2) 2 or 6 a row (VGG's 4x4
+         * and 8x8 stages at 64x64 input) */
+        {72, 4, 4, 3, "filters=80 kernel=3 padding=1", "winograd"},
+        {65, 12, 12, 2, "filters=66 kernel=3 padding=1 bias=0", "winograd"},
+        {66, 8, 4, 2, "filters=70 kernel=3 padding=1", "winograd"},
         /* sizes Winograd's tiles do not take, in layers wider than the direct kernels take (65
-         * channels on): on images extended with zeros (7x7 -> 8x8 and 14x14 -> 14x16 on
-         * F(2x2), ResNet-50's 28x28 -> 28x32 and 12x28 on F(4x4)); 5x5 -> 6x8 would add more
-         * than a third and stays off it; up to 64 channels the direct kernels keep them */
+         * channels on): on images extended with zeros (7x7 -> 8x8, F(4x4) a tile at a time;
+         * 14x14 -> 16x16, ResNet-50's 28x28 -> 28x32 and 12x28 on F(4x4)); 5x5 -> 6x8 would
+         * add more than a third and stays off it; up to 64 channels the direct kernels keep
+         * them */
         {65, 7, 7, 2, "filters=66 kernel=3 padding=1", "winograd-extended"},
         {66, 14, 14, 3, "filters=40 kernel=3 padding=1 bias=0", "winograd-extended"},
         {40, 28, 28, 1, "filters=65 kernel=3 padding=1", "winograd-extended"},

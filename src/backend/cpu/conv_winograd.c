@@ -10,9 +10,11 @@
  *     gradient stays on F(2x2) (its sums over every tile of the batch amplify F(4x4)'s error).
  *
  * Shapes: output height even and width a multiple of 8 (so a row of F(2x2) tiles is whole
- * groups of 4), which every CIFAR and ImageNet stage of those networks has down to 8x8;
- * elsewhere conv2d uses the direct kernels or im2col. Built where the compiler targets AVX2 +
- * FMA, as conv_direct.c.
+ * groups of 4), which every CIFAR and ImageNet stage of those networks has down to 8x8; and
+ * in wide layers planes of 4, 8 or 12 columns with a height a multiple of 4 (VGG's 4x4 stage
+ * at 64x64 input), on F(4x4) a tile at a time (conv_winograd_small.c); elsewhere conv2d uses
+ * the direct kernels or im2col. Built where the compiler targets AVX2 + FMA, as
+ * conv_direct.c.
  *
  * Per chunk of images:
  *   1. each input plane is split into four planes of the zero-padded image (F(2x2): its
@@ -48,11 +50,25 @@
 
 #include "conv_winograd.h"
 
+/* Wide layers (more than 64 channels in or out: VGG's deeper stages) multiply their
+ * transformed tiles with BLAS, as GEMMs of [outs][ins] by [ins][tiles]: there the filters of
+ * one position (up to 512 x 512) no longer stay in cache for wino_tile, which streamed them
+ * from memory once per block of TB tiles. */
+enum { WIDE = 64 };
+static int wide(const conv_geom *g) { return g->C > WIDE || g->K > WIDE; }
+
+/* Planes narrower than a vector row of F(4x4) tiles (4, 8 or 12 wide, height a multiple of
+ * 4) in wide layers: F(4x4) one tile at a time (conv_winograd_small.c). */
+static int small_plane(const conv_geom *g)
+{
+    return wide(g) && g->W < 16 && g->W % 4 == 0 && g->H % 4 == 0;
+}
+
 static int winograd_shape(const conv_geom *g)
 {
     return g->groups == 1 && g->R == 3 && g->S == 3 && g->stride_h == 1 && g->stride_w == 1 &&
-           g->dil_h == 1 && g->dil_w == 1 && g->pad_h == 1 && g->pad_w == 1 && g->H % 2 == 0 &&
-           g->W % 8 == 0 && g->H >= 2;
+           g->dil_h == 1 && g->dil_w == 1 && g->pad_h == 1 && g->pad_w == 1 && g->H >= 2 &&
+           ((g->H % 2 == 0 && g->W % 8 == 0) || small_plane(g));
 }
 
 #ifdef CONV_WINOGRAD
@@ -61,10 +77,11 @@ static int winograd_shape(const conv_geom *g)
  * 4): its transforms cost about what F(2x2)'s do per output, and its products 1.8x less, so
  * those layers run faster. On 8x8 images (ResNet-20's 64-channel stage), with two rows of 2
  * tiles in the lanes of an SSE vector, it was slower than F(2x2) (measurements:
- * docs/perf-notes.md). */
+ * docs/perf-notes.md); in wide layers, where the products outweigh the transforms, those
+ * planes take F(4x4) a tile at a time (small_plane). */
 static int tile_size(const conv_geom *g)
 {
-    return g->H % 4 == 0 && g->W % 16 == 0 ? 4 : 2;
+    return g->H % 4 == 0 && (g->W % 16 == 0 || small_plane(g)) ? 4 : 2;
 }
 
 /* the geometry of the forward pass and input gradient, or of the weight gradient (F(2x2)) */
@@ -89,15 +106,15 @@ static wino_geom make_geom(const conv_geom *g, int weight_grad, int bf16)
      * lanes their transforms took twice the instructions. */
     w.pair = w.TW == 4 && w.TH % 2 == 0;
     w.lanes = w.TW % 8 == 0 || w.pair ? 8 : 4;
+    /* rows of fewer than 4 tiles (F(4x4) below 16 columns, F(2x2) below 8) */
+    w.small = w.TW % 4 != 0;
+    if (w.small) {
+        w.pair = 0;
+        w.lanes = 1;
+        w.plane = 0;
+    }
     return w;
 }
-
-/* Wide layers (more than 64 channels in or out: VGG's deeper stages) multiply their
- * transformed tiles with BLAS, as GEMMs of [outs][ins] by [ins][tiles]: there the filters of
- * one position (up to 512 x 512) no longer stay in cache for wino_tile, which streamed them
- * from memory once per block of TB tiles. */
-enum { WIDE = 64 };
-static int wide(const conv_geom *g) { return g->C > WIDE || g->K > WIDE; }
 
 static size_t filter_floats(const wino_geom *wg, int ins, int outs)
 {
@@ -335,13 +352,20 @@ int cpu_conv_winograd_chunk(const conv_geom *g, int max_batch, size_t limit, int
     const int own = !wide(g) && slots > 1 ? slots : 1;
     const size_t budget = (wide(g) ? 16 * mib : weight_grad ? 4 * mib : mib) * own;
     const size_t fixed = cpu_conv_winograd_workspace(g, 0, own, weight_grad);
-    const size_t per = cpu_conv_winograd_workspace(g, 1, own, weight_grad) - fixed;
-    size_t nb = budget / per;
-    if (limit > fixed && (limit - fixed) / per < nb)
-        nb = (limit - fixed) / per;
-    if (nb > (size_t)max_batch)
-        nb = (size_t)max_batch;
-    return nb ? (int)nb : 1;
+    /* The largest chunk within both, by bisection over the real sizes: a chunk's tiles round
+     * up to blocks of TB, so one image's scratch overstates a chunk's share of it, up to TB
+     * times on planes of one tile (VGG's 4x4 stage at 64x64 input: chunks of 4 images, whose
+     * products re-read 36 filter matrices of 512 x 512 every 4 images). */
+    int lo = 1, hi = max_batch > 1 ? max_batch : 1;
+    while (lo < hi) {
+        const int mid = lo + (hi - lo + 1) / 2;
+        const size_t need = cpu_conv_winograd_workspace(g, mid, own, weight_grad);
+        if (need - fixed <= budget && (limit <= fixed || need <= limit))
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return lo;
 #else
     (void)g, (void)max_batch, (void)limit, (void)slots, (void)weight_grad;
     return 1;

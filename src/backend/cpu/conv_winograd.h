@@ -44,6 +44,8 @@ typedef struct {
     int tiles;          /* per image */
     int lanes;          /* tiles a transform handles at once: 8 (AVX) or 4 (SSE) */
     int pair;           /* 4 tiles a row, rows in pairs: two rows of tiles in one AVX vector */
+    int small;          /* too few tiles a row for a vector: one tile at a time, read from the
+                           plane (conv_winograd_small.c; no parity or phase planes) */
     int bf16;           /* CPU_WINO_BF16_* flags: --precision bf16's roundings, done in passing */
 } wino_geom;
 
@@ -102,6 +104,14 @@ void wino_transform_output(const wino_geom *wg, const float *m, size_t xi_stride
 void wino_transform_grads(const wino_geom *wg, int n0, int nb, int K, const float *dy,
                           float *d, size_t ldv, int team);
 void wino_filter_grad(const wino_geom *wg, int K, int C, const float *du, float *dw);
+
+/* The same one tile at a time (conv_winograd_small.c): V of every tile of one plane (tile t
+ * at v + t), the outputs of tile (ty, tx) (F(4x4) only), D of every tile of one output
+ * gradient plane (F(2x2)). */
+void wino_small_input(const wino_geom *wg, const float *src, float *v, size_t xi_stride);
+void wino_small_output(const wino_geom *wg, const float *m, size_t xi_stride, float bias,
+                       int ty, int tx, float *plane, int accumulate);
+void wino_small_grad(const wino_geom *wg, const float *dy, float *d, size_t xi_stride);
 
 #endif
 #endif

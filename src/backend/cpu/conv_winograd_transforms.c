@@ -99,11 +99,25 @@ void wino_transform_filters(const wino_geom *wg, const float *w, int K, int C,
                         _mm_storeu_ps(dst + i * KB, v[i][xi]);
                     continue;
                 }
-                for (int i = 0; i < ni; i++) {
-                    float lanes[KB];
-                    _mm_storeu_ps(lanes, v[i][xi]);
-                    for (int j = 0; j < KB && (int)b * KB + j < outs; j++)
-                        u[((size_t)xi * outs + (size_t)b * KB + j) * ins + i0 + i] = lanes[j];
+                /* 4 inputs at a time, transposed so that each output channel's row gets their
+                 * 4 floats in one store: stored a float at a time, the transform of 512 x
+                 * 512 filters took as long as an F(4x4) layer's products at batch 64 on 4x4
+                 * images (measurements: docs/perf-notes.md) */
+                for (int i = 0; i < ni; i += 4) {
+                    __m128 r[4];
+                    for (int t = 0; t < 4; t++)
+                        r[t] = i + t < ni ? v[i + t][xi] : _mm_setzero_ps();
+                    _MM_TRANSPOSE4_PS(r[0], r[1], r[2], r[3]);
+                    for (int j = 0; j < KB && (int)b * KB + j < outs; j++) {
+                        float *dst = u + ((size_t)xi * outs + (size_t)b * KB + j) * ins + i0 + i;
+                        if (i + 4 <= ni) {
+                            _mm_storeu_ps(dst, r[j]);
+                            continue;
+                        }
+                        float lanes[4];
+                        _mm_storeu_ps(lanes, r[j]);
+                        memcpy(dst, lanes, sizeof(float) * (size_t)(ni - i));
+                    }
                 }
             }
         }
@@ -455,7 +469,9 @@ static void split_phases(const wino_geom *wg, const float *src, const float *nex
 static void transform_plane(const wino_geom *wg, const float *src, const float *next, float *par,
                             float *v, size_t xi_stride)
 {
-    if (wg->m == 2) {
+    if (wg->small) {
+        wino_small_input(wg, src, v, xi_stride);
+    } else if (wg->m == 2) {
         split_parity(wg, src, next, par);
         if (wg->pair)
             transform_input8_pair(wg, par, v, xi_stride);
@@ -480,7 +496,9 @@ void wino_transform_output(const wino_geom *wg, const float *m, size_t xi_stride
 {
     float *out = plane + (size_t)(wg->m * ty) * wg->cols + wg->m * tx;
     const int round = wg->bf16 & CPU_WINO_BF16;
-    if (wg->m == 4 && wg->pair)
+    if (wg->small)
+        wino_small_output(wg, m, xi_stride, bias, ty, tx, plane, accumulate);
+    else if (wg->m == 4 && wg->pair)
         transform_output6_pair(m, xi_stride, bias, round, wg->cols, out, accumulate);
     else if (wg->m == 4 && wg->lanes == 8)
         transform_output6_avx(m, xi_stride, bias, round, wg->cols, out, accumulate);
@@ -599,7 +617,9 @@ void wino_transform_grads(const wino_geom *wg, int n0, int nb, int K, const floa
         const int i = (int)(pl / K), k = (int)(pl % K);
         const float *src = dy + ((size_t)(n0 + i) * K + k) * plane;
         float *dk = d + (size_t)k * ldv + (size_t)i * wg->tiles;
-        if (wg->pair)
+        if (wg->small)
+            wino_small_grad(wg, src, dk, slab(K, ldv));
+        else if (wg->pair)
             transform_grad8_pair(wg, src, src + plane, dk, slab(K, ldv));
         else if (wg->lanes == 8)
             transform_grad8(wg, src, src + plane, dk, slab(K, ldv));

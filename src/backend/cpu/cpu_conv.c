@@ -14,14 +14,17 @@
  * Faster paths, picked by algo=auto (the default) when they apply (algo=direct: all but
  * Winograd):
  *   winograd   3x3, stride 1, padding 1, output height even and width a multiple of 8, 16
- *              channels in and out or more (ResNet-20's blocks, VGG's stages down to 8x8):
+ *              channels in and out or more (ResNet-20's blocks, VGG's stages down to 8x8),
+ *              or in layers over 64 channels a width of 4, 8 or 12 and a height of a
+ *              multiple of 4 (VGG's 4x4 stage):
  *              F(4x4, 3x3) or F(2x2, 3x3) (backend/cpu/conv_winograd.c), 4x or 2.25x fewer
  *              multiply-adds; forward always, backward from 32 channels on, and below the
  *              input gradient where F(4x4) applies (else on the direct or im2col path).
  *   winograd-extended  the same on images extended with zero rows and columns to an even
  *              height and a width of a multiple of 8 (conv_extend.c), for layers of 32 to
  *              512 channels the direct kernels do not take, where that adds at most a third
- *              of the pixels (ResNet-50's 28x28, 14x14 and 7x7 stages).
+ *              of the pixels (ResNet-50's 28x28, 14x14 and 7x7 stages: 28x32, 16x16 and 8x8,
+ *              all F(4x4)).
  *   direct     stride 1, dilation 1, one group, kernels up to 7x7, padding below the kernel
  *              size, channels x kernel rows at most 192 (3x3 with up to 64 channels:
  *              ResNet-20/32/56's blocks, the first stage of VGG and ResNet-18/34, the CIFAR
@@ -177,9 +180,9 @@ static void plan(conv_plan *c, dtnn_conv_algo asked)
     int winograd_tile = asked == DTNN_CONV_AUTO && symmetric ? cpu_conv_winograd_supported(g) : 0;
     /* Sizes Winograd's tiles do not take, in layers too wide for the direct kernels
      * (ResNet-50's 28x28, 14x14 and 7x7 stages ran on im2col at about 70% of the FMA peak):
-     * on images extended with zeros to an even height and a width of a multiple of 8, where
-     * that adds at most a third (28x28 -> 28x32, 7x7 -> 8x8) and the layer has the channels
-     * for Winograd's backward too (below). */
+     * on images extended with zeros to a size Winograd takes (conv_extend.c), where that adds
+     * at most a third (28x28 -> 28x32, 14x14 -> 16x16, 7x7 -> 8x8) and the layer has the
+     * channels for Winograd's backward too (below). */
     c->extend = 0;
     if (asked == DTNN_CONV_AUTO && symmetric && !winograd_tile && !direct_fits &&
         DTNN_MIN(g->C, g->K) >= 32) {
