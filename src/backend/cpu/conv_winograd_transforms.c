@@ -50,77 +50,109 @@ static inline void filter_tiles4(int alpha, const double (*G)[3], const __m256d 
                 _mm256_cvtpd_ps(dot3(t[a][0], t[a][1], t[a][2], G[b][0], G[b][1], G[b][2]));
 }
 
-/* U = G g G^T, g = w [k][c] (forward) or w [c][k] rotated by 180
- * degrees (input gradient: outs = C, ins = K), as [xi][outs / KB][ins][KB] for wino_tile
- * (channels past the last block's end 0) or, with `rows`, as xi row-major [outs][ins]
- * matrices for BLAS. */
-void wino_transform_filters(const wino_geom *wg, const float *w, int K, int C,
-                              int for_input_grad, int rows, float *u)
+/* Tap (r, s) of the filter of output o and input i: w [o][i] (forward) or w [i][o] rotated
+ * by 180 degrees (input gradient: outs = C, ins = K); 0 past the last output or input; rounded
+ * to bf16 where wg asks. */
+static inline double filter_tap(const wino_geom *wg, const float *w, int C, int outs, int ins,
+                                int for_input_grad, int o, int i, int r, int s)
 {
-    /* Input channels IB at a time: their transforms go to a buffer first and out position
-     * by position, in runs of IB * KB (or IB) floats. Written pair by pair, the 16 or 36
-     * stores of a pair were a slab apart (16 KiB for 64 channels: all in one L1 set), and
-     * the transform stalled on those conflicts (measurements: docs/perf-notes.md). */
-    enum { IB = 16 };
-    const int outs = for_input_grad ? C : K, ins = for_input_grad ? K : C;
-    const int m = wg->m, xis = wg->xi;
+    if (o >= outs || i >= ins)
+        return 0.0;
+    const float v = for_input_grad ? w[((size_t)i * C + o) * 9 + (2 - r) * 3 + 2 - s]
+                                   : w[((size_t)o * C + i) * 9 + r * 3 + s];
+    return wg->bf16 & CPU_WINO_BF16 ? bf16_round(v) : v;
+}
+
+/* v[xi] = the transforms of 4 filters, tap (r, s) of lane j being tap(o[j], i[j], r, s) */
+static inline void filter_lanes(const wino_geom *wg, const float *w, int C, int outs, int ins,
+                                int for_input_grad, const int o[4], const int i[4], __m128 *v)
+{
+    __m256d g[3][3];
+    for (int r = 0; r < 3; r++)
+        for (int s = 0; s < 3; s++)
+            g[r][s] = _mm256_set_pd(filter_tap(wg, w, C, outs, ins, for_input_grad, o[3], i[3], r, s),
+                                    filter_tap(wg, w, C, outs, ins, for_input_grad, o[2], i[2], r, s),
+                                    filter_tap(wg, w, C, outs, ins, for_input_grad, o[1], i[1], r, s),
+                                    filter_tap(wg, w, C, outs, ins, for_input_grad, o[0], i[0], r, s));
+    if (wg->m == 2)
+        filter_tiles4(4, G2, g, v);
+    else
+        filter_tiles4(6, G4, g, v);
+}
+
+/* Input channels IB at a time: their transforms go to a buffer first and out position by
+ * position, in runs of IB * KB (or IB) floats. Written pair by pair, the 16 or 36 stores of a
+ * pair were a slab apart (16 KiB for 64 channels: all in one L1 set), and the transform
+ * stalled on those conflicts (measurements: docs/perf-notes.md). */
+enum { IB = 16 };
+
+/* U as [xi][outs / KB][ins][KB] for wino_tile (channels past the last block's end 0): lanes
+ * are KB = 4 output channels. */
+static void filters_blocked(const wino_geom *wg, const float *w, int C, int outs, int ins,
+                            int for_input_grad, float *u)
+{
     const long long nb = (long long)channel_blocks(outs);
 #pragma omp parallel for schedule(guided)
     for (long long b = 0; b < nb; b++)
         for (int i0 = 0; i0 < ins; i0 += IB) {
             const int ni = ins - i0 < IB ? ins - i0 : IB;
-            __m128 v[IB][XI_MAX]; /* lane j: output channel b * KB + j */
+            __m128 v[IB][XI_MAX];
             for (int i = 0; i < ni; i++) {
-                double g[3][3][KB] = {{{0}}};
-                for (int j = 0; j < KB; j++) {
-                    const int o = (int)b * KB + j, c = i0 + i;
-                    for (int r = 0; r < 3 && o < outs; r++)
-                        for (int s = 0; s < 3; s++)
-                        {
-                            const float wv =
-                                for_input_grad ? w[((size_t)c * C + o) * 9 + (2 - r) * 3 + 2 - s]
-                                               : w[((size_t)o * C + c) * 9 + r * 3 + s];
-                            g[r][s][j] = wg->bf16 & CPU_WINO_BF16 ? bf16_round(wv) : wv;
-                        }
-                }
-                __m256d gv[3][3];
-                for (int r = 0; r < 3; r++)
-                    for (int s = 0; s < 3; s++)
-                        gv[r][s] = _mm256_loadu_pd(g[r][s]);
-                if (m == 2)
-                    filter_tiles4(4, G2, gv, v[i]);
-                else
-                    filter_tiles4(6, G4, gv, v[i]);
+                const int o[4] = {(int)b * KB, (int)b * KB + 1, (int)b * KB + 2, (int)b * KB + 3};
+                const int in[4] = {i0 + i, i0 + i, i0 + i, i0 + i};
+                filter_lanes(wg, w, C, outs, ins, for_input_grad, o, in, v[i]);
             }
-            for (int xi = 0; xi < xis; xi++) {
-                if (!rows) {
-                    float *dst = u + (((size_t)xi * nb + b) * ins + i0) * KB;
-                    for (int i = 0; i < ni; i++)
-                        _mm_storeu_ps(dst + i * KB, v[i][xi]);
-                    continue;
-                }
-                /* 4 inputs at a time, transposed so that each output channel's row gets their
-                 * 4 floats in one store: stored a float at a time, the transform of 512 x
-                 * 512 filters took as long as an F(4x4) layer's products at batch 64 on 4x4
-                 * images (measurements: docs/perf-notes.md) */
-                for (int i = 0; i < ni; i += 4) {
-                    __m128 r[4];
-                    for (int t = 0; t < 4; t++)
-                        r[t] = i + t < ni ? v[i + t][xi] : _mm_setzero_ps();
-                    _MM_TRANSPOSE4_PS(r[0], r[1], r[2], r[3]);
-                    for (int j = 0; j < KB && (int)b * KB + j < outs; j++) {
-                        float *dst = u + ((size_t)xi * outs + (size_t)b * KB + j) * ins + i0 + i;
-                        if (i + 4 <= ni) {
-                            _mm_storeu_ps(dst, r[j]);
-                            continue;
-                        }
-                        float lanes[4];
-                        _mm_storeu_ps(lanes, r[j]);
-                        memcpy(dst, lanes, sizeof(float) * (size_t)(ni - i));
+            for (int xi = 0; xi < wg->xi; xi++) {
+                float *dst = u + (((size_t)xi * nb + b) * ins + i0) * KB;
+                for (int i = 0; i < ni; i++)
+                    _mm_storeu_ps(dst + i * KB, v[i][xi]);
+            }
+        }
+}
+
+/* U as xi row-major [outs][ins] matrices for the GEMMs: lanes are 4 consecutive inputs of one
+ * output, so each store is 4 floats of a row and IB inputs fill one 64-byte line of each
+ * position's row. With lanes along the outputs, stored a float at a time, transforming 512 x
+ * 512 filters for F(4x4) took as long as the products of a 4x4 layer at batch 64 (measurements:
+ * docs/perf-notes.md). */
+static void filters_rows(const wino_geom *wg, const float *w, int C, int outs, int ins,
+                         int for_input_grad, float *u)
+{
+#pragma omp parallel for schedule(guided)
+    for (long long ol = 0; ol < outs; ol++)
+        for (int i0 = 0; i0 < ins; i0 += IB) {
+            const int o = (int)ol, ni = ins - i0 < IB ? ins - i0 : IB;
+            __m128 v[IB / 4][XI_MAX];
+            for (int q = 0; 4 * q < ni; q++) {
+                const int os[4] = {o, o, o, o};
+                const int in[4] = {i0 + 4 * q, i0 + 4 * q + 1, i0 + 4 * q + 2, i0 + 4 * q + 3};
+                filter_lanes(wg, w, C, outs, ins, for_input_grad, os, in, v[q]);
+            }
+            for (int xi = 0; xi < wg->xi; xi++) {
+                float *dst = u + ((size_t)xi * outs + o) * ins + i0;
+                for (int q = 0; 4 * q < ni; q++) {
+                    if (4 * q + 4 <= ni) {
+                        _mm_storeu_ps(dst + 4 * q, v[q][xi]);
+                        continue;
                     }
+                    float lanes[4];
+                    _mm_storeu_ps(lanes, v[q][xi]);
+                    memcpy(dst + 4 * q, lanes, sizeof(float) * (size_t)(ni - 4 * q));
                 }
             }
         }
+}
+
+/* U = G g G^T, g = w [k][c] (forward) or w [c][k] rotated by 180 degrees (input gradient:
+ * outs = C, ins = K), blocked for wino_tile or, with `rows`, as row-major matrices. */
+void wino_transform_filters(const wino_geom *wg, const float *w, int K, int C,
+                            int for_input_grad, int rows, float *u)
+{
+    const int outs = for_input_grad ? C : K, ins = for_input_grad ? K : C;
+    if (rows)
+        filters_rows(wg, w, C, outs, ins, for_input_grad, u);
+    else
+        filters_blocked(wg, w, C, outs, ins, for_input_grad, u);
 }
 
 /* The four parity planes of one zero-padded plane: par[a][b][rr * PW + cc] is padded pixel
