@@ -128,6 +128,18 @@ static size_t grad_chunk_floats(const wino_geom *wg, int nb, int C, int K)
     return (size_t)nb * C * parity_floats(wg) + wg->xi * (slab(C, cols) + slab(K, cols));
 }
 
+/* Whether a team runs a chunk's xi products a GEMM a thread (each GEMM on one thread) rather
+ * than each GEMM on the whole team: with enough positions to share out evenly. Split inside,
+ * every thread packed the whole of one operand of every product (the weight gradient's D, of
+ * K rows by the chunk's tiles; the passes' U where the tiles outnumber the channels), and
+ * ResNet-50's 28x28 stage ran its backward barely faster at 2 threads than at 1
+ * (measurements: docs/perf-notes.md). A GEMM's bits do not depend on its thread count, so
+ * neither do these sums. */
+static int positions_parallel(const wino_geom *wg)
+{
+    return cpu_threads() > 1 && wg->xi >= 4 * cpu_threads();
+}
+
 /* dU [16][K][C] += the products D V^T over the tiles of images n0 .. n0 + nb - 1, by
  * gemm_tiles.c's dot products below 64 channels in or out (their 4-filter blocks keep a row
  * of D in registers) and by BLAS from 64 in and out on, as the im2col path's weight
@@ -145,10 +157,12 @@ static void weight_grad_chunk(const conv_geom *g, const wino_geom *wg, int n0, i
     float *d = v + wg->xi * slab(C, ldv);
     wino_transform_inputs(wg, n0, nb, C, x, par, v, ldv, team);
     wino_transform_grads(wg, n0, nb, K, dy, d, ldv, team);
+    const int gemms = wide(g) || (g->C >= 64 && g->K >= 64);
+#pragma omp parallel for schedule(dynamic, 1) if (team && gemms && positions_parallel(wg))
     for (int xi = 0; xi < wg->xi; xi++) {
         const float *dp = d + xi * slab(K, ldv), *vp = v + xi * slab(C, ldv);
         float *dup = du + (size_t)xi * K * C;
-        if (wide(g) || (g->C >= 64 && g->K >= 64))
+        if (gemms)
             cpu_gemm(0, 1, K, C, (int)len, 1.0f, dp, (int)ldv, vp, (int)ldv, 1.0f, dup, C);
         else
             cpu_gemm_dots(K, C, (int)len, dp, (int)ldv, vp, (int)ldv, dup, C);
@@ -206,6 +220,7 @@ static void winograd_gemm_pass(const wino_geom *wg, int n, int chunk, int ins, i
         float *par = scratch, *v = par + (size_t)nb * ins * parity_floats(wg);
         float *m = v + wg->xi * slab(ins, ldv);
         wino_transform_inputs(wg, n0, nb, ins, in, par, v, ldv, 1);
+#pragma omp parallel for schedule(dynamic, 1) if (positions_parallel(wg))
         for (int xi = 0; xi < wg->xi; xi++)
             cpu_gemm(0, 0, outs, (int)ldv, ins, 1.0f, u + (size_t)xi * outs * ins, ins,
                      v + xi * slab(ins, ldv), (int)ldv, 0.0f, m + xi * m_stride, (int)ldv);
