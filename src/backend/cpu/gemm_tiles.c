@@ -308,52 +308,72 @@ void cpu_gemm_tiles(int m, int n, int k, const float *b, int ldb, float *c, int 
 #endif
 }
 
-/* Blocks of 4 rows of A and 3 of B; a job is 4 rows of A against a group of up to
- * DOT_GROUP blocks of B, and runs the reduction in pieces of DOT_PIECE: the piece of the 4
- * rows of A (8 KiB) stays in L1 while the group's rows of B stream past it from L2. Over the
+/* Blocks of 4 rows of A and 3 of B; a job is a run of up to DOT_RUN blocks of A against a
+ * group of up to DOT_GROUP blocks of B, and runs the reduction in pieces of DOT_PIECE, the
+ * pieces outermost: the piece of the group's rows (up to 48 x 2 KiB) stays in L2 while the
+ * run's pieces of A pass, each (8 KiB) in L1 while the group's rows stream past it. Over the
  * whole length at once, every block read its 7 rows from L2 (Winograd's weight gradient: a
- * sum over up to thousands of tiles), much slower per FLOP than the 4 x 24 tile (measurements:
- * docs/perf-notes.md). */
-enum { DOT_GROUP = 16, DOT_PIECE = 512 };
+ * sum over up to thousands of tiles), much slower per FLOP than the 4 x 24 tile; with one
+ * block of A a job, every block re-read the group's rows from L3 (ResNet-50's 7x7 / 2 input
+ * layer: 147 rows of 12544 pixels an image, read 16 times, and its backward ran slower at 2
+ * threads than at 1) (measurements: docs/perf-notes.md). Each sum adds the same pieces in the
+ * same order however the jobs fall, so the bits do not depend on the threads. */
+enum { DOT_GROUP = 16, DOT_PIECE = 512, DOT_RUN = 8 };
 
 void cpu_gemm_dots(int m, int n, int k, const float *a, int lda, const float *b, int ldb,
                    float *c, int ldc)
 {
 #if CPU_TILES
     const long long mblocks = (m + 3) / 4, nblocks = (n + 2) / 3;
-    const long long groups = (nblocks + DOT_GROUP - 1) / DOT_GROUP, jobs = mblocks * groups;
+    const long long groups = (nblocks + DOT_GROUP - 1) / DOT_GROUP;
+    /* runs of at most DOT_RUN blocks, shorter where that gives each thread two jobs */
+    const int threads = cpu_team_size() > 1 ? 1 : cpu_threads();
+    long long runs = (mblocks + DOT_RUN - 1) / DOT_RUN;
+    const long long want = (2LL * threads + groups - 1) / groups;
+    if (runs < want)
+        runs = want < mblocks ? want : mblocks;
+    const long long run = (mblocks + runs - 1) / runs, jobs = groups * runs;
     const size_t len = (size_t)k / 8 * 8;
 /* not inside a thread's own chunk (conv_winograd.c): that thread runs it alone */
 #pragma omp parallel for schedule(guided) if (!omp_in_parallel())
     for (long long job = 0; job < jobs; job++) {
-        const int mb = (int)(job / groups), nb0 = (int)(job % groups) * DOT_GROUP;
+        const int nb0 = (int)(job / runs) * DOT_GROUP, mb0 = (int)((job % runs) * run);
         const int nbs = (int)(nblocks - nb0 < DOT_GROUP ? nblocks - nb0 : DOT_GROUP);
-        const float *ar[4], *br[DOT_GROUP][3];
+        const int nms = (int)(mblocks - mb0 < run ? mblocks - mb0 : run);
+        if (nms <= 0)
+            continue;
+        const float *ar[DOT_RUN][4], *br[DOT_GROUP][3];
         /* rows past the end: any valid row, their sums are dropped below */
-        for (int j = 0; j < 4; j++)
-            ar[j] = a + (size_t)(mb * 4 + j < m ? mb * 4 + j : m - 1) * lda;
+        for (int r = 0; r < nms; r++)
+            for (int j = 0; j < 4; j++) {
+                const int row = (mb0 + r) * 4 + j;
+                ar[r][j] = a + (size_t)(row < m ? row : m - 1) * lda;
+            }
         for (int g = 0; g < nbs; g++)
             for (int i = 0; i < 3; i++) {
                 const int row = (nb0 + g) * 3 + i;
                 br[g][i] = b + (size_t)(row < n ? row : n - 1) * ldb;
             }
-        float acc[DOT_GROUP][4][3][8];
-        memset(acc, 0, sizeof acc[0] * nbs);
+        float acc[DOT_RUN][DOT_GROUP][4][3][8];
+        for (int r = 0; r < nms; r++)
+            memset(acc[r], 0, sizeof acc[r][0] * nbs);
         for (size_t t0 = 0; t0 < len; t0 += DOT_PIECE) {
             const size_t t1 = len - t0 < DOT_PIECE ? len : t0 + DOT_PIECE;
-            for (int g = 0; g < nbs; g++)
-                cpu_dot_4x3(ar, br[g], t0, t1, acc[g]);
+            for (int r = 0; r < nms; r++)
+                for (int g = 0; g < nbs; g++)
+                    cpu_dot_4x3(ar[r], br[g], t0, t1, acc[r][g]);
         }
-        for (int g = 0; g < nbs; g++) {
-            const int col0 = (nb0 + g) * 3;
-            for (int j = 0; j < 4 && mb * 4 + j < m; j++)
-                for (int i = 0; i < 3 && col0 + i < n; i++) {
-                    double sum = cpu_hsum8(_mm256_loadu_ps(acc[g][j][i]));
-                    for (size_t t = len; t < (size_t)k; t++)
-                        sum += (double)ar[j][t] * br[g][i][t];
-                    c[(size_t)(mb * 4 + j) * ldc + col0 + i] += (float)sum;
-                }
-        }
+        for (int r = 0; r < nms; r++)
+            for (int g = 0; g < nbs; g++) {
+                const int row0 = (mb0 + r) * 4, col0 = (nb0 + g) * 3;
+                for (int j = 0; j < 4 && row0 + j < m; j++)
+                    for (int i = 0; i < 3 && col0 + i < n; i++) {
+                        double sum = cpu_hsum8(_mm256_loadu_ps(acc[r][g][j][i]));
+                        for (size_t t = len; t < (size_t)k; t++)
+                            sum += (double)ar[r][j][t] * br[g][i][t];
+                        c[(size_t)(row0 + j) * ldc + col0 + i] += (float)sum;
+                    }
+            }
     }
 #else
     cpu_gemm(0, 1, m, n, k, 1.0f, a, lda, b, ldb, 1.0f, c, ldc);
