@@ -106,11 +106,11 @@ void wino_transform_grads(const wino_geom *wg, int n0, int nb, int K, const floa
 void wino_filter_grad(const wino_geom *wg, int K, int C, const float *du, float *dw);
 
 /* The same one tile at a time (conv_winograd_small.c): V of every tile of one plane (tile t
- * at v + t), the outputs of tile (ty, tx) (F(4x4) only), D of every tile of one output
- * gradient plane (F(2x2)). */
+ * at v + t), the outputs of one tile (F(4x4) only) at `out`, its first output in the plane,
+ * D of every tile of one output gradient plane (F(2x2)). */
 void wino_small_input(const wino_geom *wg, const float *src, float *v, size_t xi_stride);
 void wino_small_output(const wino_geom *wg, const float *m, size_t xi_stride, float bias,
-                       int ty, int tx, float *plane, int accumulate);
+                       float *out, int accumulate);
 void wino_small_grad(const wino_geom *wg, const float *dy, float *d, size_t xi_stride);
 
 #endif

@@ -108,10 +108,11 @@ void wino_small_input(const wino_geom *wg, const float *src, float *v, size_t xi
         input_f2(wg, src, v, xi_stride);
 }
 
-/* The 4x4 outputs of tile (ty, tx) (A^T m A, + bias), written or added. Only F(4x4) comes
- * here: a forward pass or input gradient on these planes is F(4x4) (tile_size). */
+/* The 4x4 outputs of one tile (A^T m A, + bias), written or added from `out` on (row stride
+ * cols). Only F(4x4) comes here: a forward pass or input gradient on these planes is F(4x4)
+ * (tile_size). */
 void wino_small_output(const wino_geom *wg, const float *m, size_t xi_stride, float bias,
-                       int ty, int tx, float *plane, int accumulate)
+                       float *out, int accumulate)
 {
     float s[4][6];
     for (int j = 0; j < 6; j++) {
@@ -125,7 +126,7 @@ void wino_small_output(const wino_geom *wg, const float *m, size_t xi_stride, fl
     for (int a = 0; a < 4; a++) {
         float o[4];
         at6(s[a], o);
-        float *row = plane + (size_t)(4 * ty + a) * wg->cols + 4 * tx;
+        float *row = out + (size_t)a * wg->cols;
         for (int k = 0; k < 4; k++) {
             const float y = (wg->bf16 & CPU_WINO_BF16 ? bf16_round(o[k]) : o[k]) + bias;
             row[k] = accumulate ? y + row[k] : y;

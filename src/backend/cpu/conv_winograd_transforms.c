@@ -529,7 +529,7 @@ void wino_transform_output(const wino_geom *wg, const float *m, size_t xi_stride
     float *out = plane + (size_t)(wg->m * ty) * wg->cols + wg->m * tx;
     const int round = wg->bf16 & CPU_WINO_BF16;
     if (wg->small)
-        wino_small_output(wg, m, xi_stride, bias, ty, tx, plane, accumulate);
+        wino_small_output(wg, m, xi_stride, bias, out, accumulate);
     else if (wg->m == 4 && wg->pair)
         transform_output6_pair(m, xi_stride, bias, round, wg->cols, out, accumulate);
     else if (wg->m == 4 && wg->lanes == 8)

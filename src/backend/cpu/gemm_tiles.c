@@ -324,15 +324,20 @@ void cpu_gemm_dots(int m, int n, int k, const float *a, int lda, const float *b,
                    float *c, int ldc)
 {
 #if CPU_TILES
+    if (m <= 0 || n <= 0)
+        return;
     const long long mblocks = (m + 3) / 4, nblocks = (n + 2) / 3;
     const long long groups = (nblocks + DOT_GROUP - 1) / DOT_GROUP;
-    /* runs of at most DOT_RUN blocks, shorter where that gives each thread two jobs */
+    /* runs of at most DOT_RUN blocks, shorter where that gives each thread two jobs; the
+     * count of runs then follows from their length, so none is empty */
     const int threads = cpu_team_size() > 1 ? 1 : cpu_threads();
     long long runs = (mblocks + DOT_RUN - 1) / DOT_RUN;
     const long long want = (2LL * threads + groups - 1) / groups;
     if (runs < want)
         runs = want < mblocks ? want : mblocks;
-    const long long run = (mblocks + runs - 1) / runs, jobs = groups * runs;
+    const long long run = (mblocks + runs - 1) / runs;
+    runs = (mblocks + run - 1) / run;
+    const long long jobs = groups * runs;
     const size_t len = (size_t)k / 8 * 8;
 /* not inside a thread's own chunk (conv_winograd.c): that thread runs it alone */
 #pragma omp parallel for schedule(guided) if (!omp_in_parallel())
@@ -340,8 +345,6 @@ void cpu_gemm_dots(int m, int n, int k, const float *a, int lda, const float *b,
         const int nb0 = (int)(job / runs) * DOT_GROUP, mb0 = (int)((job % runs) * run);
         const int nbs = (int)(nblocks - nb0 < DOT_GROUP ? nblocks - nb0 : DOT_GROUP);
         const int nms = (int)(mblocks - mb0 < run ? mblocks - mb0 : run);
-        if (nms <= 0)
-            continue;
         const float *ar[DOT_RUN][4], *br[DOT_GROUP][3];
         /* rows past the end: any valid row, their sums are dropped below */
         for (int r = 0; r < nms; r++)
