@@ -241,11 +241,14 @@ static void check_convs(dtnn_backend *be)
         {{32, 16, 32, 32, 3, 3, 1, 1, 1, 1, 2}, DTNN_CONV_AUTO},     /* F(4x4), 8 tiles */
         {{32, 8, 48, 32, 3, 3, 1, 1, 1, 1, 2}, DTNN_CONV_AUTO},      /* F(4x4), 4 tiles */
         {{32, 6, 24, 32, 3, 3, 1, 1, 1, 1, 2}, DTNN_CONV_AUTO},      /* F(2x2), 4 tiles */
+        {{32, 16, 8, 32, 3, 3, 1, 1, 1, 1, 2}, DTNN_CONV_AUTO},      /* F(4x4), 2 rows of 2 */
         {{80, 6, 8, 72, 3, 3, 1, 1, 1, 1, 2}, DTNN_CONV_AUTO},       /* wide: GEMMs */
-        /* wide, planes under 16 wide: F(4x4) a tile at a time (2, 1 and 3 a row), the
-         * weight gradient's F(2x2) too where a row has 2 or 6 */
+        /* wide, planes under 16 wide: F(4x4) two rows of 2 tiles at a time (8 wide), else
+         * a tile at a time (2, 1 and 3 a row), the weight gradient's F(2x2) too where a row
+         * has 2 or 6 */
         {{80, 8, 8, 72, 3, 3, 1, 1, 1, 1, 2}, DTNN_CONV_AUTO},
         {{80, 7, 7, 72, 3, 3, 1, 1, 1, 1, 3}, DTNN_CONV_AUTO},       /* extended to 8x8 */
+        {{72, 12, 8, 70, 3, 3, 1, 1, 1, 1, 2}, DTNN_CONV_AUTO},
         {{72, 4, 4, 80, 3, 3, 1, 1, 1, 1, 3}, DTNN_CONV_AUTO},
         {{70, 12, 12, 66, 3, 3, 1, 1, 1, 1, 2}, DTNN_CONV_AUTO},
     };

@@ -262,14 +262,16 @@ int main(void)
         {64, 32, 32, 5, "filters=64 kernel=3 padding=1", "winograd"},
         /* Winograd (auto) forward: 3x3, padding 1, height even, width a multiple of 8, 16
          * channels in and out or more; F(4x4) where the height is a multiple of 4 and the
-         * width of 16 (with it the input gradient), else F(2x2) */
+         * width of 16, or the width 8 and the height a multiple of 8 (two rows of 2 tiles a
+         * vector), with it the input gradient; else F(2x2) */
         {17, 8, 16, 2, "filters=18 kernel=3 padding=1 bias=0", "winograd/wino+direct"},
         {16, 2, 8, 1, "filters=21 kernel=3 padding=1", "winograd/direct"}, /* a row of tiles */
         {20, 6, 24, 2, "filters=19 kernel=3 padding=1", "winograd/direct"}, /* 12 a row */
         {18, 6, 32, 2, "filters=17 kernel=3 padding=1", "winograd/direct"}, /* 16 a row */
         {19, 16, 16, 5, "filters=33 kernel=3 padding=1", "winograd/wino+direct"}, /* 24+ tiles */
         {21, 4, 48, 1, "filters=17 kernel=3 padding=1 bias=0", "winograd/wino+direct"},
-        {17, 16, 8, 2, "filters=20 kernel=3 padding=1", "winograd/direct"}, /* 2 tiles a row */
+        {17, 16, 8, 2, "filters=20 kernel=3 padding=1", "winograd/wino+direct"}, /* 2 a row */
+        {33, 24, 8, 2, "filters=36 kernel=3 padding=1 bias=0", "winograd"},
         /* and its backward, from 32 channels on: channel counts no multiple of its blocks of
          * 4 filters and 3 inputs, 8 and 4 tiles a row */
         {33, 8, 16, 2, "filters=35 kernel=3 padding=1", "winograd"},
@@ -285,11 +287,13 @@ int main(void)
         {16, 8, 16, 2, "filters=80 kernel=3 padding=1", "winograd/im2col"},
         {130, 4, 8, 3, "filters=24 kernel=3 padding=1 bias=0", "winograd/im2col-tiles"},
         /* wide layers on planes under 16 wide (height a multiple of 4): F(4x4) a tile at a
-         * time, 1, 2 or 3 a row, and the weight gradient's F(2x2) 2 or 6 a row (VGG's 4x4
+         * time, 1, 2 or 3 a row (8 wide: two rows of 2 tiles a vector where the tile rows
+         * pair up), and the weight gradient's F(2x2) 2 or 6 a row (VGG's 4x4
          * and 8x8 stages at 64x64 input) */
         {72, 4, 4, 3, "filters=80 kernel=3 padding=1", "winograd"},
         {65, 12, 12, 2, "filters=66 kernel=3 padding=1 bias=0", "winograd"},
         {66, 8, 4, 2, "filters=70 kernel=3 padding=1", "winograd"},
+        {70, 12, 8, 2, "filters=66 kernel=3 padding=1", "winograd"}, /* 3 tile rows */
         /* sizes Winograd's tiles do not take, in layers wider than the direct kernels take (65
          * channels on): on images extended with zeros (7x7 -> 8x8, F(4x4) a tile at a time;
          * 14x14 -> 16x16, ResNet-50's 28x28 -> 28x32 and 12x28 on F(4x4)); 5x5 -> 6x8 would

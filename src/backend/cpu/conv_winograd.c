@@ -6,7 +6,8 @@
  * Y = A^T [sum over channels of (G g G^T) . (B^T d B)] A, alpha^2 products per channel pair:
  *   F(2x2, 3x3): 16 where direct convolution needs 36, 2.25 times fewer multiply-adds;
  *   F(4x4, 3x3): 36 where it needs 144, 4 times fewer, for the forward pass and the input
- *     gradient where a row of tiles is whole groups of 4 (below, tile_size). The weight
+ *     gradient where a row of tiles is whole groups of 4, or 2 on planes 8 wide (below,
+ *     tile_size). The weight
  *     gradient stays on F(2x2) (its sums over every tile of the batch amplify F(4x4)'s error).
  *
  * Shapes: output height even and width a multiple of 8 (so a row of F(2x2) tiles is whole
@@ -75,13 +76,16 @@ static int winograd_shape(const conv_geom *g)
 
 /* F(4x4, 3x3) where rows of tiles are whole groups of 4 (width a multiple of 16, height of
  * 4): its transforms cost about what F(2x2)'s do per output, and its products 1.8x less, so
- * those layers run faster. On 8x8 images (ResNet-20's 64-channel stage), with two rows of 2
- * tiles in the lanes of an SSE vector, it was slower than F(2x2) (measurements:
- * docs/perf-notes.md); in wide layers, where the products outweigh the transforms, those
- * planes take F(4x4) a tile at a time (small_plane). */
+ * those layers run faster. On planes 8 wide (height a multiple of 8: ResNet-20's 8x8 stage)
+ * two rows of 2 tiles fill an SSE vector, read straight from the plane; there F(4x4) ran
+ * faster than F(2x2) with 16, 32 and 64 channels (measurements: docs/perf-notes.md). In wide
+ * layers, where the products outweigh the transforms, other planes under 16 wide take F(4x4)
+ * a tile at a time (small_plane). */
 static int tile_size(const conv_geom *g)
 {
-    return g->H % 4 == 0 && (g->W % 16 == 0 || small_plane(g)) ? 4 : 2;
+    return g->H % 4 == 0 && (g->W % 16 == 0 || small_plane(g) || (g->W == 8 && g->H % 8 == 0))
+               ? 4
+               : 2;
 }
 
 /* the geometry of the forward pass and input gradient, or of the weight gradient (F(2x2)) */
@@ -106,8 +110,12 @@ static wino_geom make_geom(const conv_geom *g, int weight_grad, int bf16)
      * lanes their transforms took twice the instructions. */
     w.pair = w.TW == 4 && w.TH % 2 == 0;
     w.lanes = w.TW % 8 == 0 || w.pair ? 8 : 4;
-    /* rows of fewer than 4 tiles (F(4x4) below 16 columns, F(2x2) below 8) */
-    w.small = w.TW % 4 != 0;
+    /* F(4x4) on planes 8 wide, tile rows in pairs (transform_input6_quad) */
+    w.quad = w.m == 4 && w.cols == 8 && w.TH % 2 == 0;
+    if (w.quad)
+        w.plane = 0;
+    /* other rows of fewer than 4 tiles (F(4x4) below 16 columns, F(2x2) below 8) */
+    w.small = w.TW % 4 != 0 && !w.quad;
     if (w.small) {
         w.pair = 0;
         w.lanes = 1;

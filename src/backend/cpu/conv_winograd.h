@@ -44,6 +44,8 @@ typedef struct {
     int tiles;          /* per image */
     int lanes;          /* tiles a transform handles at once: 8 (AVX) or 4 (SSE) */
     int pair;           /* 4 tiles a row, rows in pairs: two rows of tiles in one AVX vector */
+    int quad;           /* F(4x4) on planes 8 wide: two rows of 2 tiles in one SSE vector, read
+                           from the plane (no phase planes) */
     int small;          /* too few tiles a row for a vector: one tile at a time, read from the
                            plane (conv_winograd_small.c; no parity or phase planes) */
     int bf16;           /* CPU_WINO_BF16_* flags: --precision bf16's roundings, done in passing */

@@ -462,6 +462,62 @@ static void transform_output6_pair(const float *m, size_t xi_stride, float bias,
     }
 }
 
+/* F(4x4) on planes 8 wide (8x8: ResNet-20's 64-channel stage, ResNet-50's 7x7 stage
+ * extended): rows of 2 tiles, tile rows ty and ty + 1 in the four lanes of an SSE vector, in
+ * tile order ((ty, 0), (ty, 1), (ty + 1, 0), (ty + 1, 1)). Read straight from the plane, with
+ * no phase planes: a padded row's columns 0-3, 4-7 and 8-9 are byte shifts of its two
+ * vectors, a 4x4 transpose of two rows' 0-3 and 4-7 gives the tiles' columns 0-3, and two
+ * shuffles columns 4 and 5. */
+static inline void quad_row(const wino_geom *wg, const float *src, int y, __m128 r[3])
+{
+    if (y < 0 || y >= wg->rows) {
+        r[0] = r[1] = r[2] = _mm_setzero_ps();
+        return;
+    }
+    __m128 lo = _mm_loadu_ps(src + (size_t)y * 8), hi = _mm_loadu_ps(src + (size_t)y * 8 + 4);
+    if (wg->bf16 & CPU_WINO_BF16) {
+        lo = round_bf16_4(lo);
+        hi = round_bf16_4(hi);
+    }
+    const __m128i l = _mm_castps_si128(lo), h = _mm_castps_si128(hi);
+    r[0] = _mm_castsi128_ps(_mm_slli_si128(l, 4));      /* 0, x0, x1, x2 */
+    r[1] = _mm_castsi128_ps(_mm_alignr_epi8(h, l, 12)); /* x3 .. x6 */
+    r[2] = _mm_castsi128_ps(_mm_srli_si128(h, 12));     /* x7, 0 */
+}
+
+static void transform_input6_quad(const wino_geom *wg, const float *src, float *v,
+                                  size_t xi_stride)
+{
+    for (int ty = 0; ty < wg->TH; ty += 2) {
+        __m128 d[6][6];
+        for (int i = 0; i < 6; i++) {
+            __m128 a[3], b[3];
+            quad_row(wg, src, 4 * ty + i - 1, a);
+            quad_row(wg, src, 4 * ty + i + 3, b);
+            __m128 r[4] = {a[0], a[1], b[0], b[1]};
+            transpose4_sse(r);
+            for (int j = 0; j < 4; j++)
+                d[i][j] = r[j];
+            const __m128 t0 = _mm_unpacklo_ps(a[1], a[2]), t1 = _mm_unpacklo_ps(b[1], b[2]);
+            d[i][4] = _mm_movelh_ps(t0, t1);
+            d[i][5] = _mm_movehl_ps(t1, t0);
+        }
+        input_tiles_sse(d, v + (size_t)ty * 2, xi_stride);
+    }
+}
+
+static void transform_output6_quad(const float *m, size_t xi_stride, float bias, int round,
+                                   int cols, float *out, int accumulate)
+{
+    __m128 o[4][4];
+    output_tiles_sse(m, xi_stride, bias, round, o);
+    for (int a = 0; a < 4; a++)
+        for (int t = 0; t < 4; t++) {
+            float *dst = out + (size_t)(a + t / 2 * 4) * cols + 4 * (t % 2);
+            _mm_storeu_ps(dst, accumulate ? _mm_add_ps(o[a][t], _mm_loadu_ps(dst)) : o[a][t]);
+        }
+}
+
 /* The four column phases of one zero-padded plane: par[p][y * PW + q] is padded pixel
  * (y, 4 q + p), padded pixel (y, x) being input pixel (y - 1, x - 1). Input columns 4 q ..
  * 4 q + 3 go to phases 1, 2, 3 at q and phase 0 at q + 1: a row is split 16 floats at a
@@ -503,6 +559,8 @@ static void transform_plane(const wino_geom *wg, const float *src, const float *
 {
     if (wg->small) {
         wino_small_input(wg, src, v, xi_stride);
+    } else if (wg->quad) {
+        transform_input6_quad(wg, src, v, xi_stride);
     } else if (wg->m == 2) {
         split_parity(wg, src, next, par);
         if (wg->pair)
@@ -530,6 +588,8 @@ void wino_transform_output(const wino_geom *wg, const float *m, size_t xi_stride
     const int round = wg->bf16 & CPU_WINO_BF16;
     if (wg->small)
         wino_small_output(wg, m, xi_stride, bias, out, accumulate);
+    else if (wg->quad)
+        transform_output6_quad(m, xi_stride, bias, round, wg->cols, out, accumulate);
     else if (wg->m == 4 && wg->pair)
         transform_output6_pair(m, xi_stride, bias, round, wg->cols, out, accumulate);
     else if (wg->m == 4 && wg->lanes == 8)
