@@ -252,8 +252,8 @@ int main(void)
         {2, 6, 9, 2, "filters=3 kernel=2 padding=1", NULL},
         {5, 10, 6, 2, "filters=4 kernel=5x3 padding=0x1 bias=0", NULL},
         {3, 7, 9, 1, "filters=5 kernel=3 padding=1", NULL},
-        /* 16 channels, F(4x4) 8 tiles a row: its input gradient on Winograd too */
-        {16, 32, 32, 2, "filters=16 kernel=3 padding=1", "winograd/wino+direct"},
+        /* 16 channels, F(4x4) 8 tiles a row: backward on Winograd too */
+        {16, 32, 32, 2, "filters=16 kernel=3 padding=1", "winograd"},
         {13, 1, 1, 2, "filters=6 kernel=3 padding=1 bias=0", NULL},
         {5, 8, 8, 3, "filters=9 kernel=3 padding=1", "direct"},
         {1, 3, 17, 2, "filters=1 kernel=3 padding=1", NULL},
@@ -263,17 +263,18 @@ int main(void)
         /* Winograd (auto) forward: 3x3, padding 1, height even, width a multiple of 8, 16
          * channels in and out or more; F(4x4) where the height is a multiple of 4 and the
          * width of 16, or the width 8 and the height a multiple of 8 (two rows of 2 tiles a
-         * vector), with it the input gradient; else F(2x2) */
-        {17, 8, 16, 2, "filters=18 kernel=3 padding=1 bias=0", "winograd/wino+direct"},
-        {16, 2, 8, 1, "filters=21 kernel=3 padding=1", "winograd/direct"}, /* a row of tiles */
-        {20, 6, 24, 2, "filters=19 kernel=3 padding=1", "winograd/direct"}, /* 12 a row */
-        {18, 6, 32, 2, "filters=17 kernel=3 padding=1", "winograd/direct"}, /* 16 a row */
-        {19, 16, 16, 5, "filters=33 kernel=3 padding=1", "winograd/wino+direct"}, /* 24+ tiles */
-        {21, 4, 48, 1, "filters=17 kernel=3 padding=1 bias=0", "winograd/wino+direct"},
-        {17, 16, 8, 2, "filters=20 kernel=3 padding=1", "winograd/wino+direct"}, /* 2 a row */
+         * vector), with it the input gradient; else F(2x2); the backward on Winograd too (its
+         * weight gradient F(2x2)), channel counts no multiple of its blocks of 4 filters and
+         * 3 inputs */
+        {17, 8, 16, 2, "filters=18 kernel=3 padding=1 bias=0", "winograd"},
+        {16, 2, 8, 1, "filters=21 kernel=3 padding=1", "winograd"}, /* a row of tiles */
+        {20, 6, 24, 2, "filters=19 kernel=3 padding=1", "winograd"}, /* 12 a row */
+        {18, 6, 32, 2, "filters=17 kernel=3 padding=1", "winograd"}, /* 16 a row */
+        {19, 16, 16, 5, "filters=33 kernel=3 padding=1", "winograd"}, /* 24+ tiles */
+        {21, 4, 48, 1, "filters=17 kernel=3 padding=1 bias=0", "winograd"},
+        {17, 16, 8, 2, "filters=20 kernel=3 padding=1", "winograd"}, /* 2 a row */
         {33, 24, 8, 2, "filters=36 kernel=3 padding=1 bias=0", "winograd"},
-        /* and its backward, from 32 channels on: channel counts no multiple of its blocks of
-         * 4 filters and 3 inputs, 8 and 4 tiles a row */
+        /* 8 and 4 tiles a row */
         {33, 8, 16, 2, "filters=35 kernel=3 padding=1", "winograd"},
         {40, 4, 8, 3, "filters=32 kernel=3 padding=1 bias=0", "winograd"},
         /* 4 tiles a row and an odd number of rows: one tile row at a time (SSE), the rows

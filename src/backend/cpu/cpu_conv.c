@@ -66,7 +66,7 @@ struct conv_plan {
     int chunk;                  /* images per im2col GEMM */
     int chunk_direct;           /* images per direct pass */
     int weight_grad_direct;     /* the weight gradient on the direct kernels while the rest of
-                                 * backward is not (stride 2: im2col; Winograd's narrow layers) */
+                                 * backward is not (stride 2: im2col) */
     int chunk_winograd;         /* images per Winograd forward or input-gradient pass */
     int chunk_weight_grad;      /* images per Winograd weight-gradient pass */
     int slots;                  /* threads (when planned) that run direct and Winograd chunks
@@ -198,19 +198,15 @@ static void plan(conv_plan *c, dtnn_conv_algo asked)
      * than the products they save (vgg16-64's first layer ran slower on Winograd than
      * direct; measurements: docs/perf-notes.md). */
     const int winograd = DTNN_MIN(g->C, g->K) >= 16 && winograd_tile;
-    /* Winograd backward from 32 channels on. Below, the transforms (their cost per
-     * multiply-add falls with the channel count) ate the gain: ResNet-20's 16-channel stage
-     * ran backward slower on Winograd than on the direct kernels (whose input gradient
-     * shares its padded planes with the weight gradient), while its 32- and 64-channel stages
-     * ran faster (measurements: docs/perf-notes.md). */
-    const int winograd_backward = winograd && DTNN_MIN(g->C, g->K) >= 32;
-    /* With F(4x4) tiles the 16-channel input gradient is on Winograd too and the weight
-     * gradient stays direct: ResNet-20's 16-channel layer backward ran faster that way than
-     * all direct, and about as fast as all Winograd (whose F(4x4) weight gradient was off by
-     * 1.2e-3 on test_conv_paths' 128-channel case, where the test allows 2e-4 and F(2x2)
-     * stays within it, and no faster at 32 channels) (measurements: docs/perf-notes.md). */
-    const int winograd_input_grad =
-        winograd && !winograd_backward && winograd_tile == 4 && direct && !c->extend;
+    /* Winograd backward (the weight gradient's F(2x2), the input gradient's F(4x4) or F(2x2))
+     * in narrow layers, and in wide ones from 32 channels on both sides. Narrow layers of 16
+     * to 31 channels once ran backward faster with the weight gradient on the direct kernels;
+     * since the dot products read runs of blocks (cpu_gemm_dots) and 8-wide planes take
+     * F(4x4), all-Winograd is faster at every such shape tried (ResNet-20's first stage:
+     * measurements: docs/perf-notes.md). Wide layers with a side under 32 (16 -> 80
+     * channels, no zoo model has one) keep the im2col backward: not measured against it. */
+    const int winograd_backward =
+        winograd && (DTNN_MIN(g->C, g->K) >= 32 || DTNN_MAX(g->C, g->K) <= 64);
     /* A scratch per thread (slots) unless one image a thread already passes the workspace
      * limit (large images, many threads): then one, the team splitting every chunk. */
     for (;;) {
@@ -242,10 +238,6 @@ static void plan(conv_plan *c, dtnn_conv_algo asked)
                 DTNN_MAX(c->workspace_bytes,
                          cpu_conv_winograd_workspace(wgeo, c->chunk_winograd, c->slots, 0));
         }
-        if (winograd_input_grad) {
-            c->algo_backward = CONV_WINOGRAD;
-            c->weight_grad_direct = 1;
-        }
         if (winograd_backward) {
             c->algo_backward = CONV_WINOGRAD;
             c->chunk_weight_grad = cpu_conv_winograd_chunk(wgeo, c->max_batch,
@@ -264,11 +256,11 @@ static void plan(conv_plan *c, dtnn_conv_algo asked)
 
 /* --precision bf16 without rounded copies: the Winograd passes round as they go (wino_bf16
  * below); backward only where one Winograd call has all of dw (not the extended path's
- * chunks, not a direct weight gradient). */
+ * chunks). */
 static int bf16_forward_in_passing(const conv_plan *c) { return c->algo == CONV_WINOGRAD; }
 static int bf16_backward_in_passing(const conv_plan *c)
 {
-    return c->algo_backward == CONV_WINOGRAD && !c->extend && !c->weight_grad_direct;
+    return c->algo_backward == CONV_WINOGRAD && !c->extend;
 }
 
 conv_plan *cpu_conv_plan_create(dtnn_backend *be, const conv_desc *d, dtnn_error *err)
@@ -456,12 +448,8 @@ static void backward_f32(const conv_plan *c, int n, const float *x, const float 
         return;
     }
     if (c->algo_backward == CONV_WINOGRAD) {
-        if (c->weight_grad_direct && dw)
-            cpu_conv_direct_backward(g, n, c->chunk_direct, c->slots, x, dy, w, dw,
-                                          NULL, 0, workspace);
         cpu_conv_winograd_backward(g, n, c->chunk_winograd, c->slots, c->chunk_weight_grad,
-                                   wino_bf16(c, 1), x, dy, w, c->weight_grad_direct ? NULL : dw,
-                                   dx, accumulate, workspace);
+                                   wino_bf16(c, 1), x, dy, w, dw, dx, accumulate, workspace);
         return;
     }
     if (c->algo_backward == CONV_DIRECT) {
@@ -617,8 +605,6 @@ const char *cpu_conv_method(const conv_plan *c)
         return "pointwise-gathered";
     if (c->algo == CONV_DIRECT && c->algo_backward != CONV_DIRECT)
         return c->algo_backward == CONV_IM2COL_TILES ? "direct/im2col-tiles" : "direct/im2col";
-    if (c->algo == CONV_WINOGRAD && c->algo_backward == CONV_WINOGRAD && c->weight_grad_direct)
-        return "winograd/wino+direct";
     if (c->algo != CONV_WINOGRAD || c->algo_backward == CONV_WINOGRAD)
         return names[c->algo];
     return c->algo_backward == CONV_DIRECT         ? "winograd/direct"
