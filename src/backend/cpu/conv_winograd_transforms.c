@@ -365,12 +365,12 @@ TRANSFORM_OUTPUT(transform_output4, __m128, _mm_loadu_ps, _mm_storeu_ps, _mm_add
                 input_tiles_##sfx(d, v + (size_t)ty * wg->TW + tx, xi_stride);                 \
             }                                                                                  \
     }                                                                                          \
-    /* A^T m A of a vector of tiles, + bias: o[a][t] holds output row a of the tiles in        \
-     * transpose4's order (SSE: o[a][t] is tile t's) */                                        \
-    static inline void output_tiles_##sfx(const float *m, size_t xi_stride, float bias,        \
-                                          int round, vec o[4][4])                              \
+    /* A^T m A of a vector of tiles in two halves: the columns' transforms s (A^T m), then \
+     * per output row a the row's (s[a] A, + bias) in o, in transpose4's order (SSE: o[t] is \
+     * tile t's row a). A row at a time, stored before the next: all 16 rows' vectors at once \
+     * did not fit the registers, and their spills were read back in halves. */               \
+    static inline void output_columns_##sfx(const float *m, size_t xi_stride, vec s[4][6])    \
     {                                                                                          \
-        vec s[4][6];                                                                           \
         for (int j = 0; j < 6; j++) {                                                          \
             vec col[6], c[4];                                                                  \
             for (int i = 0; i < 6; i++)                                                        \
@@ -379,23 +379,26 @@ TRANSFORM_OUTPUT(transform_output4, __m128, _mm_loadu_ps, _mm_storeu_ps, _mm_add
             for (int a = 0; a < 4; a++)                                                        \
                 s[a][j] = c[a];                                                                \
         }                                                                                      \
-        const vec b = set1(bias);                                                              \
-        for (int a = 0; a < 4; a++) {                                                          \
-            at6_##sfx(s[a], o[a]);                                                             \
-            for (int k = 0; k < 4; k++)                                                        \
-                o[a][k] = add(round ? rnd(o[a][k]) : o[a][k], b);                              \
-            transpose4_##sfx(o[a]);                                                            \
-        }                                                                                      \
+    }                                                                                          \
+    static inline void output_row_##sfx(const vec s[6], float bias, int round, vec o[4])      \
+    {                                                                                          \
+        at6_##sfx(s, o);                                                                       \
+        for (int k = 0; k < 4; k++)                                                            \
+            o[k] = add(round ? rnd(o[k]) : o[k], set1(bias));                                  \
+        transpose4_##sfx(o);                                                                   \
     }                                                                                          \
     /* Outputs of a vector of tiles in a row, written or added to the four output rows at     \
      * `out` (row stride cols) */                                                              \
     static void transform_output6_##sfx(const float *m, size_t xi_stride, float bias,          \
                                         int round, int cols, float *out, int accumulate)       \
     {                                                                                          \
-        vec o[4][4];                                                                           \
-        output_tiles_##sfx(m, xi_stride, bias, round, o);                                      \
-        for (int a = 0; a < 4; a++)                                                            \
-            scatter4(out + (size_t)a * cols, o[a], accumulate);                                \
+        vec s[4][6];                                                                           \
+        output_columns_##sfx(m, xi_stride, s);                                                 \
+        for (int a = 0; a < 4; a++) {                                                          \
+            vec o[4];                                                                          \
+            output_row_##sfx(s[a], bias, round, o);                                            \
+            scatter4(out + (size_t)a * cols, o, accumulate);                                   \
+        }                                                                                      \
     }
 
 /* SSE: tile t's row at row + 4 t */
@@ -446,10 +449,11 @@ static void transform_input6_pair(const wino_geom *wg, const float *par, float *
 static void transform_output6_pair(const float *m, size_t xi_stride, float bias, int round,
                                    int cols, float *out, int accumulate)
 {
-    __m256 o[4][4];
-    output_tiles_avx(m, xi_stride, bias, round, o);
+    __m256 s[4][6];
+    output_columns_avx(m, xi_stride, s);
     for (int a = 0; a < 4; a++) {
-        const __m256 *r = o[a];
+        __m256 r[4];
+        output_row_avx(s[a], bias, round, r);
         /* row a of tiles 0-3 of each tile row (scatter4_avx's order) */
         const __m256 q[4] = {_mm256_permute2f128_ps(r[0], r[1], 0x20),
                              _mm256_permute2f128_ps(r[2], r[3], 0x20),
@@ -509,13 +513,16 @@ static void transform_input6_quad(const wino_geom *wg, const float *src, float *
 static void transform_output6_quad(const float *m, size_t xi_stride, float bias, int round,
                                    int cols, float *out, int accumulate)
 {
-    __m128 o[4][4];
-    output_tiles_sse(m, xi_stride, bias, round, o);
-    for (int a = 0; a < 4; a++)
+    __m128 s[4][6];
+    output_columns_sse(m, xi_stride, s);
+    for (int a = 0; a < 4; a++) {
+        __m128 o[4];
+        output_row_sse(s[a], bias, round, o);
         for (int t = 0; t < 4; t++) {
             float *dst = out + (size_t)(a + t / 2 * 4) * cols + 4 * (t % 2);
-            _mm_storeu_ps(dst, accumulate ? _mm_add_ps(o[a][t], _mm_loadu_ps(dst)) : o[a][t]);
+            _mm_storeu_ps(dst, accumulate ? _mm_add_ps(o[t], _mm_loadu_ps(dst)) : o[t]);
         }
+    }
 }
 
 /* The four column phases of one zero-padded plane: par[p][y * PW + q] is padded pixel
