@@ -1,5 +1,5 @@
 """Training images/s of a torchvision model in PyTorch on this CPU, the other side of
-`dtnn bench --model F.onnx` (or a zoo model) for the same network (docs/perf-notes.md, the
+`dtnn bench --model F.onnx` (or a zoo model) for the same network (docs/perf-models.md, the
 convnext_tiny / efficientnet_v2_s rows): SGD with momentum, cross-entropy, random data,
 batch 32, best of 2 x 3 steps after one warm-up step.
 
