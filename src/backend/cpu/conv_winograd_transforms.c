@@ -299,7 +299,7 @@ TRANSFORM_OUTPUT(transform_output4, __m128, _mm_loadu_ps, _mm_storeu_ps, _mm_add
  * A tile's four output columns lie in four vectors (a lane per tile) and are put in row order
  * with 4x4 transposes within 128-bit lanes (and, for AVX, a 128-bit permute). */
 #define F4_KERNELS(sfx, vec, lanes, load, store, add, sub, mul, fmadd, set1, unpacklo, unpackhi, \
-                   shuffle, scatter4, rnd)                                                     \
+                   shuffle, rnd)                                                               \
     static inline void bt6_##sfx(const vec d[6], vec o[6])                                     \
     {                                                                                          \
         const vec four = set1(4.0f), mfour = set1(-4.0f), mfive = set1(-5.0f);                 \
@@ -386,44 +386,92 @@ TRANSFORM_OUTPUT(transform_output4, __m128, _mm_loadu_ps, _mm_storeu_ps, _mm_add
         for (int k = 0; k < 4; k++)                                                            \
             o[k] = add(round ? rnd(o[k]) : o[k], set1(bias));                                  \
         transpose4_##sfx(o);                                                                   \
-    }                                                                                          \
-    /* Outputs of a vector of tiles in a row, written or added to the four output rows at     \
-     * `out` (row stride cols) */                                                              \
-    static void transform_output6_##sfx(const float *m, size_t xi_stride, float bias,          \
-                                        int round, int cols, float *out, int accumulate)       \
+    }
+
+F4_KERNELS(avx, __m256, 8, _mm256_loadu_ps, _mm256_storeu_ps, _mm256_add_ps, _mm256_sub_ps,
+           _mm256_mul_ps, _mm256_fmadd_ps, _mm256_set1_ps, _mm256_unpacklo_ps,
+           _mm256_unpackhi_ps, _mm256_shuffle_ps, round_bf16_8)
+F4_KERNELS(sse, __m128, 4, _mm_loadu_ps, _mm_storeu_ps, _mm_add_ps, _mm_sub_ps, _mm_mul_ps,
+           _mm_fmadd_ps, _mm_set1_ps, _mm_unpacklo_ps, _mm_unpackhi_ps, _mm_shuffle_ps,
+           round_bf16_4)
+
+/* Part of an output row (one tile's, or two tiles' with AVX) written or added at dst. The
+ * scatters below put output_row's o in place, `row` being that row of the first tile's outputs
+ * (row stride cols). */
+static inline void put_row(float *dst, __m128 v, int accumulate)
+{
+    _mm_storeu_ps(dst, accumulate ? _mm_add_ps(v, _mm_loadu_ps(dst)) : v);
+}
+
+static inline void put_row8(float *dst, __m256 v, int accumulate)
+{
+    _mm256_storeu_ps(dst, accumulate ? _mm256_add_ps(v, _mm256_loadu_ps(dst)) : v);
+}
+
+/* AVX: a vector holds tiles t and t + 4 in its halves (transpose4's order); q[t] = tiles
+ * 2t, 2t + 1 (of 8 in a row) in order */
+static inline void halves_in_order(const __m256 r[4], __m256 q[4])
+{
+    q[0] = _mm256_permute2f128_ps(r[0], r[1], 0x20);
+    q[1] = _mm256_permute2f128_ps(r[2], r[3], 0x20);
+    q[2] = _mm256_permute2f128_ps(r[0], r[1], 0x31);
+    q[3] = _mm256_permute2f128_ps(r[2], r[3], 0x31);
+}
+
+/* 8 tiles in a row (AVX) */
+static inline void scatter_row8(float *row, int cols, const __m256 r[4], int accumulate)
+{
+    (void)cols;
+    __m256 q[4];
+    halves_in_order(r, q);
+    for (int t = 0; t < 4; t++)
+        put_row8(row + 8 * t, q[t], accumulate);
+}
+
+/* 4 tiles in a row (SSE) */
+static inline void scatter_row4(float *row, int cols, const __m128 r[4], int accumulate)
+{
+    (void)cols;
+    for (int t = 0; t < 4; t++)
+        put_row(row + 4 * t, r[t], accumulate);
+}
+
+/* rows of 4 tiles in pairs (AVX): tiles 0-3 of two tile rows, 4 output rows apart */
+static inline void scatter_pair(float *row, int cols, const __m256 r[4], int accumulate)
+{
+    __m256 q[4];
+    halves_in_order(r, q);
+    for (int t = 0; t < 4; t++)
+        put_row8(row + (size_t)(t / 2 * 4) * cols + 8 * (t % 2), q[t], accumulate);
+}
+
+/* rows of 2 tiles in pairs (SSE, planes 8 wide) */
+static inline void scatter_quad(float *row, int cols, const __m128 r[4], int accumulate)
+{
+    for (int t = 0; t < 4; t++)
+        put_row(row + (size_t)(t / 2 * 4) * cols + 4 * (t % 2), r[t], accumulate);
+}
+
+/* Outputs of a vector of tiles from m[xi * xi_stride ..], written or added from `out` on,
+ * the first tile's first output (row stride cols), + bias: a row of outputs at a time,
+ * `scatter` putting each tile's part of it in place. */
+#define TRANSFORM_OUTPUT6(name, sfx, vec, scatter)                                             \
+    static void name(const float *m, size_t xi_stride, float bias, int round, int cols,       \
+                     float *out, int accumulate)                                               \
     {                                                                                          \
         vec s[4][6];                                                                           \
         output_columns_##sfx(m, xi_stride, s);                                                 \
         for (int a = 0; a < 4; a++) {                                                          \
             vec o[4];                                                                          \
             output_row_##sfx(s[a], bias, round, o);                                            \
-            scatter4(out + (size_t)a * cols, o, accumulate);                                   \
+            scatter(out + (size_t)a * cols, cols, o, accumulate);                              \
         }                                                                                      \
     }
 
-/* SSE: tile t's row at row + 4 t */
-static inline void scatter4_sse(float *row, const __m128 r[4], int accumulate)
-{
-    for (int t = 0; t < 4; t++)
-        _mm_storeu_ps(row + 4 * t, accumulate ? _mm_add_ps(r[t], _mm_loadu_ps(row + 4 * t)) : r[t]);
-}
-
-/* AVX: a vector holds tiles t and t + 4 in its halves, the order transpose4 works in */
-static inline void scatter4_avx(float *row, const __m256 r[4], int accumulate)
-{
-    __m256 q[4] = {_mm256_permute2f128_ps(r[0], r[1], 0x20), _mm256_permute2f128_ps(r[2], r[3], 0x20),
-                   _mm256_permute2f128_ps(r[0], r[1], 0x31), _mm256_permute2f128_ps(r[2], r[3], 0x31)};
-    for (int t = 0; t < 4; t++)
-        _mm256_storeu_ps(row + 8 * t,
-                         accumulate ? _mm256_add_ps(q[t], _mm256_loadu_ps(row + 8 * t)) : q[t]);
-}
-
-F4_KERNELS(avx, __m256, 8, _mm256_loadu_ps, _mm256_storeu_ps, _mm256_add_ps, _mm256_sub_ps,
-           _mm256_mul_ps, _mm256_fmadd_ps, _mm256_set1_ps, _mm256_unpacklo_ps,
-           _mm256_unpackhi_ps, _mm256_shuffle_ps, scatter4_avx, round_bf16_8)
-F4_KERNELS(sse, __m128, 4, _mm_loadu_ps, _mm_storeu_ps, _mm_add_ps, _mm_sub_ps, _mm_mul_ps,
-           _mm_fmadd_ps, _mm_set1_ps, _mm_unpacklo_ps, _mm_unpackhi_ps, _mm_shuffle_ps,
-           scatter4_sse, round_bf16_4)
+TRANSFORM_OUTPUT6(transform_output6_avx, avx, __m256, scatter_row8)
+TRANSFORM_OUTPUT6(transform_output6_sse, sse, __m128, scatter_row4)
+TRANSFORM_OUTPUT6(transform_output6_pair, avx, __m256, scatter_pair)
+TRANSFORM_OUTPUT6(transform_output6_quad, sse, __m128, scatter_quad)
 
 /* F(4x4) on rows of 4 tiles (16x16 images) in pairs: tile rows ty and ty + 1 in the two
  * halves of each vector, 4 padded rows apart in the phase planes and 4 output rows apart. */
@@ -446,25 +494,6 @@ static void transform_input6_pair(const wino_geom *wg, const float *par, float *
     }
 }
 
-static void transform_output6_pair(const float *m, size_t xi_stride, float bias, int round,
-                                   int cols, float *out, int accumulate)
-{
-    __m256 s[4][6];
-    output_columns_avx(m, xi_stride, s);
-    for (int a = 0; a < 4; a++) {
-        __m256 r[4];
-        output_row_avx(s[a], bias, round, r);
-        /* row a of tiles 0-3 of each tile row (scatter4_avx's order) */
-        const __m256 q[4] = {_mm256_permute2f128_ps(r[0], r[1], 0x20),
-                             _mm256_permute2f128_ps(r[2], r[3], 0x20),
-                             _mm256_permute2f128_ps(r[0], r[1], 0x31),
-                             _mm256_permute2f128_ps(r[2], r[3], 0x31)};
-        for (int t = 0; t < 4; t++) {
-            float *dst = out + (size_t)(a + t / 2 * 4) * cols + 8 * (t % 2);
-            _mm256_storeu_ps(dst, accumulate ? _mm256_add_ps(q[t], _mm256_loadu_ps(dst)) : q[t]);
-        }
-    }
-}
 
 /* F(4x4) on planes 8 wide (8x8: ResNet-20's 64-channel stage, ResNet-50's 7x7 stage
  * extended): rows of 2 tiles, tile rows ty and ty + 1 in the four lanes of an SSE vector, in
@@ -510,20 +539,6 @@ static void transform_input6_quad(const wino_geom *wg, const float *src, float *
     }
 }
 
-static void transform_output6_quad(const float *m, size_t xi_stride, float bias, int round,
-                                   int cols, float *out, int accumulate)
-{
-    __m128 s[4][6];
-    output_columns_sse(m, xi_stride, s);
-    for (int a = 0; a < 4; a++) {
-        __m128 o[4];
-        output_row_sse(s[a], bias, round, o);
-        for (int t = 0; t < 4; t++) {
-            float *dst = out + (size_t)(a + t / 2 * 4) * cols + 4 * (t % 2);
-            _mm_storeu_ps(dst, accumulate ? _mm_add_ps(o[t], _mm_loadu_ps(dst)) : o[t]);
-        }
-    }
-}
 
 /* The four column phases of one zero-padded plane: par[p][y * PW + q] is padded pixel
  * (y, 4 q + p), padded pixel (y, x) being input pixel (y - 1, x - 1). Input columns 4 q ..
