@@ -7,8 +7,8 @@
  *   F(2x2, 3x3): 16 where direct convolution needs 36, 2.25 times fewer multiply-adds;
  *   F(4x4, 3x3): 36 where it needs 144, 4 times fewer, for the forward pass and the input
  *     gradient where a row of tiles is whole groups of 4, or 2 on planes 8 wide (below,
- *     tile_size). The weight
- *     gradient stays on F(2x2) (its sums over every tile of the batch amplify F(4x4)'s error).
+ *     tile_size). The weight gradient stays on F(2x2) (its sums over every tile of the batch
+ *     amplify F(4x4)'s error).
  *
  * Shapes: output height even and width a multiple of 8 (so a row of F(2x2) tiles is whole
  * groups of 4), which every CIFAR and ImageNet stage of those networks has down to 8x8; and

@@ -494,7 +494,6 @@ static void transform_input6_pair(const wino_geom *wg, const float *par, float *
     }
 }
 
-
 /* F(4x4) on planes 8 wide (8x8: ResNet-20's 64-channel stage, ResNet-50's 7x7 stage
  * extended): rows of 2 tiles, tile rows ty and ty + 1 in the four lanes of an SSE vector, in
  * tile order ((ty, 0), (ty, 1), (ty + 1, 0), (ty + 1, 1)). Read straight from the plane, with
@@ -538,7 +537,6 @@ static void transform_input6_quad(const wino_geom *wg, const float *src, float *
         input_tiles_sse(d, v + (size_t)ty * 2, xi_stride);
     }
 }
-
 
 /* The four column phases of one zero-padded plane: par[p][y * PW + q] is padded pixel
  * (y, 4 q + p), padded pixel (y, x) being input pixel (y - 1, x - 1). Input columns 4 q ..

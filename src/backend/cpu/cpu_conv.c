@@ -62,7 +62,7 @@ struct conv_plan {
     size_t workspace_bytes;     /* what the plan needs for a full max_batch */
     int algo;                   /* the path that runs: CONV_IM2COL, _DIRECT, ... */
     int algo_backward;          /* the path of backward: with CONV_WINOGRAD forward, Winograd,
-                                 * direct or im2col (narrow or wide layers) */
+                                 * or im2col (wide layers with a side under 32) */
     int chunk;                  /* images per im2col GEMM */
     int chunk_direct;           /* images per direct pass */
     int weight_grad_direct;     /* the weight gradient on the direct kernels while the rest of
@@ -607,9 +607,8 @@ const char *cpu_conv_method(const conv_plan *c)
         return c->algo_backward == CONV_IM2COL_TILES ? "direct/im2col-tiles" : "direct/im2col";
     if (c->algo != CONV_WINOGRAD || c->algo_backward == CONV_WINOGRAD)
         return names[c->algo];
-    return c->algo_backward == CONV_DIRECT         ? "winograd/direct"
-           : c->algo_backward == CONV_IM2COL_TILES ? "winograd/im2col-tiles"
-                                                   : "winograd/im2col";
+    /* Winograd forward, backward not: wide layers with a side under 32 (plan) */
+    return c->algo_backward == CONV_IM2COL_TILES ? "winograd/im2col-tiles" : "winograd/im2col";
 }
 
 void cpu_conv_plan_free(dtnn_backend *be, conv_plan *p)
