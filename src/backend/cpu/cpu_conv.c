@@ -97,7 +97,13 @@ static int chunk_for(size_t fixed, size_t per_image, size_t budget, const conv_p
 
 /* Chunks whose scratch fits the 1 MiB L2 cache of a core: the GEMM then reads the columns
  * im2col has just written from cache instead of memory, and chunks as large as the workspace
- * trained slower at 1 and at 2 threads (measurements: docs/perf-notes.md). */
+ * trained slower at 1 and at 2 threads (measurements: docs/perf-notes.md).
+ * But a chunk has at least IM2COL_MIN_COLUMNS output pixels, past that budget if need be: one
+ * image of a 7x7 plane (ResNet-50's stride-2 layers into its last stage, each image's scratch
+ * 0.6-1 MiB) made products of 49 columns, which the register tile pads to 64, each repacking
+ * the filters' panels for so few columns. */
+enum { IM2COL_MIN_COLUMNS = 256 };
+
 static void plan_im2col(conv_plan *c, int tiles)
 {
     const conv_geom *g = &c->g;
@@ -110,7 +116,10 @@ static void plan_im2col(conv_plan *c, int tiles)
                                   cpu_gemm_tiles_scratch(CRSg, Kg)) / sizeof(float);
     }
     const size_t packs = sizeof(float) * c->pack_floats * g->groups;
-    c->chunk = chunk_for(packs, per_image, (size_t)1 << 20, c);
+    const size_t pixels = (size_t)g->P * g->Q;
+    const size_t images_for_columns = (IM2COL_MIN_COLUMNS + pixels - 1) / pixels;
+    c->chunk = chunk_for(packs, per_image,
+                         DTNN_MAX((size_t)1 << 20, images_for_columns * per_image), c);
     c->workspace_bytes = per_image * c->chunk + packs;
 }
 
