@@ -19,8 +19,6 @@
  * in order either way; dw sums the pixels of a chunk in one product instead of image by image,
  * a different order of the same terms.
  */
-#include <string.h>
-
 #include "cpu_kernels.h"
 
 /* Planes below this many pixels take the gathered products: a plane of 64 or more fills the
@@ -54,38 +52,6 @@ size_t cpu_conv_pointwise_workspace(const conv_geom *g, int chunk)
     return chunk > 0 ? per_image_bytes(g) * (size_t)chunk : 0;
 }
 
-/* src [nb, ch, pq] (image stride `image`) -> dst [ch, nb * pq] */
-static void gather(const float *src, int nb, int ch, int pq, size_t image, float *dst)
-{
-    const size_t ld = (size_t)nb * pq;
-#pragma omp parallel for schedule(static) if ((size_t)ch * ld > 32768)
-    for (int c = 0; c < ch; c++)
-        for (int i = 0; i < nb; i++)
-            memcpy(dst + c * ld + (size_t)i * pq, src + i * image + (size_t)c * pq,
-                   sizeof(float) * pq);
-}
-
-/* dst [nb, ch, pq] = src [ch, nb * pq] (+ bias[c]), or += src where accumulate */
-static void scatter(const float *src, int nb, int ch, int pq, size_t image, const float *bias,
-                    int accumulate, float *dst)
-{
-    const size_t ld = (size_t)nb * pq;
-#pragma omp parallel for schedule(static) if ((size_t)ch * ld > 32768)
-    for (int c = 0; c < ch; c++) {
-        const float b = bias ? bias[c] : 0.0f;
-        for (int i = 0; i < nb; i++) {
-            const float *s = src + c * ld + (size_t)i * pq;
-            float *d = dst + i * image + (size_t)c * pq;
-            if (accumulate)
-                for (int j = 0; j < pq; j++)
-                    d[j] += s[j];
-            else
-                for (int j = 0; j < pq; j++)
-                    d[j] = s[j] + b;
-        }
-    }
-}
-
 void cpu_conv_pointwise_forward(const conv_geom *g, int n, int chunk, const float *x,
                                 const float *w, const float *b, float *y, float *workspace,
                                 int flags)
@@ -105,10 +71,10 @@ void cpu_conv_pointwise_forward(const conv_geom *g, int n, int chunk, const floa
     for (int n0 = 0; n0 < n; n0 += chunk) {
         const int nb = DTNN_MIN(chunk, n - n0), ld = nb * PQ;
         float *xg = workspace, *yg = xg + (size_t)g->C * ld;
-        gather(x + n0 * in, nb, g->C, PQ, in, xg);
+        cpu_gather_images(x + n0 * in, nb, g->C, PQ, in, xg);
         cpu_gemm_strided(1, 0, 0, g->K, ld, g->C, 1.0f, w, g->C, 0, xg, ld, 0, 0.0f, yg, ld, 0,
                          flags);
-        scatter(yg, nb, g->K, PQ, out, b, 0, y + n0 * out);
+        cpu_scatter_images(yg, nb, g->K, PQ, out, b, 0, y + n0 * out);
     }
 }
 
@@ -131,9 +97,9 @@ void cpu_conv_pointwise_backward(const conv_geom *g, int n, int chunk, const flo
     for (int n0 = 0; n0 < n; n0 += chunk) {
         const int nb = DTNN_MIN(chunk, n - n0), ld = nb * PQ;
         float *xg = workspace, *dyg = xg + (size_t)g->C * ld;
-        gather(dy + n0 * out, nb, g->K, PQ, out, dyg);
+        cpu_gather_images(dy + n0 * out, nb, g->K, PQ, out, dyg);
         if (dw) {
-            gather(x + n0 * in, nb, g->C, PQ, in, xg);
+            cpu_gather_images(x + n0 * in, nb, g->C, PQ, in, xg);
             cpu_gemm_strided(1, 0, 1, g->K, g->C, ld, 1.0f, dyg, ld, 0, xg, ld, 0, 1.0f, dw,
                              g->C, 0, flags);
         }
@@ -141,7 +107,7 @@ void cpu_conv_pointwise_backward(const conv_geom *g, int n, int chunk, const flo
             /* x's copy is spent: dx's takes its place */
             cpu_gemm_strided(1, 1, 0, g->C, ld, g->K, 1.0f, w, g->C, 0, dyg, ld, 0, 0.0f, xg, ld,
                              0, flags);
-            scatter(xg, nb, g->C, PQ, in, NULL, accumulate, dx + n0 * in);
+            cpu_scatter_images(xg, nb, g->C, PQ, in, NULL, accumulate, dx + n0 * in);
         }
     }
 }

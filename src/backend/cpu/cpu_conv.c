@@ -420,16 +420,8 @@ static void forward_f32(const conv_plan *c, int n, const float *x, const float *
         for (int gi = 0; gi < G; gi++)
             filter_product(c, tiles, 0, gi, w, col + (size_t)gi * CRSg * ld, ld,
                            tmp + (size_t)gi * Kg * ld, packs);
-        for (int i = 0; i < nb; i++) {
-            float *yi = y + (size_t)(n0 + i) * g->K * PQ;
-            for (int k = 0; k < g->K; k++) {
-                const float *src = tmp + (size_t)k * ld + i * PQ;
-                float bk = b ? b[k] : 0.0f;
-                float *dst = yi + (size_t)k * PQ;
-                for (int j = 0; j < PQ; j++)
-                    dst[j] = src[j] + bk;
-            }
-        }
+        cpu_scatter_images(tmp, nb, g->K, PQ, (size_t)g->K * PQ, b, 0,
+                           y + (size_t)n0 * g->K * PQ);
     }
 }
 
@@ -490,12 +482,7 @@ static void backward_f32(const conv_plan *c, int n, const float *x, const float 
         int nb = DTNN_MIN(c->chunk, n - n0);
         int ld = nb * PQ;
         float *col = packs + G * c->pack_floats, *tmp = col + (size_t)CRS * ld;
-        /* dy [nb, K, PQ] -> tmp [K, nb * PQ] */
-        for (int i = 0; i < nb; i++) {
-            const float *dyi = dy + (size_t)(n0 + i) * g->K * PQ;
-            for (int k = 0; k < g->K; k++)
-                memcpy(tmp + (size_t)k * ld + i * PQ, dyi + (size_t)k * PQ, sizeof(float) * PQ);
-        }
+        cpu_gather_images(dy + (size_t)n0 * g->K * PQ, nb, g->K, PQ, (size_t)g->K * PQ, tmp);
         if (!direct_weights && dw)
             cpu_im2col(g, x + (size_t)n0 * in_size, nb, col, ld);
         for (int gi = 0; gi < G && !direct_weights && dw; gi++) {

@@ -64,6 +64,11 @@ typedef struct {
 extern const cpu_kernel_set cpu_kernels;
 void cpu_im2col(const conv_geom *g, const float *x, int images, float *col, int ldcol);
 void cpu_col2im(const conv_geom *g, const float *col, int ldcol, int images, float *dx);
+/* src [nb, ch, pq] (image i at src + i * image) -> dst [ch, nb * pq], and back: dst's images
+ * (+)= src, plus bias[c] where given (accumulate: += and no bias). */
+void cpu_gather_images(const float *src, int nb, int ch, int pq, size_t image, float *dst);
+void cpu_scatter_images(const float *src, int nb, int ch, int pq, size_t image,
+                        const float *bias, int accumulate, float *dst);
 int cpu_conv_direct_supported(const conv_geom *g);
 size_t cpu_conv_direct_workspace(const conv_geom *g, int chunk, int slots);
 void cpu_conv_direct_forward(const conv_geom *g, int n, int chunk, int slots, const float *x,

@@ -4,6 +4,8 @@
  * so a convolution becomes W [K, C*R*S] x col [C*R*S, P*Q]. Several images sit side by side in
  * one col matrix (ldcol = images * P * Q, image i at column i * P * Q) so one GEMM serves a
  * whole chunk of the batch; both calls take the whole chunk (images contiguous in x / dx).
+ * The products' other side moves between the same layouts: a chunk's images [nb, ch, pq]
+ * gathered into [ch, nb * pq] and scattered back (cpu_gather_images, cpu_scatter_images).
  */
 #include <string.h>
 
@@ -117,6 +119,38 @@ void cpu_col2im(const conv_geom *g, const float *col, int ldcol, int images, flo
                     }
                 }
             }
+        }
+    }
+}
+
+/* Both copies split the channels among the threads: in a layer's step they sit between two
+ * threaded products, and run alone they held the team back (ResNet-50's stride-2 layers). */
+void cpu_gather_images(const float *src, int nb, int ch, int pq, size_t image, float *dst)
+{
+    const size_t ld = (size_t)nb * pq;
+#pragma omp parallel for schedule(static) if ((size_t)ch * ld > 32768)
+    for (int c = 0; c < ch; c++)
+        for (int i = 0; i < nb; i++)
+            memcpy(dst + c * ld + (size_t)i * pq, src + i * image + (size_t)c * pq,
+                   sizeof(float) * pq);
+}
+
+void cpu_scatter_images(const float *src, int nb, int ch, int pq, size_t image,
+                        const float *bias, int accumulate, float *dst)
+{
+    const size_t ld = (size_t)nb * pq;
+#pragma omp parallel for schedule(static) if ((size_t)ch * ld > 32768)
+    for (int c = 0; c < ch; c++) {
+        const float b = bias ? bias[c] : 0.0f;
+        for (int i = 0; i < nb; i++) {
+            const float *s = src + c * ld + (size_t)i * pq;
+            float *d = dst + i * image + (size_t)c * pq;
+            if (accumulate)
+                for (int j = 0; j < pq; j++)
+                    d[j] += s[j];
+            else
+                for (int j = 0; j < pq; j++)
+                    d[j] = s[j] + b;
         }
     }
 }
