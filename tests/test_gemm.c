@@ -3,7 +3,8 @@
  * the kernel set DTNN_CPU picks (ctest runs it on the default set, as _generic on the BLAS and,
  * where the build has AVX-512, as _avx2 and _avx512): every transposition, alpha and beta, leading
  * dimensions past the row, and shapes on each side of the register tile's edges (6 rows; 16
- * or 32 columns), of the k blocks (192, 256) and of the column blocks (2048).
+ * or 32 columns; a last panel of at most 8 or 16 columns, which a 12-row tile takes), of the k
+ * blocks (192, 256) and of the column blocks (2048).
  *
  * Tolerance, from the rounding: each element is a float sum of k products (each product exact
  * inside an FMA, or rounded once), in any order and grouping, then scaled by alpha and added
@@ -133,6 +134,7 @@ int main(void)
         {1, 1, 19, 47, 257, 1.0f, 0.0f},   {0, 0, 64, 100, 0, 1.0f, 0.5f},
         {0, 1, 64, 576, 1100, 1.0f, 1.0f}, {1, 0, 100, 2100, 300, 1.0f, 0.0f},
         {0, 0, 97, 2049, 64, 1.0f, -1.0f}, {0, 1, 200, 10, 512, 1.0f, 0.0f},
+        {0, 0, 1024, 196, 256, 1.0f, 0.0f}, {1, 0, 26, 49, 70, 1.0f, 0.5f},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const gemm_case *t = &cases[i];

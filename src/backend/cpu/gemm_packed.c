@@ -5,9 +5,11 @@
  * into row panels of MR and a block of op(B)'s columns into column panels of NR (zero-padded,
  * so the register tile never reads past a matrix), then jobs of MC rows x JOB_PANELS column
  * panels, each running the MR x NR register tile over its panels with B's panel (KC x NR) in
- * L1 and A's rows in L2. Threads take blocks of C (gemm_packed). The tile is MR = 6 rows by two vectors: 6 x 16 with AVX2, 6 x 32
- * with AVX-512 (12 accumulators: FMA latency 4 x 2 ports on Intel's two 512-bit FMA units,
- * and Zen 4's split zmm alike; 2 loads and 6 broadcasts per 12 FMAs).
+ * L1 and A's rows in L2. Threads take blocks of C (gemm_packed). The tile is MR = 6 rows by
+ * two vectors: 6 x 16 with AVX2, 6 x 32 with AVX-512 (12 accumulators: FMA latency 4 x 2
+ * ports on Intel's two 512-bit FMA units, and Zen 4's split zmm alike; 2 loads and 6
+ * broadcasts per 12 FMAs). A last column panel of at most one vector runs on a 12 x 1-vector
+ * tile instead (tile_12x1v).
  *
  * It does not depend on the BLAS knowing the CPU: Debian's OpenBLAS 0.3.21 runs its SSE3
  * kernels on Intel's family 6 model 207. The generic set keeps the BLAS (gemm_blas.c).
@@ -131,6 +133,65 @@ BF16_TARGET static void tile_6x2v_bf16(int steps, const float *a, const float *b
     TILE_BODY(MADD_BF16);
 }
 
+/* A column panel of at most VW columns (the last of a row of C whose length is no multiple of
+ * NR: ResNet-50's 14x14 planes, 196 = 6 x 32 + 4 with AVX-512) on the full tile computed NR
+ * columns, twice those it has: twelve rows (two panels of A, ap1 = ap0 past the last) by one
+ * vector, its 12 accumulators as many as the full tile's. Each lane sums its products in the
+ * same order as a full tile's, so the bits do not change; the tile goes to a local block
+ * (alpha applied, C unread), combined with C as tile_partial does. */
+#define NARROW_ROW(j, a, MADD) n##j = MADD(VSET1((a)[(j) % MR]), b0, n##j)
+#define NARROW_STORE(j) VSTORE(t + (j) * VW, VMUL(va, n##j))
+#define TILE_NARROW_BODY(MADD)                                                                 \
+    vec n0 = VZERO(), n1 = n0, n2 = n0, n3 = n0, n4 = n0, n5 = n0;                             \
+    vec n6 = n0, n7 = n0, n8 = n0, n9 = n0, n10 = n0, n11 = n0;                                \
+    for (int p = 0; p < steps; p++, a0 += MR, a1 += MR, b += NR) {                             \
+        vec b0 = VLOAD(b);                                                                     \
+        KEEP(b0);                                                                              \
+        NARROW_ROW(0, a0, MADD);                                                               \
+        NARROW_ROW(1, a0, MADD);                                                               \
+        NARROW_ROW(2, a0, MADD);                                                               \
+        NARROW_ROW(3, a0, MADD);                                                               \
+        NARROW_ROW(4, a0, MADD);                                                               \
+        NARROW_ROW(5, a0, MADD);                                                               \
+        NARROW_ROW(6, a1, MADD);                                                               \
+        NARROW_ROW(7, a1, MADD);                                                               \
+        NARROW_ROW(8, a1, MADD);                                                               \
+        NARROW_ROW(9, a1, MADD);                                                               \
+        NARROW_ROW(10, a1, MADD);                                                              \
+        NARROW_ROW(11, a1, MADD);                                                              \
+    }                                                                                          \
+    const vec va = VSET1(alpha);                                                               \
+    NARROW_STORE(0), NARROW_STORE(1), NARROW_STORE(2), NARROW_STORE(3);                        \
+    NARROW_STORE(4), NARROW_STORE(5), NARROW_STORE(6), NARROW_STORE(7);                        \
+    NARROW_STORE(8), NARROW_STORE(9), NARROW_STORE(10), NARROW_STORE(11)
+
+typedef void narrow_fn(int steps, const float *a0, const float *a1, const float *b, float *t,
+                       float alpha);
+
+static void tile_12x1v(int steps, const float *a0, const float *a1, const float *b, float *t,
+                       float alpha)
+{
+    TILE_NARROW_BODY(MADD_F32);
+}
+
+BF16_TARGET static void tile_12x1v_bf16(int steps, const float *a0, const float *a1,
+                                        const float *b, float *t, float alpha)
+{
+    TILE_NARROW_BODY(MADD_BF16);
+}
+
+/* The block t [rows][VW] (alpha applied) into C's first cols columns: fma(beta, C, t), as a
+ * full tile's lanes, or t alone where C is not read. */
+static void combine_block(const float *t, int ld_t, float *c, size_t ldc, int rows, int cols,
+                          const tile_epilogue *ep)
+{
+    for (int i = 0; i < rows; i++)
+        for (int j = 0; j < cols; j++) {
+            float *ci = c + (size_t)i * ldc + j;
+            *ci = ep->overwrite ? t[i * ld_t + j] : fmaf(ep->beta, *ci, t[i * ld_t + j]);
+        }
+}
+
 /* A tile cut by the edge of C: computed whole into a local tile (alpha applied, C unread),
  * then the covered part combined with C by the same fma as a full tile's lanes. */
 static void tile_partial(tile_fn *tile, int steps, const float *a, const float *b, float *c,
@@ -139,11 +200,7 @@ static void tile_partial(tile_fn *tile, int steps, const float *a, const float *
     float t[MR][NR];
     const tile_epilogue local = {ep->alpha, 0.0f, 1};
     tile(steps, a, b, t[0], NR, &local);
-    for (int i = 0; i < rows; i++)
-        for (int j = 0; j < cols; j++) {
-            float *ci = c + (size_t)i * ldc + j;
-            *ci = ep->overwrite ? t[i][j] : fmaf(ep->beta, *ci, t[i][j]);
-        }
+    combine_block(t[0], NR, c, ldc, rows, cols, ep);
 }
 
 /* Whether this CPU multiplies bf16 pairs (AVX512_BF16; its ymm form also needs AVX512VL):
@@ -376,10 +433,22 @@ static void run_job(const gemm_args *g, const float *pa, const float *pb, int st
                     int mb, int panel0, int panel1, const tile_epilogue *ep)
 {
     tile_fn *tile = g->bf16 ? tile_6x2v_bf16 : tile_6x2v;
+    narrow_fn *narrow = g->bf16 ? tile_12x1v_bf16 : tile_12x1v;
     const int r_end = (mb + 1) * MC < g->m ? (mb + 1) * MC : g->m;
     for (int pn = panel0; pn < panel1; pn++) {
         const int c0 = jc + pn * NR, cols = g->n - c0 < NR ? g->n - c0 : NR;
         const float *bp = pb + (size_t)pn * steps * NR;
+        if (cols <= VW) {
+            for (int r0 = mb * MC; r0 < r_end; r0 += 2 * MR) {
+                const int rows = r_end - r0 < 2 * MR ? r_end - r0 : 2 * MR;
+                const float *ap = pa + (size_t)(r0 / MR) * steps * MR;
+                float t[2 * MR][VW];
+                narrow(steps, ap, rows > MR ? ap + (size_t)steps * MR : ap, bp, t[0], ep->alpha);
+                combine_block(t[0], VW, g->c + (size_t)r0 * g->ldc + c0, (size_t)g->ldc, rows,
+                              cols, ep);
+            }
+            continue;
+        }
         for (int r0 = mb * MC; r0 < r_end; r0 += MR) {
             const int rows = g->m - r0 < MR ? g->m - r0 : MR;
             const float *ap = pa + (size_t)(r0 / MR) * steps * MR;
