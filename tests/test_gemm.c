@@ -4,7 +4,8 @@
  * where the build has AVX-512, as _avx2 and _avx512): every transposition, alpha and beta, leading
  * dimensions past the row, and shapes on each side of the register tile's edges (6 rows; 16
  * or 32 columns; a last panel of at most 8 or 16 columns, which a 12-row tile takes), of the k
- * blocks (192, 256) and of the column blocks (2048).
+ * blocks (256; 192 before) and of the column blocks (2048); and strided products, each with
+ * its own C (all its k blocks before the next product) or all into one C.
  *
  * Tolerance, from the rounding: each element is a float sum of k products (each product exact
  * inside an FMA, or rounded once), in any order and grouping, then scaled by alpha and added

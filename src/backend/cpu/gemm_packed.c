@@ -28,7 +28,10 @@
 #if defined(__AVX512F__)
 #define GEMM_OWN 1
 typedef __m512 vec;
-enum { VW = 16, KC = 192 };
+/* KC as AVX2's: B's panel (KC x 32 floats, 32 KiB) fills Zen 4's L1 and two thirds of Intel's
+ * 48 KiB, but with 192 the common k = 256 (ResNet-50's bottlenecks) took two blocks, C's
+ * tiles loaded and stored twice (measurements: docs/perf-notes.md). */
+enum { VW = 16, KC = 256 };
 #define VLOAD(p) _mm512_loadu_ps(p)
 #define VSTORE(p, v) _mm512_storeu_ps(p, v)
 #define VSET1(x) _mm512_set1_ps(x)
@@ -60,9 +63,8 @@ enum { VW = 8, KC = 256 };
 #if GEMM_OWN
 #include <stdio.h>
 
-/* A job is MC rows x JOB_PANELS column panels: the rows' packed A (96 x 256 floats with AVX2)
- * stays in L2 while the panels pass. NC bounds the packed block of B (KC x NC floats: 2 MiB
- * with AVX2). */
+/* A job is MC rows x JOB_PANELS column panels: the rows' packed A (96 x 256 floats) stays in
+ * L2 while the panels pass. NC bounds the packed block of B (KC x NC floats: 2 MiB). */
 enum { MR = 6, NR = 2 * VW, MC = 16 * MR, JOB_PANELS = 8, NC = 2048 };
 
 typedef struct {
@@ -471,54 +473,110 @@ static void scale_c(const gemm_args *g)
             }
 }
 
-/* Floats of packing scratch for one thread's products (a bound for any part of them). */
-static size_t scratch_floats(const gemm_args *g, size_t *a_len)
+/* Products with a C each (stride_c: a pointwise convolution's images) run one at a time, all
+ * their k blocks before the next: with the k blocks outermost, each block passed over every
+ * product's C, which left the caches between blocks (ResNet-50's 14x14 stage: 32 images' C,
+ * 6.4 MB, four times at k = 1024). A shared A is then packed whole, once. Products into one C
+ * (a weight gradient over images) keep the blocks outermost: C sums the products in order,
+ * block by block, as it always has. */
+static int product_by_product(const gemm_args *g) { return g->count > 1 && g->stride_c; }
+
+typedef struct {
+    int kcb;            /* k block: KC floats, or 2 KC bf16 values as KC pair slots */
+    int blocks;         /* k blocks */
+    size_t a_block;     /* floats of one k block of packed A */
+    size_t a_len, b_len;
+} pack_sizes;
+
+static pack_sizes pack_sizes_of(const gemm_args *g)
 {
-    const int kcb = g->bf16 ? 2 * KC : KC;
-    const int kc_max = g->k < kcb ? g->k : kcb, steps_max = g->bf16 ? (kc_max + 1) / 2 : kc_max;
+    pack_sizes z;
+    z.kcb = g->bf16 ? 2 * KC : KC;
+    z.blocks = (g->k + z.kcb - 1) / z.kcb;
+    const int kc_max = g->k < z.kcb ? g->k : z.kcb;
+    const int steps_max = g->bf16 ? (kc_max + 1) / 2 : kc_max;
     const int nc_max = g->n < NC ? g->n : NC;
-    *a_len = (size_t)((g->m + MR - 1) / MR) * MR * steps_max;
-    return *a_len + (size_t)((nc_max + NR - 1) / NR) * NR * steps_max;
+    z.a_block = (size_t)((g->m + MR - 1) / MR) * MR * steps_max;
+    z.a_len = product_by_product(g) && !g->stride_a ? z.a_block * z.blocks : z.a_block;
+    z.b_len = (size_t)((nc_max + NR - 1) / NR) * NR * steps_max;
+    return z;
 }
 
-/* The packed products on the calling thread, in pa (scratch_floats of them). A shared A
- * (stride 0) is packed once per k block for all products; a shared C gets them in order,
- * the first with beta. */
+/* One k block [p0, p0 + kc) of one product `it`, its A packed at pa: B's column blocks packed
+ * in turn into pb, and the jobs over them. */
+static void run_block(const gemm_args *it, const float *pa, float *pb, int p0, int kc,
+                      int steps, const tile_epilogue *ep)
+{
+    const int mblocks = (it->m + MC - 1) / MC;
+    for (int jc = 0; jc < it->n; jc += NC) {
+        const int nc = it->n - jc < NC ? it->n - jc : NC;
+        const int b_panels = (nc + NR - 1) / NR;
+        const int groups = (b_panels + JOB_PANELS - 1) / JOB_PANELS;
+        for (int pn = 0; pn < b_panels; pn++)
+            pack_b_panel(it, jc + pn * NR, p0, kc, pb + (size_t)pn * NR * steps);
+        /* rows-major: consecutive jobs reuse one block of A from L2 */
+        for (int job = 0; job < mblocks * groups; job++) {
+            const int mb = job / groups, grp = job % groups;
+            const int panel1 = (grp + 1) * JOB_PANELS;
+            run_job(it, pa, pb, steps, jc, mb, grp * JOB_PANELS,
+                    panel1 < b_panels ? panel1 : b_panels, ep);
+        }
+    }
+}
+
+static void pack_a_block(const gemm_args *it, int p0, int kc, int steps, float *pa)
+{
+    const int a_panels = (it->m + MR - 1) / MR;
+    for (int pn = 0; pn < a_panels; pn++)
+        pack_a_panel(it, pn, p0, kc, pa + (size_t)pn * MR * steps);
+}
+
+static gemm_args product(const gemm_args *g, int item)
+{
+    gemm_args it = *g;
+    it.a += item * g->stride_a;
+    it.b += item * g->stride_b;
+    it.c += item * g->stride_c;
+    return it;
+}
+
+/* The packed products on the calling thread, in pa (pack_sizes' a_len + b_len floats). */
 static void gemm_serial(const gemm_args *g, float *pa)
 {
-    size_t a_len;
-    scratch_floats(g, &a_len);
-    float *pb = pa + a_len;
-    /* bf16: k blocks twice as long, the same bytes (a slot holds two) */
-    const int kcb = g->bf16 ? 2 * KC : KC;
-    const int a_panels = (g->m + MR - 1) / MR, mblocks = (g->m + MC - 1) / MC;
-    for (int p0 = 0; p0 < g->k; p0 += kcb) {
-        const int kc = g->k - p0 < kcb ? g->k - p0 : kcb, steps = g->bf16 ? (kc + 1) / 2 : kc;
+    const pack_sizes z = pack_sizes_of(g);
+    float *pb = pa + z.a_len;
+    if (product_by_product(g)) {
+        const tile_epilogue first = {g->alpha, g->beta, g->beta == 0.0f};
+        const tile_epilogue later = {g->alpha, 1.0f, 0};
+        for (int bl = 0; !g->stride_a && bl < z.blocks; bl++) {
+            const int p0 = bl * z.kcb, kc = g->k - p0 < z.kcb ? g->k - p0 : z.kcb;
+            pack_a_block(g, p0, kc, g->bf16 ? (kc + 1) / 2 : kc, pa + z.a_block * bl);
+        }
         for (int item = 0; item < g->count; item++) {
-            gemm_args it = *g;
-            it.a += item * g->stride_a;
-            it.b += item * g->stride_b;
-            it.c += item * g->stride_c;
+            const gemm_args it = product(g, item);
+            for (int bl = 0; bl < z.blocks; bl++) {
+                const int p0 = bl * z.kcb, kc = g->k - p0 < z.kcb ? g->k - p0 : z.kcb;
+                const int steps = g->bf16 ? (kc + 1) / 2 : kc;
+                float *pa_block = g->stride_a ? pa : pa + z.a_block * bl;
+                if (g->stride_a)
+                    pack_a_block(&it, p0, kc, steps, pa_block);
+                run_block(&it, pa_block, pb, p0, kc, steps, bl == 0 ? &first : &later);
+            }
+        }
+        return;
+    }
+    for (int p0 = 0; p0 < g->k; p0 += z.kcb) {
+        const int kc = g->k - p0 < z.kcb ? g->k - p0 : z.kcb;
+        const int steps = g->bf16 ? (kc + 1) / 2 : kc;
+        for (int item = 0; item < g->count; item++) {
+            const gemm_args it = product(g, item);
             const int first = p0 == 0 && (g->stride_c || item == 0);
             const tile_epilogue ep = {g->alpha, first ? g->beta : 1.0f,
                                       first && g->beta == 0.0f};
+            /* a shared A (stride 0) packed once per k block for all products */
             if (item == 0 || g->stride_a)
-                for (int pn = 0; pn < a_panels; pn++)
-                    pack_a_panel(&it, pn, p0, kc, pa + (size_t)pn * MR * steps);
-            for (int jc = 0; jc < g->n; jc += NC) {
-                const int nc = g->n - jc < NC ? g->n - jc : NC;
-                const int b_panels = (nc + NR - 1) / NR;
-                const int groups = (b_panels + JOB_PANELS - 1) / JOB_PANELS;
-                for (int pn = 0; pn < b_panels; pn++)
-                    pack_b_panel(&it, jc + pn * NR, p0, kc, pb + (size_t)pn * NR * steps);
-                /* rows-major: consecutive jobs reuse one block of A from L2 */
-                for (int job = 0; job < mblocks * groups; job++) {
-                    const int mb = job / groups, grp = job % groups;
-                    const int panel1 = (grp + 1) * JOB_PANELS;
-                    run_job(&it, pa, pb, steps, jc, mb, grp * JOB_PANELS,
-                            panel1 < b_panels ? panel1 : b_panels, &ep);
-                }
-            }
+                pack_a_block(&it, p0, kc, steps, pa);
+            run_block(&it, pa, pb, p0, kc, steps, &ep);
         }
     }
 }
@@ -564,8 +622,8 @@ static int gemm_packed(const gemm_args *g)
     if (!omp_in_parallel() && 2.0 * g->count * g->m * g->n * g->k >= 1e6)
         threads = omp_get_max_threads();
 #endif
-    size_t a_len;
-    const size_t per_thread = (scratch_floats(g, &a_len) + 15) / 16 * 16;
+    const pack_sizes z = pack_sizes_of(g);
+    const size_t per_thread = (z.a_len + z.b_len + 15) / 16 * 16;
     /* not dtnn__alloc_aligned: its zeroing would be a third pass over the packed blocks */
     float *scratch = aligned_alloc(64, sizeof(float) * per_thread * threads);
     if (!scratch)
