@@ -248,6 +248,79 @@ void cpu_dot_4x3(const float *const a[4], const float *const b[3], size_t t0, si
 }
 #endif
 
+/* The same for two rows of B (acc's first two columns): the last blocks of a B whose rows are
+ * no multiple of 3, which a 4 x 3 block covered with a repeated row whose sums were dropped
+ * (16 channels: 18 rows' work for 16). 8 accumulators, 6 loads per 8 FMAs; each lane sums as
+ * the 4 x 3 block's do, in both sets, so the bits do not depend on which block a row is in. */
+#define DOT2_ROW(j)                                                                            \
+    do {                                                                                       \
+        __m256 d = _mm256_loadu_ps(a[j] + t);                                                  \
+        __asm__("" : "+x"(d));                                                                 \
+        c##j##0 = _mm256_fmadd_ps(d, x0, c##j##0);                                             \
+        c##j##1 = _mm256_fmadd_ps(d, x1, c##j##1);                                             \
+    } while (0)
+
+static void dot_4x2_ymm(const float *const a[4], const float *const b[2], size_t t0, size_t t1,
+                        float acc[4][3][8])
+{
+    __m256 c00 = _mm256_loadu_ps(acc[0][0]), c01 = _mm256_loadu_ps(acc[0][1]);
+    __m256 c10 = _mm256_loadu_ps(acc[1][0]), c11 = _mm256_loadu_ps(acc[1][1]);
+    __m256 c20 = _mm256_loadu_ps(acc[2][0]), c21 = _mm256_loadu_ps(acc[2][1]);
+    __m256 c30 = _mm256_loadu_ps(acc[3][0]), c31 = _mm256_loadu_ps(acc[3][1]);
+    for (size_t t = t0; t < t1; t += 8) {
+        __m256 x0 = _mm256_loadu_ps(b[0] + t), x1 = _mm256_loadu_ps(b[1] + t);
+        __asm__("" : "+x"(x0), "+x"(x1));
+        DOT2_ROW(0);
+        DOT2_ROW(1);
+        DOT2_ROW(2);
+        DOT2_ROW(3);
+    }
+    _mm256_storeu_ps(acc[0][0], c00), _mm256_storeu_ps(acc[0][1], c01);
+    _mm256_storeu_ps(acc[1][0], c10), _mm256_storeu_ps(acc[1][1], c11);
+    _mm256_storeu_ps(acc[2][0], c20), _mm256_storeu_ps(acc[2][1], c21);
+    _mm256_storeu_ps(acc[3][0], c30), _mm256_storeu_ps(acc[3][1], c31);
+}
+
+#if defined(__AVX512F__)
+#define DOT2_ROW_WIDE(j)                                                                       \
+    do {                                                                                       \
+        __m512 d = _mm512_loadu_ps(a[j] + t);                                                  \
+        __asm__("" : "+v"(d));                                                                 \
+        c##j##0 = _mm512_fmadd_ps(d, x0, c##j##0);                                             \
+        c##j##1 = _mm512_fmadd_ps(d, x1, c##j##1);                                             \
+    } while (0)
+
+static void dot_4x2(const float *const a[4], const float *const b[2], size_t t0, size_t t1,
+                    float acc[4][3][8])
+{
+    const size_t wide_end = t0 + (t1 - t0) / 16 * 16;
+    if (wide_end > t0) {
+        __m512 c00 = _mm512_setzero_ps(), c01 = c00, c10 = c00, c11 = c00;
+        __m512 c20 = c00, c21 = c00, c30 = c00, c31 = c00;
+        for (size_t t = t0; t < wide_end; t += 16) {
+            __m512 x0 = _mm512_loadu_ps(b[0] + t), x1 = _mm512_loadu_ps(b[1] + t);
+            __asm__("" : "+v"(x0), "+v"(x1));
+            DOT2_ROW_WIDE(0);
+            DOT2_ROW_WIDE(1);
+            DOT2_ROW_WIDE(2);
+            DOT2_ROW_WIDE(3);
+        }
+        fold_into(acc[0][0], c00), fold_into(acc[0][1], c01);
+        fold_into(acc[1][0], c10), fold_into(acc[1][1], c11);
+        fold_into(acc[2][0], c20), fold_into(acc[2][1], c21);
+        fold_into(acc[3][0], c30), fold_into(acc[3][1], c31);
+    }
+    if (wide_end < t1)
+        dot_4x2_ymm(a, b, wide_end, t1, acc);
+}
+#else
+static void dot_4x2(const float *const a[4], const float *const b[2], size_t t0, size_t t1,
+                    float acc[4][3][8])
+{
+    dot_4x2_ymm(a, b, t0, t1, acc);
+}
+#endif
+
 #endif
 
 /* op(A) (m x k; A is k x m when trans_a) into the scratch, once for any number of products
@@ -308,7 +381,7 @@ void cpu_gemm_tiles(int m, int n, int k, const float *b, int ldb, float *c, int 
 #endif
 }
 
-/* Blocks of 4 rows of A and 3 of B; a job is a run of up to DOT_RUN blocks of A against a
+/* Blocks of 4 rows of A and 3 of B (dot_blocks_of); a job is a run of up to DOT_RUN blocks of A against a
  * group of up to DOT_GROUP blocks of B, and runs the reduction in pieces of DOT_PIECE, the
  * pieces outermost: the piece of the group's rows (up to 48 x 2 KiB) stays in L2 while the
  * run's pieces of A pass, each (8 KiB) in L1 while the group's rows stream past it. Over the
@@ -320,13 +393,34 @@ void cpu_gemm_tiles(int m, int n, int k, const float *b, int ldb, float *c, int 
  * same order however the jobs fall, so the bits do not depend on the threads. */
 enum { DOT_GROUP = 16, DOT_PIECE = 512, DOT_RUN = 8 };
 
+#if CPU_TILES
+/* B's rows in blocks of 3, the last one or two of 2 where n is no multiple of 3 (one block of
+ * 2, its second row repeated, for n = 1): block g's first row and its width. */
+typedef struct {
+    int threes, blocks;
+} dot_blocks;
+
+static dot_blocks dot_blocks_of(int n)
+{
+    const int twos = n == 1 ? 1 : n % 3 == 0 ? 0 : n % 3 == 2 ? 1 : 2;
+    const int threes = (n - 2 * twos) / 3 > 0 ? (n - 2 * twos) / 3 : 0;
+    return (dot_blocks){threes, threes + twos};
+}
+
+static int dot_block_row(const dot_blocks *d, int g)
+{
+    return g < d->threes ? 3 * g : 3 * d->threes + 2 * (g - d->threes);
+}
+#endif
+
 void cpu_gemm_dots(int m, int n, int k, const float *a, int lda, const float *b, int ldb,
                    float *c, int ldc)
 {
 #if CPU_TILES
     if (m <= 0 || n <= 0)
         return;
-    const long long mblocks = (m + 3) / 4, nblocks = (n + 2) / 3;
+    const dot_blocks db = dot_blocks_of(n);
+    const long long mblocks = (m + 3) / 4, nblocks = db.blocks;
     const long long groups = (nblocks + DOT_GROUP - 1) / DOT_GROUP;
     /* runs of at most DOT_RUN blocks, shorter where that gives each thread two jobs; the
      * count of runs then follows from their length, so none is empty */
@@ -352,25 +446,32 @@ void cpu_gemm_dots(int m, int n, int k, const float *a, int lda, const float *b,
                 const int row = (mb0 + r) * 4 + j;
                 ar[r][j] = a + (size_t)(row < m ? row : m - 1) * lda;
             }
-        for (int g = 0; g < nbs; g++)
-            for (int i = 0; i < 3; i++) {
-                const int row = (nb0 + g) * 3 + i;
+        int width[DOT_GROUP];
+        for (int g = 0; g < nbs; g++) {
+            width[g] = nb0 + g < db.threes ? 3 : 2;
+            for (int i = 0; i < width[g]; i++) {
+                const int row = dot_block_row(&db, nb0 + g) + i;
                 br[g][i] = b + (size_t)(row < n ? row : n - 1) * ldb;
             }
+        }
         float acc[DOT_RUN][DOT_GROUP][4][3][8];
         for (int r = 0; r < nms; r++)
             memset(acc[r], 0, sizeof acc[r][0] * nbs);
         for (size_t t0 = 0; t0 < len; t0 += DOT_PIECE) {
             const size_t t1 = len - t0 < DOT_PIECE ? len : t0 + DOT_PIECE;
             for (int r = 0; r < nms; r++)
-                for (int g = 0; g < nbs; g++)
-                    cpu_dot_4x3(ar[r], br[g], t0, t1, acc[r][g]);
+                for (int g = 0; g < nbs; g++) {
+                    if (width[g] == 3)
+                        cpu_dot_4x3(ar[r], br[g], t0, t1, acc[r][g]);
+                    else
+                        dot_4x2(ar[r], br[g], t0, t1, acc[r][g]);
+                }
         }
         for (int r = 0; r < nms; r++)
             for (int g = 0; g < nbs; g++) {
-                const int row0 = (mb0 + r) * 4, col0 = (nb0 + g) * 3;
+                const int row0 = (mb0 + r) * 4, col0 = dot_block_row(&db, nb0 + g);
                 for (int j = 0; j < 4 && row0 + j < m; j++)
-                    for (int i = 0; i < 3 && col0 + i < n; i++) {
+                    for (int i = 0; i < width[g] && col0 + i < n; i++) {
                         double sum = cpu_hsum8(_mm256_loadu_ps(acc[r][g][j][i]));
                         for (size_t t = len; t < (size_t)k; t++)
                             sum += (double)ar[r][j][t] * br[g][i][t];
