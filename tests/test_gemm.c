@@ -4,8 +4,8 @@
  * where the build has AVX-512, as _avx2 and _avx512): every transposition, alpha and beta, leading
  * dimensions past the row, and shapes on each side of the register tile's edges (6 rows; 16
  * or 32 columns; a last panel of at most 8 or 16 columns, which a 12-row tile takes), of the k
- * blocks (256; 192 before) and of the column blocks (2048); and strided products, each with
- * its own C (all its k blocks before the next product) or all into one C.
+ * blocks (256; 192 before) and of the column blocks (2048); and strided products (below),
+ * each with its own C or all summed into one.
  *
  * Tolerance, from the rounding: each element is a float sum of k products (each product exact
  * inside an FMA, or rounded once), in any order and grouping, then scaled by alpha and added
@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "testutil.h"
+#include "backend/cpu/cpu_kernels.h"
 
 typedef struct {
     int trans_a, trans_b, m, n, k;
@@ -121,6 +122,77 @@ static void check_corner(const gemm_case *t, const operands *o, const float *who
     free(c);
 }
 
+/* Strided products (a pointwise convolution's batch: dtnn__sgemm_strided, the chosen set's):
+ * `count` products, A shared (stride 0) or one each, C one each or all summed into one (beta
+ * applied once). Each output against its exact sum, within gamma(j) of the magnitudes as
+ * above, j = k + 2 or, summed into one C, count k + 2; and bitwise the same at 1 and 2
+ * threads, which take whole products (count even) or blocks of each product (odd). */
+typedef struct {
+    int count, trans_a, trans_b, m, n, k, shared_a, shared_c;
+    float beta;
+} strided_case;
+
+static void check_strided(const strided_case *t, unsigned seed, int own)
+{
+    const size_t a_len = (size_t)t->m * t->k, b_len = (size_t)t->k * t->n;
+    const size_t c_len = (size_t)t->m * t->n;
+    const size_t sa = t->shared_a ? 0 : a_len, sc = t->shared_c ? 0 : c_len;
+    const int lda = t->trans_a ? t->m : t->k, ldb = t->trans_b ? t->k : t->n;
+    const int outs = t->shared_c ? 1 : t->count;
+    float *a = malloc(sizeof(float) * a_len * (t->shared_a ? 1 : t->count));
+    float *b = malloc(sizeof(float) * b_len * t->count);
+    float *c0 = malloc(sizeof(float) * c_len * outs), *c[2];
+    test_fill(a, a_len * (t->shared_a ? 1 : t->count), seed);
+    test_fill(b, b_len * t->count, seed + 1);
+    test_fill(c0, c_len * outs, seed + 2);
+    for (int th = 1; th <= 2; th++) {
+        dtnn_set_threads(th);
+        c[th - 1] = malloc(sizeof(float) * c_len * outs);
+        memcpy(c[th - 1], c0, sizeof(float) * c_len * outs);
+        dtnn__sgemm_strided(t->count, t->trans_a, t->trans_b, t->m, t->n, t->k, 1.0f, a, lda,
+                            sa, b, ldb, b_len, t->beta, c[th - 1], t->n, sc, 0);
+    }
+    if (own)
+        CHECK(memcmp(c[0], c[1], sizeof(float) * c_len * outs) == 0);
+    const double u = ldexp(1.0, -24);
+    const double j = (t->shared_c ? (double)t->count * t->k : t->k) + 2.0;
+    const double gamma = j * u / (1.0 - j * u);
+    int bad = 0;
+    double worst = 0.0;
+    for (int o = 0; o < outs; o++)
+        for (int i = 0; i < t->m; i++)
+            for (int col = 0; col < t->n; col++) {
+                double sum = 0.0, mag = 0.0;
+                for (int item = 0; item < t->count; item++) {
+                    if (!t->shared_c && item != o)
+                        continue;
+                    const float *ai = a + item * sa, *bi = b + item * b_len;
+                    for (int p = 0; p < t->k; p++) {
+                        const double av = t->trans_a ? ai[(size_t)p * lda + i]
+                                                     : ai[(size_t)i * lda + p];
+                        const double bv = t->trans_b ? bi[(size_t)col * ldb + p]
+                                                     : bi[(size_t)p * ldb + col];
+                        sum += av * bv;
+                        mag += fabs(av * bv);
+                    }
+                }
+                const double c_was = c0[o * c_len + (size_t)i * t->n + col];
+                const double want = sum + (double)t->beta * c_was;
+                const double bound = gamma * (mag + fabs((double)t->beta * c_was));
+                const double err = fabs(c[1][o * c_len + (size_t)i * t->n + col] - want);
+                if (!(err <= bound))
+                    bad++;
+                if (bound > 0 && err / bound > worst)
+                    worst = err / bound;
+            }
+    printf("strided %d x %c%c m %3d n %3d k %3d, A %s, C %s: worst error %.3f of the bound%s\n",
+           t->count, t->trans_a ? 'T' : 'N', t->trans_b ? 'T' : 'N', t->m, t->n, t->k,
+           t->shared_a ? "shared" : "each", t->shared_c ? "shared" : "each", worst,
+           bad ? "  FAIL" : "");
+    CHECK(bad == 0);
+    free(a), free(b), free(c0), free(c[0]), free(c[1]);
+}
+
 int main(void)
 {
     if (tu_kernels_unavailable("test_gemm"))
@@ -154,5 +226,11 @@ int main(void)
         free(c);
         operands_free(&o);
     }
+    const strided_case strided[] = {
+        {4, 0, 0, 30, 196, 600, 1, 0, 0.0f}, {5, 1, 0, 40, 70, 300, 1, 0, 0.5f},
+        {6, 0, 0, 13, 33, 400, 0, 0, 1.0f},  {4, 0, 1, 24, 20, 530, 0, 1, 0.25f},
+    };
+    for (size_t i = 0; i < sizeof strided / sizeof strided[0]; i++)
+        check_strided(&strided[i], 101 + 3 * (unsigned)i, own);
     return test_finish("test_gemm");
 }

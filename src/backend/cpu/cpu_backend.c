@@ -557,4 +557,4 @@ const dtnn_backend_ops cpu_backend_table = {
 };
 
 const cpu_kernel_set cpu_kernels = {&cpu_backend_table, cpu_gemm, cpu_gemm_name,
-                                    cpu_gemm_bf16_dot};
+                                    cpu_gemm_bf16_dot, cpu_gemm_strided};

@@ -60,8 +60,18 @@ typedef struct {
                  int lda, const float *b, int ldb, float beta, float *c, int ldc);
     const char *(*gemm_name)(char *buf, size_t len);
     int (*gemm_bf16_dot)(void);
+    void (*gemm_strided)(int count, int trans_a, int trans_b, int m, int n, int k, float alpha,
+                         const float *a, int lda, size_t stride_a, const float *b, int ldb,
+                         size_t stride_b, float beta, float *c, int ldc, size_t stride_c,
+                         int flags);
 } cpu_kernel_set;
 extern const cpu_kernel_set cpu_kernels;
+/* cpu_gemm_strided of the set DTNN_CPU chose (cpu_select.c), for the tests: the layers call
+ * their own set's directly. */
+void dtnn__sgemm_strided(int count, int trans_a, int trans_b, int m, int n, int k, float alpha,
+                         const float *a, int lda, size_t stride_a, const float *b, int ldb,
+                         size_t stride_b, float beta, float *c, int ldc, size_t stride_c,
+                         int flags);
 void cpu_im2col(const conv_geom *g, const float *x, int images, float *col, int ldcol);
 void cpu_col2im(const conv_geom *g, const float *col, int ldcol, int images, float *dx);
 /* src [nb, ch, pq] (image i at src + i * image) -> dst [ch, nb * pq], and back: dst's images

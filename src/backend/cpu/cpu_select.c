@@ -5,7 +5,8 @@
  * x86-64, once more per kernel set (-mavx2 -mfma; the AVX-512 flags; CMakeLists.txt,
  * cmake/isa_rename.sh); the fastest set the CPU and its OS run is taken, unless DTNN_CPU says
  * otherwise. So one binary runs on every x86-64, and the sanitizer builds run the kernels users
- * run. It also routes dtnn_sgemm to the chosen set's GEMM.
+ * run. It also routes dtnn_sgemm (and, for the tests, dtnn__sgemm_strided) to the chosen
+ * set's GEMM.
  *
  * This file is compiled once, for the baseline target: it runs before anything is known about
  * the CPU. It deliberately picks once per process (see cpu_choice): layers plan their
@@ -249,6 +250,15 @@ void dtnn_sgemm(int trans_a, int trans_b, int m, int n, int k, float alpha, cons
                 int lda, const float *b, int ldb, float beta, float *c, int ldc)
 {
     cpu_running()->set->gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+void dtnn__sgemm_strided(int count, int trans_a, int trans_b, int m, int n, int k, float alpha,
+                         const float *a, int lda, size_t stride_a, const float *b, int ldb,
+                         size_t stride_b, float beta, float *c, int ldc, size_t stride_c,
+                         int flags)
+{
+    cpu_running()->set->gemm_strided(count, trans_a, trans_b, m, n, k, alpha, a, lda, stride_a,
+                                     b, ldb, stride_b, beta, c, ldc, stride_c, flags);
 }
 
 dtnn_status dtnn_cpu_kernels_check(dtnn_error *err)

@@ -581,11 +581,31 @@ static void gemm_serial(const gemm_args *g, float *pa)
     }
 }
 
-/* Thread t's part of the products: a block of C's columns (NR-aligned) or, where C has more
- * rows than columns, of its rows (MR-aligned); NULL-sized (m or n 0) when it has none. */
+/* Products with a C each split whole between the threads where they divide evenly (or
+ * nearly: at least 8 a thread): each thread packs only its own products' B, where a split of
+ * every product's rows had each thread pack all of B (ResNet-50's 14x14 stage, whose C has
+ * more rows than columns), and no split falls inside a row of tiles (measurements:
+ * docs/perf-notes.md). */
+static int split_products(const gemm_args *g, int threads)
+{
+    return product_by_product(g) && (g->count % threads == 0 || g->count >= 8 * threads);
+}
+
+/* Thread t's part of the products: a run of whole products (split_products), else a block of
+ * C's columns (NR-aligned) or, where C has more rows than columns, of its rows (MR-aligned);
+ * empty (count, m or n 0) when it has none. */
 static gemm_args thread_part(const gemm_args *g, int t, int threads)
 {
     gemm_args p = *g;
+    if (split_products(g, threads)) {
+        const int lo = (int)((long long)g->count * t / threads);
+        const int hi = (int)((long long)g->count * (t + 1) / threads);
+        p.count = hi - lo;
+        p.a += (size_t)lo * g->stride_a;
+        p.b += (size_t)lo * g->stride_b;
+        p.c += (size_t)lo * g->stride_c;
+        return p;
+    }
     const int split_n = g->n >= g->m, len = split_n ? g->n : g->m, align = split_n ? NR : MR;
     int block = (len + threads - 1) / threads;
     block = (block + align - 1) / align * align;
@@ -603,8 +623,8 @@ static gemm_args thread_part(const gemm_args *g, int t, int threads)
 }
 
 /* The packed products; 0, or -1 when their buffers cannot be had (the caller falls back,
- * nothing written). With T threads each takes a contiguous block of C and runs the whole
- * product on it alone, as the BLAS path splits: one fork and join, no barrier between
+ * nothing written). With T threads each takes whole products or a contiguous block of C and
+ * runs them alone, as the BLAS path splits: one fork and join, no barrier between
  * packing and tiles (a finer split, with the team packing together, trained vgg16-64 20%
  * slower at 2 threads on this 2-vCPU VM, whose second core at times runs slower). Every
  * element is summed the same way whatever block holds it (tile edges fall on NR and MR
@@ -634,7 +654,7 @@ static int gemm_packed(const gemm_args *g)
 #pragma omp parallel for schedule(static) num_threads(threads)
         for (int t = 0; t < threads; t++) {
             const gemm_args part = thread_part(g, t, threads);
-            if (part.m > 0 && part.n > 0)
+            if (part.count > 0 && part.m > 0 && part.n > 0)
                 gemm_serial(&part, scratch + per_thread * t);
         }
     }
