@@ -369,13 +369,7 @@ static void store_tile(const pass_geom *pg, float tile[MR][NR], int p0, int o0, 
         for (int j = 0; j < nj; j++) {
             const float *t = tile[j] + (p - p0);
             float *d = out + (size_t)(o0 + j) * plane + (size_t)y * cols + x;
-            float b = bias ? bias[o0 + j] : 0.0f;
-            if (accumulate)
-                for (int q = 0; q < valid; q++)
-                    d[q] += t[q];
-            else
-                for (int q = 0; q < valid; q++)
-                    d[q] = t[q] + b;
+            cpu_store_row(d, t, valid, bias ? bias[o0 + j] : 0.0f, accumulate);
         }
         p += run;
     }

@@ -373,6 +373,18 @@ static inline void cpu_add_parts(float *dst, const float *parts, size_t stride, 
             dst[e] += parts[(size_t)u * stride + (size_t)e];
 }
 
+/* A row of a product's output into its place: d[j] += s[j] (accumulate), else s[j] + bias
+ * (the im2col and pointwise paths' scatter, the direct kernels' tile stores). */
+static inline void cpu_store_row(float *d, const float *s, int n, float bias, int accumulate)
+{
+    if (accumulate)
+        for (int j = 0; j < n; j++)
+            d[j] += s[j];
+    else
+        for (int j = 0; j < n; j++)
+            d[j] = s[j] + bias;
+}
+
 /* Images per chunk for `own` threads taking chunks of at most `chunk`: the fewest rounds of
  * `own` chunks, as equal as whole images allow (a short last chunk sums few tiles a call). */
 static inline int cpu_equal_chunk(int n, int own, int chunk)

@@ -144,13 +144,7 @@ void cpu_scatter_images(const float *src, int nb, int ch, int pq, size_t image,
         const float b = bias ? bias[c] : 0.0f;
         for (int i = 0; i < nb; i++) {
             const float *s = src + c * ld + (size_t)i * pq;
-            float *d = dst + i * image + (size_t)c * pq;
-            if (accumulate)
-                for (int j = 0; j < pq; j++)
-                    d[j] += s[j];
-            else
-                for (int j = 0; j < pq; j++)
-                    d[j] = s[j] + b;
+            cpu_store_row(dst + i * image + (size_t)c * pq, s, pq, b, accumulate);
         }
     }
 }
