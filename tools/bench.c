@@ -164,7 +164,7 @@ static dtnn_status time_allreduce(dtnn_comm *comm, dtnn_model *m, dtnn_grad_sync
     return st;
 }
 
-static void print_profile(dtnn_model *m, int64_t steps)
+static void print_profile(dtnn_model *m, int64_t steps, dtnn_precision precision)
 {
     double total = 0;
     for (int i = 0; i < dtnn_model_layer_count(m); i++) {
@@ -172,7 +172,14 @@ static void print_profile(dtnn_model *m, int64_t steps)
         dtnn_model_layer_info(m, i, &li);
         total += li.seconds_fwd + li.seconds_bwd;
     }
-    printf("device %s, cpu kernels %s\n", dtnn_model_device(m), dtnn_cpu_kernels_name());
+    /* What was chosen for this CPU, and why: a profile read without it could not tell a slow
+     * kernel from a set auto passed over (dtnn info prints the same). */
+    char gemm[128];
+    printf("device %s, cpu kernels %s (%s), gemm %s\n", dtnn_model_device(m),
+           dtnn_cpu_kernels_name(), dtnn_cpu_kernels_reason(),
+           dtnn_cpu_gemm_name(gemm, sizeof gemm));
+    if (precision == DTNN_PRECISION_BF16 && !strncmp(dtnn_model_device(m), "cpu", 3))
+        printf("bf16 on the CPU: %s\n", dtnn_cpu_bf16_products());
     printf("%-24s %-14s %-16s %10s %10s %7s\n", "layer", "type", "method", "fwd ms", "bwd ms",
            "share");
     for (int i = 0; i < dtnn_model_layer_count(m); i++) {
@@ -340,7 +347,7 @@ static void bench_print(const cli_opt *o, int n, dtnn_comm *comm, const bench_ru
                         const bench_result *r)
 {
     if (cli_flag(o, n, "profile"))
-        print_profile(b->m, b->steps);
+        print_profile(b->m, b->steps, b->precision);
     char blas[128];
     printf("{\"model\": \"%s\", \"batch_size\": %d, \"ranks\": %d, \"threads\": %d, "
            "\"steps\": %lld, \"images_per_sec\": %.1f, \"step_ms\": %.3f, \"gflops\": %.2f, "
