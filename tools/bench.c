@@ -172,13 +172,17 @@ static void print_profile(dtnn_model *m, int64_t steps, dtnn_precision precision
         dtnn_model_layer_info(m, i, &li);
         total += li.seconds_fwd + li.seconds_bwd;
     }
-    /* What was chosen for this CPU, and why: a profile read without it could not tell a slow
-     * kernel from a set auto passed over (dtnn info prints the same). */
+    /* On the CPU, what was chosen for it and why: a profile read without it could not tell a
+     * slow kernel from a set auto passed over (dtnn info prints the same). */
+    const int on_cpu = !strncmp(dtnn_model_device(m), "cpu", 3);
     char gemm[128];
-    printf("device %s, cpu kernels %s (%s), gemm %s\n", dtnn_model_device(m),
-           dtnn_cpu_kernels_name(), dtnn_cpu_kernels_reason(),
-           dtnn_cpu_gemm_name(gemm, sizeof gemm));
-    if (precision == DTNN_PRECISION_BF16 && !strncmp(dtnn_model_device(m), "cpu", 3))
+    if (on_cpu)
+        printf("device %s, cpu kernels %s (%s), gemm %s\n", dtnn_model_device(m),
+               dtnn_cpu_kernels_name(), dtnn_cpu_kernels_reason(),
+               dtnn_cpu_gemm_name(gemm, sizeof gemm));
+    else
+        printf("device %s\n", dtnn_model_device(m));
+    if (on_cpu && precision == DTNN_PRECISION_BF16)
         printf("bf16 on the CPU: %s\n", dtnn_cpu_bf16_products());
     printf("%-24s %-14s %-16s %10s %10s %7s\n", "layer", "type", "method", "fwd ms", "bwd ms",
            "share");
